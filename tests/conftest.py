@@ -1,0 +1,87 @@
+"""Shared fixtures: the app launched once in-process, a gradio_client for it, and a browser.
+
+The whole suite runs offline: HF_HUB_OFFLINE=1 is set before anything imports
+huggingface-hub, and every hub download must come from a temporary cache the tests build.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="hf-home-empty-"))
+os.environ.setdefault("GRADIO_TEMP_DIR", tempfile.mkdtemp(prefix="gradio-tmp-"))
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "artifacts"  # screenshots of browser tests (git-ignored)
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    """URL of the app, launched once for the whole session on 127.0.0.1 (a free port)."""
+    import app
+
+    _, url, _ = app.demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
+    deadline = time.time() + 60
+    while True:  # "Running on local URL" prints before the server is ready: poll it
+        try:
+            urllib.request.urlopen(url.rstrip("/") + "/gradio_api/info", timeout=5).read()
+            break
+        except OSError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
+    yield url
+    app.demo.close()
+
+
+@pytest.fixture(scope="session")
+def client(app_url):
+    """A gradio_client.Client on the running app."""
+    from gradio_client import Client
+
+    return Client(app_url, verbose=False)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's Chromium (/usr/bin/chromium) driven by Playwright, headless."""
+    if not Path("/usr/bin/chromium").exists():
+        pytest.fail("/usr/bin/chromium is missing: `apt-get install -y chromium` (.ci/run does this)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path="/usr/bin/chromium",
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+        )
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, app_url):
+    """A fresh browser page at the app; a screenshot is saved to artifacts/ at the end."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = ctx.new_page()
+    pg.set_default_timeout(60_000)
+    pg.goto(app_url)
+    yield pg
+    ctx.close()
+
+
+def screenshot(pg, name: str) -> Path:
+    """Save a full-page screenshot as a test artefact (artifacts/NAME.png, not committed)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    pg.screenshot(path=str(path), full_page=True)
+    return path
