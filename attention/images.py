@@ -1,0 +1,162 @@
+"""Images in: decode any source and mode, honour EXIF, guard size, resize and crop to patches.
+
+    img = load_image("photo.jpg")                       # RGB PIL image, EXIF-rotated
+    x, shown = to_tensor(img, patch_size=16, mean=..., std=..., resolution=480)
+    # x: float32 (1, C, H, W), H and W multiples of 16; `shown` is the RGB image x shows
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Union
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from attention.errors import ImageError, InputError
+
+# Decompression-bomb guard: PIL only raises above 2 x 89,478,485 pixels; we refuse far earlier,
+# from the header alone, before any pixel is decoded.
+MAX_PIXELS = int(os.environ.get("ATTENTION_MAX_PIXELS", 40_000_000))
+# Cap on patch tokens per image (a 1024 px ViT-S/16 input is 4,096; DINO#213's frame was 14,400).
+MAX_TOKENS = int(os.environ.get("ATTENTION_MAX_TOKENS", 16_384))
+MAX_RESOLUTION = 4096
+Image.MAX_IMAGE_PIXELS = max(MAX_PIXELS, 1)  # also for anything else in the process that opens images
+
+ImageSource = Union[str, os.PathLike, bytes, Image.Image, np.ndarray]
+Resolution = Union[int, str, None]
+
+
+def load_image(src: ImageSource, *, max_pixels: int = MAX_PIXELS) -> Image.Image:
+    """Decode `src` to an RGB PIL image.
+
+    src: a path, encoded bytes, a PIL image (any mode: RGB, RGBA, L, P, CMYK, I;16, ...),
+    or a uint8 array (H, W), (H, W, 1), (H, W, 3) or (H, W, 4). EXIF orientation is applied;
+    transparency is composited on white; 16-bit and float images are scaled to 8 bits.
+    Raises ImageError for anything that is not a decodable image or is over `max_pixels`.
+    """
+    if isinstance(src, np.ndarray):
+        img = _from_array(src)
+    elif isinstance(src, Image.Image):
+        img = src
+    elif isinstance(src, (bytes, bytearray, str, os.PathLike)):
+        img = _open(src)
+    else:
+        raise ImageError(f"Cannot read an image from a {type(src).__name__}; accepted: a file path, bytes, a PIL image or a uint8 array.")
+    w, h = img.size
+    if w * h > max_pixels:
+        raise ImageError(f"Image is {w}x{h} = {w * h:,} pixels, over the limit of {max_pixels:,}; downscale it first.")
+    try:
+        img.load()
+        img = ImageOps.exif_transpose(img)
+    except (OSError, SyntaxError, ValueError) as e:  # truncated or corrupt data
+        raise ImageError(f"Image data is truncated or corrupt ({e}); accepted: complete PNG, JPEG, WebP, GIF, BMP or TIFF files.") from None
+    return _to_rgb(img)
+
+
+def _open(src) -> Image.Image:
+    name = "the uploaded data" if isinstance(src, (bytes, bytearray)) else Path(src).name
+    try:
+        return Image.open(io.BytesIO(src) if isinstance(src, (bytes, bytearray)) else src)
+    except FileNotFoundError:
+        raise ImageError(f"No such image file: {src}") from None
+    except Image.DecompressionBombError as e:
+        raise ImageError(f"{name} is too large to decode safely ({e}).") from None
+    except (UnidentifiedImageError, OSError, ValueError):
+        raise ImageError(f"{name} is not an image PIL can read; accepted: PNG, JPEG, WebP, GIF, BMP or TIFF files.") from None
+
+
+def _from_array(a: np.ndarray) -> Image.Image:
+    if a.ndim == 3 and a.shape[2] == 1:
+        a = a[:, :, 0]
+    if a.dtype == bool:
+        a = a.astype(np.uint8) * 255
+    elif np.issubdtype(a.dtype, np.floating) and a.size and np.nanmax(a) <= 1.0:
+        a = np.nan_to_num(a * 255).clip(0, 255).astype(np.uint8)
+    if a.dtype != np.uint8 or a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[2] not in (3, 4)):
+        raise ImageError(
+            f"Array of shape {a.shape} and dtype {a.dtype} is not an image; accepted: uint8 (H, W), (H, W, 3) or (H, W, 4), or floats in [0, 1]."
+        )
+    return Image.fromarray(np.ascontiguousarray(a))
+
+
+def _to_rgb(img: Image.Image) -> Image.Image:
+    if img.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
+        a = np.asarray(img, dtype=np.float64)
+        top = 65535.0 if img.mode.startswith("I;16") or a.max() > 255 else 255.0
+        img = Image.fromarray((a / max(top, 1e-12) * 255).clip(0, 255).astype(np.uint8))
+    if img.mode == "P":
+        img = img.convert("RGBA")
+    if img.mode in ("RGBA", "LA", "PA") or (img.mode in ("RGB", "L") and "transparency" in img.info):
+        img = img.convert("RGBA")
+        bg = Image.new("RGBA", img.size, (255, 255, 255, 255))
+        return Image.alpha_composite(bg, img).convert("RGB")
+    return img.convert("RGB")
+
+
+def target_size(size: tuple[int, int], patch_size: int, resolution: Resolution) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Resized size (W, H) and then cropped size (W', H'), multiples of `patch_size`.
+
+    resolution: int, the shorter side in pixels (aspect kept); None or "native" keeps the size.
+    """
+    w, h = size
+    if resolution is None:
+        rw, rh = w, h
+    else:
+        s = resolution / min(w, h)
+        rw, rh = max(1, round(w * s)), max(1, round(h * s))
+    return (rw, rh), (rw // patch_size * patch_size, rh // patch_size * patch_size)
+
+
+def check_resolution(resolution: Resolution, patch_size: int) -> int | None:
+    """Validate a resolution argument: an int in [patch_size, 4096], None or "native" (-> None)."""
+    if resolution is None or (isinstance(resolution, str) and resolution.strip().lower() in ("native", "none", "")):
+        return None
+    try:
+        r = int(resolution)
+    except (TypeError, ValueError):
+        raise InputError(f"Resolution {resolution!r} is not accepted; use 'auto', 'native' or a number of pixels ({patch_size}-{MAX_RESOLUTION}).") from None
+    if not patch_size <= r <= MAX_RESOLUTION:
+        raise InputError(f"Resolution {r} px is out of range; accepted: {patch_size} (one patch) to {MAX_RESOLUTION} px, 'auto' or 'native'.")
+    return r
+
+
+def to_tensor(
+    img: Image.Image,
+    *,
+    patch_size: int,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+    resolution: int | None,
+    max_tokens: int = MAX_TOKENS,
+):
+    """Resize (shorter side to `resolution`, bicubic), centre-crop to multiples of the patch,
+    normalise with `mean`/`std` (1 or 3 channels).
+
+    Returns (x, shown): x float32 tensor (1, C, H', W'); shown, the RGB PIL image of size
+    (W', H') that x shows, so maps on the (H'/p, W'/p) grid align with it pixel for pixel.
+    Raises ImageError when the image is smaller than one patch or over `max_tokens` patches.
+    """
+    import torch
+
+    w, h = img.size
+    if min(w, h) < patch_size:
+        raise ImageError(f"Image is {w}x{h} px, smaller than one {patch_size}x{patch_size} patch; accepted: at least {patch_size} px on each side.")
+    (rw, rh), (cw, ch) = target_size((w, h), patch_size, resolution)
+    tokens = (cw // patch_size) * (ch // patch_size)
+    if tokens > max_tokens:
+        raise ImageError(
+            f"At this resolution the image makes {cw // patch_size}x{ch // patch_size} = {tokens:,} patches, over the cap of "
+            f"{max_tokens:,}; choose a smaller resolution (at most about {int(patch_size * (max_tokens * min(w, h) / max(w, h)) ** 0.5)} px)."
+        )
+    if (rw, rh) != (w, h):
+        img = img.resize((rw, rh), Image.BICUBIC)
+    left, top = (rw - cw) // 2, (rh - ch) // 2
+    shown = img.crop((left, top, left + cw, top + ch))
+    src = shown.convert("L") if len(mean) == 1 else shown
+    a = np.asarray(src, dtype=np.float32) / 255.0
+    a = a[:, :, None] if a.ndim == 2 else a
+    a = (a - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
+    return torch.from_numpy(np.ascontiguousarray(a.transpose(2, 0, 1)))[None], shown
