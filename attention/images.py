@@ -42,7 +42,7 @@ def load_image(src: ImageSource, *, max_pixels: int = MAX_PIXELS) -> Image.Image
     elif isinstance(src, Image.Image):
         img = src
     elif isinstance(src, (bytes, bytearray, str, os.PathLike)):
-        img = _open(src)
+        img = _open(src, max_pixels)
     else:
         raise ImageError(f"Cannot read an image from a {type(src).__name__}; accepted: a file path, bytes, a PIL image or a uint8 array.")
     w, h = img.size
@@ -56,14 +56,14 @@ def load_image(src: ImageSource, *, max_pixels: int = MAX_PIXELS) -> Image.Image
     return _to_rgb(img)
 
 
-def _open(src) -> Image.Image:
+def _open(src, max_pixels: int) -> Image.Image:
     name = "the uploaded data" if isinstance(src, (bytes, bytearray)) else Path(src).name
     try:
         return Image.open(io.BytesIO(src) if isinstance(src, (bytes, bytearray)) else src)
     except FileNotFoundError:
         raise ImageError(f"No such image file: {src}") from None
     except Image.DecompressionBombError as e:
-        raise ImageError(f"{name} is too large to decode safely ({e}).") from None
+        raise ImageError(f"{name} is over the limit of {max_pixels:,} pixels, refused unread ({e}); downscale it first.") from None
     except (UnidentifiedImageError, OSError, ValueError):
         raise ImageError(f"{name} is not an image PIL can read; accepted: PNG, JPEG, WebP, GIF, BMP or TIFF files.") from None
 

@@ -61,7 +61,7 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
         return (model(x).argmax(-1) == y).float().mean().item()
 
 
-def train(epochs: int = 40, seed: int = 0, out=WEIGHTS_DIR) -> float:
+def train(epochs: int = 100, seed: int = 0, out=WEIGHTS_DIR) -> float:
     """Train on the split's train digits, save weights and config, return held-out accuracy."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -98,4 +98,4 @@ def train(epochs: int = 40, seed: int = 0, out=WEIGHTS_DIR) -> float:
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    train(epochs=int(sys.argv[1]) if len(sys.argv) > 1 else 40)
+    train(epochs=int(sys.argv[1]) if len(sys.argv) > 1 else 100)

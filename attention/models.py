@@ -88,6 +88,11 @@ def resolve(name: str) -> tuple[str, ModelSpec | None]:
     import timm
 
     if name and timm.is_model(name):
+        if not timm.models.is_model_in_modules(name, ["vision_transformer", "deit"]):
+            raise ModelLoadError(
+                f"Model {name!r} is not a plain ViT; attention extraction supports timm VisionTransformer models "
+                f"(vision_transformer, deit), e.g. {', '.join(REGISTRY)}."
+            )
         return name, None
     raise ModelLoadError(
         f"Unknown model {name!r}. Accepted: one of the aliases {', '.join(REGISTRY)}; "

@@ -1,0 +1,156 @@
+"""Cost of attention extraction against a plain fused forward, in one run (CPU, random weights).
+
+    python bench/bench_extract.py            # full table (a few minutes on 2 cores)
+    python bench/bench_extract.py --quick    # 224 px only
+
+For each model/size it prints, relative to a plain fused `forward_features` of the same model
+and input:
+- maps:     `attention_maps` (CLS, every layer's row, one pass): time ratio, peak extra memory
+- rollout:  `attention_maps(keep_qk=True)` + chunked `rollout`: time ratio, peak extra memory
+- explicit: the DINO-style reference, every layer computing softmax(q k^T) v by hand
+            (timm's unfused path) and the last layer's full N x N attention kept
+Times: median of interleaved repeats in one process. Peak extra memory: each method in its
+own fresh subprocess, peak RSS minus RSS after the model and input are ready.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+CONFIGS = [("vit_small_patch16_224.dino", 224), ("vit_small_patch16_224.dino", 480),
+           ("vit_small_patch16_224.dino", 1024), ("vit_small_patch8_224.dino", 480)]
+METHODS = ("plain", "maps", "rollout", "explicit")
+
+
+def setup(name: str, size: int):
+    import numpy as np
+    import timm
+    import torch
+    from PIL import Image
+
+    torch.manual_seed(0)
+    model = timm.create_model(name, pretrained=False, num_classes=0, dynamic_img_size=True).eval()
+    img = Image.fromarray((np.random.default_rng(0).random((size, size, 3)) * 255).astype(np.uint8))
+    from attention.images import to_tensor
+
+    cfg = model.pretrained_cfg
+    x, _ = to_tensor(img, patch_size=model.patch_embed.patch_size[0], mean=cfg["mean"], std=cfg["std"], resolution=size)
+    return model, img, x
+
+
+def runner(method: str, model, img, x, size: int):
+    import torch
+
+    from attention.extract import attention_maps, rollout
+
+    if method == "plain":
+        return lambda: model.forward_features(x)
+    if method == "maps":
+        return lambda: attention_maps(model, img, resolution=size)
+    if method == "rollout":
+        return lambda: rollout(attention_maps(model, img, resolution=size, keep_qk=True))
+    if method == "explicit":
+        def explicit():
+            kept = []
+            blocks = model.blocks
+            for b in blocks:
+                b.attn.fused_attn = False
+            h = blocks[-1].attn.attn_drop.register_forward_hook(lambda m, a, o: kept.append(o))  # last layer's N x N
+            try:
+                return model.forward_features(x), kept
+            finally:
+                h.remove()
+                for b in blocks:
+                    b.attn.fused_attn = True
+        return explicit
+    raise ValueError(method)
+
+
+def _status_mb(field: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(field)
+
+
+def child_memory(name: str, size: int, method: str) -> None:
+    """In a fresh process: peak RSS growth (MB) during one call of `method` (after a warm-up call)."""
+    import gc
+
+    import torch
+
+    with torch.inference_mode():
+        model, img, x = setup(name, size)
+        fn = runner(method, model, img, x, size)
+        fn()  # warm-up: allocator pools and lazy inits are not the method's cost
+        gc.collect()
+        base = _status_mb("VmRSS")
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset the peak (VmHWM) to the current RSS
+        fn()
+        peak = _status_mb("VmHWM")
+    print(json.dumps({"extra_mb": peak - base}))
+
+
+def times(name: str, size: int, reps: int) -> dict[str, float]:
+    import torch
+
+    with torch.inference_mode():
+        model, img, x = setup(name, size)
+        fns = {m: runner(m, model, img, x, size) for m in METHODS}
+        for fn in fns.values():  # warm-up
+            fn()
+        t = {m: [] for m in METHODS}
+        for _ in range(reps):  # interleaved, so drifting load hits every method alike
+            for m, fn in fns.items():
+                t0 = time.perf_counter()
+                fn()
+                t[m].append(time.perf_counter() - t0)
+    return {m: statistics.median(v) for m, v in t.items()}
+
+
+def memory(name: str, size: int, method: str) -> float:
+    # A fixed mmap threshold makes glibc return every large tensor to the OS when freed, so RSS
+    # follows live memory and the peak during the call is the method's own.
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+    out = subprocess.run([sys.executable, __file__, "--child", name, str(size), method],
+                         capture_output=True, text=True, check=True, env=env)
+    return json.loads(out.stdout.strip().splitlines()[-1])["extra_mb"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--child", nargs=3)
+    args = ap.parse_args()
+    if args.child:
+        child_memory(args.child[0], int(args.child[1]), args.child[2])
+        return
+    import torch
+
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU, random weights")
+    print(f"{'model':28s} {'px':>5s} {'N':>6s} {'plain s':>8s} {'maps/plain':>10s} {'rollout/plain':>13s} {'explicit/plain':>14s}"
+          f" {'+MB plain':>9s} {'+MB maps':>8s} {'+MB rollout':>11s} {'+MB explicit':>12s} {'maps MB/plain MB':>16s}")
+    for name, size in CONFIGS[:1] if args.quick else CONFIGS:
+        patch = 8 if "patch8" in name else 16
+        n = (size // patch) ** 2 + 1
+        reps = 15 if n < 300 else 5 if n < 1000 else 3
+        t = times(name, size, reps)
+        mem = {m: memory(name, size, m) for m in METHODS}
+        print(f"{name:28s} {size:5d} {n:6d} {t['plain']:8.3f} {t['maps'] / t['plain']:10.3f} {t['rollout'] / t['plain']:13.3f}"
+              f" {t['explicit'] / t['plain']:14.3f} {mem['plain']:9.0f} {mem['maps']:8.0f} {mem['rollout']:11.0f}"
+              f" {mem['explicit']:12.0f} {mem['maps'] / max(mem['plain'], 1e-9):16.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""Spec of the command line `python -m attention maps`: per image, head maps, mean, masks as
+PNG and the raw arrays as .npz; a bad file gets one clear line and the rest are still written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from attention import mnist
+from attention.__main__ import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def digit_png(path: Path, i: int) -> Path:
+    Image.fromarray(mnist.load_subset().images[i]).save(path)
+    return path
+
+
+def test_maps_writes_pngs_and_npz_per_image_and_reports_bad_files(tmp_path, capsys):
+    a, b = digit_png(tmp_path / "a.png", 0), digit_png(tmp_path / "b.png", 1)
+    bad = tmp_path / "notes.png"
+    bad.write_text("not an image")
+    out = tmp_path / "out"
+    code = main(["maps", str(a), str(bad), str(b), "--model", "mnist_vit", "--out", str(out), "--query", "3,3"])
+    err = capsys.readouterr().err
+    assert code == 1 and "notes.png: skipped" in err and "not an image" in err
+    for stem in ("a", "b"):
+        names = {p.name for p in (out / stem).iterdir()}
+        assert {"img.png", "mean.png", "attention.npz"} <= names
+        assert {f"head{h}.png" for h in range(4)} | {f"mask{h}.png" for h in range(4)} <= names
+        with np.load(out / stem / "attention.npz") as z:
+            assert z["maps"].shape == (4, 7, 7) and z["maps"].dtype == np.float32
+            assert z["layers"].shape[0] == 4 and z["masks"].dtype == bool and z["query"].tolist() == [3, 3]
+        assert Image.open(out / stem / "head0.png").size == (28, 28)
+    assert not (out / "notes").exists()
+
+
+def test_unknown_model_is_one_clear_line(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "attention", "maps", str(digit_png(tmp_path / "a.png", 0)), "--model", "nope"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.startswith("error: Unknown model 'nope'") and "Traceback" not in r.stderr

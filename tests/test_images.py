@@ -1,0 +1,103 @@
+"""Spec of attention.images: any source and mode decodes to RGB with EXIF honoured; bad,
+truncated and oversized files are refused with a clear ImageError; resize and crop to patches."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from attention.errors import ImageError, InputError
+from attention.images import check_resolution, load_image, target_size, to_tensor
+
+
+def encode(img: Image.Image, fmt: str = "PNG", **kw) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, fmt, **kw)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "P", "CMYK", "I;16", "I", "F", "1", "LA"])
+def test_every_mode_becomes_rgb(mode):
+    img = Image.new(mode, (20, 10))
+    out = load_image(img)
+    assert out.mode == "RGB" and out.size == (20, 10)
+
+
+def test_sixteen_bit_is_scaled_not_clipped():
+    a = np.full((4, 4), 65535, np.uint16)
+    a[0, 0] = 0
+    out = np.asarray(load_image(Image.fromarray(a)))
+    assert out[1, 1, 0] == 255 and out[0, 0, 0] == 0
+
+
+def test_transparency_is_composited_on_white():
+    img = Image.new("RGBA", (4, 4), (255, 0, 0, 0))
+    assert np.asarray(load_image(encode(img)))[0, 0].tolist() == [255, 255, 255]
+
+
+def test_exif_orientation_is_honoured():
+    img = Image.new("RGB", (30, 10), (0, 0, 255))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 on display
+    out = load_image(encode(img, "JPEG", exif=exif.tobytes()))
+    assert out.size == (10, 30)
+
+
+@pytest.mark.parametrize("arr", [np.zeros((5, 6), np.uint8), np.zeros((5, 6, 1), np.uint8), np.zeros((5, 6, 4), np.uint8), np.ones((5, 6, 3))])
+def test_arrays_are_accepted(arr):
+    assert load_image(arr).size == (6, 5)
+
+
+@pytest.mark.parametrize("arr", [np.zeros((5, 6, 2), np.uint8), np.zeros((5,), np.uint8), np.full((3, 3), 300, np.int32)])
+def test_arrays_that_are_not_images_are_refused(arr):
+    with pytest.raises(ImageError, match="accepted"):
+        load_image(arr)
+
+
+def test_non_image_and_truncated_files_are_refused(tmp_path):
+    with pytest.raises(ImageError, match="not an image"):
+        load_image(b"%PDF-1.4 hello")
+    jpeg = encode(Image.fromarray((np.random.default_rng(0).random((64, 64, 3)) * 255).astype(np.uint8)), "JPEG")
+    with pytest.raises(ImageError, match="truncated or corrupt"):
+        load_image(jpeg[: len(jpeg) // 2])
+    with pytest.raises(ImageError, match="No such image file"):
+        load_image(tmp_path / "missing.png")
+    with pytest.raises(ImageError, match="accepted"):
+        load_image(12)
+
+
+def test_decompression_bomb_is_refused_from_the_header(tmp_path):
+    """A 20000 x 20000 PNG (400 M pixels) is refused before any pixel is decoded."""
+    path = tmp_path / "bomb.png"
+    Image.new("1", (20000, 20000)).save(path)  # 1-bit: a small file
+    assert path.stat().st_size < 2_000_000
+    with pytest.raises(ImageError, match="over the limit"):
+        load_image(path)
+    with pytest.raises(ImageError, match="over the limit"):
+        load_image(Image.new("L", (100, 100)), max_pixels=9_999)
+
+
+def test_resize_keeps_aspect_then_crops_to_patches():
+    assert target_size((640, 480), 16, 480) == ((640, 480), (640, 480))
+    assert target_size((1000, 500), 16, 480) == ((960, 480), (960, 480))
+    assert target_size((101, 75), 8, None) == ((101, 75), (96, 72))
+    img = Image.new("RGB", (300, 200), (255, 0, 0))
+    x, shown = to_tensor(img, patch_size=16, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), resolution=100)
+    assert x.shape == (1, 3, 96, 144) and shown.size == (144, 96)
+    assert abs(float(x[0, 0, 0, 0]) - 1.0) < 1e-6 and abs(float(x[0, 1, 0, 0]) + 1.0) < 1e-6
+    g, _ = to_tensor(img, patch_size=4, mean=(0.1307,), std=(0.3081,), resolution=28)
+    assert g.shape == (1, 1, 28, 40)
+
+
+@pytest.mark.parametrize("value, expected", [(None, None), ("native", None), (" Native ", None), (480, 480), ("224", 224)])
+def test_resolution_values(value, expected):
+    assert check_resolution(value, 16) == expected
+
+
+@pytest.mark.parametrize("value", ["huge", 8, 5000, -1])
+def test_bad_resolutions_are_refused(value):
+    with pytest.raises(InputError, match="Resolution"):
+        check_resolution(value, 16)

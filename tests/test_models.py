@@ -1,0 +1,129 @@
+"""Spec of attention.models: the registry, load_vit through the real timm + huggingface-hub
+path (offline, from a temporary HF cache in the Hub's layout), caching, and clear errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+import timm
+import torch
+from safetensors.torch import save_file
+
+from attention import mnist
+from attention.errors import ModelLoadError
+from attention.models import REGISTRY, available, default_device, default_resolution, is_cached, load_vit, resolve
+
+TINY = {  # a timm hub config.json: a 2-layer ViT with patch 8
+    "architecture": "vit_tiny_patch16_224",
+    "num_classes": 0,
+    "model_args": {"embed_dim": 32, "depth": 2, "num_heads": 2, "img_size": 32, "patch_size": 8},
+    "pretrained_cfg": {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25], "input_size": [3, 32, 32], "num_classes": 0},
+}
+
+
+@pytest.fixture
+def hub_cache(tmp_path, monkeypatch):
+    """A fresh HF_HOME; `add(repo, files)` puts files into its hub cache exactly as a download would
+    (blobs named by hash, snapshot symlinks, refs/main). HF_HUB_OFFLINE=1 stays set."""
+    from huggingface_hub import constants
+
+    from attention import models
+
+    home = tmp_path / "hf_home"
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setattr(constants, "HF_HOME", str(home))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
+    assert constants.HF_HUB_OFFLINE
+    models.clear_cache()
+
+    def add(repo: str, files: dict[str, bytes]) -> None:
+        root = home / "hub" / f"models--{repo.replace('/', '--')}"
+        rev = hashlib.sha1(repo.encode()).hexdigest()
+        (root / "blobs").mkdir(parents=True, exist_ok=True)
+        (root / "snapshots" / rev).mkdir(parents=True, exist_ok=True)
+        (root / "refs").mkdir(exist_ok=True)
+        (root / "refs" / "main").write_text(rev)
+        for name, data in files.items():
+            blob = root / "blobs" / hashlib.sha256(data).hexdigest()
+            blob.write_bytes(data)
+            (root / "snapshots" / rev / name).symlink_to(f"../../blobs/{blob.name}")
+
+    yield add
+    models.clear_cache()
+
+
+def _safetensors_bytes(model: torch.nn.Module, tmp_path) -> bytes:
+    path = tmp_path / "w.safetensors"
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, path)
+    return path.read_bytes()
+
+
+def test_registry_has_the_documented_aliases():
+    assert {"dino_vits16", "dino_vits8", "dino_vitb16", "dino_vitb8", "dinov2_vits14", "dinov2_vits14_reg", "mnist_vit"} <= set(REGISTRY)
+    assert resolve("dino_vits16")[0] == "vit_small_patch16_224.dino"
+    assert resolve("dinov2_vits14_reg")[0] == "vit_small_patch14_reg4_dinov2.lvd142m"
+    assert resolve("hf-hub:org/repo") == ("hf-hub:org/repo", None)
+
+
+def test_hf_hub_model_loads_offline_from_the_cache(hub_cache, tmp_path):
+    ref = timm.create_model(TINY["architecture"], pretrained=False, num_classes=0, **TINY["model_args"])
+    hub_cache("testorg/tiny-vit", {"config.json": json.dumps(TINY).encode(), "model.safetensors": _safetensors_bytes(ref, tmp_path)})
+    model = load_vit("hf-hub:testorg/tiny-vit", device="cpu")
+    assert not model.training and len(model.blocks) == 2
+    assert model.pretrained_cfg["std"] == (0.25, 0.25, 0.25) or list(model.pretrained_cfg["std"]) == [0.25] * 3
+    for k, v in ref.state_dict().items():  # the cached weights, not a random init
+        if k in model.state_dict():
+            torch.testing.assert_close(model.state_dict()[k], v)
+    assert load_vit("hf-hub:testorg/tiny-vit", device="cpu") is model  # cached: never loads twice
+    out = model.forward_features(torch.randn(1, 3, 48, 64))  # any image size (pos-embed interpolated)
+    assert out.shape == (1, 1 + 6 * 8, 32)
+
+
+def test_default_alias_loads_through_timm_tag_offline(hub_cache, tmp_path):
+    """`dino_vits16` goes timm `vit_small_patch16_224.dino` -> hub repo timm/vit_small_patch16_224.dino."""
+    ref = timm.create_model("vit_small_patch16_224.dino", pretrained=False, num_classes=0)
+    hub_cache("timm/vit_small_patch16_224.dino", {"model.safetensors": _safetensors_bytes(ref, tmp_path)})
+    assert is_cached("dino_vits16") and available("dino_vits16")
+    model = load_vit("dino_vits16", device="cpu")
+    torch.testing.assert_close(model.blocks[3].attn.qkv.weight, ref.blocks[3].attn.qkv.weight)
+    assert default_resolution(model) == 480
+
+
+def test_empty_cache_offline_gives_a_clear_error(hub_cache):
+    assert not available("dino_vits16")
+    with pytest.raises(ModelLoadError) as e:
+        load_vit("dino_vits16", device="cpu")
+    msg = str(e.value)
+    assert "timm/vit_small_patch16_224.dino" in msg and "HF_HUB_OFFLINE" in msg
+    assert "hf download" in msg and "mnist_vit" in msg
+
+
+def test_corrupt_cached_weights_give_a_clear_error(hub_cache):
+    hub_cache("testorg/broken", {"config.json": json.dumps(TINY).encode(), "model.safetensors": b"not safetensors"})
+    with pytest.raises(ModelLoadError, match="testorg/broken"):
+        load_vit("hf-hub:testorg/broken", device="cpu")
+
+
+@pytest.mark.parametrize("name, fragment", [("nope_model", "Unknown model"), ("", "Unknown model"), ("resnet18", "not a plain ViT")])
+def test_unknown_or_unsupported_names_are_refused_without_network(name, fragment):
+    with pytest.raises(ModelLoadError, match=fragment) as e:
+        load_vit(name, device="cpu")
+    assert "dino_vits16" in str(e.value)  # says what is accepted
+
+
+def test_device_is_cuda_when_present_else_cpu():
+    assert default_device().type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_mnist_vit_ships_and_classifies_heldout_digits():
+    model = load_vit("mnist_vit", device="cpu")
+    assert default_resolution(model) == 28 and model.patch_embed.patch_size == (4, 4)
+    d = mnist.load_subset()
+    _, held = mnist.split(len(d))
+    x = (torch.from_numpy(d.images[held]).float()[:, None] / 255 - mnist.MEAN) / mnist.STD
+    with torch.no_grad():
+        acc = (model(x).argmax(-1).numpy() == d.labels[held]).mean()
+    assert acc >= 0.95, acc
