@@ -1,0 +1,47 @@
+"""Spec of the repository's front door: README's two commands, CI running the second verbatim,
+Spaces front matter matching the pinned gradio and the registry."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from attention.models import DEFAULT_MODEL, REGISTRY
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def commands() -> list[str]:
+    return re.findall(r"```bash\n(.+?)\n```", README)
+
+
+def test_readme_opens_with_install_and_run_then_test_commands():
+    run, test = commands()[:2]
+    assert run == "pip install -r requirements.txt && python app.py"
+    assert test.startswith("pip install -r requirements-dev.txt && ") and "pytest" in test
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert commands()[1] in ci
+
+
+def test_spaces_front_matter_matches_requirements_and_registry():
+    front = README.split("---")[1]
+    pinned = re.search(r"^gradio==([\d.]+)$", (ROOT / "requirements.txt").read_text(), re.M).group(1)
+    assert re.search(rf"^sdk_version: {re.escape(pinned)}$", front, re.M)
+    assert re.search(r'^python_version: "3\.\d+"$', front, re.M)
+    assert "sdk: gradio" in front and "app_file: app.py" in front
+    hub_ids = {s.hub_id for s in REGISTRY.values() if s.hub_id}
+    listed = set(re.findall(r"^  - (\S+)$", front.split("preload_from_hub:")[0], re.M))
+    assert listed == hub_ids
+    assert f"  - {REGISTRY[DEFAULT_MODEL].hub_id}" in front.split("preload_from_hub:")[1]
+
+
+def test_requirements_pin_the_torch_on_this_disk_and_gradio_with_file_serving_fixes():
+    req = (ROOT / "requirements.txt").read_text()
+    assert "torch==2.14.1" in req and "torchvision==0.29.1" in req
+    major, minor = (int(v) for v in re.search(r"gradio==(\d+)\.(\d+)", req).groups())
+    assert (major, minor) >= (6, 25)
+    assert "pillow>=10,<13" in req
