@@ -1,0 +1,227 @@
+"""One visitor's view of a ViT: the last forward pass, queries on it, and the start-up model choice.
+
+A `Pass` is one forward pass of one image through one model at one resolution, with every
+layer's q and k kept. Changing the layer, view, head, threshold, opacity or colormap, or the
+query patch, reuses it: a new query is one row per layer from the kept q/k, rollout is
+computed once per (query, layer). An app keeps one Pass per visitor (Gradio: a `gr.State`);
+nothing in a Pass is shared between visitors, only the loaded models are (read-only).
+
+    p = run("cat.jpg", "mnist_vit", "auto")           # forward pass
+    p = run("cat.jpg", "mnist_vit", "auto", p)        # same key: the same Pass, no forward
+    res = p.at(query=(2, 3), layer=-1)                # AttentionMaps for patch (2, 3)
+    roll = p.rollout((2, 3), layer=-1)                # (gh, gw)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from attention.errors import AttentionError, InputError
+from attention.extract import AttentionMaps, Query, attention_maps, rollout_map
+from attention.images import ImageSource
+from attention.models import DEFAULT_MODEL, OFFLINE_MODEL, REGISTRY, available, hub_id, load_vit, resolve
+
+Progress = Callable[[float, str], None]  # (fraction 0..1, description)
+
+
+def gpu(fn: Callable | None = None, *, duration: int = 60):
+    """`spaces.GPU(duration=...)` when the `spaces` package is importable (ZeroGPU), else a no-op.
+
+    Use as `@gpu` or `@gpu(duration=120)` on functions that run a model.
+    """
+    try:
+        import spaces  # type: ignore[import-not-found]
+    except ImportError:
+        spaces = None
+
+    def wrap(f: Callable) -> Callable:
+        return spaces.GPU(duration=duration)(f) if spaces is not None else f
+
+    return wrap(fn) if fn is not None else wrap
+
+
+@dataclass(frozen=True)
+class Startup:
+    """The model the app starts with and, when it is not the default, a notice saying why."""
+
+    model: str
+    default_available: bool
+    notice: str | None
+
+
+def startup_model(default: str = DEFAULT_MODEL, fallback: str = OFFLINE_MODEL) -> Startup:
+    """Pick the start-up model cheaply: `default` when its weights are cached or the hub is
+    reachable (one short connect, none at all under HF_HUB_OFFLINE=1), else `fallback`."""
+    if available(default):
+        return Startup(default, True, None)
+    repo = hub_id(default)
+    spec = REGISTRY.get(fallback)
+    what = spec.description.split(" (")[0] if spec else fallback
+    return Startup(
+        fallback, False,
+        f"Offline: the weights of {default} ({repo}) are not in the local Hugging Face cache and the hub "
+        f"cannot be reached, so the app starts with {fallback} ({what}) and digit examples. "
+        f"Any model whose weights are cached still works: pick it in the Model box.",
+    )
+
+
+def file_digest(src: ImageSource) -> str:
+    """A content digest of an image source (sha1 of the file or bytes; identity for other objects)."""
+    if isinstance(src, (str, os.PathLike)):
+        h = hashlib.sha1()
+        try:
+            with open(src, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+        except OSError:
+            return f"path:{os.fspath(src)}"  # load_image will report it
+        return h.hexdigest()
+    if isinstance(src, (bytes, bytearray)):
+        return hashlib.sha1(src).hexdigest()
+    return f"obj:{id(src)}"
+
+
+def parse_query(row: float | int | None, col: float | int | None) -> Query:
+    """(row, col) numbers -> a query: both empty (None or NaN) means CLS, else a patch (int, int).
+
+    Raises InputError when only one is given or a value is not a whole number.
+    """
+    def empty(v) -> bool:
+        return v is None or (isinstance(v, float) and np.isnan(v)) or (isinstance(v, str) and not v.strip())
+
+    if empty(row) and empty(col):
+        return "cls"
+    if empty(row) or empty(col):
+        raise InputError("Give both query_row and query_col for a patch query, or leave both empty for the CLS token.")
+    try:
+        r, c = float(row), float(col)
+    except (TypeError, ValueError):
+        raise InputError(f"Query ({row!r}, {col!r}) is not a pair of numbers; accepted: whole numbers (row, col) on the patch grid, or both empty for CLS.") from None
+    if r != int(r) or c != int(c):
+        raise InputError(f"Query ({row}, {col}) must be whole numbers: the row and column of a patch on the grid.")
+    return int(r), int(c)
+
+
+def parse_index(value: float | int | str, what: str = "Layer") -> int:
+    """A whole number (layer or head index; negative counts from the end). InputError otherwise."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{what} {value!r} is not a number; accepted: a whole number (-1 = the last).") from None
+    if v != int(v):
+        raise InputError(f"{what} {value} is not a whole number; accepted: 0, 1, 2, ... or -1 for the last.")
+    return int(v)
+
+
+@gpu
+def forward(model: str, image: ImageSource, resolution: int | str | None) -> tuple[AttentionMaps, str]:
+    """One forward pass of `image` through `model` (CLS query, q/k kept) and the device it ran on."""
+    vit = load_vit(model)
+    res = attention_maps(vit, image, resolution=resolution, keep_qk=True)
+    return res, str(next(vit.parameters()).device)
+
+
+def _loaded(model: str) -> bool:
+    from attention import models
+
+    try:
+        name, spec = resolve(model)
+    except AttentionError:
+        return False
+    alias = spec.alias if spec else name
+    return any(k[0] == alias for k in models._cache)
+
+
+@dataclass
+class Pass:
+    """A cached forward pass (see the module docstring). `base` has the CLS query and q/k kept."""
+
+    key: tuple[str, str, str]  # (image digest, model, resolution)
+    model: str
+    base: AttentionMaps
+    device: str
+    _queries: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _rollouts: OrderedDict = field(default_factory=OrderedDict, repr=False)
+
+    @property
+    def num_layers(self) -> int:
+        return self.base.weights.shape[0]
+
+    @property
+    def num_heads(self) -> int:
+        return self.base.weights.shape[1]
+
+    def at(self, query: Query = "cls", layer: int = -1) -> AttentionMaps:
+        """The pass seen from `query` at `layer` (no new forward). Raises InputError off the grid/depth."""
+        q = query if isinstance(query, str) else (int(query[0]), int(query[1]))
+        if q not in self._queries:
+            self._queries[q] = self.base if q == self.base.query else self.base.requery(q)
+            while len(self._queries) > 8:
+                self._queries.popitem(last=False)
+        return self._queries[q].at_layer(layer)
+
+    def rollout(self, query: Query = "cls", layer: int = -1) -> np.ndarray:
+        """float32 (gh, gw): attention rollout of `query` through layers 0..layer, memoised."""
+        res = self.at(query, layer)
+        key = (res.query, res.layer)
+        if key not in self._rollouts:
+            self._rollouts[key] = rollout_map(res)
+            while len(self._rollouts) > 8:
+                self._rollouts.popitem(last=False)
+        return self._rollouts[key]
+
+
+def pass_key(image: ImageSource, model: str, resolution: int | str | None) -> tuple[str, str, str]:
+    """What identifies a forward pass: image content, model name, resolution."""
+    return file_digest(image), (model or "").strip(), str(resolution).strip().lower()
+
+
+def run(
+    image: ImageSource | None,
+    model: str,
+    resolution: int | str | None = "auto",
+    previous: Pass | None = None,
+    progress: Progress | None = None,
+) -> Pass:
+    """The Pass of (image, model, resolution): `previous` when it has that key, else a new forward.
+
+    Raises InputError when there is no image, and the engine's typed errors (ImageError,
+    ModelLoadError, InputError) for bad images, models and resolutions.
+    """
+    if image is None or (isinstance(image, str) and not image):
+        raise InputError("No image: upload one (PNG, JPEG, WebP, GIF, BMP or TIFF) or pick an example.")
+    model = (model or "").strip()
+    if not model:
+        raise InputError(f"No model given; accepted: {', '.join(REGISTRY)}, a timm ViT name or 'hf-hub:org/repo'.")
+    key = pass_key(image, model, resolution)
+    if previous is not None and previous.key == key:
+        return previous
+    res_arg: int | str | None = resolution
+    if isinstance(resolution, str) and resolution.strip().lower() == "auto":
+        res_arg = "auto"
+    if progress is not None:
+        progress(0.05, f"Loading {model}…" if not _loaded(model) else f"Running {model}…")
+    res, device = forward(model, image, res_arg)
+    if progress is not None:
+        progress(0.9, "Rendering…")
+    return Pass(key=key, model=model, base=res, device=device)
+
+
+def map_query(query: Query, src: AttentionMaps, dst: AttentionMaps) -> Query:
+    """The patch of `dst` under the centre of `src`'s query patch (same image, another model/grid)."""
+    if isinstance(query, str):
+        return query
+    (r, c), (gh, gw), (dh, dw) = query, src.grid, dst.grid
+    return (min(dh - 1, int((r + 0.5) / gh * dh)), min(dw - 1, int((c + 0.5) / gw * dw)))
+
+
+def map_layer(layer: int, n_src: int, n_dst: int) -> int:
+    """The layer of a model with `n_dst` layers at the same relative depth as `layer` of `n_src`."""
+    layer = layer % n_src
+    return 0 if n_src == 1 else int(round(layer * (n_dst - 1) / (n_src - 1)))
