@@ -14,6 +14,7 @@ import gradio as gr
 
 import attention
 from attention.errors import AttentionError
+from attention import models as vit_models, render as vit_render, session as vit_session, views as vit_views
 
 
 def user_errors(fn):
@@ -30,8 +31,205 @@ def user_errors(fn):
 
 
 # ----- ViT attention tab -----------------------------------------------------------------
+VIT_STARTUP = vit_session.startup_model()  # cheap: cache lookup, no network under HF_HUB_OFFLINE=1
+VIT_DIR = os.path.dirname(os.path.abspath(__file__))
+VIT_DEFAULTS = {"resolution": "auto", "view": "heads", "threshold": 0.6, "alpha": 0.6, "cmap": "inferno"}
+VIT_NONE = "(none)"
+VIT_PHOTOS = ["chelsea", "astronaut", "coffee", "rocket", "grace_hopper", "china", "flower", "camera", "coins", "hubble_deep_field", "retina"]
+
+
+class VitImagePath(gr.Image):
+    """An image input that hands the function the uploaded file's path without opening it, so
+    the package's guarded decoder (`attention.images.load_image`) judges every file and its
+    message reaches the visitor or API client (Gradio's own decoding would swallow it)."""
+
+    is_template = True  # drawn by the frontend's Image component
+
+    def preprocess(self, payload):
+        if payload is not None and payload.path and not (payload.url or "").startswith("data:"):
+            return str(payload.path)
+        return super().preprocess(payload)
+
+
+def _vit_frame(p, qrow, qcol, layer, view, head, threshold, alpha, cmap):
+    query = vit_session.parse_query(qrow, qcol)
+    return vit_views.frame(p, query=query, layer=vit_session.parse_index(layer, "Layer"), view=view,
+                           head=vit_session.parse_index(head or 0, "Head"),
+                           threshold=threshold, alpha=alpha, cmap=cmap)
+
+
+def _vit_show(f, p, cmap):
+    """A Frame -> the display outputs, in the order of `show` in vit_tab."""
+    q = f.res.query
+    what = "Rollout" if f.outputs.captions[0].startswith("rollout") else "Mean of heads"
+    return (
+        gr.update(value=f.query_png, label=f"{what} · click a patch to make it the query"),
+        list(zip(f.outputs.pngs, f.outputs.captions)), f.details, f.query_label,
+        f.scores_summary, f.scores_rows, f.outputs.npz, vit_views.legend_html(cmap),
+        gr.update(maximum=p.num_layers - 1, value=f.res.layer), gr.update(maximum=p.num_heads - 1),
+        None if isinstance(q, str) else q[0], None if isinstance(q, str) else q[1],
+    )
+
+
 def vit_tab() -> None:
-    gr.Markdown("ViT attention maps: coming in the ViT tab issue.")
+    s = VIT_STARTUP
+    gr.Markdown(
+        "Upload an image or pick an example: every head's attention from the **query token** (the CLS token, "
+        "or any patch you click) is laid over the image. Changing layer, view, head, threshold, opacity or "
+        "colours reuses your last forward pass, so it answers at once."
+    )
+    if s.notice:
+        gr.Markdown(f"⚠️ {s.notice}", elem_id="vit-notice", elem_classes=["vit-notice"])
+    state, cstate = gr.State(None, time_to_live=1800), gr.State(None, time_to_live=1800)
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=4, min_width=320):
+            image = VitImagePath(type="filepath", image_mode=None, label="Image", format="png",
+                                 sources=["upload", "clipboard"], height=300, elem_id="vit-image")
+            with gr.Row():
+                model = gr.Dropdown([(f"{a} · {sp.description}", a) for a, sp in vit_models.REGISTRY.items()],
+                                    value=s.model, allow_custom_value=True, label="Model", scale=3,
+                                    info="an alias, a timm ViT name, or hf-hub:org/repo", elem_id="vit-model")
+                resolution = gr.Dropdown(["auto", "native", "224", "320", "480", "640", "800"], value="auto",
+                                         allow_custom_value=True, label="Resolution", scale=1,
+                                         info="shorter side, px", elem_id="vit-resolution")
+            view = gr.Radio([(label, key) for key, label in vit_views.VIEWS.items()], value="heads",
+                            label="View", elem_id="vit-view")
+            layer = gr.Slider(0, 11, value=11, step=1, label="Layer", info="0 = first; starts at the last",
+                              elem_id="vit-layer")
+            with gr.Row():
+                threshold = gr.Slider(0.05, 1.0, value=0.6, step=0.05, label="Mask threshold",
+                                      info="share of each head's attention kept", elem_id="vit-threshold")
+                alpha = gr.Slider(0.0, 1.0, value=0.6, step=0.05, label="Overlay opacity", elem_id="vit-alpha")
+            cmap = gr.Dropdown(list(vit_render.COLORMAPS), value="inferno", label="Colormap", elem_id="vit-cmap")
+        with gr.Column(scale=7, min_width=480):
+            details = gr.Markdown("", elem_id="vit-details")
+            with gr.Row(equal_height=False):
+                with gr.Column(scale=2, min_width=240):
+                    qimg = gr.Image(label="Mean attention · click a patch to query it", format="png",
+                                    interactive=False, height=300, elem_id="vit-query-image",
+                                    buttons=["download", "fullscreen"])
+                    qlabel = gr.Markdown("**Query: the CLS token.**", elem_id="vit-query-label")
+                    with gr.Row():
+                        qrow = gr.Number(None, label="Query row", precision=0, minimum=0, min_width=80, elem_id="vit-qrow")
+                        qcol = gr.Number(None, label="Query col", precision=0, minimum=0, min_width=80, elem_id="vit-qcol")
+                    cls_btn = gr.Button("Back to CLS", size="sm", elem_id="vit-cls")
+                with gr.Column(scale=3, min_width=300):
+                    gallery = gr.Gallery(label="Attention maps", format="png", columns=4, height=420,
+                                         object_fit="contain", interactive=False, elem_id="vit-gallery")
+                    legend = gr.HTML(vit_views.legend_html("inferno"), elem_id="vit-legend")
+            with gr.Accordion("Scores vs weights: the query row of one head", open=True):
+                head = gr.Slider(0, 5, value=0, step=1, label="Head", elem_id="vit-head")
+                scores_md = gr.Markdown("", elem_id="vit-scores-summary")
+                scores_df = gr.Dataframe(headers=vit_views.SCORE_HEADERS, interactive=False, elem_id="vit-scores",
+                                         max_height=260)
+            download = gr.File(label="Download: raw float32 maps + PNGs (one .npz; np.load it, or unzip it)",
+                               interactive=False, elem_id="vit-download")
+    with gr.Accordion("Compare with a second model (same image, same query)", open=False):
+        gr.Markdown("For instance DINOv2 with and without registers (`dinov2_vits14` vs `dinov2_vits14_reg`): "
+                    "registers soak up the attention that DINOv2 otherwise spends on a few background patches.")
+        compare = gr.Dropdown([VIT_NONE] + list(vit_models.REGISTRY), value=VIT_NONE, allow_custom_value=True,
+                              label="Second model", elem_id="vit-compare")
+        cdetails = gr.Markdown("", elem_id="vit-compare-details")
+        cgallery = gr.Gallery(label="Second model", format="png", columns=5, height=300, object_fit="contain",
+                              interactive=False, elem_id="vit-compare-gallery")
+
+    show = [qimg, gallery, details, qlabel, scores_md, scores_df, download, legend, layer, head, qrow, qcol]
+    style = [layer, view, head, threshold, alpha, cmap]
+
+    def progress_cb(progress):
+        return lambda frac, desc: progress(frac, desc=desc)
+
+    @user_errors
+    def update(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, progress=gr.Progress()):
+        p = vit_session.run(img, mdl, res, st, progress=progress_cb(progress))
+        if st is None or p.key[1] != st.key[1]:
+            lay = p.num_layers - 1  # a new model starts at its last layer
+        if st is None or p.base.grid != st.base.grid:
+            qr = qc = None  # a new grid: back to CLS
+        hd = min(int(hd or 0), p.num_heads - 1)
+        f = _vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm)
+        return (*_vit_show(f, p, cm), p)
+
+    @user_errors
+    def click(img, mdl, res, lay, vw, hd, thr, al, cm, st, evt: gr.SelectData):
+        p = vit_session.run(img, mdl, res, st)
+        r, c = vit_views.patch_at(evt.index[0], evt.index[1], p.base)
+        f = _vit_frame(p, r, c, min(int(lay), p.num_layers - 1), vw, min(int(hd or 0), p.num_heads - 1), thr, al, cm)
+        return (*_vit_show(f, p, cm), p)
+
+    @user_errors
+    def example(img, mdl, res, vw, thr, al, cm):
+        p = vit_session.run(img, mdl, res)
+        return _vit_show(_vit_frame(p, None, None, -1, vw, 0, thr, al, cm), p, cm)
+
+    def compare_update(img, cmp, res, qr, qc, lay, vw, thr, al, cm, st, cst, progress=gr.Progress()):
+        if not cmp or cmp == VIT_NONE or st is None:
+            return "", [], None
+        try:
+            c = vit_session.run(img, cmp, res, cst, progress=progress_cb(progress))
+            q = vit_session.map_query(vit_session.parse_query(qr, qc), st.base, c.base)
+            lay_c = vit_session.map_layer(int(lay), st.num_layers, c.num_layers)
+            f = vit_views.frame(c, query=q, layer=lay_c, view=vw, threshold=thr, alpha=al, cmap=cm, with_query_image=False)
+        except AttentionError as e:
+            return f"⚠️ {e}", [], cst
+        return f.details, list(zip(f.outputs.pngs, f.outputs.captions)), c
+
+    inputs = [image, model, resolution, qrow, qcol, *style, state]
+    cmp_in = [image, compare, resolution, qrow, qcol, layer, view, threshold, alpha, cmap, state, cstate]
+    cmp_out = [cdetails, cgallery, cstate]
+    fast = dict(show_progress="minimal", api_visibility="private")
+    for ev in (image.upload, model.input, resolution.input, view.input, cmap.input, qrow.submit, qcol.submit,
+               layer.release, head.release, threshold.release, alpha.release):
+        ev(update, inputs, [*show, state], **fast).success(compare_update, cmp_in, cmp_out, **fast)
+    qimg.select(click, [image, model, resolution, *style, state], [*show, state], **fast).success(
+        compare_update, cmp_in, cmp_out, **fast)
+    cls_btn.click(lambda: (None, None), None, [qrow, qcol], api_visibility="private", queue=False).then(
+        update, inputs, [*show, state], **fast).success(compare_update, cmp_in, cmp_out, **fast)
+    compare.input(user_errors(compare_update), cmp_in, cmp_out, **fast)
+
+    ex_in = [image, model, resolution, view, threshold, alpha, cmap]
+    d = VIT_DEFAULTS
+    row = [d["resolution"], d["view"], d["threshold"], d["alpha"], d["cmap"]]
+    digits = [[os.path.join(VIT_DIR, "examples", "digits", f"digit_{i}.png"), vit_models.OFFLINE_MODEL, *row] for i in range(10)]
+    photos = [[os.path.join(VIT_DIR, "examples", "photos", f"{n}.jpg"), vit_models.DEFAULT_MODEL, *row] for n in VIT_PHOTOS]
+    sets = [("Digits · mnist_vit (ships with the app)", digits, "vit_digit_example")]
+    if s.default_available:
+        sets.insert(0, (f"Photos · {vit_models.DEFAULT_MODEL}", photos, "vit_photo_example"))
+    with gr.Row():
+        for label, rows, api in sets:
+            gr.Examples(rows, ex_in, show, fn=example, cache_examples=True, cache_mode="lazy", label=label,
+                        visible_columns=[0], examples_per_page=12, api_name=api, api_visibility="private")
+
+    # API: /attention_maps (stateless; hidden inputs so every parameter after `image` has a default)
+    with gr.Row(visible=False):
+        a_img = VitImagePath(type="filepath", image_mode=None, label="image")
+        a_model = gr.Textbox(s.model, label="model")
+        a_layer = gr.Number(-1, label="layer")
+        a_res = gr.Textbox("auto", label="resolution")
+        a_view = gr.Textbox("heads", label="view")
+        a_thr = gr.Number(0.6, label="threshold")
+        a_qr = gr.Number(None, label="query_row")
+        a_qc = gr.Number(None, label="query_col")
+        a_gallery = gr.Gallery(format="png", label="overlays")
+        a_file = gr.File(label="maps")
+        a_btn = gr.Button("attention_maps")
+
+    @user_errors
+    def attention_maps(image, model=s.model, layer=-1, resolution="auto", view="heads", threshold=0.6,
+                       query_row=None, query_col=None):
+        """Attention maps of one image: returns the overlays (PNGs with captions) and one .npz with the
+        raw float32 maps and the same PNGs. query_row/query_col empty = the CLS token."""
+        query = vit_session.parse_query(query_row, query_col)
+        vit_views.check_view(view)
+        vit_views.check_style(0.6 if threshold is None else threshold, 0.6, "inferno")
+        layer = vit_session.parse_index(-1 if layer is None else layer, "Layer")
+        p = vit_session.run(image, model, resolution)
+        f = vit_views.frame(p, query=query, layer=layer, view=view,
+                            threshold=0.6 if threshold is None else threshold, with_query_image=False)
+        return list(zip(f.outputs.pngs, f.outputs.captions)), f.outputs.npz
+
+    a_btn.click(attention_maps, [a_img, a_model, a_layer, a_res, a_view, a_thr, a_qr, a_qc], [a_gallery, a_file],
+                api_name="attention_maps", api_visibility="public")
 
 
 # ----- end ViT attention tab -------------------------------------------------------------

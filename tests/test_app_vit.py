@@ -1,0 +1,138 @@
+"""Spec of the ViT tab's API, `/attention_maps`, through gradio_client on the app launched
+in-process (offline: HF_HUB_OFFLINE=1, so the app's default model is the shipped mnist_vit)."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gradio_client import handle_file
+from gradio_client.exceptions import AppError
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parent.parent
+DIGIT = str(ROOT / "examples" / "digits" / "digit_3.png")
+PHOTO = str(ROOT / "examples" / "photos" / "chelsea.jpg")
+
+
+def maps(client, image=DIGIT, **kw):
+    """Call /attention_maps; returns (gallery items, np.load of the .npz)."""
+    gallery, npz = client.predict(handle_file(image), **kw, api_name="/attention_maps")
+    return gallery, np.load(npz)
+
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory):
+    """Every bad upload the issue lists, written as files."""
+    d = tmp_path_factory.mktemp("bad")
+    (d / "notes.txt").write_text("this is not an image")
+    buf = io.BytesIO()
+    Image.open(PHOTO).save(buf, "JPEG")
+    (d / "truncated.jpg").write_bytes(buf.getvalue()[: len(buf.getvalue()) // 3])
+    Image.new("RGB", (1, 1), (200, 10, 10)).save(d / "one_pixel.png")
+    # a 20000x20000 PNG header with a tiny body: must be refused from the header, never decoded
+    ihdr = struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0)
+    (d / "bomb.png").write_bytes(b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr)
+                                 + png_chunk(b"IDAT", zlib.compress(b"\x00" * 20001 * 4)) + png_chunk(b"IEND", b""))
+    return d
+
+
+def test_the_endpoint_is_documented_with_defaults_after_image(client):
+    info = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/attention_maps"]
+    params = [(p["parameter_name"], p["parameter_has_default"], p["parameter_default"]) for p in info["parameters"]]
+    assert [p[0] for p in params] == ["image", "model", "layer", "resolution", "view", "threshold", "query_row", "query_col"]
+    assert not params[0][1] and all(p[1] for p in params[1:])
+    defaults = {p[0]: p[2] for p in params}
+    assert defaults["model"] == "mnist_vit"  # offline start-up choice
+    assert (defaults["layer"], defaults["resolution"], defaults["view"], defaults["threshold"]) == (-1, "auto", "heads", 0.6)
+    assert defaults["query_row"] is None and defaults["query_col"] is None
+
+
+def test_default_call_returns_head_overlays_and_raw_maps(client):
+    gallery, d = maps(client)
+    assert len(gallery) == 4 + 1  # 4 heads, then their mean
+    assert [g["caption"].split(" · ")[0] for g in gallery] == ["head 0", "head 1", "head 2", "head 3", "mean of heads"]
+    for g in gallery:
+        img = Image.open(g["image"])
+        assert img.format == "PNG" and img.size == (224, 224)  # 28 px shown 8x
+    assert d["maps"].dtype == np.float32 and d["maps"].shape == (4, 7, 7)
+    np.testing.assert_allclose(d["maps"].mean(0), d["mean"], rtol=1e-6)
+    assert d["layers"].shape == (4, 4, 7, 7) and int(d["layer"]) == 3
+    assert d["query"].tolist() == [-1, -1] and str(d["model"]) == "mnist_vit"
+    assert sorted(n for n in d.files if n.startswith("png/")) == ["png/head_00.png", "png/head_01.png",
+                                                                 "png/head_02.png", "png/head_03.png", "png/mean.png"]
+
+
+def test_a_patch_query_returns_other_maps_than_cls(client):
+    _, cls = maps(client, layer=1)
+    _, patch = maps(client, layer=1, query_row=3, query_col=4)
+    assert patch["query"].tolist() == [3, 4] and int(patch["layer"]) == 1
+    assert cls["maps"].shape == patch["maps"].shape
+    assert np.abs(cls["maps"] - patch["maps"]).max() > 1e-3
+    np.testing.assert_allclose(patch["weights"].sum(-1), 1, rtol=1e-4)
+
+
+@pytest.mark.parametrize("view, n", [("mean", 1), ("rollout", 1), ("masks", 4)])
+def test_each_view(client, view, n):
+    gallery, d = maps(client, view=view, threshold=0.5)
+    assert len(gallery) == n and str(d["view"]) == view
+    assert ("rollout" in d.files) == (view == "rollout")
+    if view == "masks":
+        assert d["masks"].shape == (4, 7, 7) and all(f"hold 50%" in g["caption"] for g in gallery)
+
+
+def test_resolution_changes_the_grid(client):
+    _, d = maps(client, resolution="56")
+    assert d["maps"].shape == (4, 14, 14) and d["image"].shape == (56, 56, 3)
+
+
+@pytest.mark.parametrize("mode", ["CMYK", "I;16", "RGBA", "L", "P"])
+def test_any_image_mode_is_accepted(client, tmp_path, mode):
+    digit = Image.open(DIGIT).convert("L")
+    if mode == "I;16":
+        img = Image.fromarray(np.asarray(digit).astype(np.uint16) * 257)
+    elif mode == "RGBA":
+        img = digit.convert("RGBA")
+        img.putalpha(200)
+    else:
+        img = digit.convert(mode)
+    path = tmp_path / f"digit.{'jpg' if mode == 'CMYK' else 'png'}"
+    img.save(path)
+    assert Image.open(path).mode.startswith(mode[:3])
+    gallery, d = maps(client, image=str(path))
+    assert len(gallery) == 5 and d["maps"].shape == (4, 7, 7)
+
+
+@pytest.mark.parametrize("case, fragment", [
+    ("notes.txt", "not an image PIL can read"),
+    ("truncated.jpg", "truncated or corrupt"),
+    ("one_pixel.png", "smaller than one 4x4 patch"),
+    ("bomb.png", "over the limit"),
+    (dict(model="no_such_vit"), "Unknown model 'no_such_vit'"),
+    (dict(model="dino_vits16"), "HF_HUB_OFFLINE"),  # weights not cached, offline
+    (dict(layer=4), "Layer 4 is out of range; this model has 4 layers"),
+    (dict(layer=1.5), "whole number"),
+    (dict(resolution="huge"), "Resolution 'huge' is not accepted"),
+    (dict(resolution="100000"), "out of range"),
+    (dict(view="cube"), "Unknown view 'cube'"),
+    (dict(threshold=0), "Threshold 0"),
+    (dict(query_row=2), "Give both query_row and query_col"),
+    (dict(query_row=9, query_col=0), "off the 7x7 grid"),
+])
+def test_bad_input_gets_a_clear_message_and_the_server_serves_the_next_request(client, bad_files, case, fragment):
+    kw = case if isinstance(case, dict) else {}
+    image = DIGIT if isinstance(case, dict) else str(bad_files / case)
+    with pytest.raises(AppError) as e:
+        client.predict(handle_file(image), **kw, api_name="/attention_maps")
+    assert fragment in str(e.value), str(e.value)
+    assert "Traceback" not in str(e.value)
+    gallery, d = maps(client)  # still serving
+    assert len(gallery) == 5
