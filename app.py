@@ -58,17 +58,27 @@ def _vit_frame(p, qrow, qcol, layer, view, head, threshold, alpha, cmap):
                            threshold=threshold, alpha=alpha, cmap=cmap)
 
 
-def _vit_show(f, p, cmap):
-    """A Frame -> the display outputs, in the order of `show` in vit_tab."""
+def _vit_show(f, p, cmap, plain=False):
+    """A Frame -> the display outputs, in the order of `show` in vit_tab. `plain`: no gr.update
+    (cached example outputs cannot hold updates in Gradio 6.31; `_vit_limits` follows them)."""
     q = f.res.query
-    what = "Rollout" if f.outputs.captions[0].startswith("rollout") else "Mean of heads"
     return (
-        gr.update(value=f.query_png, label=f"{what} · click a patch to make it the query"),
-        list(zip(f.outputs.pngs, f.outputs.captions)), f.details, f.query_label,
+        f.query_png, list(zip(f.outputs.pngs, f.outputs.captions)), f.details, f.query_label,
         f.scores_summary, f.scores_rows, f.outputs.npz, vit_views.legend_html(cmap),
-        gr.update(maximum=p.num_layers - 1, value=f.res.layer), gr.update(maximum=p.num_heads - 1),
+        f.res.layer if plain else gr.update(maximum=p.num_layers - 1, value=f.res.layer),
+        0 if plain else gr.update(maximum=p.num_heads - 1),
         None if isinstance(q, str) else q[0], None if isinstance(q, str) else q[1],
     )
+
+
+VIT_CSS = """
+#vit-image img, #vit-query-image img { image-rendering: pixelated; }
+#vit-image img { width: 100%; height: 100%; object-fit: contain; }
+#vit-query-image img { width: auto; height: auto; max-width: 100%; max-height: 100%; }  /* never upscaled:
+   Gradio 6.31 maps clicks to natural pixels assuming an image is shown at most at its natural size */
+#vit-gallery .caption-label { white-space: normal; }
+#vit-details { font-size: 0.92em; }
+"""
 
 
 def vit_tab() -> None:
@@ -79,12 +89,14 @@ def vit_tab() -> None:
         "colours reuses your last forward pass, so it answers at once."
     )
     if s.notice:
-        gr.Markdown(f"⚠️ {s.notice}", elem_id="vit-notice", elem_classes=["vit-notice"])
+        gr.HTML(f'<div style="border:1px solid #e0b000;background:#fff8e1;color:#5d4300;border-radius:6px;'
+                f'padding:8px 12px">⚠️ {s.notice}</div>', elem_id="vit-notice")
     state, cstate = gr.State(None, time_to_live=1800), gr.State(None, time_to_live=1800)
     with gr.Row(equal_height=False):
         with gr.Column(scale=4, min_width=320):
             image = VitImagePath(type="filepath", image_mode=None, label="Image", format="png",
-                                 sources=["upload", "clipboard"], height=300, elem_id="vit-image")
+                                 sources=["upload", "clipboard"], height=260, elem_id="vit-image")
+            examples_slot = gr.Column()
             with gr.Row():
                 model = gr.Dropdown([(f"{a} · {sp.description}", a) for a, sp in vit_models.REGISTRY.items()],
                                     value=s.model, allow_custom_value=True, label="Model", scale=3,
@@ -98,31 +110,33 @@ def vit_tab() -> None:
                               elem_id="vit-layer")
             with gr.Row():
                 threshold = gr.Slider(0.05, 1.0, value=0.6, step=0.05, label="Mask threshold",
-                                      info="share of each head's attention kept", elem_id="vit-threshold")
-                alpha = gr.Slider(0.0, 1.0, value=0.6, step=0.05, label="Overlay opacity", elem_id="vit-alpha")
+                                      info="share of attention each mask keeps", elem_id="vit-threshold")
+                alpha = gr.Slider(0.0, 1.0, value=0.6, step=0.05, label="Overlay opacity",
+                                  info="0 = image only", elem_id="vit-alpha")
             cmap = gr.Dropdown(list(vit_render.COLORMAPS), value="inferno", label="Colormap", elem_id="vit-cmap")
         with gr.Column(scale=7, min_width=480):
-            details = gr.Markdown("", elem_id="vit-details")
+            details = gr.Markdown("Pick an example or upload an image to start.", elem_id="vit-details")
             with gr.Row(equal_height=False):
-                with gr.Column(scale=2, min_width=240):
-                    qimg = gr.Image(label="Mean attention · click a patch to query it", format="png",
+                with gr.Column(scale=4, min_width=240):
+                    qimg = gr.Image(label="Click a patch to make it the query", format="png",
                                     interactive=False, height=300, elem_id="vit-query-image",
                                     buttons=["download", "fullscreen"])
                     qlabel = gr.Markdown("**Query: the CLS token.**", elem_id="vit-query-label")
-                    with gr.Row():
-                        qrow = gr.Number(None, label="Query row", precision=0, minimum=0, min_width=80, elem_id="vit-qrow")
-                        qcol = gr.Number(None, label="Query col", precision=0, minimum=0, min_width=80, elem_id="vit-qcol")
-                    cls_btn = gr.Button("Back to CLS", size="sm", elem_id="vit-cls")
-                with gr.Column(scale=3, min_width=300):
-                    gallery = gr.Gallery(label="Attention maps", format="png", columns=4, height=420,
+                    with gr.Row(equal_height=False):
+                        qrow = gr.Number(None, label="Query row", precision=0, minimum=0, min_width=70, elem_id="vit-qrow")
+                        qcol = gr.Number(None, label="Query col", precision=0, minimum=0, min_width=70, elem_id="vit-qcol")
+                        cls_btn = gr.Button("Back to CLS", size="sm", min_width=90, elem_id="vit-cls")
+                with gr.Column(scale=5, min_width=300):
+                    gallery = gr.Gallery(label="Attention maps", format="png", columns=3, height="auto",
                                          object_fit="contain", interactive=False, elem_id="vit-gallery")
-                    legend = gr.HTML(vit_views.legend_html("inferno"), elem_id="vit-legend")
-            with gr.Accordion("Scores vs weights: the query row of one head", open=True):
+                    legend = gr.HTML(vit_views.legend_html("inferno"), elem_id="vit-legend",
+                                     head=f"<style>{VIT_CSS}</style>")  # tab-local CSS (css= needs launch())
+            with gr.Accordion("Scores vs weights: the query row of one head, before and after softmax", open=True):
                 head = gr.Slider(0, 5, value=0, step=1, label="Head", elem_id="vit-head")
                 scores_md = gr.Markdown("", elem_id="vit-scores-summary")
                 scores_df = gr.Dataframe(headers=vit_views.SCORE_HEADERS, interactive=False, elem_id="vit-scores",
                                          max_height=260)
-            download = gr.File(label="Download: raw float32 maps + PNGs (one .npz; np.load it, or unzip it)",
+            download = gr.File(label="Download: raw float32 maps + the PNGs, one .npz (np.load it, or unzip it)",
                                interactive=False, elem_id="vit-download")
     with gr.Accordion("Compare with a second model (same image, same query)", open=False):
         gr.Markdown("For instance DINOv2 with and without registers (`dinov2_vits14` vs `dinov2_vits14_reg`): "
@@ -130,7 +144,7 @@ def vit_tab() -> None:
         compare = gr.Dropdown([VIT_NONE] + list(vit_models.REGISTRY), value=VIT_NONE, allow_custom_value=True,
                               label="Second model", elem_id="vit-compare")
         cdetails = gr.Markdown("", elem_id="vit-compare-details")
-        cgallery = gr.Gallery(label="Second model", format="png", columns=5, height=300, object_fit="contain",
+        cgallery = gr.Gallery(label="Second model", format="png", columns=5, height="auto", object_fit="contain",
                               interactive=False, elem_id="vit-compare-gallery")
 
     show = [qimg, gallery, details, qlabel, scores_md, scores_df, download, legend, layer, head, qrow, qcol]
@@ -160,7 +174,13 @@ def vit_tab() -> None:
     @user_errors
     def example(img, mdl, res, vw, thr, al, cm):
         p = vit_session.run(img, mdl, res)
-        return _vit_show(_vit_frame(p, None, None, -1, vw, 0, thr, al, cm), p, cm)
+        return _vit_show(_vit_frame(p, None, None, -1, vw, 0, thr, al, cm), p, cm, plain=True)[:-2]
+
+    @user_errors
+    def limits(mdl):
+        """Layer and head sliders fitted to a model (loaded once, cached; no forward pass); query: CLS."""
+        L, H = vit_session.depth(mdl)
+        return gr.update(maximum=L - 1, value=L - 1), gr.update(maximum=H - 1, value=0), None, None
 
     def compare_update(img, cmp, res, qr, qc, lay, vw, thr, al, cm, st, cst, progress=gr.Progress()):
         if not cmp or cmp == VIT_NONE or st is None:
@@ -192,13 +212,15 @@ def vit_tab() -> None:
     row = [d["resolution"], d["view"], d["threshold"], d["alpha"], d["cmap"]]
     digits = [[os.path.join(VIT_DIR, "examples", "digits", f"digit_{i}.png"), vit_models.OFFLINE_MODEL, *row] for i in range(10)]
     photos = [[os.path.join(VIT_DIR, "examples", "photos", f"{n}.jpg"), vit_models.DEFAULT_MODEL, *row] for n in VIT_PHOTOS]
-    sets = [("Digits · mnist_vit (ships with the app)", digits, "vit_digit_example")]
+    sets = [("Digits · mnist_vit (ships with the app)", digits, "vit_digit_examples")]
     if s.default_available:
-        sets.insert(0, (f"Photos · {vit_models.DEFAULT_MODEL}", photos, "vit_photo_example"))
-    with gr.Row():
+        sets.insert(0, (f"Photos · {vit_models.DEFAULT_MODEL}", photos, "vit_photo_examples"))
+    with examples_slot:
         for label, rows, api in sets:
-            gr.Examples(rows, ex_in, show, fn=example, cache_examples=True, cache_mode="lazy", label=label,
-                        visible_columns=[0], examples_per_page=12, api_name=api, api_visibility="private")
+            ex = gr.Examples(rows, ex_in, show[:-2], fn=example, cache_examples=True, cache_mode="lazy", label=label,
+                        visible_columns=[0], examples_per_page=11, api_name=api, api_visibility="private",
+                        elem_id=api.replace("_", "-"))
+            ex.load_input_event.then(limits, [model], [layer, head, qrow, qcol], **fast)
 
     # API: /attention_maps (stateless; hidden inputs so every parameter after `image` has a default)
     with gr.Row(visible=False):
@@ -425,9 +447,10 @@ def retrieval_tab() -> None:
                 hard_btn = gr.Button("Retrieve", variant="primary")
             with gr.Row(equal_height=False):
                 keys_img = gr.Image(hard0[0], label="keys K (shuffled one-hot rows)", format="png", height=260)
-                hard_plot = gr.Plot(hard0[1], label="alignment scores QK^T", format="png")
+                hard_plot = gr.Plot(hard0[1], show_label=False, format="png")
                 hard_img = gr.Image(hard0[2], label="retrieved = QK^T V", format="png", height=260, elem_id="retrieval-hard-out")
-            hard_json = gr.JSON(hard0[3], label="details", open=False)
+            with gr.Accordion("details (scores, shuffle order, exactness check, as JSON)", open=False):
+                hard_json = gr.JSON(hard0[3], show_label=False)
         with gr.Tab("2 · Soft attention", id="retrieval-soft"):
             gr.Markdown("A random query (1 × d) and random keys (N × d): weights = softmax(scale · QK^T), retrieved = "
                         "weights · V, a blurry average of many digits. Raise the scale: the softmax sharpens toward "
@@ -438,9 +461,10 @@ def retrieval_tab() -> None:
                 scale = gr.Slider(0, 20, value=1, step=0.1, label="scale (inverse temperature)")
                 soft_btn = gr.Button("Retrieve", variant="primary")
             with gr.Row(equal_height=False):
-                soft_plot = gr.Plot(soft0[0], label="weights over the database", format="png", scale=3)
+                soft_plot = gr.Plot(soft0[0], show_label=False, format="png", scale=3)
                 soft_img = gr.Image(soft0[1], label="retrieved = softmax(scale·QK^T) V", format="png", height=260, scale=1)
-            soft_json = gr.JSON(soft0[2], label="details", open=False)
+            with gr.Accordion("details (all weights, as JSON)", open=False):
+                soft_json = gr.JSON(soft0[2], show_label=False)
         with gr.Tab("3 · Many queries", id="retrieval-many"):
             gr.Markdown("num_q random queries at once (Q is num_q × d, same keys, d, seed and scale as in the soft "
                         "tab): one softmax per row of QK^T, one retrieval per query.")
@@ -448,7 +472,8 @@ def retrieval_tab() -> None:
                 num_q = gr.Number(16, precision=0, label=f"number of queries num_q (1 to {retrieval.MAX_QUERIES})")
                 many_btn = gr.Button("Retrieve all", variant="primary")
             many_img = gr.Image(many0[0], label="retrievals, one per query", format="png", height=320)
-            many_json = gr.JSON(many0[1], label="details", open=False)
+            with gr.Accordion("details (largest weight of each query, as JSON)", open=False):
+                many_json = gr.JSON(many0[1], show_label=False)
         with gr.Tab("4 · Trained retrieval", id="retrieval-trained"):
             gr.Markdown("Two trained models look up the query digit in the database above, side by side. **lab**: the "
                         "lab's Linear(784, 32) embedding with one attention head, trained to reproduce the query "
@@ -456,28 +481,34 @@ def retrieval_tab() -> None:
                         "summed per label, pick the query's class; trained on a fresh random database each step.")
             state = gr.State(None)
             with gr.Row(equal_height=False):
-                with gr.Column(scale=1, min_width=240):
+                with gr.Column(scale=2, min_width=240):
                     q_index = gr.Number(0, precision=0, label="held-out query digit (0 to 999)")
-                    with gr.Row():
-                        pick_btn = gr.Button("Retrieve", variant="primary", elem_id="retrieval-pick")
-                        rand_btn = gr.Button("Random digit")
-                    sketch = gr.Sketchpad(label="…or draw a digit", canvas_size=(280, 280), type="numpy",
+                    pick_btn = gr.Button("Retrieve this digit", variant="primary", elem_id="retrieval-pick")
+                    rand_btn = gr.Button("Random held-out digit")
+                with gr.Column(scale=3, min_width=300):
+                    sketch = gr.Sketchpad(label="…or draw a digit (pick the brush, bottom left, first)",
+                                          canvas_size=(280, 280), type="numpy",
                                           brush=gr.Brush(default_size=18, colors=["#000000"], color_mode="fixed"),
-                                          elem_id="retrieval-sketch", height=320)
+                                          elem_id="retrieval-sketch", height=330, layers=False)
                     sketch_btn = gr.Button("Retrieve my drawing", variant="primary", elem_id="retrieval-sketch-btn")
-                    q_img = gr.Image(trained0[0], label="query as the models see it (28 × 28)", format="png", height=160)
-                outs = []
+                q_img = gr.Image(trained0[0], label="query as the models see it (28 × 28)", format="png", height=240,
+                                 scale=2, min_width=200, elem_id="retrieval-query")
+            outs = []
+            with gr.Row(equal_height=False):
                 for i, (name, title) in enumerate((("lab", "lab model (Linear + 1 head, MSE)"),
-                                    ("cnn", "cnn model (CNN + 4 heads, class-aware)"))):
-                    with gr.Column(scale=2, min_width=320):
+                                                   ("cnn", "cnn model (CNN + 4 heads, class-aware)"))):
+                    with gr.Column(min_width=420):
                         gr.Markdown(f"### {title}")
-                        r_img = gr.Image(trained0[1 + 3 * i], label="retrieved = weights · V", format="png", height=160)
-                        r_plot = gr.Plot(trained0[2 + 3 * i], label="weights over the database (colour = label)", format="png")
-                        r_gal = gr.Gallery(trained0[3 + 3 * i], label="top-10 matches (#rank · label · weight)", columns=5, rows=2,
-                                           format="png", height="auto", elem_id=f"retrieval-top10-{name}",
-                                           allow_preview=False)
+                        with gr.Row(equal_height=True):
+                            r_img = gr.Image(trained0[1 + 3 * i], label="retrieved = weights · V", format="png",
+                                             height=220, scale=1, min_width=140)
+                            r_plot = gr.Plot(trained0[2 + 3 * i], show_label=False, format="png", scale=3)
+                        r_gal = gr.Gallery(trained0[3 + 3 * i], label="top-10 matches (#rank · label · weight)",
+                                           columns=5, rows=2, format="png", height=290, object_fit="contain",
+                                           elem_id=f"retrieval-top10-{name}", allow_preview=False)
                         outs += [r_img, r_plot, r_gal]
-            trained_json = gr.JSON(trained0[7], label="details (top-10 with labels and weights)", open=False)
+            with gr.Accordion("details (top-10 with labels and weights, as JSON)", open=False):
+                trained_json = gr.JSON(trained0[7], show_label=False)
             with gr.Accordion("Retrain your own copy (a few epochs, from scratch)", open=False):
                 with gr.Row():
                     rt_model = gr.Radio(["lab", "cnn"], value="lab", label="model")
@@ -488,23 +519,34 @@ def retrieval_tab() -> None:
                 rt_msg = gr.Markdown()
                 rt_plot = gr.Plot(label="loss", format="png")
 
-    draw.click(retrieval_database, db_inputs, [db_img, source], api_name="retrieval_database")
-    hard_btn.click(retrieval_hard, db_inputs + [index, shuffle_seed], [keys_img, hard_plot, hard_img, hard_json],
-                   api_name="retrieval_hard")
-    soft_btn.click(retrieval_soft, db_inputs + [d, key_seed, scale], [soft_plot, soft_img, soft_json],
-                   api_name="retrieval_soft")
-    many_btn.click(retrieval_many, db_inputs + [d, key_seed, scale, num_q], [many_img, many_json],
-                   api_name="retrieval_many")
+    hard_args = (retrieval_hard, db_inputs + [index, shuffle_seed], [keys_img, hard_plot, hard_img, hard_json])
+    soft_args = (retrieval_soft, db_inputs + [d, key_seed, scale], [soft_plot, soft_img, soft_json])
+    many_args = (retrieval_many, db_inputs + [d, key_seed, scale, num_q], [many_img, many_json])
     trained_outs = [q_img] + outs + [trained_json]
-    pick_btn.click(retrieval_trained, db_inputs + [q_index, state], trained_outs, api_name="retrieval_trained")
+    trained_args = (retrieval_trained, db_inputs + [q_index, state], trained_outs)
+    # errors and progress show on one image per section, not as "Error" over every output
+    quiet = dict(api_visibility="private", show_progress="minimal")
+    hard_btn.click(*hard_args, api_name="retrieval_hard", show_progress_on=hard_img)
+    soft_btn.click(*soft_args, api_name="retrieval_soft", show_progress_on=soft_img)
+    scale.release(*soft_args, show_progress_on=soft_img, **quiet)
+    many_btn.click(*many_args, api_name="retrieval_many", show_progress_on=many_img)
+    pick_btn.click(*trained_args, api_name="retrieval_trained", show_progress_on=q_img)
     rand_btn.click(lambda: int(__import__("random").randrange(1000)), None, q_index,
-                   api_visibility="private").then(retrieval_trained, db_inputs + [q_index, state], trained_outs,
-                                                  api_visibility="private")
-    sketch_btn.click(retrieval_sketch, db_inputs + [sketch, state], trained_outs, api_name="retrieval_sketch")
-    rt_btn.click(retrieval_retrain, [rt_model, rt_epochs, rt_seed, state], [rt_msg, rt_plot, state],
-                 api_name="retrieval_retrain", concurrency_limit=1, concurrency_id="retrieval_retrain")
-    reset_btn.click(lambda: (None, "Back to the shipped models."), None, [state, rt_msg], api_visibility="private")
-
+                   api_visibility="private").then(*trained_args, show_progress_on=q_img, **quiet)
+    sketch_btn.click(retrieval_sketch, db_inputs + [sketch, state], trained_outs, api_name="retrieval_sketch",
+                     show_progress_on=q_img)
+    (rt_btn.click(retrieval_retrain, [rt_model, rt_epochs, rt_seed, state], [rt_msg, rt_plot, state],
+                  api_name="retrieval_retrain", concurrency_limit=1, concurrency_id="retrieval_retrain",
+                  show_progress_on=rt_plot)
+     .success(*trained_args, show_progress_on=q_img, **quiet))
+    (reset_btn.click(lambda: (None, "Back to the shipped models."), None, [state, rt_msg], api_visibility="private")
+     .then(*trained_args, show_progress_on=q_img, **quiet))
+    (draw.click(retrieval_database, db_inputs, [db_img, source], api_name="retrieval_database",
+                show_progress_on=db_img)  # refresh every section
+    # (registered last: the public endpoints above keep their plain api_names)
+     .success(*hard_args, show_progress_on=hard_img, **quiet).success(*soft_args, show_progress_on=soft_img, **quiet)
+     .success(*many_args, show_progress_on=many_img, **quiet)
+     .success(*trained_args, show_progress_on=q_img, **quiet))
 
 # ----- end MNIST retrieval tab -----------------------------------------------------------
 

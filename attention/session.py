@@ -127,6 +127,12 @@ def forward(model: str, image: ImageSource, resolution: int | str | None) -> tup
     return res, str(next(vit.parameters()).device)
 
 
+def depth(model: str) -> tuple[int, int]:
+    """(layers, heads) of `model`, loading it once if needed (cached; no forward pass)."""
+    vit = load_vit(model)
+    return len(vit.blocks), int(vit.blocks[0].attn.num_heads)
+
+
 def _loaded(model: str) -> bool:
     from attention import models
 

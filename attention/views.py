@@ -91,8 +91,8 @@ def _prefix_names(res: AttentionMaps) -> list[str]:
 
 def _share_caption(res: AttentionMaps, head: int) -> str:
     share = float(res.prefix_share[res.layer, head])
-    where = "CLS" if res.num_prefix_tokens == 1 else "CLS+registers"
-    return f"{share:.0%} on {where}"
+    where = "CLS" if res.num_prefix_tokens == 1 else "CLS+reg"
+    return f"{share:.0%} {where}"
 
 
 def tiles(

@@ -153,3 +153,7 @@ def test_gpu_is_a_no_op_without_spaces_and_wraps_with_spaces_gpu(monkeypatch):
     monkeypatch.setitem(sys.modules, "spaces", fake)
     assert session.gpu(f)(1) == ("gpu", 2) and session.gpu(duration=120)(f)(1) == ("gpu", 2)
     assert seen == [60, 120]
+
+
+def test_depth_reads_layers_and_heads_without_a_forward(forwards):
+    assert session.depth("mnist_vit") == (4, 4) and not forwards
