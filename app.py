@@ -512,7 +512,7 @@ def retrieval_tab() -> None:
             with gr.Accordion("Retrain your own copy (a few epochs, from scratch)", open=False):
                 with gr.Row():
                     rt_model = gr.Radio(["lab", "cnn"], value="lab", label="model")
-                    rt_epochs = gr.Slider(1, 5, value=2, step=1, label="epochs")
+                    rt_epochs = gr.Number(2, precision=0, label="epochs (1 to 5, ~3 s each for lab, ~6 s for cnn)")
                     rt_seed = gr.Number(1, precision=0, label="training seed")
                     rt_btn = gr.Button("Retrain my copy", variant="primary")
                     reset_btn = gr.Button("Back to the shipped models")

@@ -135,9 +135,12 @@ def _to_ink(image: np.ndarray) -> np.ndarray:
 def _dilate(mask: np.ndarray, r: int) -> np.ndarray:
     """Max filter with a (2r+1)^2 square, float (H, W) -> (H, W)."""
     out = np.pad(mask, r)
-    for axis in (0, 1):
-        shifted = [np.roll(out, k, axis=axis) for k in range(-r, r + 1)]
-        out = np.max(shifted, axis=0)
+    for axis in (0, 1):  # separable: a running max of shifted copies along each axis
+        res = out.copy()
+        for k in range(1, r + 1):
+            np.maximum(res, np.roll(out, k, axis=axis), out=res)
+            np.maximum(res, np.roll(out, -k, axis=axis), out=res)
+        out = res
     return out[r:-r, r:-r] if r else out
 
 
@@ -160,6 +163,12 @@ def normalise_sketch(image: np.ndarray) -> np.ndarray:
     h, w = image.shape[:2]
     if min(h, w) < 8 or max(h, w) > 4096:
         raise ImageError(f"the sketch is {w} x {h} pixels: expected 8 to 4096 pixels a side")
+    if max(h, w) > 1024 and image.dtype == np.uint8:  # plenty for a 28 x 28 result; bounds memory
+        from PIL import Image
+
+        small = Image.fromarray(image)
+        small.thumbnail((1024, 1024), Image.Resampling.BOX)
+        image = np.asarray(small)
     ink = _to_ink(image)
     mask = ink > 0.1 * ink.max(initial=0)
     if ink.max(initial=0) < 0.1 or mask.mean() > 0.9 or mask.sum() < 3:
@@ -173,10 +182,11 @@ def normalise_sketch(image: np.ndarray) -> np.ndarray:
     perimeter = np.abs(np.diff(np.pad(mask, 1).astype(np.int8), axis=0)).sum() + \
         np.abs(np.diff(np.pad(mask, 1).astype(np.int8), axis=1)).sum()
     width, target = 2.0 * mask.sum() / max(perimeter, 1), 0.11 * side
-    if width < target and side > 40:
-        ink = _dilate(np.pad(ink, 1), int(round((target - width) / 2)))[1:-1, 1:-1]
+    r = int(round((target - width) / 2)) if side > 40 else 0
+    if r > 0:  # grow the strokes outward (the crop grows by r on each side)
+        ink = _dilate(np.pad(ink, r), r)
     ink = np.clip(ink / ink.max(), 0, 1)
-    scale = 20.0 / side
+    scale = 20.0 / max(ink.shape)
     new = (max(1, round(ink.shape[1] * scale)), max(1, round(ink.shape[0] * scale)))
     from PIL import Image
 

@@ -111,3 +111,25 @@ def test_empty_sketch_gets_a_clear_message(client, tmp_path, fill):
                        api_name="/retrieval_sketch")
     with pytest.raises(Exception, match="empty"):
         client.predict(100, 42, {"background": None, "layers": [], "composite": None}, api_name="/retrieval_sketch")
+
+
+def test_retraining_streams_a_loss_curve_on_the_visitors_own_copy(app_url):
+    from gradio_client import Client
+
+    visitor, other = Client(app_url, verbose=False), Client(app_url, verbose=False)
+    before = other.predict(100, 42, 3, api_name="/retrieval_trained")[-1]
+    job = visitor.submit("lab", 1, 7, api_name="/retrieval_retrain")
+    list(job)
+    outputs = job.outputs()  # one update every 10 steps, then the final message
+    assert len(outputs) >= 3 and "Done" in outputs[-1][0]
+    mine = visitor.predict(100, 42, 3, api_name="/retrieval_trained")[-1]
+    assert mine["lab"]["origin"] == "your retrained copy" and mine["cnn"]["origin"] == "shipped"
+    assert mine["lab"]["top10"] != before["lab"]["top10"]
+    after = other.predict(100, 42, 3, api_name="/retrieval_trained")[-1]
+    assert after["lab"]["origin"] == "shipped" and after == before  # another visitor is untouched
+
+
+@pytest.mark.parametrize("args,words", [(("lab", 0, 1), "epochs"), (("lab", 6, 1), "1 to 5"), (("vit", 1, 1), "lab")])
+def test_retraining_refuses_bad_arguments(client, args, words):
+    with pytest.raises(Exception, match=words):
+        client.predict(*args, api_name="/retrieval_retrain")
