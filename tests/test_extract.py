@@ -210,7 +210,5 @@ def test_trained_mnist_vit_cls_attends_to_ink(mnist_vit):
         shares.append(m[ink].sum() / m.sum())
     ink_share, area = float(np.mean(shares)), float(np.mean([(d.images[i].reshape(7, 4, 7, 4).max(axis=(1, 3)) > 64).mean() for i in held]))
     print(f"ink_share={ink_share:.3f} ink_area={area:.3f}")
-    assert ink_share >= INK_SHARE_FLOOR and ink_share > area + 0.1
-
-
-INK_SHARE_FLOOR = 0.6  # set from the measured share on the shipped weights, with margin (see closing note)
+    assert ink_share >= 0.5  # "mostly": measured 0.613 on the shipped weights (200 held-out digits)
+    assert ink_share >= 1.5 * area  # twice the inked area's share was measured (0.613 vs 0.306)
