@@ -261,7 +261,7 @@ def vit_tab() -> None:
 def _retrieval_db(n, seed):
     from attention import retrieval
 
-    return retrieval.draw_database(n, seed)
+    return retrieval.draw_database(n, seed, retrieval.pools(full=True))  # full MNIST when reachable
 
 
 def _retrieval_image(image, k: int = 8):
@@ -276,7 +276,7 @@ def retrieval_database(n, seed):
     from attention.retrieval_plots import grid
 
     db = _retrieval_db(n, seed)
-    pool = retrieval.pools()
+    pool = retrieval.pools(full=True)
     k = 3 if len(db) <= 400 else 1
     note = (f"**Data:** {db.source}. The database: **{len(db)}** digits drawn with seed {db.seed} from the "
             f"train part ({len(pool.train):,} digits); trained-retrieval queries come from the held-out part "
@@ -370,7 +370,7 @@ def _retrieval_trained(db, query, label, state):
 def retrieval_trained(n, seed, query_index, state=None):
     from attention import retrieval
 
-    query, label = retrieval.heldout_query(query_index)
+    query, label = retrieval.heldout_query(query_index, retrieval.pools(full=True))
     return _retrieval_trained(_retrieval_db(n, seed), query, label, state)
 
 
@@ -482,7 +482,8 @@ def retrieval_tab() -> None:
             state = gr.State(None)
             with gr.Row(equal_height=False):
                 with gr.Column(scale=2, min_width=240):
-                    q_index = gr.Number(0, precision=0, label="held-out query digit (0 to 999)")
+                    q_index = gr.Number(0, precision=0, label="held-out query digit "
+                                        f"(0 to {len(retrieval.pools(full=True).heldout) - 1:,})")
                     pick_btn = gr.Button("Retrieve this digit", variant="primary", elem_id="retrieval-pick")
                     rand_btn = gr.Button("Random held-out digit")
                 with gr.Column(scale=3, min_width=300):
@@ -531,7 +532,7 @@ def retrieval_tab() -> None:
     scale.release(*soft_args, show_progress_on=soft_img, **quiet)
     many_btn.click(*many_args, api_name="retrieval_many", show_progress_on=many_img)
     pick_btn.click(*trained_args, api_name="retrieval_trained", show_progress_on=q_img)
-    rand_btn.click(lambda: int(__import__("random").randrange(1000)), None, q_index,
+    rand_btn.click(lambda: int(__import__("random").randrange(len(retrieval.pools(full=True).heldout))), None, q_index,
                    api_visibility="private").then(*trained_args, show_progress_on=q_img, **quiet)
     sketch_btn.click(retrieval_sketch, db_inputs + [sketch, state], trained_outs, api_name="retrieval_sketch",
                      show_progress_on=q_img)

@@ -61,9 +61,17 @@ class Pools:
 
 @lru_cache(maxsize=2)
 def pools(full: bool = False) -> Pools:
-    """The shipped subset split by `mnist.split` (full=False), or whatever `mnist.load_digits` gives."""
+    """The shipped subset split by `mnist.split` (full=False), or whatever `mnist.load_digits` gives.
+
+    With the full set, held-out digits that are also in the subset's train part (the trained
+    models saw them) are dropped, so "held-out" keeps meaning "never seen in training".
+    """
     digits = mnist.load_digits() if full else mnist.load_subset()
     train, heldout = mnist.split(len(digits))
+    if len(digits) != len(mnist.load_subset()):
+        sub = pools(False)
+        seen = {img.tobytes() for img in sub.digits.images[sub.train]}
+        heldout = np.array([i for i in heldout if digits.images[i].tobytes() not in seen], dtype=np.int64)
     # the shipped digits are ordered by class: put the held-out ones in a fixed random order,
     # so "the first K held-out queries" (and held-out index 0, 1, 2, ... in the app) mix classes
     heldout = heldout[np.random.default_rng(1).permutation(len(heldout))]

@@ -34,6 +34,23 @@ def test_queries_never_meet_training_or_databases():
     assert len(set(POOL.digits.labels[POOL.heldout[:50]].tolist())) == 10
 
 
+def test_with_the_full_set_heldout_digits_seen_in_training_are_dropped(monkeypatch):
+    from attention import mnist
+
+    sub = POOL.digits
+    extra = np.random.default_rng(0).integers(0, 256, (2000, 28, 28), dtype=np.uint8)
+    full = mnist.Digits(np.concatenate([extra, sub.images]), np.concatenate([sub.labels[:2000], sub.labels]), "full")
+    monkeypatch.setattr(mnist, "load_digits", lambda prefer_full=True: full)
+    retrieval.pools.cache_clear()
+    try:
+        p = retrieval.pools(full=True)
+        seen = {img.tobytes() for img in sub.images[POOL.train]}
+        assert len(p.heldout) > 200 and not any(full.images[i].tobytes() in seen for i in p.heldout)
+        assert not set(p.train) & set(p.heldout)
+    finally:
+        retrieval.pools.cache_clear()
+
+
 # ---- hard attention --------------------------------------------------------------------
 def test_shuffled_keys_are_unique_one_hots():
     keys, order = retrieval.shuffled_one_hot_keys(50, seed=3)
