@@ -288,7 +288,7 @@ def save_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray], pngs: dict[
     """Write one .npz that is also a zip of PNGs: `np.load(path)[name]` gives each array
     (no pickle needed); members `png/<name>.png` are the pictures (`unzip path` extracts them,
     `np.load(path)["png/<name>.png"]` returns their bytes)."""
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as z:  # floats and PNGs barely deflate
         for name, a in arrays.items():
             with z.open(f"{name}.npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, np.asanyarray(a), allow_pickle=False)

@@ -55,3 +55,12 @@ def test_digit_example_click_a_patch_then_rollout(page):
     assert "row 2, col 5" in page.locator("#vit-query-label").inner_text()  # the query is kept
     assert page.get_by_test_id("toast-body").count() == 0  # no error anywhere
     screenshot(page, "vit_rollout")
+
+    page.get_by_text("Compare with a second model").click()
+    pick = page.locator("#vit-compare input")
+    pick.fill("mnist_vit")
+    pick.press("Enter")
+    page.locator("#vit-compare-details").get_by_text("mnist_vit").wait_for()
+    page.locator("#vit-compare-gallery").get_by_text(re.compile("rollout through layers")).first.wait_for()
+    assert page.get_by_test_id("toast-body").count() == 0
+    screenshot(page, "vit_compare")

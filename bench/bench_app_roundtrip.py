@@ -1,0 +1,118 @@
+"""App round trip vs bare extraction: one `/attention_maps` request at 480 px on CPU.
+
+    python bench/bench_app_roundtrip.py [--repeats 5] [--image examples/photos/chelsea.jpg]
+
+Times (median of --repeats, after one warm-up each):
+  bare  = attention_maps(load_vit("dino_vits16"), image, resolution=480)
+  trip  = gradio_client `predict(image, model="dino_vits16", resolution="480", api_name="/attention_maps")`
+          on the app launched in-process: upload, queue, forward pass, rendering of the per-head
+          PNG overlays and the .npz, and the client's download of all of them.
+and prints ratio = trip / bare (target <= 1.5: rendering must not dominate).
+
+When the real DINO ViT-S/16 weights are not in the HF cache, it builds a temporary HF cache
+holding a *random-weight* `vit_small_patch16_224.dino` in the hub's layout (same architecture,
+same token count, same cost) and runs offline; the output says which.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+TIMM_NAME, REPO = "vit_small_patch16_224.dino", "timm/vit_small_patch16_224.dino"
+
+
+def fake_hub_cache(home: Path) -> None:
+    """Put random weights of TIMM_NAME into `home`/hub exactly as a hub download would."""
+    import timm
+    import torch
+    from safetensors.torch import save_file
+
+    torch.manual_seed(0)
+    model = timm.create_model(TIMM_NAME, pretrained=False, num_classes=0)
+    root = home / "hub" / f"models--{REPO.replace('/', '--')}"
+    rev = hashlib.sha1(REPO.encode()).hexdigest()
+    for d in (root / "blobs", root / "snapshots" / rev, root / "refs"):
+        d.mkdir(parents=True, exist_ok=True)
+    (root / "refs" / "main").write_text(rev)
+    tmp = home / "w.safetensors"
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, tmp)
+    data = tmp.read_bytes()
+    blob = root / "blobs" / hashlib.sha256(data).hexdigest()
+    tmp.rename(blob)
+    (root / "snapshots" / rev / "model.safetensors").symlink_to(f"../../blobs/{blob.name}")
+
+
+def median_times(fns, repeats: int) -> list[float]:
+    """Median wall time of each fn, calls interleaved (a, b, a, b, ...) so load drift hits both alike."""
+    for fn in fns:
+        fn()  # warm-up (model load, first-call costs)
+    times = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, ts in zip(fns, times):
+            t = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t)
+    return [statistics.median(ts) for ts in times]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--image", default=str(ROOT / "examples" / "photos" / "chelsea.jpg"))
+    args = ap.parse_args()
+
+    os.environ.setdefault("GRADIO_TEMP_DIR", tempfile.mkdtemp(prefix="bench-gradio-"))
+    os.environ.setdefault("GRADIO_EXAMPLES_CACHE", tempfile.mkdtemp(prefix="bench-examples-"))
+    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+    from huggingface_hub import try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(REPO, "model.safetensors"), str):
+        weights = f"real {REPO} weights from the HF cache"
+    else:
+        home = Path(tempfile.mkdtemp(prefix="bench-hf-"))
+        os.environ["HF_HOME"], os.environ["HF_HUB_OFFLINE"] = str(home), "1"
+        import huggingface_hub.constants as c
+
+        c.HF_HOME, c.HF_HUB_CACHE, c.HF_HUB_OFFLINE = str(home), str(home / "hub"), True
+        fake_hub_cache(home)
+        weights = f"RANDOM weights of {TIMM_NAME} in a temporary HF cache (real ones not cached)"
+
+    import torch
+    from gradio_client import Client, handle_file
+
+    import app
+    from attention import attention_maps, load_vit
+
+    model = load_vit("dino_vits16", device="cpu")
+    res = attention_maps(model, args.image, resolution=480)
+
+    _, url, _ = app.demo.launch(prevent_thread_lock=True, quiet=True)
+    try:
+        client = Client(url, verbose=False)
+        call = lambda: client.predict(handle_file(args.image), model="dino_vits16", resolution="480",  # noqa: E731
+                                      api_name="/attention_maps")
+        bare, trip = median_times([lambda: attention_maps(model, args.image, resolution=480), call], args.repeats)
+        gallery, npz = call()
+    finally:
+        app.demo.close()
+    gh, gw = res.grid
+    print(f"weights: {weights}")
+    print(f"input: {Path(args.image).name} -> {res.image.size[0]}x{res.image.size[1]} px, grid {gh}x{gw} "
+          f"= {gh * gw} patches, {res.maps.shape[0]} heads; torch threads {torch.get_num_threads()}; "
+          f"{len(gallery)} PNGs + {os.path.getsize(npz) / 1e6:.1f} MB .npz per request")
+    print(f"bare attention_maps: {bare * 1000:.0f} ms (median of {args.repeats}, interleaved)")
+    print(f"app round trip (gradio_client /attention_maps): {trip * 1000:.0f} ms (median of {args.repeats})")
+    print(f"ratio = {trip / bare:.2f} (target <= 1.5)")
+
+
+if __name__ == "__main__":
+    main()
