@@ -1,0 +1,121 @@
+"""How an image becomes tokens, Q, K and V: patches, positional encoding, random projections.
+
+    image (H, W, 3) -> resize so the long side is WORK_SIZE -> crop to whole patches
+    -> N = rows x cols patches of p x p x 3, flattened to D = 3 p^2 numbers each,
+       pixels standardised (zero mean, unit variance over the image)
+    -> tokens = patches + PE (N, D), the sinusoidal encoding of the patch index
+    -> Q, K, V = tokens W_q, tokens W_k, tokens W_v with seeded random weights (D, heads x d_head)
+    -> attention per head (heads, N, N) by `attend`
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+from attention.calculator import Steps, attend
+from attention.errors import ImageError, InputError
+
+WORK_SIZE = 224  # long side of the image after resizing, in pixels
+PATCH_SIZES = (14, 16, 28, 32, 56)
+D_HEAD = 16  # columns of Q, K and V per head
+MAX_HEADS = 8
+
+
+def sinusoidal_encoding(n: int, d: int) -> np.ndarray:
+    """The Transformer's positional encoding, (n, d): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same)."""
+    if n < 1 or d < 1:
+        raise InputError(f"a positional encoding needs n >= 1 positions and d >= 1 dimensions, got n={n}, d={d}")
+    pos = np.arange(n, dtype=np.float64)[:, None]
+    two_i = np.arange(0, d, 2, dtype=np.float64)  # 2i for each sin/cos pair
+    angles = pos / np.power(10000.0, two_i / d)
+    pe = np.zeros((n, d))
+    pe[:, 0::2] = np.sin(angles)
+    pe[:, 1::2] = np.cos(angles[:, : d // 2])
+    return pe
+
+
+def to_rgb(image: np.ndarray | Image.Image) -> np.ndarray:
+    """Any grayscale, RGB or RGBA image as uint8 RGB (H, W, 3); raises ImageError on anything else."""
+    if isinstance(image, Image.Image):
+        image = np.asarray(image.convert("RGB"))
+    a = np.asarray(image)
+    if a.ndim == 2:
+        a = np.repeat(a[..., None], 3, axis=2)
+    if a.ndim != 3 or a.shape[2] not in (3, 4) or min(a.shape[:2]) < 1:
+        raise ImageError(f"expected an image of shape (H, W), (H, W, 3) or (H, W, 4), got {a.shape}")
+    a = a[..., :3]
+    if a.dtype != np.uint8:
+        a = np.clip(a * (255.0 if a.max() <= 1.0 else 1.0), 0, 255).astype(np.uint8)
+    return a
+
+
+def fit(image: np.ndarray, patch: int, work_size: int = WORK_SIZE) -> np.ndarray:
+    """Resize RGB (H, W, 3) so the long side is `work_size`, then crop to whole patches (partial ones dropped)."""
+    h, w = image.shape[:2]
+    f = work_size / max(h, w)
+    size = (max(1, round(w * f)), max(1, round(h * f)))
+    a = np.asarray(Image.fromarray(image).resize(size, Image.BICUBIC))
+    rows, cols = a.shape[0] // patch, a.shape[1] // patch
+    if rows == 0 or cols == 0:
+        raise ImageError(f"the image is {h} x {w} pixels; resized to {a.shape[0]} x {a.shape[1]} it holds no "
+                         f"whole {patch} x {patch} patch: use a less elongated image or a smaller patch")
+    return a[: rows * patch, : cols * patch]
+
+
+def patchify(image: np.ndarray, patch: int) -> np.ndarray:
+    """(rows*p, cols*p, C) -> (rows*cols, p*p*C): patches in raster order, each flattened row by row."""
+    h, w, c = image.shape
+    r, q = h // patch, w // patch
+    return image[: r * patch, : q * patch].reshape(r, patch, q, patch, c).transpose(0, 2, 1, 3, 4).reshape(r * q, -1)
+
+
+@dataclass(frozen=True)
+class PatchAttention:
+    """The pipeline's arrays. N = rows x cols patches, D = 3 p^2, dk = heads x D_HEAD.
+
+    image: uint8 (rows*p, cols*p, 3), the resized, cropped image; patches (N, D)
+    standardised pixels; pos (N, D) positional encoding; tokens = patches + pos;
+    q, k, v (N, dk); attention: the Steps (weights (heads, N, N)).
+    """
+
+    image: np.ndarray
+    patch: int
+    grid: tuple[int, int]
+    patches: np.ndarray
+    pos: np.ndarray
+    tokens: np.ndarray
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    attention: Steps
+
+    def patch_map(self, index: int) -> np.ndarray:
+        """(heads, rows, cols): how much patch `index` attends to every patch, per head."""
+        n = self.tokens.shape[0]
+        if not 0 <= index < n:
+            raise InputError(f"patch index {index} is out of range: this image has patches 0..{n - 1}")
+        return self.attention.weights[:, index, :].reshape(-1, *self.grid)
+
+
+def patch_attention(image: np.ndarray | Image.Image, patch: int = 16, heads: int = 2, seed: int = 0) -> PatchAttention:
+    """Run the whole pipeline on an image (any size; resized to WORK_SIZE on its long side)."""
+    if patch not in PATCH_SIZES:
+        raise InputError(f"patch size {patch} is not offered; choose one of {', '.join(map(str, PATCH_SIZES))}")
+    if isinstance(heads, bool) or int(heads) != heads or not 1 <= heads <= MAX_HEADS:
+        raise InputError(f"heads must be a whole number from 1 to {MAX_HEADS}, got {heads}")
+    img = fit(to_rgb(image), patch)
+    raw = patchify(img.astype(np.float64) / 255.0, patch)
+    patches = (raw - raw.mean()) / (raw.std() + 1e-8)
+    n, d = patches.shape
+    pos = sinusoidal_encoding(n, d)
+    tokens = patches + pos
+    rng = np.random.default_rng(seed)
+    dk = int(heads) * D_HEAD
+    w_q, w_k, w_v = (rng.normal(0.0, 1.0 / np.sqrt(d), (d, dk)) for _ in range(3))
+    q, k, v = tokens @ w_q, tokens @ w_k, tokens @ w_v
+    steps = attend(q, k, v, heads=int(heads), max_size=None)
+    return PatchAttention(img, patch, (img.shape[0] // patch, img.shape[1] // patch), patches, pos, tokens,
+                          q, k, v, steps)

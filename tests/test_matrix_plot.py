@@ -1,0 +1,35 @@
+"""attention.matrix_plot: matrices and maps drawn as RGB arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attention.matrix_plot import HATCH, grid_lines, heatmap, heatmaps, lut, overlay
+
+
+def test_heatmap_colours_min_and_max_with_the_colormap_ends():
+    img = heatmap(np.array([[0.0, 1.0]]), target=40, max_cell=20)
+    assert img.shape == (20, 40, 3)
+    np.testing.assert_array_equal(img[10, 5], lut()[0])
+    np.testing.assert_array_equal(img[10, 30], lut()[255])
+
+
+def test_minus_inf_cells_are_hatched_not_coloured():
+    img = heatmap(np.array([[0.0, -np.inf], [1.0, 0.5]]), target=40, max_cell=20)
+    cell = img[1:20, 21:40].reshape(-1, 3)
+    colours = {tuple(c) for c in cell}
+    assert colours <= {tuple(HATCH[0]), tuple(HATCH[1])} and len(colours) == 2
+
+
+def test_heatmaps_one_panel_per_head():
+    one = heatmaps(np.zeros((1, 3, 3)))
+    two = heatmaps(np.zeros((2, 3, 3)))
+    assert two.shape[1] > one.shape[1] * 1.5
+
+
+def test_grid_lines_and_overlay_keep_the_image_shape():
+    img = np.zeros((32, 48, 3), np.uint8)
+    g = grid_lines(img, 16, highlight=4)
+    assert g.shape == img.shape and (g[0] == 255).all() and tuple(g[17, 20]) == (230, 20, 20)
+    o = overlay(img, np.arange(6.0).reshape(2, 3))
+    assert o.shape == img.shape and o[0, 0].sum() < o[-1, -1].sum()

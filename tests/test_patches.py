@@ -1,0 +1,88 @@
+"""attention.patches: image -> patches -> + positional encoding -> Q, K, V -> attention."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attention.errors import ImageError, InputError
+from attention.patches import WORK_SIZE, fit, patch_attention, patchify, sinusoidal_encoding, to_rgb
+
+
+def test_sinusoidal_encoding_follows_the_standard_formula():
+    pe = sinusoidal_encoding(50, 6)
+    pos, i = 7, 2  # dimensions 2i = 4 and 2i + 1 = 5
+    assert pe[pos, 2 * i] == pytest.approx(np.sin(pos / 10000 ** (2 * i / 6)))
+    assert pe[pos, 2 * i + 1] == pytest.approx(np.cos(pos / 10000 ** (2 * i / 6)))
+    np.testing.assert_allclose(pe[0], [0, 1, 0, 1, 0, 1])
+
+
+def test_sinusoidal_encoding_odd_dimension():
+    pe = sinusoidal_encoding(3, 5)
+    assert pe.shape == (3, 5) and pe[2, 4] == pytest.approx(np.sin(2 / 10000 ** (4 / 5)))
+
+
+def test_patchify_cuts_raster_order_and_flattens_each_patch():
+    img = np.arange(4 * 6 * 3).reshape(4, 6, 3)
+    p = patchify(img, 2)
+    assert p.shape == (6, 12)
+    np.testing.assert_array_equal(p[4], img[2:4, 2:4].ravel())  # row 1, column 1 of a 2 x 3 grid
+
+
+def test_fit_resizes_long_side_and_drops_partial_patches():
+    img = np.zeros((100, 150, 3), np.uint8)
+    out = fit(img, 16)
+    assert out.shape[1] == 16 * (WORK_SIZE // 16) and out.shape[0] == 16 * (round(100 * WORK_SIZE / 150) // 16)
+
+
+def test_pipeline_shapes_and_rows_sum_to_one():
+    rng = np.random.default_rng(0)
+    img = rng.integers(0, 256, (120, 200, 3), dtype=np.uint8)
+    pa = patch_attention(img, patch=28, heads=4)
+    rows, cols = pa.grid
+    n = rows * cols
+    assert (rows, cols) == (round(120 * WORK_SIZE / 200) // 28, WORK_SIZE // 28)
+    assert pa.patches.shape == pa.pos.shape == (n, 3 * 28 * 28)
+    np.testing.assert_allclose(pa.tokens, pa.patches + pa.pos)
+    np.testing.assert_allclose(pa.pos, sinusoidal_encoding(n, 3 * 28 * 28))
+    assert pa.attention.weights.shape == (4, n, n)
+    np.testing.assert_allclose(pa.attention.weights.sum(-1), 1.0)
+    m = pa.patch_map(3)
+    assert m.shape == (4, rows, cols)
+    np.testing.assert_allclose(m.reshape(4, -1), pa.attention.weights[:, 3])
+
+
+def test_pipeline_is_seeded_and_sees_the_image():
+    rng = np.random.default_rng(1)
+    img = rng.integers(0, 256, (64, 64), dtype=np.uint8)  # grayscale is accepted
+    a, b = patch_attention(img, 16, 2, seed=3), patch_attention(img, 16, 2, seed=3)
+    np.testing.assert_array_equal(a.attention.weights, b.attention.weights)
+    assert not np.allclose(a.attention.weights, patch_attention(img, 16, 2, seed=4).attention.weights)
+    assert not np.allclose(a.attention.weights, patch_attention(255 - img, 16, 2, seed=3).attention.weights)
+
+
+def test_mnist_digit_upsampled_works():
+    from attention.mnist import load_subset
+
+    digit = load_subset().images[0]
+    pa = patch_attention(np.kron(digit, np.ones((4, 4), np.uint8)), patch=32, heads=1)
+    assert pa.grid == (7, 7)
+
+
+@pytest.mark.parametrize("kwargs, err, word", [
+    ({"patch": 15}, InputError, "14, 16"),
+    ({"heads": 9}, InputError, "1 to 8"),
+    ({"heads": 0}, InputError, "heads"),
+])
+def test_bad_settings(kwargs, err, word):
+    with pytest.raises(err, match=word):
+        patch_attention(np.zeros((64, 64, 3), np.uint8), **kwargs)
+
+
+def test_bad_images():
+    with pytest.raises(ImageError, match="shape"):
+        to_rgb(np.zeros((4, 4, 5)))
+    with pytest.raises(ImageError, match="no whole"):
+        patch_attention(np.zeros((2, 400, 3), np.uint8), patch=56)
+    with pytest.raises(InputError, match="out of range"):
+        patch_attention(np.zeros((64, 64, 3), np.uint8), 16, 1).patch_map(10_000)
