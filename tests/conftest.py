@@ -17,6 +17,7 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="hf-home-empty-"))
 os.environ.setdefault("GRADIO_TEMP_DIR", tempfile.mkdtemp(prefix="gradio-tmp-"))
+os.environ.setdefault("GRADIO_EXAMPLES_CACHE", tempfile.mkdtemp(prefix="gradio-examples-"))  # never replay old caches
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("MPLBACKEND", "Agg")
 

@@ -3,16 +3,11 @@ make it the query and see the maps change, switch to the rollout view."""
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 
 import pytest
 
 from tests.conftest import screenshot
-
-# lazily cached examples go to a fresh folder, never a stale one from an earlier run
-os.environ.setdefault("GRADIO_EXAMPLES_CACHE", tempfile.mkdtemp(prefix="gradio-examples-"))
 
 
 def click_image_at(page, selector: str, fx: float, fy: float) -> None:
