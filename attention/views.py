@@ -13,7 +13,6 @@ encoded to PNG once and both served and packed into the download.
 from __future__ import annotations
 
 import io
-import json
 import os
 import shutil
 import tempfile

@@ -48,7 +48,6 @@ def setup(name: str, size: int):
 
 
 def runner(method: str, model, img, x, size: int):
-    import torch
 
     from attention.extract import attention_maps, rollout
 

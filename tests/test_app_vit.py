@@ -86,7 +86,7 @@ def test_each_view(client, view, n):
     assert len(gallery) == n and str(d["view"]) == view
     assert ("rollout" in d.files) == (view == "rollout")
     if view == "masks":
-        assert d["masks"].shape == (4, 7, 7) and all(f"hold 50%" in g["caption"] for g in gallery)
+        assert d["masks"].shape == (4, 7, 7) and all("hold 50%" in g["caption"] for g in gallery)
 
 
 def test_resolution_changes_the_grid(client):

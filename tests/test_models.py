@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 
-import numpy as np
 import pytest
 import timm
 import torch
