@@ -17,6 +17,7 @@ from PIL import Image
 
 from attention.calculator import Steps, attend
 from attention.errors import ImageError, InputError
+from attention.images import ImageSource, load_image
 
 WORK_SIZE = 224  # long side of the image after resizing, in pixels
 PATCH_SIZES = (14, 16, 28, 32, 56)
@@ -35,21 +36,6 @@ def sinusoidal_encoding(n: int, d: int) -> np.ndarray:
     pe[:, 0::2] = np.sin(angles)
     pe[:, 1::2] = np.cos(angles[:, : d // 2])
     return pe
-
-
-def to_rgb(image: np.ndarray | Image.Image) -> np.ndarray:
-    """Any grayscale, RGB or RGBA image as uint8 RGB (H, W, 3); raises ImageError on anything else."""
-    if isinstance(image, Image.Image):
-        image = np.asarray(image.convert("RGB"))
-    a = np.asarray(image)
-    if a.ndim == 2:
-        a = np.repeat(a[..., None], 3, axis=2)
-    if a.ndim != 3 or a.shape[2] not in (3, 4) or min(a.shape[:2]) < 1:
-        raise ImageError(f"expected an image of shape (H, W), (H, W, 3) or (H, W, 4), got {a.shape}")
-    a = a[..., :3]
-    if a.dtype != np.uint8:
-        a = np.clip(a * (255.0 if a.max() <= 1.0 else 1.0), 0, 255).astype(np.uint8)
-    return a
 
 
 def fit(image: np.ndarray, patch: int, work_size: int = WORK_SIZE) -> np.ndarray:
@@ -100,13 +86,16 @@ class PatchAttention:
         return self.attention.weights[:, index, :].reshape(-1, *self.grid)
 
 
-def patch_attention(image: np.ndarray | Image.Image, patch: int = 16, heads: int = 2, seed: int = 0) -> PatchAttention:
-    """Run the whole pipeline on an image (any size; resized to WORK_SIZE on its long side)."""
+def patch_attention(image: ImageSource, patch: int = 16, heads: int = 2, seed: int = 0) -> PatchAttention:
+    """Run the whole pipeline on an image: a path, bytes, PIL image or uint8 array (see `load_image`).
+
+    The image is resized to WORK_SIZE on its long side; `seed` draws W_q, W_k, W_v.
+    """
     if patch not in PATCH_SIZES:
         raise InputError(f"patch size {patch} is not offered; choose one of {', '.join(map(str, PATCH_SIZES))}")
     if isinstance(heads, bool) or int(heads) != heads or not 1 <= heads <= MAX_HEADS:
         raise InputError(f"heads must be a whole number from 1 to {MAX_HEADS}, got {heads}")
-    img = fit(to_rgb(image), patch)
+    img = fit(np.asarray(load_image(image)), patch)
     raw = patchify(img.astype(np.float64) / 255.0, patch)
     patches = (raw - raw.mean()) / (raw.std() + 1e-8)
     n, d = patches.shape

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from attention.matrix_plot import HATCH, grid_lines, heatmap, heatmaps, lut, overlay
+from attention.matrix_plot import HATCH, grid_lines, heatmap, heatmaps
+from attention.render import colormap
 
 
 def test_heatmap_colours_min_and_max_with_the_colormap_ends():
     img = heatmap(np.array([[0.0, 1.0]]), target=40, max_cell=20)
     assert img.shape == (20, 40, 3)
-    np.testing.assert_array_equal(img[10, 5], lut()[0])
-    np.testing.assert_array_equal(img[10, 30], lut()[255])
+    np.testing.assert_array_equal(img[10, 5], colormap("viridis")[0])
+    np.testing.assert_array_equal(img[10, 30], colormap("viridis")[255])
 
 
 def test_minus_inf_cells_are_hatched_not_coloured():
@@ -27,9 +28,11 @@ def test_heatmaps_one_panel_per_head():
     assert two.shape[1] > one.shape[1] * 1.5
 
 
-def test_grid_lines_and_overlay_keep_the_image_shape():
-    img = np.zeros((32, 48, 3), np.uint8)
-    g = grid_lines(img, 16, highlight=4)
-    assert g.shape == img.shape and (g[0] == 255).all() and tuple(g[17, 20]) == (230, 20, 20)
-    o = overlay(img, np.arange(6.0).reshape(2, 3))
-    assert o.shape == img.shape and o[0, 0].sum() < o[-1, -1].sum()
+def test_explicit_range_is_respected():
+    img = heatmap(np.array([[0.5]]), vmin=0.0, vmax=1.0, target=10, max_cell=10)
+    np.testing.assert_array_equal(img[5, 5], colormap("viridis")[128])
+
+
+def test_grid_lines_every_patch():
+    g = grid_lines(np.zeros((32, 48, 3), np.uint8), 16)
+    assert (g[0] == 255).all() and (g[16] == 255).all() and (g[:, 32] == 255).all() and (g[5, 5] == 0).all()

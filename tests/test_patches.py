@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attention.errors import ImageError, InputError
-from attention.patches import WORK_SIZE, fit, patch_attention, patchify, sinusoidal_encoding, to_rgb
+from attention.patches import WORK_SIZE, fit, patch_attention, patchify, sinusoidal_encoding
 
 
 def test_sinusoidal_encoding_follows_the_standard_formula():
@@ -81,7 +81,9 @@ def test_bad_settings(kwargs, err, word):
 
 def test_bad_images():
     with pytest.raises(ImageError, match="shape"):
-        to_rgb(np.zeros((4, 4, 5)))
+        patch_attention(np.zeros((4, 4, 5), np.uint8))
+    with pytest.raises(ImageError, match="not an image"):
+        patch_attention(b"definitely not a png")
     with pytest.raises(ImageError, match="no whole"):
         patch_attention(np.zeros((2, 400, 3), np.uint8), patch=56)
     with pytest.raises(InputError, match="out of range"):
