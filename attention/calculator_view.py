@@ -121,7 +121,8 @@ FORMULAS = {
     "dropped": "dropped = weights × keep / (1 − p), keep ~ Bernoulli(1 − p), seeded",
     "output": "output<sub>h</sub> = weights<sub>h</sub> V<sub>h</sub>; output = [output<sub>1</sub> … output<sub>H</sub>]",
 }
-_CSS = ("<style>.qkv-steps{display:flex;flex-wrap:wrap;gap:14px}.qkv-card{border:1px solid var(--border-color-primary);"
+_CSS = ("<style>.qkv-steps{display:grid;grid-template-columns:repeat(auto-fill,minmax(280px,1fr));gap:12px;"
+        "align-items:start}.qkv-card{border:1px solid var(--border-color-primary);"
         "border-radius:8px;padding:8px 10px;max-width:100%}.qkv-card h4{margin:0 0 2px}.qkv-f{font-family:serif;"
         "font-size:15px;margin-bottom:6px}.qkv-heads{display:flex;flex-wrap:wrap;gap:12px}.qkv-head{text-align:center}"
         ".qkv-tab{overflow:auto;max-height:300px;max-width:560px}.qkv-card table{border-collapse:collapse;"
