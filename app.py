@@ -16,7 +16,7 @@ import attention
 from attention.errors import AttentionError
 from attention import models as vit_models, render as vit_render, session as vit_session, views as vit_views
 
-from attention import calculator_presets as qkv_presets, calculator_view as qkv, matrices as qkv_matrices, matrix_plot as qkv_plot, patches as qkv_patches
+from attention import calculator as qkv_calc, calculator_presets as qkv_presets, calculator_view as qkv, matrices as qkv_matrices, matrix_plot as qkv_plot, patches as qkv_patches
 
 def user_errors(fn):
     """Show the package's typed errors as a `gr.Error` with their message (never a traceback)."""
@@ -567,148 +567,6 @@ def calculator_tab() -> None:
             with gr.Row():
                 preset = gr.Dropdown(list(presets), value=first.name, label="Preset", scale=3, elem_id="qkv-preset")
                 edit_as = gr.Radio([QKV_TABLES, QKV_TEXT], value=QKV_TABLES, label="Enter matrices as", scale=2,
-                                   elem_id="qkv-edit-as")
-            about = gr.Markdown(first.description, elem_id="qkv-about")
-            mode = gr.Radio(list(QKV_MODES), value=next(iter(QKV_MODES)), label="Mode", elem_id="qkv-mode")
-            tables, texts, boxes = {}, {}, {}
-            for group in (QKV_DIRECT, QKV_X):
-                visible = group == QKV_DIRECT
-                with gr.Row(visible=visible) as boxes[group, QKV_TABLES]:
-                    for n in group:
-                        tables[n] = gr.Dataframe(_qkv_cells(start[n]), headers=[str(j + 1) for j in range(start[n].shape[1])],
-                                                 label=n, type="array", datatype="str", interactive=True,
-                                                 min_width=110, max_height=260,
-                                                 elem_id=f"qkv-table-{n.lower()}")
-                with gr.Row(visible=False) as boxes[group, QKV_TEXT]:
-                    for n in group:
-                        texts[n] = gr.Textbox(qkv_matrices.format_matrix(start[n]), label=n, lines=4, min_width=110, elem_id=f"qkv-text-{n.lower()}")
-            use_wo = gr.Checkbox(False, label="Output projection W_o (concatenated heads × W_o)", visible=False,
-                                 elem_id="qkv-use-wo")
-            with gr.Row():
-                heads = gr.Number(1, label="Heads", precision=0, minimum=1, maximum=64, min_width=80, elem_id="qkv-heads")
-                scale_mode = gr.Radio(list(QKV_SCALES), value="1/√d_head", label="Scale", min_width=200,
-                                      elem_id="qkv-scale-mode")
-                scale = gr.Number(1.0, label="Custom scale", min_width=90, elem_id="qkv-scale")
-            with gr.Row():
-                mask_mode = gr.Radio(list(QKV_MASKS), value="none", label="Mask", min_width=200, elem_id="qkv-mask-mode")
-                mask = gr.Textbox("", label="Custom mask (n x m, 1 = may attend, 0 = blocked)", lines=2,
-                                  elem_id="qkv-mask")
-            with gr.Row():
-                dropout = gr.Slider(0.0, 0.9, value=0.0, step=0.05, label="Dropout on the weights (training only)",
-                                    elem_id="qkv-dropout")
-                seed = gr.Number(0, label="Dropout seed", precision=0, min_width=90, elem_id="qkv-seed")
-            go = gr.Button("Calculate", variant="primary", elem_id="qkv-go")
-        with gr.Column(scale=1, min_width=480):
-            checks = gr.Markdown(start_checks, elem_id="qkv-checks")
-            notes = gr.Markdown(start_notes, elem_id="qkv-notes")
-            report = gr.HTML(start_report, elem_id="qkv-report")
-
-    settings = {"heads": heads, "scale_mode": scale_mode, "scale": scale, "mask_mode": mask_mode, "mask": mask,
-                "dropout": dropout, "seed": seed}
-    calc_inputs = {mode, edit_as, use_wo, *tables.values(), *texts.values(), *settings.values()}
-
-    @user_errors
-    def qkv_ui_calculate(d):
-        m = QKV_MODES[d[mode]]
-        names = QKV_DIRECT if m == "direct" else QKV_X[:4] + (("W_o",) if d[use_wo] else ())
-        src = tables if d[edit_as] == QKV_TABLES else texts
-        opts = _qkv_options({k: d[c] for k, c in settings.items()})
-        return _qkv_report(qkv.run({n: d[src[n]] for n in names}, mode=m, **opts))
-
-    def layout(m, how):
-        m = QKV_MODES[m]
-        return [gr.Row(visible=(group == QKV_DIRECT) == (m == "direct") and h == how)
-                for group in (QKV_DIRECT, QKV_X) for h in (QKV_TABLES, QKV_TEXT)] + [gr.Checkbox(visible=m == "x")]
-
-    def switch(d):  # carry the values over: tables -> text or text -> tables (unreadable ones stay as they were)
-        out = {}
-        for n in QKV_DIRECT + QKV_X:
-            src, dst = (tables[n], texts[n]) if d[edit_as] == QKV_TEXT else (texts[n], tables[n])
-            try:
-                a = qkv_matrices.parse_matrix(d[src], n)
-            except attention.AttentionError:
-                continue
-            out[dst] = qkv_matrices.format_matrix(a) if dst is texts[n] else _qkv_table(a)
-        return out
-
-    def load(name):
-        p = presets[name]
-        out = {about: p.description, mode: next(k for k, v in QKV_MODES.items() if v == p.mode),
-               heads: p.heads, scale_mode: next(k for k, v in QKV_SCALES.items() if v == p.scale_mode),
-               scale: p.scale, mask_mode: next(k for k, v in QKV_MASKS.items() if v == p.mask_mode),
-               mask: "" if p.mask is None else qkv_matrices.format_matrix(p.mask), dropout: 0.0,
-               use_wo: "W_o" in p.matrices}
-        for n, a in p.matrices.items():
-            out[tables[n]], out[texts[n]] = _qkv_table(a), qkv_matrices.format_matrix(a)
-        return out
-
-    gr.api(qkv_calculate, api_name="calculate")  # registered first: they keep their plain names
-    gr.api(qkv_calculate_from_x, api_name="calculate_from_x")
-    box_list = [boxes[g, h] for g in (QKV_DIRECT, QKV_X) for h in (QKV_TABLES, QKV_TEXT)] + [use_wo]
-    outs = [checks, notes, report]
-    quiet = dict(api_visibility="private")
-    filled = [about, mode, heads, scale_mode, scale, mask_mode, mask, dropout, use_wo, *tables.values(), *texts.values()]
-    preset.change(load, preset, filled, **quiet).then(layout, [mode, edit_as], box_list, **quiet) \
-        .then(qkv_ui_calculate, calc_inputs, outs, **quiet)
-    mode.change(layout, [mode, edit_as], box_list, **quiet)
-    edit_as.change(switch, {edit_as, *tables.values(), *texts.values()}, [*tables.values(), *texts.values()], **quiet) \
-        .then(layout, [mode, edit_as], box_list, **quiet)
-    go.click(qkv_ui_calculate, calc_inputs, outs, **quiet)
-    for t in tables.values():
-        t.input(qkv_ui_calculate, calc_inputs, outs, trigger_mode="always_last", **quiet)
-    for c in (heads, scale_mode, mask_mode, dropout, use_wo):
-        c.input(qkv_ui_calculate, calc_inputs, outs, trigger_mode="always_last", **quiet)
-
-    p_start = _qkv_patches(QKV_IMAGE, 16, 4, 0)
-    gr.Markdown("### From an image to Q, K and V\nThe image is cut into patches, each flattened to a vector, a "
-                "sinusoidal position added, then multiplied by random (seeded) W_q, W_k, W_v: untrained, so the "
-                "maps show the mechanism, not learned meaning: nearby positions and similar colours attend to each other.")
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=2, min_width=320):
-            p_img = VitImagePath(QKV_IMAGE, type="filepath", image_mode=None, label="Image",
-                                 sources=["upload", "clipboard"], height=260, elem_id="qkv-image")
-            if QKV_PHOTOS:
-                gr.Examples(QKV_PHOTOS, [p_img], label="Example photos", examples_per_page=12)
-            with gr.Row():
-                p_size = gr.Dropdown(list(qkv_patches.PATCH_SIZES), value=16, label="Patch size (px)", min_width=90,
-                                     elem_id="qkv-patch-size")
-                p_heads = gr.Slider(1, qkv_patches.MAX_HEADS, value=4, step=1, label="Heads", elem_id="qkv-patch-heads")
-                p_seed = gr.Number(0, label="Weights seed", precision=0, min_width=90, elem_id="qkv-patch-seed")
-            p_index = gr.Slider(0, p_start[4]["maximum"], value=p_start[4]["value"], step=1, label="Chosen patch (raster index)", elem_id="qkv-patch-index")
-            p_go = gr.Button("Cut into patches and attend", variant="primary", elem_id="qkv-patch-go")
-        with gr.Column(scale=3, min_width=480):
-            p_info = gr.Markdown(p_start[3], elem_id="qkv-patch-info")
-            with gr.Row():
-                p_grid = gr.Image(p_start[0], label="Patch grid (click a patch)", format="png", interactive=False, height=300,
-                                  elem_id="qkv-patch-grid")
-                p_maps = gr.Image(p_start[1], label="Attention of the chosen patch, per head", format="png", interactive=False,
-                                  height=300, elem_id="qkv-patch-maps")
-            p_mats = gr.Image(p_start[2], label="N x N attention weights per head (row = query patch, column = key patch)",
-                              format="png", interactive=False, elem_id="qkv-patch-matrices")
-    p_in = [p_img, p_size, p_heads, p_seed, p_index]
-    p_out = [p_grid, p_maps, p_mats, p_info, p_index]
-    p_go.click(qkv_patch_attention, p_in, p_out, api_name="patch_attention")
-    for c in (p_img, p_size, p_heads):
-        c.change(qkv_patch_attention, p_in, p_out, **quiet)
-    p_seed.submit(qkv_patch_attention, p_in, p_out, **quiet)
-    p_index.release(qkv_patch_attention, p_in, p_out, **quiet)
-
-    @user_errors
-    def pick(image, patch, h, s, evt: gr.SelectData):
-        return _qkv_patches(image, patch, h, s, click=evt.index)
-
-    p_grid.select(pick, p_in[:4], p_out, **quiet)
-
-
-# ----- end Q/K/V calculator tab ----------------------------------------------------------
-
-
-with gr.Blocks(title="Attention Explorer") as demo:
-    gr.Markdown("# Attention Explorer\nSee what attention looks at: in vision transformers, in a digit database, and step by step.")
-    with gr.Tab("ViT attention maps", id="vit"):
-        vit_tab()
-    with gr.Tab("MNIST retrieval", id="retrieval"):
-        retrieval_tab()
 QKV_DIRECT, QKV_X = ("Q", "K", "V"), ("X", "W_q", "W_k", "W_v", "W_o")
 QKV_MODES = {"Q, K, V directly": "direct", "From X: Q = X W_q, K = X W_k, V = X W_v": "x"}
 QKV_SCALES = {"1/√d_head": "default", "none (1)": "none", "custom": "custom"}
@@ -803,6 +661,162 @@ def qkv_patch_attention(image, patch=16, heads=4, seed=0, index=None):
     return _qkv_patches(image, patch, heads, seed, index)
 
 
+                                   elem_id="qkv-edit-as")
+            about = gr.Markdown(first.description, elem_id="qkv-about")
+            mode = gr.Radio(list(QKV_MODES), value=next(iter(QKV_MODES)), label="Mode", elem_id="qkv-mode")
+            tables, texts, boxes = {}, {}, {}
+            for group in (QKV_DIRECT, QKV_X):
+                visible = group == QKV_DIRECT
+                with gr.Row(visible=visible) as boxes[group, QKV_TABLES]:
+                    for n in group:
+                        tables[n] = gr.Dataframe(_qkv_cells(start[n]), headers=[str(j + 1) for j in range(start[n].shape[1])],
+                                                 label=n, type="array", datatype="str", interactive=True,
+                                                 min_width=110, max_height=260,
+                                                 elem_id=f"qkv-table-{n.lower()}")
+                with gr.Row(visible=False) as boxes[group, QKV_TEXT]:
+                    for n in group:
+                        texts[n] = gr.Textbox(qkv_matrices.format_matrix(start[n]), label=n, lines=4, min_width=110, elem_id=f"qkv-text-{n.lower()}")
+            use_wo = gr.Checkbox(False, label="Output projection W_o (concatenated heads × W_o)", visible=False,
+                                 elem_id="qkv-use-wo")
+            with gr.Row():
+                heads = gr.Number(1, label="Heads", precision=0, minimum=1, maximum=64, min_width=80, elem_id="qkv-heads")
+                scale_mode = gr.Radio(list(QKV_SCALES), value="1/√d_head", label="Scale", min_width=200,
+                                      elem_id="qkv-scale-mode")
+                scale = gr.Number(1.0, label="Custom scale", min_width=90, elem_id="qkv-scale")
+            with gr.Row():
+                mask_mode = gr.Radio(list(QKV_MASKS), value="none", label="Mask", min_width=200, elem_id="qkv-mask-mode")
+                mask = gr.Textbox("", label="Custom mask (n x m, 1 = may attend, 0 = blocked)", lines=2,
+                                  elem_id="qkv-mask")
+            with gr.Row():
+                dropout = gr.Slider(0.0, 0.9, value=0.0, step=0.05, label="Dropout on the weights (training only)",
+                                    elem_id="qkv-dropout")
+                seed = gr.Number(0, label="Dropout seed", precision=0, min_width=90, elem_id="qkv-seed")
+            go = gr.Button("Calculate", variant="primary", elem_id="qkv-go")
+        with gr.Column(scale=1, min_width=480):
+            checks = gr.Markdown(start_checks, elem_id="qkv-checks")
+            notes = gr.Markdown(start_notes, elem_id="qkv-notes")
+            report = gr.HTML(start_report, elem_id="qkv-report")
+
+    settings = {"heads": heads, "scale_mode": scale_mode, "scale": scale, "mask_mode": mask_mode, "mask": mask,
+                "dropout": dropout, "seed": seed}
+    calc_inputs = {mode, edit_as, use_wo, *tables.values(), *texts.values(), *settings.values()}
+
+    @user_errors
+    def qkv_ui_calculate(d):
+        m = QKV_MODES[d[mode]]
+        names = QKV_DIRECT if m == "direct" else QKV_X[:4] + (("W_o",) if d[use_wo] else ())
+        src = tables if d[edit_as] == QKV_TABLES else texts
+        opts = _qkv_options({k: d[c] for k, c in settings.items()})
+        return _qkv_report(qkv.run({n: d[src[n]] for n in names}, mode=m, **opts))
+
+    def layout(m, how):
+        m = QKV_MODES[m]
+        return [gr.Row(visible=(group == QKV_DIRECT) == (m == "direct") and h == how)
+                for group in (QKV_DIRECT, QKV_X) for h in (QKV_TABLES, QKV_TEXT)] + [gr.Checkbox(visible=m == "x")]
+
+    def switch(d):  # carry the values over: tables -> text or text -> tables (unreadable ones stay as they were)
+        out = {}
+        for n in QKV_DIRECT + QKV_X:
+            src, dst = (tables[n], texts[n]) if d[edit_as] == QKV_TEXT else (texts[n], tables[n])
+            try:
+                a = qkv_matrices.parse_matrix(d[src], n)
+            except attention.AttentionError:
+                continue
+    def fill_mask(d):  # "custom" chosen with no mask yet: start from the causal pattern of the current shape
+        if QKV_MASKS[d[mask_mode]] != "custom" or d[mask].strip():
+            return gr.update()
+        src = tables if d[edit_as] == QKV_TABLES else texts
+        x_mode = QKV_MODES[d[mode]] == "x"
+        try:
+            n = qkv_matrices.parse_matrix(d[src["X" if x_mode else "Q"]]).shape[0]
+            m = n if x_mode else qkv_matrices.parse_matrix(d[src["K"]]).shape[0]
+        except attention.AttentionError:
+            return gr.update()
+        return qkv_matrices.format_matrix(qkv_calc.causal_mask(n, m).astype(float))
+
+            out[dst] = qkv_matrices.format_matrix(a) if dst is texts[n] else _qkv_table(a)
+        return out
+
+    def load(name):
+        p = presets[name]
+        out = {about: p.description, mode: next(k for k, v in QKV_MODES.items() if v == p.mode),
+               heads: p.heads, scale_mode: next(k for k, v in QKV_SCALES.items() if v == p.scale_mode),
+               scale: p.scale, mask_mode: next(k for k, v in QKV_MASKS.items() if v == p.mask_mode),
+               mask: "" if p.mask is None else qkv_matrices.format_matrix(p.mask), dropout: 0.0,
+               use_wo: "W_o" in p.matrices}
+        for n, a in p.matrices.items():
+            out[tables[n]], out[texts[n]] = _qkv_table(a), qkv_matrices.format_matrix(a)
+        return out
+
+    gr.api(qkv_calculate, api_name="calculate")  # registered first: they keep their plain names
+    gr.api(qkv_calculate_from_x, api_name="calculate_from_x")
+    box_list = [boxes[g, h] for g in (QKV_DIRECT, QKV_X) for h in (QKV_TABLES, QKV_TEXT)] + [use_wo]
+    outs = [checks, notes, report]
+    quiet = dict(api_visibility="private")
+    filled = [about, mode, heads, scale_mode, scale, mask_mode, mask, dropout, use_wo, *tables.values(), *texts.values()]
+    preset.change(load, preset, filled, **quiet).then(layout, [mode, edit_as], box_list, **quiet) \
+        .then(qkv_ui_calculate, calc_inputs, outs, **quiet)
+    mode.change(layout, [mode, edit_as], box_list, **quiet)
+    edit_as.change(switch, {edit_as, *tables.values(), *texts.values()}, [*tables.values(), *texts.values()], **quiet) \
+        .then(layout, [mode, edit_as], box_list, **quiet)
+    go.click(qkv_ui_calculate, calc_inputs, outs, **quiet)
+    for t in tables.values():
+        t.input(qkv_ui_calculate, calc_inputs, outs, trigger_mode="always_last", **quiet)
+    mask_mode.input(fill_mask, {mask_mode, mask, mode, edit_as, *tables.values(), *texts.values()}, mask, **quiet) \
+        .then(qkv_ui_calculate, calc_inputs, outs, **quiet)
+    for c in (heads, scale_mode, dropout, use_wo):
+        c.input(qkv_ui_calculate, calc_inputs, outs, trigger_mode="always_last", **quiet)
+
+    p_start = _qkv_patches(QKV_IMAGE, 16, 4, 0)
+    gr.Markdown("### From an image to Q, K and V\nThe image is cut into patches, each flattened to a vector, a "
+                "sinusoidal position added, then multiplied by random (seeded) W_q, W_k, W_v: untrained, so the "
+                "maps show the mechanism, not learned meaning: nearby positions and similar colours attend to each other.")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=2, min_width=320):
+            p_img = VitImagePath(QKV_IMAGE, type="filepath", image_mode=None, label="Image",
+                                 sources=["upload", "clipboard"], height=260, elem_id="qkv-image")
+            if QKV_PHOTOS:
+                gr.Examples(QKV_PHOTOS, [p_img], label="Example photos", examples_per_page=12)
+            with gr.Row():
+                p_size = gr.Dropdown(list(qkv_patches.PATCH_SIZES), value=16, label="Patch size (px)", min_width=90,
+                                     elem_id="qkv-patch-size")
+                p_heads = gr.Slider(1, qkv_patches.MAX_HEADS, value=4, step=1, label="Heads", elem_id="qkv-patch-heads")
+                p_seed = gr.Number(0, label="Weights seed", precision=0, min_width=90, elem_id="qkv-patch-seed")
+            p_index = gr.Slider(0, p_start[4]["maximum"], value=p_start[4]["value"], step=1, label="Chosen patch (raster index)", elem_id="qkv-patch-index")
+            p_go = gr.Button("Cut into patches and attend", variant="primary", elem_id="qkv-patch-go")
+        with gr.Column(scale=3, min_width=480):
+            p_info = gr.Markdown(p_start[3], elem_id="qkv-patch-info")
+            with gr.Row():
+                p_grid = gr.Image(p_start[0], label="Patch grid (click a patch)", format="png", interactive=False, height=300,
+                                  elem_id="qkv-patch-grid")
+                p_maps = gr.Image(p_start[1], label="Attention of the chosen patch, per head", format="png", interactive=False,
+                                  height=300, elem_id="qkv-patch-maps")
+            p_mats = gr.Image(p_start[2], label="N x N attention weights per head (row = query patch, column = key patch)",
+                              format="png", interactive=False, elem_id="qkv-patch-matrices")
+    p_in = [p_img, p_size, p_heads, p_seed, p_index]
+    p_out = [p_grid, p_maps, p_mats, p_info, p_index]
+    p_go.click(qkv_patch_attention, p_in, p_out, api_name="patch_attention")
+    for c in (p_img, p_size, p_heads):
+        c.change(qkv_patch_attention, p_in, p_out, **quiet)
+    p_seed.submit(qkv_patch_attention, p_in, p_out, **quiet)
+    p_index.release(qkv_patch_attention, p_in, p_out, **quiet)
+
+    @user_errors
+    def pick(image, patch, h, s, evt: gr.SelectData):
+        return _qkv_patches(image, patch, h, s, click=evt.index)
+
+    p_grid.select(pick, p_in[:4], p_out, **quiet)
+
+
+# ----- end Q/K/V calculator tab ----------------------------------------------------------
+
+
+with gr.Blocks(title="Attention Explorer") as demo:
+    gr.Markdown("# Attention Explorer\nSee what attention looks at: in vision transformers, in a digit database, and step by step.")
+    with gr.Tab("ViT attention maps", id="vit"):
+        vit_tab()
+    with gr.Tab("MNIST retrieval", id="retrieval"):
+        retrieval_tab()
     with gr.Tab("Q/K/V calculator", id="calculator"):
         calculator_tab()
 

@@ -123,11 +123,11 @@ FORMULAS = {
 }
 _CSS = ("<style>.qkv-steps{display:grid;grid-template-columns:repeat(auto-fill,minmax(280px,1fr));gap:12px;"
         "align-items:start}.qkv-card{border:1px solid var(--border-color-primary);"
-        "border-radius:8px;padding:8px 10px;max-width:100%}.qkv-card h4{margin:0 0 2px}.qkv-f{font-family:serif;"
-        "font-size:15px;margin-bottom:6px}.qkv-heads{display:flex;flex-wrap:wrap;gap:12px}.qkv-head{text-align:center}"
-        ".qkv-tab{overflow:auto;max-height:300px;max-width:560px}.qkv-card table{border-collapse:collapse;"
-        "font-size:12px;margin-top:4px}.qkv-card td,.qkv-card th{border:1px solid var(--border-color-primary);"
-        "padding:1px 5px;text-align:right;font-variant-numeric:tabular-nums}.qkv-card th{font-weight:600;"
+        "border-radius:8px;padding:8px 10px;min-width:0;overflow:hidden}.qkv-card h4{margin:0 0 2px}.qkv-f{font-family:serif;"
+        "font-size:15px;margin-bottom:6px}.qkv-heads{display:flex;flex-wrap:wrap;gap:12px}.qkv-head{text-align:center;min-width:0;max-width:100%}"
+        ".qkv-tab{overflow:auto;max-height:300px;max-width:100%}.qkv-card table{border-collapse:collapse;"
+        "font-size:12px;margin:4px auto 0;width:auto!important;table-layout:auto}.qkv-card td,.qkv-card th{border:1px solid var(--border-color-primary);"
+        "padding:1px 5px!important;line-height:1.35;text-align:right;font-variant-numeric:tabular-nums;min-width:0!important}.qkv-card th{font-weight:600;"
         "background:var(--background-fill-secondary)}.qkv-inf{color:#999;font-style:italic}"
         ".qkv-legend{font-size:12px;opacity:.8}</style>")
 

@@ -38,4 +38,24 @@ def test_editing_a_cell_of_q_changes_weights_and_output(page):
     pg.locator("#qkv-mask-mode").get_by_label("causal").check()
     pg.wait_for_selector("#qkv-report .qkv-inf")  # masked entries shown as -inf
     assert "−inf" in _table_text(pg, "3. Masked")
+    pg.locator("#qkv-mask-mode").get_by_label("custom 0/1").check()  # starts from the causal pattern
+    pg.wait_for_function("() => document.querySelector('#qkv-mask textarea').value.startsWith('1 0 0 0')")
     screenshot(pg, "calculator")
+
+
+@pytest.mark.browser
+def test_text_mode_and_a_bad_cell_give_a_clear_error(page):
+    pg = page
+    pg.get_by_role("tab", name="Q/K/V calculator").click()
+    pg.locator("#qkv-edit-as").get_by_label("Text").check()
+    q = pg.locator("#qkv-text-q textarea")
+    q.wait_for()
+    assert q.input_value().splitlines()[0] == "1 0 0"  # the table, carried over as text
+    q.fill("1 0 0\n0 1 0\n0 0 1\n1 1 0\n1 1 oops")
+    pg.locator("#qkv-go").click()
+    toast = pg.get_by_test_id("toast-body").first
+    toast.wait_for()
+    assert "'oops'" in toast.inner_text() and "row 5" in toast.inner_text()
+    q.fill("1 0; 0 1")
+    pg.locator("#qkv-go").click()
+    pg.get_by_test_id("toast-body").filter(has_text="2 x 2 and K is 4 x 3").wait_for()  # both shapes named
