@@ -39,10 +39,22 @@ def _query(text: str):
     return (r, c)
 
 
+def write_outputs(res, out: Path, *, threshold: float, cmap: str) -> None:
+    """img.png, head_XX.png, mean.png, mask_XX.png (the app's tiles) and attention.npz (`res.arrays`)."""
+    import numpy as np
+
+    from attention.views import png_bytes, tiles
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "img.png").write_bytes(png_bytes(np.asarray(res.image)))
+    for t in tiles(res, "heads", cmap=cmap) + tiles(res, "masks", threshold=threshold):
+        (out / f"{t.name}.png").write_bytes(png_bytes(t.image))
+    np.savez_compressed(out / "attention.npz", **res.arrays(threshold))
+
+
 def maps(args) -> int:
     from tqdm.auto import tqdm
 
-    from attention.export import write_outputs
     from attention.extract import attention_maps
     from attention.models import load_vit
 

@@ -77,6 +77,22 @@ class AttentionMaps:
         """Token index of the query (0 for CLS)."""
         return token_index(self.query, self.grid, self.num_prefix_tokens)
 
+    def arrays(self, threshold: float = 0.6) -> dict[str, np.ndarray]:
+        """The raw arrays, for files: maps (H, gh, gw), mean (gh, gw), layers (L, H, gh, gw),
+        scores and weights (L, H, N), prefix_share (L, H) float32; masks bool (H, gh, gw)
+        (`threshold_masks`); image uint8 (gh*p, gw*p, 3); query (2,) int32 (-1, -1 = CLS);
+        layer, patch_size, num_prefix_tokens, threshold as scalars."""
+        return {
+            "maps": self.maps, "mean": self.mean, "layers": self.layers, "scores": self.scores,
+            "weights": self.weights, "prefix_share": self.prefix_share,
+            "masks": threshold_masks(self.maps, threshold),
+            "image": np.asarray(self.image, dtype=np.uint8),
+            "query": np.array((-1, -1) if isinstance(self.query, str) else self.query, np.int32),
+            "layer": np.array(self.layer, np.int32), "patch_size": np.array(self.patch_size, np.int32),
+            "num_prefix_tokens": np.array(self.num_prefix_tokens, np.int32),
+            "threshold": np.array(threshold, np.float32),
+        }
+
     def at_layer(self, layer: int) -> "AttentionMaps":
         """The same pass with another selected layer (no new forward)."""
         return replace(self, layer=_layer_index(layer, self.weights.shape[0]))

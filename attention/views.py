@@ -260,26 +260,11 @@ class Outputs:
 
 
 def maps_arrays(res: AttentionMaps, *, model: str, view: str, threshold: float, rollout: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """The raw arrays of the download (see `save_npz`)."""
-    arrays = {
-        "maps": res.maps.astype(np.float32),  # (H, gh, gw) selected layer, query row over patches
-        "mean": res.mean.astype(np.float32),  # (gh, gw)
-        "layers": res.layers.astype(np.float32),  # (L, H, gh, gw)
-        "scores": res.scores.astype(np.float32),  # (L, H, N) raw q.k * scale, all tokens
-        "weights": res.weights.astype(np.float32),  # (L, H, N) softmax of scores
-        "prefix_share": res.prefix_share.astype(np.float32),  # (L, H)
-        "masks": threshold_masks(res.maps, threshold),  # (H, gh, gw) bool
-        "image": np.asarray(res.image, dtype=np.uint8),  # (gh*p, gw*p, 3) the input the grid aligns to
-        "query": np.array([-1, -1] if isinstance(res.query, str) else list(res.query), np.int32),  # (2,) -1,-1 = CLS
-        "layer": np.array(res.layer, np.int32),
-        "patch_size": np.array(res.patch_size, np.int32),
-        "num_prefix_tokens": np.array(res.num_prefix_tokens, np.int32),
-        "threshold": np.array(threshold, np.float32),
-        "model": np.array(model),
-        "view": np.array(view),
-    }
+    """The raw arrays of the download (see `save_npz`): `res.arrays(threshold)` plus model, view
+    and, in the rollout view, rollout (gh, gw) float32."""
+    arrays = {**res.arrays(threshold), "model": np.array(model), "view": np.array(view)}
     if rollout is not None:
-        arrays["rollout"] = rollout.astype(np.float32)  # (gh, gw)
+        arrays["rollout"] = rollout.astype(np.float32)
     return arrays
 
 

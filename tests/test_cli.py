@@ -32,11 +32,12 @@ def test_maps_writes_pngs_and_npz_per_image_and_reports_bad_files(tmp_path, caps
     for stem in ("a", "b"):
         names = {p.name for p in (out / stem).iterdir()}
         assert {"img.png", "mean.png", "attention.npz"} <= names
-        assert {f"head{h}.png" for h in range(4)} | {f"mask{h}.png" for h in range(4)} <= names
+        assert {f"head_{h:02d}.png" for h in range(4)} | {f"mask_{h:02d}.png" for h in range(4)} <= names
         with np.load(out / stem / "attention.npz") as z:
             assert z["maps"].shape == (4, 7, 7) and z["maps"].dtype == np.float32
             assert z["layers"].shape[0] == 4 and z["masks"].dtype == bool and z["query"].tolist() == [3, 3]
-        assert Image.open(out / stem / "head0.png").size == (28, 28)
+        assert Image.open(out / stem / "img.png").size == (28, 28)
+        assert Image.open(out / stem / "head_00.png").size == (224, 224)  # digits shown enlarged, as in the app
     assert not (out / "notes").exists()
 
 
