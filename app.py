@@ -15,8 +15,8 @@ import gradio as gr
 import attention
 from attention.errors import AttentionError
 from attention import models as vit_models, render as vit_render, session as vit_session, views as vit_views
-
 from attention import calculator as qkv_calc, calculator_presets as qkv_presets, calculator_view as qkv, matrices as qkv_matrices, matrix_plot as qkv_plot, patches as qkv_patches
+
 
 def user_errors(fn):
     """Show the package's typed errors as a `gr.Error` with their message (never a traceback)."""
@@ -554,19 +554,6 @@ def retrieval_tab() -> None:
 
 
 # ----- Q/K/V calculator tab --------------------------------------------------------------
-def calculator_tab() -> None:
-    gr.Markdown("Type small matrices and follow **softmax(Q Kᵀ / √d) V** step by step, per head, checked "
-                "against PyTorch. Matrices: rows by newline or `;`, numbers by spaces or commas, or "
-                "`[[1, 0], [0, 1]]`; up to 64 x 64.")
-    presets = qkv_presets.PRESETS
-    first = next(iter(presets.values()))
-    start = {n: a for p in reversed(presets.values()) for n, a in p.matrices.items()}  # every matrix, first wins
-    start_checks, start_notes, start_report = _qkv_report(qkv.run(first.matrices, mode=first.mode))
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=1, min_width=460):
-            with gr.Row():
-                preset = gr.Dropdown(list(presets), value=first.name, label="Preset", scale=3, elem_id="qkv-preset")
-                edit_as = gr.Radio([QKV_TABLES, QKV_TEXT], value=QKV_TABLES, label="Enter matrices as", scale=2,
 QKV_DIRECT, QKV_X = ("Q", "K", "V"), ("X", "W_q", "W_k", "W_v", "W_o")
 QKV_MODES = {"Q, K, V directly": "direct", "From X: Q = X W_q, K = X W_k, V = X W_v": "x"}
 QKV_SCALES = {"1/√d_head": "default", "none (1)": "none", "custom": "custom"}
@@ -661,6 +648,19 @@ def qkv_patch_attention(image, patch=16, heads=4, seed=0, index=None):
     return _qkv_patches(image, patch, heads, seed, index)
 
 
+def calculator_tab() -> None:
+    gr.Markdown("Type small matrices and follow **softmax(Q Kᵀ / √d) V** step by step, per head, checked "
+                "against PyTorch. Matrices: rows by newline or `;`, numbers by spaces or commas, or "
+                "`[[1, 0], [0, 1]]`; up to 64 x 64.")
+    presets = qkv_presets.PRESETS
+    first = next(iter(presets.values()))
+    start = {n: a for p in reversed(presets.values()) for n, a in p.matrices.items()}  # every matrix, first wins
+    start_checks, start_notes, start_report = _qkv_report(qkv.run(first.matrices, mode=first.mode))
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=460):
+            with gr.Row():
+                preset = gr.Dropdown(list(presets), value=first.name, label="Preset", scale=3, elem_id="qkv-preset")
+                edit_as = gr.Radio([QKV_TABLES, QKV_TEXT], value=QKV_TABLES, label="Enter matrices as", scale=2,
                                    elem_id="qkv-edit-as")
             about = gr.Markdown(first.description, elem_id="qkv-about")
             mode = gr.Radio(list(QKV_MODES), value=next(iter(QKV_MODES)), label="Mode", elem_id="qkv-mode")
@@ -709,6 +709,18 @@ def qkv_patch_attention(image, patch=16, heads=4, seed=0, index=None):
         opts = _qkv_options({k: d[c] for k, c in settings.items()})
         return _qkv_report(qkv.run({n: d[src[n]] for n in names}, mode=m, **opts))
 
+    def fill_mask(d):  # "custom" chosen with no mask yet: start from the causal pattern of the current shape
+        if QKV_MASKS[d[mask_mode]] != "custom" or d[mask].strip():
+            return gr.update()
+        src = tables if d[edit_as] == QKV_TABLES else texts
+        x_mode = QKV_MODES[d[mode]] == "x"
+        try:
+            n = qkv_matrices.parse_matrix(d[src["X" if x_mode else "Q"]]).shape[0]
+            m = n if x_mode else qkv_matrices.parse_matrix(d[src["K"]]).shape[0]
+        except attention.AttentionError:
+            return gr.update()
+        return qkv_matrices.format_matrix(qkv_calc.causal_mask(n, m).astype(float))
+
     def layout(m, how):
         m = QKV_MODES[m]
         return [gr.Row(visible=(group == QKV_DIRECT) == (m == "direct") and h == how)
@@ -722,18 +734,6 @@ def qkv_patch_attention(image, patch=16, heads=4, seed=0, index=None):
                 a = qkv_matrices.parse_matrix(d[src], n)
             except attention.AttentionError:
                 continue
-    def fill_mask(d):  # "custom" chosen with no mask yet: start from the causal pattern of the current shape
-        if QKV_MASKS[d[mask_mode]] != "custom" or d[mask].strip():
-            return gr.update()
-        src = tables if d[edit_as] == QKV_TABLES else texts
-        x_mode = QKV_MODES[d[mode]] == "x"
-        try:
-            n = qkv_matrices.parse_matrix(d[src["X" if x_mode else "Q"]]).shape[0]
-            m = n if x_mode else qkv_matrices.parse_matrix(d[src["K"]]).shape[0]
-        except attention.AttentionError:
-            return gr.update()
-        return qkv_matrices.format_matrix(qkv_calc.causal_mask(n, m).astype(float))
-
             out[dst] = qkv_matrices.format_matrix(a) if dst is texts[n] else _qkv_table(a)
         return out
 
