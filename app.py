@@ -8,6 +8,7 @@ Thin by design: this file builds the UI, one tab per section, and wires it to th
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 
 import gradio as gr
@@ -19,7 +20,19 @@ from attention import calculator as qkv_calc, calculator_presets as qkv_presets,
 
 
 def user_errors(fn):
-    """Show the package's typed errors as a `gr.Error` with their message (never a traceback)."""
+    """Show the package's typed errors as a `gr.Error` with their message (never a traceback).
+
+    Works for plain handlers and for generator handlers (streamed outputs)."""
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def gen_wrapper(*args, **kwargs):
+            try:
+                yield from fn(*args, **kwargs)
+            except AttentionError as e:
+                raise gr.Error(str(e), print_exception=False) from None
+
+        return gen_wrapper
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
