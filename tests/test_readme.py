@@ -45,3 +45,14 @@ def test_requirements_pin_the_torch_on_this_disk_and_gradio_with_file_serving_fi
     major, minor = (int(v) for v in re.search(r"gradio==(\d+)\.(\d+)", req).groups())
     assert (major, minor) >= (6, 25)
     assert "pillow>=10,<13" in req
+
+
+def test_readme_api_snippet_runs_against_the_app(app_url, monkeypatch, capsys):
+    """The gradio_client example in README, executed as written (only the URL is the test app's)."""
+    snippet = next(b for b in re.findall(r"```python\n(.+?)\n```", README, re.S) if "gradio_client" in b)
+    monkeypatch.chdir(ROOT)
+    exec(compile(snippet.replace("http://127.0.0.1:7860/", app_url), "README.md", "exec"), {})
+    out = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("Loaded as API")]
+    assert out[0].startswith("['head 0") and "mean of heads" in out[0]
+    assert out[1] == "(4, 7, 7) float32"
+    assert out[2:4] == ["True", "1.0"]
