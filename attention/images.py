@@ -50,7 +50,8 @@ def load_image(src: ImageSource, *, max_pixels: int = MAX_PIXELS) -> Image.Image
         raise ImageError(f"Image is {w}x{h} = {w * h:,} pixels, over the limit of {max_pixels:,}; downscale it first.")
     try:
         img.load()
-        img = ImageOps.exif_transpose(img)
+        if img.getexif().get(0x0112, 1) != 1:  # rotated or mirrored on display: copy only then
+            img = ImageOps.exif_transpose(img)
     except (OSError, SyntaxError, ValueError) as e:  # truncated or corrupt data
         raise ImageError(f"Image data is truncated or corrupt ({e}); accepted: complete PNG, JPEG, WebP, GIF, BMP or TIFF files.") from None
     return _to_rgb(img)
@@ -93,7 +94,7 @@ def _to_rgb(img: Image.Image) -> Image.Image:
         img = img.convert("RGBA")
         bg = Image.new("RGBA", img.size, (255, 255, 255, 255))
         return Image.alpha_composite(bg, img).convert("RGB")
-    return img.convert("RGB")
+    return img if img.mode == "RGB" else img.convert("RGB")
 
 
 def target_size(size: tuple[int, int], patch_size: int, resolution: Resolution) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -156,7 +157,7 @@ def to_tensor(
     left, top = (rw - cw) // 2, (rh - ch) // 2
     shown = img.crop((left, top, left + cw, top + ch))
     src = shown.convert("L") if len(mean) == 1 else shown
-    a = np.asarray(src, dtype=np.float32) / 255.0
-    a = a[:, :, None] if a.ndim == 2 else a
-    a = (a - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
-    return torch.from_numpy(np.ascontiguousarray(a.transpose(2, 0, 1)))[None], shown
+    a = torch.from_numpy(np.array(src))  # uint8 (H', W'[, C]): the smallest copy to reorder
+    a = (a[None] if a.ndim == 2 else a.permute(2, 0, 1)).contiguous().float()  # (C, H', W')
+    m, s = (torch.tensor(v, dtype=torch.float32)[:, None, None] for v in (mean, std))
+    return a.div_(255.0).sub_(m).div_(s)[None], shown  # in place: one float copy of the image at most
