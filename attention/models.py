@@ -259,6 +259,33 @@ def _load_local(alias: str) -> torch.nn.Module:
     return _check_vit(model, alias)
 
 
+def add_to_hub_cache(repo: str, files: dict[str, bytes], cache_dir: str | Path | None = None,
+                     revision: str | None = None) -> Path:
+    """Put `files` (name -> content) into the HF hub cache as a download of `repo` would:
+    blobs named by sha256, a snapshot folder of symlinks, refs/main. Returns the snapshot folder.
+
+    For air-gapped machines (weights copied in by hand) and for tests. cache_dir: default the
+    active HF_HUB_CACHE (honours HF_HOME). revision: default a hash of the repo id.
+    """
+    import hashlib
+
+    from huggingface_hub import constants
+
+    root = Path(cache_dir or constants.HF_HUB_CACHE) / f"models--{repo.replace('/', '--')}"
+    rev = revision or hashlib.sha1(repo.encode()).hexdigest()
+    snap = root / "snapshots" / rev
+    for d in (root / "blobs", snap, root / "refs"):
+        d.mkdir(parents=True, exist_ok=True)
+    (root / "refs" / "main").write_text(rev)
+    for name, data in files.items():
+        blob = root / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        link = snap / name
+        link.unlink(missing_ok=True)
+        link.symlink_to(f"../../blobs/{blob.name}")
+    return snap
+
+
 def clear_cache() -> None:
     """Forget every loaded model (tests; freeing memory)."""
     with _lock:

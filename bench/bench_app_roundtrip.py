@@ -17,7 +17,6 @@ same token count, same cost) and runs offline; the output says which.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import statistics
 import sys
@@ -34,21 +33,14 @@ def fake_hub_cache(home: Path) -> None:
     """Put random weights of TIMM_NAME into `home`/hub exactly as a hub download would."""
     import timm
     import torch
-    from safetensors.torch import save_file
+    from safetensors.torch import save
+
+    from attention.models import add_to_hub_cache
 
     torch.manual_seed(0)
     model = timm.create_model(TIMM_NAME, pretrained=False, num_classes=0)
-    root = home / "hub" / f"models--{REPO.replace('/', '--')}"
-    rev = hashlib.sha1(REPO.encode()).hexdigest()
-    for d in (root / "blobs", root / "snapshots" / rev, root / "refs"):
-        d.mkdir(parents=True, exist_ok=True)
-    (root / "refs" / "main").write_text(rev)
-    tmp = home / "w.safetensors"
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, tmp)
-    data = tmp.read_bytes()
-    blob = root / "blobs" / hashlib.sha256(data).hexdigest()
-    tmp.rename(blob)
-    (root / "snapshots" / rev / "model.safetensors").symlink_to(f"../../blobs/{blob.name}")
+    data = save({k: v.contiguous() for k, v in model.state_dict().items()})
+    add_to_hub_cache(REPO, {"model.safetensors": data}, cache_dir=home / "hub")
 
 
 def median_times(fns, repeats: int) -> list[float]:

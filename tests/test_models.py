@@ -3,17 +3,16 @@ path (offline, from a temporary HF cache in the Hub's layout), caching, and clea
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 import pytest
 import timm
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import save
 
 from attention import mnist
 from attention.errors import ModelLoadError
-from attention.models import REGISTRY, available, default_device, default_resolution, is_cached, load_vit, resolve
+from attention.models import REGISTRY, add_to_hub_cache, available, default_device, default_resolution, is_cached, load_vit, resolve
 
 TINY = {  # a timm hub config.json: a 2-layer ViT with patch 8
     "architecture": "vit_tiny_patch16_224",
@@ -26,7 +25,7 @@ TINY = {  # a timm hub config.json: a 2-layer ViT with patch 8
 @pytest.fixture
 def hub_cache(tmp_path, monkeypatch):
     """A fresh HF_HOME; `add(repo, files)` puts files into its hub cache exactly as a download would
-    (blobs named by hash, snapshot symlinks, refs/main). HF_HUB_OFFLINE=1 stays set."""
+    (blobs named by hash, snapshot symlinks, refs/main: `add_to_hub_cache`). HF_HUB_OFFLINE=1 stays set."""
     from huggingface_hub import constants
 
     from attention import models
@@ -39,25 +38,15 @@ def hub_cache(tmp_path, monkeypatch):
     models.clear_cache()
 
     def add(repo: str, files: dict[str, bytes]) -> None:
-        root = home / "hub" / f"models--{repo.replace('/', '--')}"
-        rev = hashlib.sha1(repo.encode()).hexdigest()
-        (root / "blobs").mkdir(parents=True, exist_ok=True)
-        (root / "snapshots" / rev).mkdir(parents=True, exist_ok=True)
-        (root / "refs").mkdir(exist_ok=True)
-        (root / "refs" / "main").write_text(rev)
-        for name, data in files.items():
-            blob = root / "blobs" / hashlib.sha256(data).hexdigest()
-            blob.write_bytes(data)
-            (root / "snapshots" / rev / name).symlink_to(f"../../blobs/{blob.name}")
+        snap = add_to_hub_cache(repo, files)
+        assert snap.parent.parent == home / "hub" / f"models--{repo.replace('/', '--')}"
 
     yield add
     models.clear_cache()
 
 
-def _safetensors_bytes(model: torch.nn.Module, tmp_path) -> bytes:
-    path = tmp_path / "w.safetensors"
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, path)
-    return path.read_bytes()
+def _safetensors_bytes(model: torch.nn.Module) -> bytes:
+    return save({k: v.contiguous() for k, v in model.state_dict().items()})
 
 
 def test_registry_has_the_documented_aliases():
@@ -67,9 +56,9 @@ def test_registry_has_the_documented_aliases():
     assert resolve("hf-hub:org/repo") == ("hf-hub:org/repo", None)
 
 
-def test_hf_hub_model_loads_offline_from_the_cache(hub_cache, tmp_path):
+def test_hf_hub_model_loads_offline_from_the_cache(hub_cache):
     ref = timm.create_model(TINY["architecture"], pretrained=False, num_classes=0, **TINY["model_args"])
-    hub_cache("testorg/tiny-vit", {"config.json": json.dumps(TINY).encode(), "model.safetensors": _safetensors_bytes(ref, tmp_path)})
+    hub_cache("testorg/tiny-vit", {"config.json": json.dumps(TINY).encode(), "model.safetensors": _safetensors_bytes(ref)})
     model = load_vit("hf-hub:testorg/tiny-vit", device="cpu")
     assert not model.training and len(model.blocks) == 2
     assert model.pretrained_cfg["std"] == (0.25, 0.25, 0.25) or list(model.pretrained_cfg["std"]) == [0.25] * 3
@@ -81,10 +70,10 @@ def test_hf_hub_model_loads_offline_from_the_cache(hub_cache, tmp_path):
     assert out.shape == (1, 1 + 6 * 8, 32)
 
 
-def test_default_alias_loads_through_timm_tag_offline(hub_cache, tmp_path):
+def test_default_alias_loads_through_timm_tag_offline(hub_cache):
     """`dino_vits16` goes timm `vit_small_patch16_224.dino` -> hub repo timm/vit_small_patch16_224.dino."""
     ref = timm.create_model("vit_small_patch16_224.dino", pretrained=False, num_classes=0)
-    hub_cache("timm/vit_small_patch16_224.dino", {"model.safetensors": _safetensors_bytes(ref, tmp_path)})
+    hub_cache("timm/vit_small_patch16_224.dino", {"model.safetensors": _safetensors_bytes(ref)})
     assert is_cached("dino_vits16") and available("dino_vits16")
     model = load_vit("dino_vits16", device="cpu")
     torch.testing.assert_close(model.blocks[3].attn.qkv.weight, ref.blocks[3].attn.qkv.weight)
