@@ -7,8 +7,10 @@ Knows nothing of Gradio: `app.py` is one user of it, the command line
     import attention
     model = attention.load_vit("dino_vits16")         # or "mnist_vit" offline
     res = attention.attention_maps(model, "cat.jpg")  # res.maps: (heads, gh, gw)
+    steps = attention.attend(Q, K, V, heads=2, mask="causal")  # steps.weights: (heads, n, m)
 """
 
+from attention.calculator import attend, attend_from_x
 from attention.errors import AttentionError, ImageError, InputError, ModelLoadError
 from attention.extract import AttentionMaps, attention_maps, rollout, rollout_map, threshold_masks
 from attention.images import load_image
@@ -16,6 +18,7 @@ from attention.models import DEFAULT_MODEL, OFFLINE_MODEL, REGISTRY, available, 
 from attention.render import colorize, grid, mark_patch, mask_overlay, overlay, upsample
 
 __all__ = [
+    "attend", "attend_from_x",
     "AttentionError", "ImageError", "InputError", "ModelLoadError",
     "AttentionMaps", "attention_maps", "rollout", "rollout_map", "threshold_masks",
     "load_image",
