@@ -1,31 +1,30 @@
-"""Pictures for the retrieval tab: digit grids (like torchvision's make_grid) and weight plots.
+"""Pictures for the retrieval tab: sheets of digits and weight/loss plots.
 
-Figures are `matplotlib.figure.Figure` objects built without pyplot (no global state,
-safe across threads).
+Digit sheets are uint8 arrays tiled by `attention.render` (one implementation of grids and
+nearest upsampling); figures are `matplotlib.figure.Figure` objects built without pyplot
+(no global state, safe across threads).
 """
 
 from __future__ import annotations
 
 import numpy as np
-import torch
 from matplotlib.figure import Figure
-from torchvision.utils import make_grid
 
-PAD_VALUE = 0.3  # gray padding, visible between white-on-black digits
+from attention import render
+
+PAD_GRAY = 76  # gray padding (torchvision's make_grid pad_value 0.3), visible between white-on-black digits
 CLASS_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                  "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 
 
-def upscale(image: np.ndarray, k: int = 4) -> np.ndarray:
-    """Nearest-neighbour upscaling (crisp pixels): uint8 (H, W) -> (k H, k W)."""
-    return np.kron(np.asarray(image), np.ones((k, k), dtype=np.uint8))
-
-
-def grid(images: np.ndarray, nrow: int = 10, padding: int = 2, k: int = 3) -> np.ndarray:
-    """Digits uint8 (n, 28, 28) in rows of `nrow` with gray padding, upscaled k times: uint8 (H, W)."""
-    t = torch.as_tensor(np.asarray(images), dtype=torch.float32).unsqueeze(1) / 255.0
-    g = make_grid(t, nrow=min(nrow, len(t)), padding=padding, pad_value=PAD_VALUE)[0]
-    return upscale(np.round(g.numpy() * 255).astype(np.uint8), k)
+def digit_grid(images: np.ndarray, nrow: int = 10, padding: int = 2, k: int = 3) -> np.ndarray:
+    """Digits uint8 (n, 28, 28) in rows of `nrow` with gray padding (as torchvision's make_grid),
+    upscaled k times (nearest): uint8 (k H, k W) with H = rows * (28 + padding) + padding.
+    A single digit comes unpadded, as make_grid gives it."""
+    padding = padding if len(images) > 1 else 0
+    rgb = np.repeat(np.asarray(images, dtype=np.uint8)[..., None], 3, axis=-1)  # render tiles are (h, w, 3)
+    sheet = render.grid(list(rgb), ncols=min(nrow, len(rgb)), pad=padding, bg=PAD_GRAY)[..., 0]
+    return render.upsample(sheet, k)
 
 
 def weights_figure(weights: np.ndarray, labels: np.ndarray | None = None, title: str = "",
