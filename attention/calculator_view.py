@@ -3,12 +3,15 @@
 `run` reads matrices (text, table rows or arrays), resolves the scale and mask settings,
 computes the steps and checks them against PyTorch. `to_json` gives JSON-friendly data
 (-inf as null); `to_html` a self-contained report: per step its formula, and per head a
-heatmap and a table.
+heatmap and, for matrices of at most TABLE_MAX rows and columns, a table (bigger ones are
+heatmaps only: their tables would cost seconds and megabytes; every value is in `to_json`).
+`report` gives what the calculator tab shows: checks, notes and the HTML.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import io
 from dataclasses import dataclass
@@ -25,6 +28,7 @@ from attention.matrix_plot import heatmap
 SCALE_MODES = ("default", "none", "custom")  # 1/sqrt(d_head), 1, the given number
 MASK_MODES = ("none", "causal", "custom")  # custom: an n x m 0/1 matrix, 1 = may attend
 DIRECT, FROM_X = "direct", "x"
+TABLE_MAX = 16  # matrices with more rows or columns are shown as heatmaps only
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,7 @@ _CSS = ("<style>.qkv-steps{display:grid;grid-template-columns:repeat(auto-fill,m
         "font-size:12px;margin:4px auto 0;width:auto!important;table-layout:auto}.qkv-card td,.qkv-card th{border:1px solid var(--border-color-primary);"
         "padding:1px 5px!important;line-height:1.35;text-align:right;font-variant-numeric:tabular-nums;min-width:0!important}.qkv-card th{font-weight:600;"
         "background:var(--background-fill-secondary)}.qkv-inf{color:#999;font-style:italic}"
-        ".qkv-legend{font-size:12px;opacity:.8}</style>")
+        ".qkv-legend{font-size:12px;opacity:.8}.qkv-note{font-size:13px;margin:0 0 8px}</style>")
 
 
 def png_data_uri(rgb: np.ndarray) -> str:
@@ -149,8 +153,13 @@ def table_html(a: np.ndarray, rows: str = "q", cols: str = "k") -> str:
     return f"<div class='qkv-tab'><table><tr><th></th>{head}</tr>{body}</table></div>"
 
 
+def _too_big(shape: tuple[int, ...], table_max: int | None) -> bool:
+    return table_max is not None and max(shape) > table_max
+
+
 def _card(title: str, formula: str, stack: np.ndarray, *, cols: str = "k", rows: str = "q",
-          vmin: float | None = None, vmax: float | None = None, names: list[str] | None = None) -> str:
+          vmin: float | None = None, vmax: float | None = None, names: list[str] | None = None,
+          table_max: int | None = TABLE_MAX) -> str:
     heads = []
     for i, a in enumerate(stack):
         name = names[i] if names else (f"head {i + 1}" if len(stack) > 1 else "")
@@ -158,34 +167,54 @@ def _card(title: str, formula: str, stack: np.ndarray, *, cols: str = "k", rows:
         lo = vmin if vmin is not None else (finite.min() if finite.size else 0)
         hi = vmax if vmax is not None else (finite.max() if finite.size else 0)
         img = png_data_uri(heatmap(a, vmin=vmin, vmax=vmax, target=180, max_cell=40))
+        big = _too_big(a.shape, table_max)
+        size = f" · {a.shape[0]} x {a.shape[1]}, no table" if big else ""
         heads.append(f"<div class='qkv-head'><b>{html.escape(name)}</b><br><img src='{img}' alt='{html.escape(title)} "
                      f"{html.escape(name)} heatmap'><div class='qkv-legend'>dark {format_number(lo)} → bright "
-                     f"{format_number(hi)}</div>{table_html(a, rows, cols)}</div>")
+                     f"{format_number(hi)}{size}</div>{'' if big else table_html(a, rows, cols)}</div>")
     return (f"<div class='qkv-card'><h4>{html.escape(title)}</h4><div class='qkv-f'>{formula}</div>"
             f"<div class='qkv-heads'>{''.join(heads)}</div></div>")
 
 
-def to_html(r: Result) -> str:
-    """The whole report: projections (X mode), then every step per head, then the output."""
+def to_html(r: Result, table_max: int | None = TABLE_MAX) -> str:
+    """The whole report: projections (X mode), then every step per head, then the output.
+
+    Matrices with more than `table_max` rows or columns get a heatmap but no table, and the
+    report opens with a note saying so (None: tables for every size).
+    """
     s, p, cards = r.steps, r.projected, []
+    card = functools.partial(_card, table_max=table_max)
     if p is not None:
-        cards.append(_card("0. Projections", "Q = X W<sub>q</sub>, K = X W<sub>k</sub>, V = X W<sub>v</sub>",
+        cards.append(card("0. Projections", "Q = X W<sub>q</sub>, K = X W<sub>k</sub>, V = X W<sub>v</sub>",
                            [p.q, p.k, p.v], rows="x", cols="", names=["Q", "K", "V"]))
-    cards.append(_card("1. Scores", FORMULAS["scores"], s.scores))
-    cards.append(_card("2. Scaled", FORMULAS["scaled"] + f" = {format_number(s.scale, 6)} × scores", s.scaled))
+    cards.append(card("1. Scores", FORMULAS["scores"], s.scores))
+    cards.append(card("2. Scaled", FORMULAS["scaled"] + f" = {format_number(s.scale, 6)} × scores", s.scaled))
     if s.mask is not None:
-        cards.append(_card("3. Masked", FORMULAS["masked"] + " <span class='qkv-legend'>(striped = −∞)</span>", s.masked))
+        cards.append(card("3. Masked", FORMULAS["masked"] + " <span class='qkv-legend'>(striped = −∞)</span>", s.masked))
     else:
         cards.append("<div class='qkv-card'><h4>3. Masked</h4><div class='qkv-f'>no mask: masked = scaled</div></div>")
-    cards.append(_card("4. Softmax weights", FORMULAS["weights"], s.weights, vmin=0.0, vmax=1.0))
+    cards.append(card("4. Softmax weights", FORMULAS["weights"], s.weights, vmin=0.0, vmax=1.0))
     if s.dropout > 0:
-        cards.append(_card("4b. Dropout", FORMULAS["dropped"] + f", p = {s.dropout:g}, seed {s.seed}", s.dropped,
+        cards.append(card("4b. Dropout", FORMULAS["dropped"] + f", p = {s.dropout:g}, seed {s.seed}", s.dropped,
                            vmin=0.0))
-    cards.append(_card("5. Output", FORMULAS["output"], s.head_outputs if s.heads > 1 else s.output[None], cols="v"))
+    cards.append(card("5. Output", FORMULAS["output"], s.head_outputs if s.heads > 1 else s.output[None], cols="v"))
     if s.heads > 1:
-        cards.append(_card("5b. Heads concatenated", "output = [output<sub>1</sub> … output<sub>H</sub>]",
+        cards.append(card("5b. Heads concatenated", "output = [output<sub>1</sub> … output<sub>H</sub>]",
                            s.output[None], cols="v", names=["concat"]))
     if p is not None and p.w_o is not None:
-        cards.append(_card("6. Output projection", "output = concat W<sub>o</sub>", p.output[None], cols="o",
+        cards.append(card("6. Output projection", "output = concat W<sub>o</sub>", p.output[None], cols="o",
                            names=["output"]))
-    return _CSS + "<div class='qkv-steps'>" + "".join(cards) + "</div>"
+    shown = [s.scores[0], s.output] + ([p.q, p.k, p.v, p.output] if p is not None else [])
+    largest = max(shown, key=lambda a: max(a.shape)).shape
+    note = "" if not _too_big(largest, table_max) else (
+        f"<p class='qkv-note'>The largest matrix here is {largest[0]} x {largest[1]}: matrices over {table_max} rows "
+        f"or columns are shown as heatmaps only, without tables. Every value is in the JSON that the API "
+        f"endpoints /calculate and /calculate_from_x return.</p>")
+    return _CSS + note + "<div class='qkv-steps'>" + "".join(cards) + "</div>"
+
+
+def report(r: Result, table_max: int | None = TABLE_MAX) -> tuple[str, str, str]:
+    """What the calculator shows: the torch checks and the notes as Markdown lists, and `to_html(r)`."""
+    checks = "\n".join(f"- {c.message}" for c in r.checks)
+    notes = "\n".join(f"- {n}" for n in r.steps.notes)
+    return checks, notes, to_html(r, table_max)

@@ -124,6 +124,11 @@ def format_number(x: float, digits: int = 4) -> str:
     return "0" if s in ("-0", "") else s
 
 
+def format_cells(a: np.ndarray, digits: int = 4) -> list[list[str]]:
+    """The entries of a matrix (rows, cols) as strings (see `format_number`), row by row, as a table shows them."""
+    return [[format_number(x, digits) for x in row] for row in np.atleast_2d(a)]
+
+
 def format_matrix(a: np.ndarray, digits: int = 4) -> str:
     """Text for a matrix (rows, cols): one row a line, numbers separated by spaces; parse_matrix reads it back."""
-    return "\n".join(" ".join(format_number(x, digits) for x in row) for row in np.atleast_2d(a))
+    return "\n".join(" ".join(row) for row in format_cells(a, digits))

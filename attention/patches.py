@@ -6,6 +6,9 @@
     -> tokens = patches + PE (N, D), the sinusoidal encoding of the patch index
     -> Q, K, V = tokens W_q, tokens W_k, tokens W_v with seeded random weights (D, heads x d_head)
     -> attention per head (heads, N, N) by `attend`
+
+`patch_view` draws it: the patch grid with a chosen patch, that patch's attention on the
+image per head, the N x N matrices per head, and a description of every shape.
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ from PIL import Image
 from attention.calculator import Steps, attend
 from attention.errors import ImageError, InputError
 from attention.images import ImageSource, load_image
+from attention.matrix_plot import grid_lines, heatmaps
+from attention.render import grid, mark_patch, overlay, upsample
 
 WORK_SIZE = 224  # long side of the image after resizing, in pixels
 PATCH_SIZES = (14, 16, 28, 32, 56)
 D_HEAD = 16  # columns of Q, K and V per head
 MAX_HEADS = 8
+ZOOM = 2  # `patch_view` draws the image at twice the working size
 
 
 def sinusoidal_encoding(n: int, d: int) -> np.ndarray:
@@ -108,3 +114,65 @@ def patch_attention(image: ImageSource, patch: int = 16, heads: int = 2, seed: i
     steps = attend(q, k, v, heads=int(heads), max_size=None)
     return PatchAttention(img, patch, (img.shape[0] // patch, img.shape[1] // patch), patches, pos, tokens,
                           q, k, v, steps)
+
+
+def patch_under(x: float, y: float, grid_shape: tuple[int, int], step: int) -> int:
+    """Raster index of the patch under pixel (x, y) of an image whose patches are `step` px
+    (clamped to the grid (rows, cols))."""
+    rows, cols = grid_shape
+    r, c = min(rows - 1, max(0, int(y) // step)), min(cols - 1, max(0, int(x) // step))
+    return r * cols + c
+
+
+@dataclass(frozen=True)
+class PatchView:
+    """What `patch_view` draws. N patches in a grid (rows, cols) of p px, drawn at ZOOM x.
+
+    grid: uint8 (ZOOM*rows*p, ZOOM*cols*p, 3), the image with the patch grid and the chosen
+    patch outlined in red; maps: uint8 RGB, per head the chosen patch's attention laid over
+    the image (2 columns for 4 heads, else up to 3), captioned; matrices: uint8 RGB, the
+    (N, N) weights per head as heatmaps; info: Markdown describing every shape; index: the
+    chosen patch (raster order); count: N.
+    """
+
+    grid: np.ndarray
+    maps: np.ndarray
+    matrices: np.ndarray
+    info: str
+    index: int
+    count: int
+
+
+def patch_view(image: ImageSource | None, patch: int = 16, heads: int = 4, seed: int | None = 0,
+               index: float | None = None, click: tuple[float, float] | None = None) -> PatchView:
+    """Run `patch_attention` and draw it, for patch `index` (raster order; None or out of range:
+    the centre patch) or, when given, the patch under `click` = (x, y) in `PatchView.grid`'s pixels.
+
+    Numbers may come as floats from a form (they are truncated to whole numbers; seed None = 0).
+    """
+    if image is None:
+        raise InputError("no image: pick an example or upload one")
+    heads, seed = int(heads), int(seed or 0)
+    pa = patch_attention(image, int(patch), heads, seed)
+    rows, cols = pa.grid
+    n = rows * cols
+    if click is not None:
+        index = patch_under(*click, pa.grid, ZOOM * pa.patch)
+    if index is None or not 0 <= index < n:
+        index = (rows // 2) * cols + cols // 2
+    index = int(index)
+    r, c = divmod(index, cols)
+    big, p = upsample(pa.image, ZOOM), pa.patch * ZOOM
+    chosen = mark_patch(grid_lines(big, p), (r, c), p, color=(255, 40, 40))
+    maps = [mark_patch(overlay(big, m), (r, c), p, color=(0, 255, 255)) for m in pa.patch_map(index)]
+    ncols = 2 if len(maps) == 4 else min(len(maps), 3)
+    maps = grid(maps, ncols=ncols, labels=[f"head {h + 1}" for h in range(len(maps))])
+    mats = heatmaps(pa.attention.weights, ncols=ncols, vmin=0.0, target=260)
+    d, dk = pa.tokens.shape[1], pa.q.shape[1]
+    info = (f"**{pa.image.shape[1]} x {pa.image.shape[0]} px** (long side {WORK_SIZE}, partial patches "
+            f"dropped) → **{rows} x {cols} = {n} patches** of {pa.patch} x {pa.patch} x 3 → flattened to **{n} x {d}** "
+            f"(pixels standardised) → **+ sinusoidal positions** (sin on even, cos on odd dimensions, 10000^(2i/{d})) → "
+            f"Q, K, V = tokens W (random, seed {seed}): **{n} x {dk}** = {heads} heads x "
+            f"{D_HEAD} → attention **{heads} x {n} x {n}**. Chosen patch: **#{index}** "
+            f"(row {r + 1}, column {c + 1}); click the grid to choose another.")
+    return PatchView(chosen, maps, mats, info, index, n)

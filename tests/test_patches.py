@@ -1,4 +1,4 @@
-"""attention.patches: image -> patches -> + positional encoding -> Q, K, V -> attention."""
+"""attention.patches: image -> patches -> + positional encoding -> Q, K, V -> attention, and its pictures."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from attention.errors import ImageError, InputError
-from attention.patches import WORK_SIZE, fit, patch_attention, patchify, sinusoidal_encoding
+from attention.patches import (D_HEAD, WORK_SIZE, ZOOM, fit, patch_attention, patch_under, patch_view, patchify,
+                               sinusoidal_encoding)
 
 
 def test_sinusoidal_encoding_follows_the_standard_formula():
@@ -88,3 +89,57 @@ def test_bad_images():
         patch_attention(np.zeros((2, 400, 3), np.uint8), patch=56)
     with pytest.raises(InputError, match="out of range"):
         patch_attention(np.zeros((64, 64, 3), np.uint8), 16, 1).patch_map(10_000)
+
+
+# --- the pictures ------------------------------------------------------------------------------
+RED = (255, 40, 40)
+
+
+def _photo(h: int = 112, w: int = 224) -> np.ndarray:
+    return np.random.default_rng(2).integers(0, 256, (h, w, 3), dtype=np.uint8)
+
+
+def test_patch_under_maps_pixels_to_raster_indices_and_clamps():
+    assert patch_under(0, 0, (3, 4), 10) == 0
+    assert patch_under(39.9, 0, (3, 4), 10) == 3  # last column of the first row
+    assert patch_under(15, 25, (3, 4), 10) == 2 * 4 + 1
+    assert patch_under(500, 500, (3, 4), 10) == 11 and patch_under(-5, -5, (3, 4), 10) == 0
+
+
+def test_patch_view_draws_the_grid_at_zoom_with_the_chosen_patch_in_red():
+    v = patch_view(_photo(), patch=32, heads=2, index=9)
+    rows, cols = round(112 * WORK_SIZE / 224) // 32, WORK_SIZE // 32
+    assert v.count == rows * cols and v.index == 9
+    assert v.grid.shape == (ZOOM * rows * 32, ZOOM * cols * 32, 3) and v.grid.dtype == np.uint8
+    r, c = divmod(9, cols)
+    step = ZOOM * 32
+    assert tuple(v.grid[r * step + step // 2, c * step + 1]) == RED  # left edge of the chosen patch
+    assert tuple(v.grid[step // 2, 1]) != RED  # patch 0 is not outlined
+
+
+def test_patch_view_maps_and_matrices_follow_the_heads():
+    one, four = patch_view(_photo(), 32, 1), patch_view(_photo(), 32, 4)
+    assert four.maps.shape[0] > one.maps.shape[0] and four.maps.shape[1] > one.maps.shape[1]  # 2 x 2 heads
+    assert four.matrices.shape[1] > one.matrices.shape[1]
+
+
+def test_patch_view_index_defaults_to_the_centre_and_a_click_chooses_a_patch():
+    rows, cols = round(112 * WORK_SIZE / 224) // 32, WORK_SIZE // 32
+    centre = (rows // 2) * cols + cols // 2
+    assert patch_view(_photo(), 32, 1).index == centre
+    assert patch_view(_photo(), 32, 1, index=10_000).index == centre
+    step = ZOOM * 32
+    clicked = patch_view(_photo(), 32, 1, index=0, click=(2 * step + 3, 1 * step + 3))
+    assert clicked.index == 1 * cols + 2
+
+
+def test_patch_view_describes_every_shape():
+    v = patch_view(_photo(), 32, 2, seed=7.0, index=4.0)
+    n, d = v.count, 3 * 32 * 32
+    for part in (f"{n} patches", f"{n} x {d}", f"{n} x {2 * D_HEAD}", f"2 x {n} x {n}", "seed 7", "#4"):
+        assert part in v.info
+
+
+def test_patch_view_needs_an_image():
+    with pytest.raises(InputError, match="no image"):
+        patch_view(None)
