@@ -16,7 +16,8 @@ import gradio as gr
 import attention
 from attention.errors import AttentionError
 from attention import models as vit_models, render as vit_render, session as vit_session, views as vit_views
-from attention import calculator as qkv_calc, calculator_presets as qkv_presets, calculator_view as qkv, matrices as qkv_matrices, matrix_plot as qkv_plot, patches as qkv_patches
+from attention import retrieval as mnist_retrieval, retrieval_views as mnist_views
+from attention import calculator_form as qkv_form, calculator_presets as qkv_presets, calculator_view as qkv, matrices as qkv_matrices, patches as qkv_patches
 
 
 def user_errors(fn):
@@ -272,166 +273,47 @@ def vit_tab() -> None:
 
 
 # ----- MNIST retrieval tab ---------------------------------------------------------------
-def _retrieval_db(n, seed):
-    from attention import retrieval
-
-    return retrieval.draw_database(n, seed, retrieval.pools(full=True))  # full MNIST when reachable
-
-
-def _retrieval_image(image, k: int = 8):
-    from attention.retrieval_plots import upscale
-
-    return upscale(image, k)
-
-
 @user_errors
 def retrieval_database(n, seed):
-    from attention import retrieval
-    from attention.retrieval_plots import grid
-
-    db = _retrieval_db(n, seed)
-    pool = retrieval.pools(full=True)
-    k = 3 if len(db) <= 400 else 1
-    note = (f"**Data:** {db.source}. The database: **{len(db)}** digits drawn with seed {db.seed} from the "
-            f"train part ({len(pool.train):,} digits); trained-retrieval queries come from the held-out part "
-            f"({len(pool.heldout):,} digits), never in any database. Item *i* is row *i* // 10, column *i* % 10.")
-    return grid(db.images, nrow=10 if len(db) <= 400 else 40, k=k), note
+    return mnist_views.database_view(n, seed)
 
 
 @user_errors
 def retrieval_hard(n, seed, index, shuffle_seed):
-    import numpy as np
-
-    from attention import retrieval
-    from attention.retrieval_plots import upscale, weights_figure
-
-    db = _retrieval_db(n, seed)
-    lk = retrieval.hard_lookup(db, index, shuffle_seed)
-    row = int(np.argmax(lk.scores[0]))
-    index = int(lk.order[row])
-    retrieved = lk.retrieved_images()[0]
-    exact = bool(np.array_equal(retrieved, db.images[index]))
-    fig = weights_figure(lk.scores[0], title=f"scores QK^T over the shuffled store: 1 at row {row}",
-                         xlabel="row of the shuffled store", highlight=row)
-    keys = upscale((lk.keys * 255).astype(np.uint8), max(1, 300 // len(db)))
-    info = {"index": index, "row_in_shuffled_store": row, "label": int(db.labels[index]),
-            "retrieved_equals_database_image": exact, "scores": lk.scores[0].tolist(), "order": lk.order.tolist()}
-    return keys, fig, _retrieval_image(retrieved), info
+    return mnist_views.hard_view(n, seed, index, shuffle_seed)
 
 
 @user_errors
 def retrieval_soft(n, seed, d, key_seed, scale):
-    import numpy as np
-
-    from attention import retrieval
-    from attention.retrieval_plots import weights_figure
-
-    db = _retrieval_db(n, seed)
-    lk = retrieval.soft_lookup(db, d, key_seed, scale)
-    w = lk.weights[0]
-    fig = weights_figure(w, db.labels, title=f"softmax({scale:g} · QK^T): largest weight {w.max():.2f}, "
-                                              f"effective items {1 / np.sum(w ** 2):.1f}", highlight=int(np.argmax(w)))
-    info = {"weights": w.tolist(), "sum": float(w.sum()), "max_weight": float(w.max()),
-            "argmax": int(np.argmax(w)), "effective_items": float(1 / np.sum(w ** 2))}
-    return fig, _retrieval_image(lk.retrieved_images()[0]), info
+    return mnist_views.soft_view(n, seed, d, key_seed, scale)
 
 
 @user_errors
 def retrieval_many(n, seed, d, key_seed, scale, num_q):
-    from attention import retrieval
-    from attention.retrieval_plots import grid
-
-    db = _retrieval_db(n, seed)
-    lk = retrieval.multi_lookup(db, num_q, d, key_seed, scale)
-    info = {"num_q": len(lk.weights), "max_weights": lk.weights.max(1).tolist(), "sums": lk.weights.sum(1).tolist()}
-    return grid(lk.retrieved_images(), nrow=8, k=3), info
-
-
-def _retrieval_models(state):
-    """The shipped models, or this visitor's retrained copies (state: {name: (config, state_dict)})."""
-    from attention import retrieval_models
-
-    out = {}
-    for name in retrieval_models.MODEL_NAMES:
-        if state and name in state:
-            config, weights = state[name]
-            model = retrieval_models.build(config)
-            model.load_state_dict(weights)
-            out[name] = (model.eval(), "your retrained copy")
-        else:
-            out[name] = (retrieval_models.load(name)[0], "shipped")
-    return out
-
-
-def _retrieval_trained(db, query, label, state):
-    from attention import retrieval
-    from attention.retrieval_plots import upscale, weights_figure
-
-    outs, info = [], {"query_label": label}
-    for name, (model, origin) in _retrieval_models(state).items():
-        lk, top = retrieval.trained_lookup(model, query, db)
-        w = lk.weights[0]
-        fig = weights_figure(w, db.labels, title=f"{name} ({origin}): top match label {top[0].label}",
-                             highlight=top[0].position)
-        gallery = [(upscale(db.images[m.position], 4), f"#{r + 1} · {m.label} · {m.weight:.2f}")
-                   for r, m in enumerate(top)]
-        outs += [_retrieval_image(lk.retrieved_images()[0]), fig, gallery]
-        info[name] = {"origin": origin, "top10": [m.__dict__ for m in top], "top1_label": top[0].label}
-    return [_retrieval_image(query)] + outs + [info]
+    return mnist_views.many_view(n, seed, d, key_seed, scale, num_q)
 
 
 @user_errors
 def retrieval_trained(n, seed, query_index, state=None):
-    from attention import retrieval
-
-    query, label = retrieval.heldout_query(query_index, retrieval.pools(full=True))
-    return _retrieval_trained(_retrieval_db(n, seed), query, label, state)
+    return mnist_views.trained_view(n, seed, query_index, state)
 
 
 @user_errors
 def retrieval_sketch(n, seed, sketch, state=None):
-    from attention import mnist
-    from attention.errors import ImageError
-
-    image = sketch.get("composite") if isinstance(sketch, dict) else sketch
-    if image is None:
-        raise ImageError("the sketch is empty: draw one digit on the sketchpad, then press the button")
-    return _retrieval_trained(_retrieval_db(n, seed), mnist.normalise_sketch(image), None, state)
+    return mnist_views.sketch_view(n, seed, sketch, state)
 
 
+@user_errors
 def retrieval_retrain(model_name, epochs, seed, state, progress=gr.Progress()):
-    """A generator (live loss curve), so it reports typed errors itself: `user_errors` wraps calls only."""
-    import copy
-
-    from attention import retrieval, retrieval_models, retrieval_train
-    from attention.retrieval_plots import loss_figure
-
-    try:
-        config = retrieval_models.load(model_name)[1]
-        epochs = retrieval.check_int(epochs, "the number of epochs", 1, 5)
-        seed = retrieval.check_int(seed, "the training seed", 0, 2**31 - 1)
-        config = {**config, "seed": seed, "epochs": epochs}
-        model = retrieval_train.fresh_model(config, seed)  # from scratch: the shipped model is untouched
-        losses = []
-        for step, total, loss in retrieval_train.train_steps(model, config["kind"], epochs, seed, config["lr"],
-                                                             config.get("class_loss_weight", 1.0)):
-            losses.append(loss)
-            progress((step, total), desc=f"training {model_name}")
-            if step % 10 == 0 or step == total:
-                msg = f"Training your copy of **{model_name}**: step {step}/{total}, loss {loss:.4f}"
-                yield msg, loss_figure(losses, f"{model_name}: training loss", total // epochs), gr.skip()
-    except AttentionError as e:
-        raise gr.Error(str(e), print_exception=False) from None
-    state = dict(state or {})
-    state[model_name] = (config, copy.deepcopy(model.state_dict()))
-    yield (f"Done: your copy of **{model_name}** ({epochs} epochs, seed {seed}) now answers your queries "
-           "above; the shipped model and other visitors are unaffected."), gr.skip(), state
+    """Streams (status, loss plot, state); None from the package = leave that output as it is."""
+    steps = mnist_views.retrain(model_name, epochs, seed, state,
+                                on_step=lambda step, total: progress((step, total), desc=f"training {model_name}"))
+    for msg, fig, new_state in steps:
+        yield msg, gr.skip() if fig is None else fig, gr.skip() if new_state is None else new_state
 
 
 def retrieval_tab() -> None:
-    from attention import retrieval
-
-    db0 = (retrieval.DEFAULT_N, retrieval.DEFAULT_SEED)
+    db0 = (mnist_retrieval.DEFAULT_N, mnist_retrieval.DEFAULT_SEED)
     grid0, note0 = retrieval_database(*db0)  # the page opens with every section filled in
     hard0 = retrieval_hard(*db0, 7, 0)
     soft0 = retrieval_soft(*db0, 16, 0, 1.0)
@@ -441,8 +323,8 @@ def retrieval_tab() -> None:
                 "weights, and the answer is the weighted sum of the values. Here the values are MNIST digits.")
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=220):
-            n = gr.Number(retrieval.DEFAULT_N, precision=0, label="database size N")
-            seed = gr.Number(retrieval.DEFAULT_SEED, precision=0, label="database seed")
+            n = gr.Number(mnist_retrieval.DEFAULT_N, precision=0, label="database size N")
+            seed = gr.Number(mnist_retrieval.DEFAULT_SEED, precision=0, label="database seed")
             draw = gr.Button("Draw database", variant="secondary")
             source = gr.Markdown(note0)
         db_img = gr.Image(grid0, label="database (values V)", format="png", elem_id="retrieval-db", scale=3,
@@ -483,7 +365,7 @@ def retrieval_tab() -> None:
             gr.Markdown("num_q random queries at once (Q is num_q × d, same keys, d, seed and scale as in the soft "
                         "tab): one softmax per row of QK^T, one retrieval per query.")
             with gr.Row():
-                num_q = gr.Number(16, precision=0, label=f"number of queries num_q (1 to {retrieval.MAX_QUERIES})")
+                num_q = gr.Number(16, precision=0, label=f"number of queries num_q (1 to {mnist_retrieval.MAX_QUERIES})")
                 many_btn = gr.Button("Retrieve all", variant="primary")
             many_img = gr.Image(many0[0], label="retrievals, one per query", format="png", height=320)
             with gr.Accordion("details (largest weight of each query, as JSON)", open=False):
@@ -497,7 +379,7 @@ def retrieval_tab() -> None:
             with gr.Row(equal_height=False):
                 with gr.Column(scale=2, min_width=240):
                     q_index = gr.Number(0, precision=0, label="held-out query digit "
-                                        f"(0 to {len(retrieval.pools(full=True).heldout) - 1:,})")
+                                        f"(0 to {mnist_views.heldout_count() - 1:,})")
                     pick_btn = gr.Button("Retrieve this digit", variant="primary", elem_id="retrieval-pick")
                     rand_btn = gr.Button("Random held-out digit")
                 with gr.Column(scale=3, min_width=300):
@@ -546,7 +428,7 @@ def retrieval_tab() -> None:
     scale.release(*soft_args, show_progress_on=soft_img, **quiet)
     many_btn.click(*many_args, api_name="retrieval_many", show_progress_on=many_img)
     pick_btn.click(*trained_args, api_name="retrieval_trained", show_progress_on=q_img)
-    rand_btn.click(lambda: int(__import__("random").randrange(len(retrieval.pools(full=True).heldout))), None, q_index,
+    rand_btn.click(mnist_views.random_heldout_index, None, q_index,
                    api_visibility="private").then(*trained_args, show_progress_on=q_img, **quiet)
     sketch_btn.click(retrieval_sketch, db_inputs + [sketch, state], trained_outs, api_name="retrieval_sketch",
                      show_progress_on=q_img)
@@ -567,12 +449,8 @@ def retrieval_tab() -> None:
 
 
 # ----- Q/K/V calculator tab --------------------------------------------------------------
-QKV_DIRECT, QKV_X = ("Q", "K", "V"), ("X", "W_q", "W_k", "W_v", "W_o")
-QKV_MODES = {"Q, K, V directly": "direct", "From X: Q = X W_q, K = X W_k, V = X W_v": "x"}
-QKV_SCALES = {"1/√d_head": "default", "none (1)": "none", "custom": "custom"}
-QKV_MASKS = {"none": "none", "causal": "causal", "custom 0/1": "custom"}
+QKV_DIRECT, QKV_X = qkv_form.MATRICES[qkv.DIRECT], qkv_form.MATRICES[qkv.FROM_X]
 QKV_TABLES, QKV_TEXT = "Tables", "Text"
-QKV_ZOOM = 2  # patch images are drawn at twice the working size
 QKV_PHOTOS_DIR = os.path.join(VIT_DIR, "examples", "photos")
 QKV_PHOTOS = sorted(os.path.join(QKV_PHOTOS_DIR, f) for f in (os.listdir(QKV_PHOTOS_DIR) if os.path.isdir(QKV_PHOTOS_DIR)
                                                              else []) if f.lower().endswith((".jpg", ".png")))
@@ -580,24 +458,9 @@ QKV_IMAGE = next((p for p in QKV_PHOTOS if p.endswith("chelsea.jpg")), QKV_PHOTO
                  os.path.join(VIT_DIR, "examples", "digits", "digit_3.png"))
 
 
-def _qkv_cells(a) -> list[list[str]]:
-    return [[qkv_matrices.format_number(x) for x in row] for row in a]
-
-
 def _qkv_table(a):
     """A Dataframe update showing matrix `a` (rows, cols) as editable text cells."""
-    return gr.Dataframe(value=_qkv_cells(a), headers=[str(j + 1) for j in range(a.shape[1])])
-
-
-def _qkv_options(d: dict) -> dict:
-    return dict(heads=d["heads"], scale_mode=QKV_SCALES[d["scale_mode"]], scale=d["scale"],
-                mask_mode=QKV_MASKS[d["mask_mode"]], mask=d["mask"], dropout=d["dropout"], seed=d["seed"])
-
-
-def _qkv_report(r) -> tuple[str, str, str]:
-    checks = "\n".join(f"- {c.message}" for c in r.checks)
-    notes = "\n".join(f"- {n}" for n in r.steps.notes)
-    return checks, notes, qkv.to_html(r)
+    return gr.Dataframe(**qkv_form.table(a))
 
 
 @user_errors
@@ -625,32 +488,8 @@ def qkv_calculate_from_x(X: str, W_q: str, W_k: str, W_v: str, W_o: str = "", he
 
 
 def _qkv_patches(image, patch, heads, seed, index=None, click=None):
-    if image is None:
-        raise attention.InputError("no image: pick an example or upload one")
-    pa = qkv_patches.patch_attention(image, int(patch), int(heads), int(seed or 0))
-    rows, cols = pa.grid
-    n = rows * cols
-    if click is not None:  # (x, y) in the grid image's pixels, drawn at QKV_ZOOM x
-        x, y = (int(v) // (QKV_ZOOM * pa.patch) for v in click)
-        index = min(y, rows - 1) * cols + min(x, cols - 1)
-    if index is None or not 0 <= index < n:
-        index = (rows // 2) * cols + cols // 2
-    index = int(index)
-    r, c = divmod(index, cols)
-    big, p = vit_render.upsample(pa.image, QKV_ZOOM), pa.patch * QKV_ZOOM
-    chosen = vit_render.mark_patch(qkv_plot.grid_lines(big, p), (r, c), p, color=(255, 40, 40))
-    maps = [vit_render.mark_patch(vit_render.overlay(big, m), (r, c), p, color=(0, 255, 255)) for m in pa.patch_map(index)]
-    ncols = 2 if len(maps) == 4 else min(len(maps), 3)
-    maps = vit_render.grid(maps, ncols=ncols, labels=[f"head {h + 1}" for h in range(len(maps))])
-    mats = qkv_plot.heatmaps(pa.attention.weights, ncols=ncols, vmin=0.0, target=260)
-    d, dk = pa.tokens.shape[1], pa.q.shape[1]
-    info = (f"**{pa.image.shape[1]} x {pa.image.shape[0]} px** (long side {qkv_patches.WORK_SIZE}, partial patches "
-            f"dropped) → **{rows} x {cols} = {n} patches** of {pa.patch} x {pa.patch} x 3 → flattened to **{n} x {d}** "
-            f"(pixels standardised) → **+ sinusoidal positions** (sin on even, cos on odd dimensions, 10000^(2i/{d})) → "
-            f"Q, K, V = tokens W (random, seed {int(seed or 0)}): **{n} x {dk}** = {int(heads)} heads x "
-            f"{qkv_patches.D_HEAD} → attention **{int(heads)} x {n} x {n}**. Chosen patch: **#{index}** "
-            f"(row {r + 1}, column {c + 1}); click the grid to choose another.")
-    return chosen, maps, mats, info, gr.update(maximum=n - 1, value=index)
+    v = qkv_patches.patch_view(image, patch, heads, seed, index, click)
+    return v.grid, v.maps, v.matrices, v.info, gr.update(maximum=v.count - 1, value=v.index)
 
 
 @user_errors
@@ -667,8 +506,8 @@ def calculator_tab() -> None:
                 "`[[1, 0], [0, 1]]`; up to 64 x 64.")
     presets = qkv_presets.PRESETS
     first = next(iter(presets.values()))
-    start = {n: a for p in reversed(presets.values()) for n, a in p.matrices.items()}  # every matrix, first wins
-    start_checks, start_notes, start_report = _qkv_report(qkv.run(first.matrices, mode=first.mode))
+    start = qkv_form.first_matrices(presets)
+    start_checks, start_notes, start_report = qkv.report(qkv.run(first.matrices, mode=first.mode))
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=460):
             with gr.Row():
@@ -676,14 +515,14 @@ def calculator_tab() -> None:
                 edit_as = gr.Radio([QKV_TABLES, QKV_TEXT], value=QKV_TABLES, label="Enter matrices as", scale=2,
                                    elem_id="qkv-edit-as")
             about = gr.Markdown(first.description, elem_id="qkv-about")
-            mode = gr.Radio(list(QKV_MODES), value=next(iter(QKV_MODES)), label="Mode", elem_id="qkv-mode")
+            mode = gr.Radio(list(qkv_form.MODE_LABELS), value=next(iter(qkv_form.MODE_LABELS)), label="Mode",
+                            elem_id="qkv-mode")
             tables, texts, boxes = {}, {}, {}
             for group in (QKV_DIRECT, QKV_X):
                 visible = group == QKV_DIRECT
                 with gr.Row(visible=visible) as boxes[group, QKV_TABLES]:
                     for n in group:
-                        tables[n] = gr.Dataframe(_qkv_cells(start[n]), headers=[str(j + 1) for j in range(start[n].shape[1])],
-                                                 label=n, type="array", datatype="str", interactive=True,
+                        tables[n] = gr.Dataframe(**qkv_form.table(start[n]), label=n, type="array", datatype="str", interactive=True,
                                                  min_width=110, max_height=260,
                                                  elem_id=f"qkv-table-{n.lower()}")
                 with gr.Row(visible=False) as boxes[group, QKV_TEXT]:
@@ -693,11 +532,11 @@ def calculator_tab() -> None:
                                  elem_id="qkv-use-wo")
             with gr.Row():
                 heads = gr.Number(1, label="Heads", precision=0, minimum=1, maximum=64, min_width=80, elem_id="qkv-heads")
-                scale_mode = gr.Radio(list(QKV_SCALES), value="1/√d_head", label="Scale", min_width=200,
+                scale_mode = gr.Radio(list(qkv_form.SCALE_LABELS), value="1/√d_head", label="Scale", min_width=200,
                                       elem_id="qkv-scale-mode")
                 scale = gr.Number(1.0, label="Custom scale", min_width=90, elem_id="qkv-scale")
             with gr.Row():
-                mask_mode = gr.Radio(list(QKV_MASKS), value="none", label="Mask", min_width=200, elem_id="qkv-mask-mode")
+                mask_mode = gr.Radio(list(qkv_form.MASK_LABELS), value="none", label="Mask", min_width=200, elem_id="qkv-mask-mode")
                 mask = gr.Textbox("", label="Custom mask (n x m, 1 = may attend, 0 = blocked)", lines=2,
                                   elem_id="qkv-mask")
             with gr.Row():
@@ -710,54 +549,36 @@ def calculator_tab() -> None:
             notes = gr.Markdown(start_notes, elem_id="qkv-notes")
             report = gr.HTML(start_report, elem_id="qkv-report")
 
-    settings = {"heads": heads, "scale_mode": scale_mode, "scale": scale, "mask_mode": mask_mode, "mask": mask,
-                "dropout": dropout, "seed": seed}
-    calc_inputs = {mode, edit_as, use_wo, *tables.values(), *texts.values(), *settings.values()}
+    settings = {"mode_label": mode, "use_wo": use_wo, "heads": heads, "scale_label": scale_mode, "scale": scale,
+                "mask_label": mask_mode, "mask": mask, "dropout": dropout, "seed": seed}
+    calc_inputs = {edit_as, *tables.values(), *texts.values(), *settings.values()}
+
+    def matrices(d, to=None):  # name -> value of the editors in use (or of the `to` ones)
+        return {n: d[c] for n, c in (tables if (to or d[edit_as]) == QKV_TABLES else texts).items()}
 
     @user_errors
     def qkv_ui_calculate(d):
-        m = QKV_MODES[d[mode]]
-        names = QKV_DIRECT if m == "direct" else QKV_X[:4] + (("W_o",) if d[use_wo] else ())
-        src = tables if d[edit_as] == QKV_TABLES else texts
-        opts = _qkv_options({k: d[c] for k, c in settings.items()})
-        return _qkv_report(qkv.run({n: d[src[n]] for n in names}, mode=m, **opts))
+        return qkv.report(qkv_form.run_form(matrices(d), **{k: d[c] for k, c in settings.items()}))
 
     def fill_mask(d):  # "custom" chosen with no mask yet: start from the causal pattern of the current shape
-        if QKV_MASKS[d[mask_mode]] != "custom" or d[mask].strip():
-            return gr.update()
-        src = tables if d[edit_as] == QKV_TABLES else texts
-        x_mode = QKV_MODES[d[mode]] == "x"
-        try:
-            n = qkv_matrices.parse_matrix(d[src["X" if x_mode else "Q"]]).shape[0]
-            m = n if x_mode else qkv_matrices.parse_matrix(d[src["K"]]).shape[0]
-        except attention.AttentionError:
-            return gr.update()
-        return qkv_matrices.format_matrix(qkv_calc.causal_mask(n, m).astype(float))
+        m = qkv_form.custom_mask_start(d[mask_mode], d[mask], d[mode], matrices(d))
+        return gr.update() if m is None else m
 
     def layout(m, how):
-        m = QKV_MODES[m]
-        return [gr.Row(visible=(group == QKV_DIRECT) == (m == "direct") and h == how)
-                for group in (QKV_DIRECT, QKV_X) for h in (QKV_TABLES, QKV_TEXT)] + [gr.Checkbox(visible=m == "x")]
+        m = qkv_form.MODE_LABELS[m]
+        return [gr.Row(visible=(group == QKV_DIRECT) == (m == qkv.DIRECT) and h == how)
+                for group in (QKV_DIRECT, QKV_X) for h in (QKV_TABLES, QKV_TEXT)] + [gr.Checkbox(visible=m == qkv.FROM_X)]
 
     def switch(d):  # carry the values over: tables -> text or text -> tables (unreadable ones stay as they were)
-        out = {}
-        for n in QKV_DIRECT + QKV_X:
-            src, dst = (tables[n], texts[n]) if d[edit_as] == QKV_TEXT else (texts[n], tables[n])
-            try:
-                a = qkv_matrices.parse_matrix(d[src], n)
-            except attention.AttentionError:
-                continue
-            out[dst] = qkv_matrices.format_matrix(a) if dst is texts[n] else _qkv_table(a)
-        return out
+        to_text = d[edit_as] == QKV_TEXT
+        read = qkv_form.readable(matrices(d, QKV_TABLES if to_text else QKV_TEXT))
+        return {texts[n]: qkv_matrices.format_matrix(a) for n, a in read.items()} if to_text else \
+            {tables[n]: _qkv_table(a) for n, a in read.items()}
 
     def load(name):
-        p = presets[name]
-        out = {about: p.description, mode: next(k for k, v in QKV_MODES.items() if v == p.mode),
-               heads: p.heads, scale_mode: next(k for k, v in QKV_SCALES.items() if v == p.scale_mode),
-               scale: p.scale, mask_mode: next(k for k, v in QKV_MASKS.items() if v == p.mask_mode),
-               mask: "" if p.mask is None else qkv_matrices.format_matrix(p.mask), dropout: 0.0,
-               use_wo: "W_o" in p.matrices}
-        for n, a in p.matrices.items():
+        f = qkv_form.preset_form(presets[name])
+        out = {about: f["description"], **{c: f[k] for k, c in settings.items() if k in f}}
+        for n, a in f["matrices"].items():
             out[tables[n]], out[texts[n]] = _qkv_table(a), qkv_matrices.format_matrix(a)
         return out
 
@@ -780,7 +601,7 @@ def calculator_tab() -> None:
     for c in (heads, scale_mode, dropout, use_wo):
         c.input(qkv_ui_calculate, calc_inputs, outs, trigger_mode="always_last", **quiet)
 
-    p_start = _qkv_patches(QKV_IMAGE, 16, 4, 0)
+    p_start = qkv_patches.patch_view(QKV_IMAGE, 16, 4, 0)
     gr.Markdown("### From an image to Q, K and V\nThe image is cut into patches, each flattened to a vector, a "
                 "sinusoidal position added, then multiplied by random (seeded) W_q, W_k, W_v: untrained, so the "
                 "maps show the mechanism, not learned meaning: nearby positions and similar colours attend to each other.")
@@ -795,16 +616,16 @@ def calculator_tab() -> None:
                                      elem_id="qkv-patch-size")
                 p_heads = gr.Slider(1, qkv_patches.MAX_HEADS, value=4, step=1, label="Heads", elem_id="qkv-patch-heads")
                 p_seed = gr.Number(0, label="Weights seed", precision=0, min_width=90, elem_id="qkv-patch-seed")
-            p_index = gr.Slider(0, p_start[4]["maximum"], value=p_start[4]["value"], step=1, label="Chosen patch (raster index)", elem_id="qkv-patch-index")
+            p_index = gr.Slider(0, p_start.count - 1, value=p_start.index, step=1, label="Chosen patch (raster index)", elem_id="qkv-patch-index")
             p_go = gr.Button("Cut into patches and attend", variant="primary", elem_id="qkv-patch-go")
         with gr.Column(scale=3, min_width=480):
-            p_info = gr.Markdown(p_start[3], elem_id="qkv-patch-info")
+            p_info = gr.Markdown(p_start.info, elem_id="qkv-patch-info")
             with gr.Row():
-                p_grid = gr.Image(p_start[0], label="Patch grid (click a patch)", format="png", interactive=False, height=300,
+                p_grid = gr.Image(p_start.grid, label="Patch grid (click a patch)", format="png", interactive=False, height=300,
                                   elem_id="qkv-patch-grid")
-                p_maps = gr.Image(p_start[1], label="Attention of the chosen patch, per head", format="png", interactive=False,
+                p_maps = gr.Image(p_start.maps, label="Attention of the chosen patch, per head", format="png", interactive=False,
                                   height=300, elem_id="qkv-patch-maps")
-            p_mats = gr.Image(p_start[2], label="N x N attention weights per head (row = query patch, column = key patch)",
+            p_mats = gr.Image(p_start.matrices, label="N x N attention weights per head (row = query patch, column = key patch)",
                               format="png", interactive=False, elem_id="qkv-patch-matrices")
     p_in = [p_img, p_size, p_heads, p_seed, p_index]
     p_out = [p_grid, p_maps, p_mats, p_info, p_index]
