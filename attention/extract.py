@@ -149,8 +149,8 @@ def query_scores(q: torch.Tensor, k: torch.Tensor, i: int, scale: float) -> torc
 class _Recorder:
     """Forward hooks on every block's q_norm / k_norm: record the query's row (and q, k if asked)."""
 
-    def __init__(self, model: torch.nn.Module, index_of, keep_qk: bool):
-        self.index_of, self.keep_qk = index_of, keep_qk  # index_of(N) -> query token index
+    def __init__(self, model: torch.nn.Module, index: int, keep_qk: bool):
+        self.index, self.keep_qk = index, keep_qk  # query token index
         self.rows: list[torch.Tensor] = []  # per layer (H, N) raw scores
         self.qk: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._q: torch.Tensor | None = None
@@ -167,7 +167,7 @@ class _Recorder:
 
     def _on_k(self, k, scale):  # k: (B, H, N, d)
         q, k = self._q, k[0]
-        self.rows.append(query_scores(q, k, self.index_of(k.shape[1]), scale))
+        self.rows.append(query_scores(q, k, self.index, scale))
         if self.keep_qk:
             self.qk.append((q.detach().float().cpu(), k.detach().float().cpu()))
         self._q = None
@@ -205,21 +205,29 @@ def attention_maps(
     P = model.num_prefix_tokens
     n_layers = len(model.blocks)
     layer = _layer_index(layer, n_layers)
-    qi = token_index(query, grid, P)
-    param = next(model.parameters())
-    rec = _Recorder(model, lambda n: qi, keep_qk)
     t0 = time.perf_counter()
-    try:
-        model.forward_features(x.to(param.device, param.dtype))
-    finally:
-        rec.remove()
-    scores = torch.stack(rec.rows).cpu()  # (L, H, N)
+    scores, qk = query_rows(model, x, token_index(query, grid, P), keep_qk=keep_qk)
     seconds = time.perf_counter() - t0
     return AttentionMaps(
         scores=scores.numpy(), weights=torch.softmax(scores, -1).numpy(), grid=grid, image=shown,
         patch_size=patch, num_prefix_tokens=P, layer=layer, query=_norm_query(query), seconds=seconds,
-        qk=rec.qk if keep_qk else None, scale=float(model.blocks[0].attn.scale),
+        qk=qk, scale=float(model.blocks[0].attn.scale),
     )
+
+
+@torch.inference_mode()
+def query_rows(model: torch.nn.Module, x: torch.Tensor, query_index: int = 0, *, keep_qk: bool = False):
+    """The engine of `attention_maps`, on a preprocessed input: one fused forward pass of
+    x (1, C, H, W) with hooks. Returns (scores, qk): scores float32 (L, H, N) on CPU, every
+    layer's raw q_i . k_j * scale for token i = `query_index`; qk, with keep_qk, each layer's
+    (q, k) float32 (H, N, d) on CPU, else None."""
+    param = next(model.parameters())
+    rec = _Recorder(model, query_index, keep_qk)
+    try:
+        model.forward_features(x.to(param.device, param.dtype))
+    finally:
+        rec.remove()
+    return torch.stack(rec.rows).cpu(), (rec.qk if keep_qk else None)
 
 
 def threshold_masks(maps: np.ndarray, threshold: float = 0.6) -> np.ndarray:

@@ -5,7 +5,9 @@
 
 For each model/size it prints, relative to a plain fused `forward_features` of the same model
 and input:
-- maps:     `attention_maps` (CLS, every layer's row, one pass): time ratio, peak extra memory
+- rows:     `query_rows` (CLS, every layer's row, one pass) on the same input tensor: the
+            extraction's own cost
+- maps:     `attention_maps` end to end (also decoding the image, resizing, normalising)
 - rollout:  `attention_maps(keep_qk=True)` + chunked `rollout`: time ratio, peak extra memory
 - explicit: the DINO-style reference, every layer computing softmax(q k^T) v by hand
             (timm's unfused path) and the last layer's full N x N attention kept
@@ -28,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 CONFIGS = [("vit_small_patch16_224.dino", 224), ("vit_small_patch16_224.dino", 480),
            ("vit_small_patch16_224.dino", 1024), ("vit_small_patch8_224.dino", 480)]
-METHODS = ("plain", "maps", "rollout", "explicit")
+METHODS = ("plain", "rows", "maps", "rollout", "explicit")
 
 
 def setup(name: str, size: int):
@@ -49,11 +51,13 @@ def setup(name: str, size: int):
 
 def runner(method: str, model, img, x, size: int):
 
-    from attention.extract import attention_maps, rollout
+    from attention.extract import attention_maps, query_rows, rollout
 
     if method == "plain":
         return lambda: model.forward_features(x)
-    if method == "maps":
+    if method == "rows":  # extraction alone, on the same input tensor as "plain"
+        return lambda: query_rows(model, x, 0)
+    if method == "maps":  # end to end: decode, preprocess, forward with extraction, result arrays
         return lambda: attention_maps(model, img, resolution=size)
     if method == "rollout":
         return lambda: rollout(attention_maps(model, img, resolution=size, keep_qk=True))
@@ -138,17 +142,22 @@ def main() -> None:
     import torch
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU, random weights")
-    print(f"{'model':28s} {'px':>5s} {'N':>6s} {'plain s':>8s} {'maps/plain':>10s} {'rollout/plain':>13s} {'explicit/plain':>14s}"
-          f" {'+MB plain':>9s} {'+MB maps':>8s} {'+MB rollout':>11s} {'+MB explicit':>12s} {'maps MB/plain MB':>16s}")
+    print("time: ratio to plain forward_features (median of interleaved repeats); "
+          "memory: peak extra MB of one call in a fresh process, and its ratio to plain's")
+    cols = ("model", "px", "N", "plain s", "rows/pl", "maps/pl", "roll/pl", "expl/pl",
+            "+MB pl", "+MB rows", "+MB maps", "+MB roll", "+MB expl", "rows MB/pl", "maps MB/pl")
+    print(("{:28s}" + " {:>5s}" * 2 + " {:>8s}" + " {:>7s}" * 4 + " {:>8s}" * 5 + " {:>10s}" * 2).format(*cols))
     for name, size in CONFIGS[:1] if args.quick else CONFIGS:
         patch = 8 if "patch8" in name else 16
         n = (size // patch) ** 2 + 1
-        reps = 15 if n < 300 else 5 if n < 1000 else 3
+        reps = 15 if n < 300 else 7 if n < 1000 else 5
         t = times(name, size, reps)
         mem = {m: memory(name, size, m) for m in METHODS}
-        print(f"{name:28s} {size:5d} {n:6d} {t['plain']:8.3f} {t['maps'] / t['plain']:10.3f} {t['rollout'] / t['plain']:13.3f}"
-              f" {t['explicit'] / t['plain']:14.3f} {mem['plain']:9.0f} {mem['maps']:8.0f} {mem['rollout']:11.0f}"
-              f" {mem['explicit']:12.0f} {mem['maps'] / max(mem['plain'], 1e-9):16.3f}", flush=True)
+        r = {m: t[m] / t["plain"] for m in METHODS}
+        print(("{:28s} {:5d} {:5d} {:8.3f}" + " {:7.3f}" * 4 + " {:8.0f}" * 5 + " {:10.3f}" * 2).format(
+            name, size, n, t["plain"], r["rows"], r["maps"], r["rollout"], r["explicit"],
+            *(mem[m] for m in METHODS), mem["rows"] / max(mem["plain"], 1e-9), mem["maps"] / max(mem["plain"], 1e-9)),
+            flush=True)
 
 
 if __name__ == "__main__":
