@@ -19,6 +19,7 @@ import tempfile
 import time
 import uuid
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -308,7 +309,8 @@ def write_outputs(
     hour are removed.
     """
     d = _new_dir(Path(root) if root else OUTPUT_ROOT)
-    encoded = {t.name: png_bytes(t.image) for t in ts}
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:  # zlib releases the GIL
+        encoded = dict(zip((t.name for t in ts), pool.map(png_bytes, (t.image for t in ts))))
     paths = []
     for name, data in encoded.items():
         p = d / f"{name}.png"
