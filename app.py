@@ -13,7 +13,6 @@ import os
 
 import gradio as gr
 
-import attention
 from attention.errors import AttentionError
 from attention import models as vit_models, render as vit_render, session as vit_session, views as vit_views
 from attention import retrieval as mnist_retrieval, retrieval_views as mnist_views

@@ -148,7 +148,7 @@ def table_html(a: np.ndarray, rows: str = "q", cols: str = "k") -> str:
     head = "".join(f"<th>{cols}{j + 1}</th>" for j in range(a.shape[1]))
     body = "".join(
         f"<tr><th>{rows}{i + 1}</th>" + "".join(
-            f"<td class='qkv-inf'>−inf</td>" if np.isneginf(x) else f"<td>{format_number(x)}</td>" for x in row)
+            "<td class='qkv-inf'>−inf</td>" if np.isneginf(x) else f"<td>{format_number(x)}</td>" for x in row)
         + "</tr>" for i, row in enumerate(a))
     return f"<div class='qkv-tab'><table><tr><th></th>{head}</tr>{body}</table></div>"
 

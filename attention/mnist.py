@@ -9,7 +9,6 @@ Burges, CC BY-SA 3.0 (see examples/CREDITS.md).
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attention import net
 from attention.errors import ImageError
 
 SUBSET_PATH = Path(__file__).resolve().parent.parent / "examples" / "mnist_5k.npz"
@@ -60,7 +60,6 @@ def load_full(root: str | os.PathLike | None = None, download: bool = True) -> D
 
 
 MNIST_HOST = ("ossci-datasets.s3.amazonaws.com", 443)  # where torchvision downloads MNIST from
-_reachable: dict[tuple[str, int], bool] = {}
 
 
 def cache_root() -> Path:
@@ -68,28 +67,11 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "attention-explorer"
 
 
-def offline() -> bool:
-    """True when ATTENTION_OFFLINE or HF_HUB_OFFLINE is set to 1/true/yes: never touch the network."""
-    return any(os.environ.get(v, "").strip().lower() in {"1", "true", "yes", "on"}
-               for v in ("ATTENTION_OFFLINE", "HF_HUB_OFFLINE"))
-
-
-def _host_reachable(host: tuple[str, int] = MNIST_HOST, timeout: float = 1.5) -> bool:
-    """One short TCP connect per process (the answer is remembered): no long network time-outs."""
-    if host not in _reachable:
-        try:
-            with socket.create_connection(host, timeout=timeout):
-                _reachable[host] = True
-        except OSError:
-            _reachable[host] = False
-    return _reachable[host]
-
-
 @lru_cache(maxsize=1)
 def load_digits(prefer_full: bool = True) -> Digits:
     """The full MNIST training set when it is cached or quickly downloadable, else the subset.
 
-    Order: (1) already in the cache: no network at all; (2) not offline (see `offline`) and
+    Order: (1) already in the cache: no network at all; (2) not offline (see `net.offline`) and
     the download host answers a 1.5 s connect: download it (about 11 MB); (3) the 5,000
     shipped digits. `Digits.source` says which one is in use.
     """
@@ -98,7 +80,7 @@ def load_digits(prefer_full: bool = True) -> Digits:
             return load_full(download=False)
         except (OSError, RuntimeError):
             pass
-        if not offline() and _host_reachable():
+        if not net.offline() and net.reachable(*MNIST_HOST):
             try:
                 return load_full(download=True)
             except (OSError, RuntimeError):  # network flaked mid-download: fall back

@@ -12,15 +12,14 @@ exception is `mnist_vit`, a small ViT trained here whose weights ship in `weight
 from __future__ import annotations
 
 import json
-import socket
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
 import torch
 
+from attention import net
 from attention.errors import ModelLoadError
 
 WEIGHTS_DIR = Path(__file__).resolve().parent.parent / "weights"
@@ -133,9 +132,6 @@ def is_cached(name: str) -> bool:
     )
 
 
-_reach: dict[str, tuple[float, bool]] = {}
-
-
 def hub_reachable(timeout: float = 1.5) -> bool:
     """Whether the Hugging Face Hub can be reached: False at once under HF_HUB_OFFLINE=1,
     else one short TCP connect, remembered for a minute (no long time-outs on each request)."""
@@ -143,17 +139,7 @@ def hub_reachable(timeout: float = 1.5) -> bool:
 
     if constants.HF_HUB_OFFLINE:
         return False
-    host = urlparse(constants.ENDPOINT).hostname or ""
-    now = time.monotonic()
-    if host in _reach and now - _reach[host][0] < 60:
-        return _reach[host][1]
-    try:
-        socket.create_connection((host, 443), timeout=timeout).close()
-        ok = True
-    except OSError:
-        ok = False
-    _reach[host] = (now, ok)
-    return ok
+    return net.reachable(urlparse(constants.ENDPOINT).hostname or "", 443, timeout=timeout)
 
 
 def available(name: str) -> bool:
@@ -290,5 +276,5 @@ def clear_cache() -> None:
     """Forget every loaded model (tests; freeing memory)."""
     with _lock:
         _cache.clear()
-    _reach.clear()
+    net.forget()
 

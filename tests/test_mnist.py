@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attention import mnist
+from attention import mnist, net
 from attention.errors import ImageError
 
 
@@ -19,8 +19,8 @@ def no_network(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("tried to use the network")
 
-    monkeypatch.setattr(mnist.socket, "create_connection", refuse)
-    monkeypatch.setattr(mnist, "_reachable", {})
+    monkeypatch.setattr(net.socket, "create_connection", refuse)
+    monkeypatch.setattr(net, "_seen", {})
     mnist.load_digits.cache_clear()
     yield
     mnist.load_digits.cache_clear()
@@ -61,14 +61,14 @@ def test_unreachable_host_is_probed_once_then_the_subset_is_used(monkeypatch):
     monkeypatch.delenv("ATTENTION_OFFLINE", raising=False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(mnist, "load_full", _not_cached)
-    monkeypatch.setattr(mnist, "_reachable", {})
+    monkeypatch.setattr(net, "_seen", {})
     probes = []
 
     def unreachable(host, timeout):
         probes.append(timeout)
         raise OSError("unreachable")
 
-    monkeypatch.setattr(mnist.socket, "create_connection", unreachable)
+    monkeypatch.setattr(net.socket, "create_connection", unreachable)
     for _ in range(3):
         mnist.load_digits.cache_clear()
         assert "subset" in mnist.load_digits().source
