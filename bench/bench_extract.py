@@ -150,7 +150,7 @@ def main() -> None:
     for name, size in CONFIGS[:1] if args.quick else CONFIGS:
         patch = 8 if "patch8" in name else 16
         n = (size // patch) ** 2 + 1
-        reps = 15 if n < 300 else 7 if n < 1000 else 5
+        reps = 15 if n < 300 else 9
         t = times(name, size, reps)
         mem = {m: memory(name, size, m) for m in METHODS}
         r = {m: t[m] / t["plain"] for m in METHODS}
