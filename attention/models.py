@@ -169,7 +169,7 @@ def load_vit(
     timm_name, spec = resolve(name)
     device = torch.device(device) if device is not None else default_device()
     dtype = dtype or default_dtype(device)
-    key = (spec.alias if spec else timm_name, str(device), str(dtype))
+    key = (_cache_name(timm_name, spec), str(device), str(dtype))
     with _lock:  # one load per key, even when two visitors ask at once
         if key not in _cache:
             model = _load_local(spec.alias) if spec and spec.timm_name == "local" else _load_hub(timm_name)
@@ -179,6 +179,20 @@ def load_vit(
                 model.auto_resolution = 480
             _cache[key] = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
         return _cache[key]
+
+
+def _cache_name(timm_name: str, spec: ModelSpec | None) -> str:
+    return spec.alias if spec else timm_name
+
+
+def is_loaded(name: str) -> bool:
+    """True when `name` is already loaded (on any device): `load_vit` will not load it again.
+    False for unknown names."""
+    try:
+        cname = _cache_name(*resolve(name))
+    except ModelLoadError:
+        return False
+    return any(k[0] == cname for k in _cache)
 
 
 def _check_vit(model: torch.nn.Module, name: str) -> torch.nn.Module:

@@ -24,8 +24,8 @@ from torch import nn
 
 from attention.errors import InputError, ModelLoadError
 from attention.mnist import MEAN, STD
+from attention.models import WEIGHTS_DIR
 
-WEIGHTS_DIR = Path(__file__).resolve().parent.parent / "weights"
 MODEL_NAMES = ("lab", "cnn")
 
 

@@ -22,10 +22,10 @@ from typing import Callable
 
 import numpy as np
 
-from attention.errors import AttentionError, InputError
+from attention.errors import InputError
 from attention.extract import AttentionMaps, Query, attention_maps, rollout_map
 from attention.images import ImageSource
-from attention.models import DEFAULT_MODEL, OFFLINE_MODEL, REGISTRY, available, hub_id, load_vit, resolve
+from attention.models import DEFAULT_MODEL, OFFLINE_MODEL, REGISTRY, available, hub_id, is_loaded, load_vit
 
 Progress = Callable[[float, str], None]  # (fraction 0..1, description)
 
@@ -133,17 +133,6 @@ def depth(model: str) -> tuple[int, int]:
     return len(vit.blocks), int(vit.blocks[0].attn.num_heads)
 
 
-def _loaded(model: str) -> bool:
-    from attention import models
-
-    try:
-        name, spec = resolve(model)
-    except AttentionError:
-        return False
-    alias = spec.alias if spec else name
-    return any(k[0] == alias for k in models._cache)
-
-
 @dataclass
 class Pass:
     """A cached forward pass (see the module docstring). `base` has the CLS query and q/k kept."""
@@ -212,7 +201,7 @@ def run(
     if isinstance(resolution, str) and resolution.strip().lower() == "auto":
         res_arg = "auto"
     if progress is not None:
-        progress(0.05, f"Loading {model}…" if not _loaded(model) else f"Running {model}…")
+        progress(0.05, f"Loading {model}…" if not is_loaded(model) else f"Running {model}…")
     res, device = forward(model, image, res_arg)
     if progress is not None:
         progress(0.9, "Rendering…")

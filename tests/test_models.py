@@ -115,3 +115,12 @@ def test_mnist_vit_ships_and_classifies_heldout_digits():
     with torch.no_grad():
         acc = (model(x).argmax(-1).numpy() == d.labels[held]).mean()
     assert acc >= 0.95, acc
+
+
+def test_is_loaded_follows_the_cache_without_loading():
+    from attention import models
+
+    models.clear_cache()
+    assert not models.is_loaded("mnist_vit") and not models.is_loaded("no_such_model")
+    load_vit("mnist_vit", device="cpu")
+    assert models.is_loaded("mnist_vit")
