@@ -72,7 +72,8 @@ def startup_model(default: str = DEFAULT_MODEL, fallback: str = OFFLINE_MODEL) -
 
 
 def file_digest(src: ImageSource) -> str:
-    """A content digest of an image source (sha1 of the file or bytes; identity for other objects)."""
+    """A content digest of an image source: sha1 of the file, the bytes, or the pixels with their
+    shape and mode (never an object's identity, which Python reuses once an object is freed)."""
     if isinstance(src, (str, os.PathLike)):
         h = hashlib.sha1()
         try:
@@ -84,7 +85,10 @@ def file_digest(src: ImageSource) -> str:
         return h.hexdigest()
     if isinstance(src, (bytes, bytearray)):
         return hashlib.sha1(src).hexdigest()
-    return f"obj:{id(src)}"
+    if isinstance(src, np.ndarray):
+        a = np.ascontiguousarray(src)
+        return hashlib.sha1(f"{a.shape}{a.dtype}".encode() + a.tobytes()).hexdigest()
+    return hashlib.sha1(f"{src.size}{src.mode}".encode() + src.tobytes()).hexdigest()  # PIL image
 
 
 def parse_query(row: float | int | None, col: float | int | None) -> Query:

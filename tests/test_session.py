@@ -157,3 +157,20 @@ def test_gpu_is_a_no_op_without_spaces_and_wraps_with_spaces_gpu(monkeypatch):
 
 def test_depth_reads_layers_and_heads_without_a_forward(forwards):
     assert session.depth("mnist_vit") == (4, 4) and not forwards
+
+
+def test_file_digest_follows_content_not_identity(tmp_path):
+    from PIL import Image
+
+    from attention.session import file_digest
+
+    a = np.zeros((8, 8, 3), np.uint8)
+    b = a.copy()
+    assert file_digest(a) == file_digest(b)
+    b[0, 0, 0] = 1
+    assert file_digest(a) != file_digest(b)
+    assert file_digest(a) != file_digest(a.reshape(8, 24))  # same bytes, other shape
+    assert file_digest(Image.fromarray(a)) == file_digest(Image.fromarray(a.copy()))
+    p = tmp_path / "a.png"
+    Image.fromarray(a).save(p)
+    assert file_digest(p) == file_digest(str(p)) == file_digest(p.read_bytes())
