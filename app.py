@@ -246,25 +246,31 @@ def vit_tab() -> None:
         a_thr = gr.Number(0.6, label="threshold")
         a_qr = gr.Number(None, label="query_row")
         a_qc = gr.Number(None, label="query_col")
-        a_gallery = gr.Gallery(format="png", label="overlays")
+        a_sheet = gr.Image(format="png", type="filepath", label="overlays")
         a_file = gr.File(label="maps")
+        a_info = gr.JSON(label="info")
         a_btn = gr.Button("attention_maps")
 
     @user_errors
     def attention_maps(image, model=s.model, layer=-1, resolution="auto", view="heads", threshold=0.6,
                        query_row=None, query_col=None):
-        """Attention maps of one image: returns the overlays (PNGs with captions) and one .npz with the
-        raw float32 maps and the same PNGs. query_row/query_col empty = the CLS token."""
+        """Attention maps of one image. Returns (overlays, maps, info): one PNG sheet of the captioned
+        overlays (one per head then their mean, or the chosen view); one .npz of the raw float32
+        maps, scores, weights and the image they were computed on; a dict of the facts (model,
+        grid, layer, query, tiles with captions). query_row/query_col both empty = the CLS token."""
         query = vit_session.parse_query(query_row, query_col)
-        vit_views.check_view(view)
-        vit_views.check_style(0.6 if threshold is None else threshold, 0.6, "inferno")
+        view = vit_views.check_view(view)
+        threshold = 0.6 if threshold is None else threshold
+        vit_views.check_style(threshold, 0.6, "inferno")
         layer = vit_session.parse_index(-1 if layer is None else layer, "Layer")
-        p = vit_session.run(image, model, resolution)
-        f = vit_views.frame(p, query=query, layer=layer, view=view,
-                            threshold=0.6 if threshold is None else threshold, with_query_image=False)
-        return list(zip(f.outputs.pngs, f.outputs.captions)), f.outputs.npz
+        # one request, one query: the forward records that query's rows and keeps q/k only for rollout
+        p = vit_session.run(image, model, resolution, query=query, keep_qk=view == "rollout")
+        f = vit_views.frame(p, query=query, layer=layer, view=view, threshold=threshold,
+                            with_query_image=False, sheet_only=True)
+        info = vit_views.describe(f.res, f.outputs, model=p.model, device=p.device, view=view, threshold=threshold)
+        return f.outputs.sheet, f.outputs.npz, info
 
-    a_btn.click(attention_maps, [a_img, a_model, a_layer, a_res, a_view, a_thr, a_qr, a_qc], [a_gallery, a_file],
+    a_btn.click(attention_maps, [a_img, a_model, a_layer, a_res, a_view, a_thr, a_qr, a_qc], [a_sheet, a_file, a_info],
                 api_name="attention_maps", api_visibility="public")
 
 
@@ -654,6 +660,16 @@ with gr.Blocks(title="Attention Explorer") as demo:
         calculator_tab()
 
 demo.queue(default_concurrency_limit=2)  # 2 cores: two requests compute at once, the rest wait
+# Gradio's queue looks for new jobs every 1 ms; in the server's process that loop slows torch by
+# about a tenth on a 2-core CPU (bench/bench_app_roundtrip.py --compare-poll). Every 10 ms costs a
+# job at most 10 ms of waiting. ATTENTION_QUEUE_POLL sets the seconds (Gradio's own value: 0.001).
+try:
+    QUEUE_POLL = float(os.environ.get("ATTENTION_QUEUE_POLL", "0.01"))
+except ValueError:
+    raise SystemExit(f"ATTENTION_QUEUE_POLL={os.environ['ATTENTION_QUEUE_POLL']!r} is not a number of seconds; "
+                     "accepted: e.g. 0.01 (the default) or 0.001 (Gradio's own).") from None
+if hasattr(demo._queue, "sleep_when_free"):  # a private attribute of Gradio 6's Queue: set only if there
+    demo._queue.sleep_when_free = QUEUE_POLL
 
 
 if __name__ == "__main__":

@@ -43,7 +43,8 @@ def write_outputs(res, out: Path, *, threshold: float, cmap: str) -> None:
     """img.png, head_XX.png, mean.png, mask_XX.png (the app's tiles) and attention.npz (`res.arrays`)."""
     import numpy as np
 
-    from attention.views import png_bytes, tiles
+    from attention.render import png_bytes
+    from attention.views import tiles
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "img.png").write_bytes(png_bytes(np.asarray(res.image)))

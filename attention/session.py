@@ -124,10 +124,12 @@ def parse_index(value: float | int | str, what: str = "Layer") -> int:
 
 
 @gpu
-def forward(model: str, image: ImageSource, resolution: int | str | None) -> tuple[AttentionMaps, str]:
-    """One forward pass of `image` through `model` (CLS query, q/k kept) and the device it ran on."""
+def forward(model: str, image: ImageSource, resolution: int | str | None, query: Query = "cls",
+            keep_qk: bool = True) -> tuple[AttentionMaps, str]:
+    """One forward pass of `image` through `model` (rows of `query`, q/k kept unless told not to)
+    and the device it ran on."""
     vit = load_vit(model)
-    res = attention_maps(vit, image, resolution=resolution, keep_qk=True)
+    res = attention_maps(vit, image, resolution=resolution, query=query, keep_qk=keep_qk)
     return res, str(next(vit.parameters()).device)
 
 
@@ -187,8 +189,16 @@ def run(
     resolution: int | str | None = "auto",
     previous: Pass | None = None,
     progress: Progress | None = None,
+    *,
+    query: Query = "cls",
+    keep_qk: bool = True,
 ) -> Pass:
     """The Pass of (image, model, resolution): `previous` when it has that key, else a new forward.
+
+    query, keep_qk: the token whose rows the forward records, and whether it keeps every layer's
+    q/k. The defaults suit a session (any query, rollout, later). A one-off request that knows its
+    query and needs no rollout passes `query=` and `keep_qk=False`: the pass is then cheaper, and
+    it answers only that query (`Pass.at` of another raises InputError).
 
     Raises InputError when there is no image, and the engine's typed errors (ImageError,
     ModelLoadError, InputError) for bad images, models and resolutions.
@@ -199,14 +209,15 @@ def run(
     if not model:
         raise InputError(f"No model given; accepted: {', '.join(REGISTRY)}, a timm ViT name or 'hf-hub:org/repo'.")
     key = pass_key(image, model, resolution)
-    if previous is not None and previous.key == key:
+    if previous is not None and previous.key == key and (
+            previous.base.qk is not None or (not keep_qk and previous.base.query == query)):
         return previous
     res_arg: int | str | None = resolution
     if isinstance(resolution, str) and resolution.strip().lower() == "auto":
         res_arg = "auto"
     if progress is not None:
         progress(0.05, f"Loading {model}…" if not is_loaded(model) else f"Running {model}…")
-    res, device = forward(model, image, res_arg)
+    res, device = forward(model, image, res_arg, query, keep_qk)
     if progress is not None:
         progress(0.9, "Rendering…")
     return Pass(key=key, model=model, base=res, device=device)

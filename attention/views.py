@@ -12,7 +12,6 @@ encoded to PNG once and both served and packed into the download.
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import tempfile
@@ -28,7 +27,7 @@ from PIL import Image
 
 from attention.errors import InputError
 from attention.extract import AttentionMaps, Query, threshold_masks
-from attention.render import colormap, mark_patch, mask_overlay, overlay, upsample
+from attention.render import colormap, grid, mark_patch, mask_overlay, overlay, overlays, png_bytes, upsample
 from attention.session import Pass
 
 VIEWS: dict[str, str] = {
@@ -38,6 +37,7 @@ VIEWS: dict[str, str] = {
     "masks": "Threshold masks",
 }
 MIN_DISPLAY = 224  # px: smaller images (MNIST's 28) are shown enlarged by a whole factor
+SHEET_TILE = 448  # px: longest side of a tile on the contact sheet (larger tiles are reduced by a whole factor)
 QUERY_COLOR = (0, 255, 255)  # cyan square around the query patch
 
 
@@ -78,11 +78,20 @@ def display_scale(res: AttentionMaps) -> int:
     return max(1, -(-MIN_DISPLAY // min(w, h)))
 
 
-def _finish(img: np.ndarray, res: AttentionMaps, scale: int) -> np.ndarray:
+def _finish(img: np.ndarray, res: AttentionMaps, scale: int, shrink: int = 1) -> np.ndarray:
+    """Enlarge by `scale` (or, drawn `shrink` times smaller, leave as is) and mark the query patch."""
     out = upsample(img, scale) if scale > 1 else img
     if not isinstance(res.query, str):
-        out = mark_patch(out, res.query, res.patch_size * scale, color=QUERY_COLOR)
+        out = mark_patch(out, res.query, res.patch_size * scale // shrink, color=QUERY_COLOR)
     return np.ascontiguousarray(out)
+
+
+def sheet_shrink(res: AttentionMaps, max_side: int = SHEET_TILE) -> int:
+    """The whole factor that brings `res`'s tiles to `max_side` px or less for a contact sheet,
+    when it divides the patch size (so `tiles(..., shrink=k)` can draw them small); else 1."""
+    w, h = res.image.size
+    k = max(1, -(-max(w, h) * display_scale(res) // max_side))
+    return k if display_scale(res) == 1 and res.patch_size % k == 0 else 1
 
 
 def _prefix_names(res: AttentionMaps) -> list[str]:
@@ -103,6 +112,7 @@ def tiles(
     threshold: float = 0.6,
     alpha: float = 0.6,
     cmap: str = "inferno",
+    shrink: int = 1,
 ) -> list[Tile]:
     """The pictures of `view` for `res` (its query and layer), the query patch marked.
 
@@ -110,28 +120,33 @@ def tiles(
     rollout: the rollout map (pass `rollout`, (gh, gw), from `Pass.rollout`);
     masks: per head, the patches holding `threshold` of its attention (DINO's masks).
     Each map is min-max scaled on its own (colour = where a head looks, not how much).
+    Tiles are the image's size times `display_scale(res)`; `shrink` > 1 (a divisor of the patch
+    size, see `sheet_shrink`) draws them that many times smaller, on the box-averaged image.
     """
     view = check_view(view)
     check_style(threshold, alpha, cmap)
     s = display_scale(res)
-    img = np.asarray(res.image, dtype=np.uint8)
+    if shrink > 1 and (s > 1 or res.patch_size % shrink):
+        raise InputError(f"Cannot draw {res.patch_size} px patches {shrink} times smaller; use sheet_shrink(res).")
+    img = np.asarray(res.image if shrink == 1 else res.image.reduce(shrink), dtype=np.uint8)
 
-    def ov(m: np.ndarray) -> np.ndarray:
-        return _finish(overlay(img, m, alpha=alpha, cmap=cmap), res, s)
+    def fin(a: np.ndarray) -> np.ndarray:
+        return _finish(a, res, s, shrink)
 
     if view == "heads":
-        out = [Tile(ov(m), f"head {h} · {_share_caption(res, h)}", f"head_{h:02d}") for h, m in enumerate(res.maps)]
-        return out + [Tile(ov(res.mean), "mean of heads", "mean")]
+        ims = [fin(o) for o in overlays(img, np.concatenate([res.maps, res.mean[None]]), alpha=alpha, cmap=cmap)]
+        out = [Tile(ims[h], f"head {h} · {_share_caption(res, h)}", f"head_{h:02d}") for h in range(len(res.maps))]
+        return out + [Tile(ims[-1], "mean of heads", "mean")]
     if view == "mean":
-        return [Tile(ov(res.mean), f"mean of {res.maps.shape[0]} heads", "mean")]
+        return [Tile(fin(overlay(img, res.mean, alpha=alpha, cmap=cmap)), f"mean of {res.maps.shape[0]} heads", "mean")]
     if view == "rollout":
         if rollout is None:
             raise InputError("The rollout view needs the rollout map: compute it with Pass.rollout(query, layer).")
-        return [Tile(ov(rollout), f"rollout through layers 0-{res.layer}", "rollout")]
+        return [Tile(fin(overlay(img, rollout, alpha=alpha, cmap=cmap)), f"rollout through layers 0-{res.layer}", "rollout")]
     masks = threshold_masks(res.maps, threshold)
     n = masks[0].size
     return [
-        Tile(_finish(mask_overlay(img, m), res, s), f"head {h} · {int(m.sum())}/{n} patches hold {threshold:.0%}", f"mask_{h:02d}")
+        Tile(fin(mask_overlay(img, m)), f"head {h} · {int(m.sum())}/{n} patches hold {threshold:.0%}", f"mask_{h:02d}")
         for h, m in enumerate(masks)
     ]
 
@@ -141,6 +156,16 @@ def query_image(res: AttentionMaps, *, rollout: np.ndarray | None = None, alpha:
     enlarged by `display_scale(res)`. uint8 (H*s, W*s, 3)."""
     m = res.mean if rollout is None else rollout
     return _finish(overlay(np.asarray(res.image, dtype=np.uint8), m, alpha=alpha, cmap=cmap), res, display_scale(res))
+
+
+def sheet(ts: list[Tile], *, max_side: int = SHEET_TILE, ncols: int = 4) -> np.ndarray:
+    """All tiles on one captioned contact sheet, uint8 (H, W, 3): rows of `ncols`, each tile
+    reduced by the smallest whole factor (box average) that brings its longer side to `max_side`
+    or less. One picture to look at; the full-size tiles are the PNGs."""
+    h, w = ts[0].image.shape[:2]
+    k = max(1, -(-max(h, w) // max_side))
+    small = [t.image if k == 1 else np.asarray(Image.fromarray(t.image).reduce(k)) for t in ts]
+    return grid(small, ncols=min(ncols, len(ts)), labels=[t.caption for t in ts])
 
 
 def patch_at(x: float, y: float, res: AttentionMaps) -> tuple[int, int]:
@@ -230,22 +255,21 @@ OUTPUT_ROOT = Path(tempfile.gettempdir()) / "attention-explorer"
 KEEP_SECONDS = 3600
 
 
-def png_bytes(img: np.ndarray) -> bytes:
-    """Lossless PNG encoding of uint8 (H, W, 3), tuned for speed (zlib level 1)."""
-    buf = io.BytesIO()
-    Image.fromarray(img).save(buf, format="PNG", compress_level=1)
-    return buf.getvalue()
+_last_sweep: dict[Path, float] = {}
 
 
 def _new_dir(root: Path) -> Path:
+    """A fresh folder under `root`; at most once a minute per root, folders older than KEEP_SECONDS go."""
     root.mkdir(parents=True, exist_ok=True)
     now = time.time()
-    for old in root.iterdir():  # forget outputs older than an hour
-        try:
-            if now - old.stat().st_mtime > KEEP_SECONDS:
-                shutil.rmtree(old, ignore_errors=True)
-        except OSError:
-            pass
+    if now - _last_sweep.get(root, 0.0) > 60:
+        _last_sweep[root] = now
+        for old in root.iterdir():
+            try:
+                if now - old.stat().st_mtime > KEEP_SECONDS:
+                    shutil.rmtree(old, ignore_errors=True)
+            except OSError:
+                pass
     d = root / uuid.uuid4().hex
     d.mkdir()
     return d
@@ -253,11 +277,14 @@ def _new_dir(root: Path) -> Path:
 
 @dataclass(frozen=True)
 class Outputs:
-    """Files of one render: one PNG per tile (in tile order) and the download archive."""
+    """Files of one render: one PNG per tile (in tile order), the download archive and,
+    when asked for, the contact sheet PNG (see `sheet`)."""
 
-    pngs: list[str]
+    pngs: list[str]  # empty when written sheet_only
     captions: list[str]
+    names: list[str]  # file-safe tile names: the .npz holds png/<name>.png
     npz: str
+    sheet: str | None = None
 
 
 def maps_arrays(res: AttentionMaps, *, model: str, view: str, threshold: float, rollout: np.ndarray | None = None) -> dict[str, np.ndarray]:
@@ -289,7 +316,7 @@ at the selected layer; mean (gh, gw); layers (L, H, gh, gw); scores and weights 
 tokens (prefix tokens first: CLS, then registers), raw scores and their softmax; prefix_share (L, H);
 masks (H, gh, gw) bool; image (gh*p, gw*p, 3) uint8; query (2,) row, col (-1, -1 = CLS); layer;
 patch_size; num_prefix_tokens; threshold; model; view; rollout (gh, gw) when the view is rollout.
-Pictures: png/*.png (unzip this file), exactly the overlays shown.
+Pictures (in the app's download): png/*.png (unzip this file), exactly the overlays shown.
 """
 
 
@@ -302,25 +329,47 @@ def write_outputs(
     threshold: float,
     rollout: np.ndarray | None = None,
     root: str | os.PathLike | None = None,
+    sheet_only: bool = False,
 ) -> Outputs:
-    """Encode the tiles to PNG once; write them as files and, with the raw maps, into one .npz.
+    """The files of one render, in a fresh folder under `root` (default: the temp dir; folders
+    older than an hour are removed).
 
-    Files go to a fresh folder under `root` (default: the temp dir); folders older than an
-    hour are removed.
+    Default (the app's view and download): each tile as a PNG file, and one .npz holding the raw
+    maps and the same PNG bytes (each tile is encoded once). `sheet_only` (an API answer): one
+    contact-sheet PNG (`sheet`) and an .npz of the raw arrays alone, from which every overlay can
+    be remade exactly (`render.overlay(d["image"], d["maps"][h])`).
     """
     d = _new_dir(Path(root) if root else OUTPUT_ROOT)
-    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:  # zlib releases the GIL
-        encoded = dict(zip((t.name for t in ts), pool.map(png_bytes, (t.image for t in ts))))
-    paths = []
-    for name, data in encoded.items():
-        p = d / f"{name}.png"
-        p.write_bytes(data)
-        paths.append(os.fspath(p))
+    paths, encoded, sheet_path = [], {}, None
+    if sheet_only:
+        sheet_path = d / "sheet.png"
+        sheet_path.write_bytes(png_bytes(sheet(ts), threads=min(4, os.cpu_count() or 1)))
+    else:
+        with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:  # zlib releases the GIL
+            encoded = dict(zip((t.name for t in ts), pool.map(png_bytes, (t.image for t in ts))))
+        for name, data in encoded.items():
+            p = d / f"{name}.png"
+            p.write_bytes(data)
+            paths.append(os.fspath(p))
     q = "cls" if isinstance(res.query, str) else f"r{res.query[0]}c{res.query[1]}"
     safe_model = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model)[:60]
     npz = save_npz(d / f"attention_{safe_model}_L{res.layer}_{q}_{view}.npz",
                    maps_arrays(res, model=model, view=view, threshold=threshold, rollout=rollout), encoded)
-    return Outputs(paths, [t.caption for t in ts], npz)
+    return Outputs(paths, [t.caption for t in ts], [t.name for t in ts], npz, sheet_path and os.fspath(sheet_path))
+
+
+def describe(res: AttentionMaps, out: Outputs, *, model: str, device: str, view: str, threshold: float) -> dict:
+    """The facts of one render as JSON-ready data (what `details` says in prose): model, device,
+    patch size, grid [gh, gw], tokens, layer, query ("cls" or [row, col]), view, the input size
+    [w, h], the forward's milliseconds, and each tile's name and caption, in order."""
+    L, H, N = res.weights.shape
+    return {
+        "model": model, "device": device, "patch_size": res.patch_size, "grid": list(res.grid), "tokens": N,
+        "num_prefix_tokens": res.num_prefix_tokens, "num_layers": L, "num_heads": H, "layer": res.layer,
+        "query": res.query if isinstance(res.query, str) else list(res.query), "view": view,
+        "threshold": float(threshold), "input_size": list(res.image.size), "forward_ms": round(res.seconds * 1000, 1),
+        "tiles": [{"name": n, "caption": c} for n, c in zip(out.names, out.captions)],
+    }
 
 
 
@@ -349,8 +398,10 @@ def frame(
     cmap: str = "inferno",
     with_query_image: bool = True,
     root: str | os.PathLike | None = None,
+    sheet_only: bool = False,
 ) -> Frame:
     """Compose one view of a cached pass `p` (no forward pass): tiles, files, texts, scores.
+    `sheet_only`: a contact sheet and the raw arrays instead of tile files (see `write_outputs`).
 
     Raises InputError for a bad view, style, layer, head or query (each message says what is accepted).
     """
@@ -359,8 +410,10 @@ def frame(
     res = p.at(query, layer)
     roll = p.rollout(res.query, res.layer) if view == "rollout" else None
     summary, rows = scores_table(res, head)
-    ts = tiles(res, view, rollout=roll, threshold=threshold, alpha=alpha, cmap=cmap)
-    out = write_outputs(res, ts, model=p.model, view=view, threshold=threshold, rollout=roll, root=root)
+    shrink = sheet_shrink(res) if sheet_only else 1  # the sheet's tiles are drawn small, not drawn then reduced
+    ts = tiles(res, view, rollout=roll, threshold=threshold, alpha=alpha, cmap=cmap, shrink=shrink)
+    out = write_outputs(res, ts, model=p.model, view=view, threshold=threshold, rollout=roll, root=root,
+                        sheet_only=sheet_only)
     qpng = None
     if with_query_image:
         qpng = os.path.join(os.path.dirname(out.npz), "query.png")

@@ -1,15 +1,19 @@
 """App round trip vs bare extraction: one `/attention_maps` request at 480 px on CPU.
 
-    python bench/bench_app_roundtrip.py [--repeats 5] [--image examples/photos/chelsea.jpg]
+    python bench/bench_app_roundtrip.py [--repeats 15] [--image examples/photos/chelsea.jpg] [--compare-poll]
 
-Times (median of --repeats, after one warm-up each):
-  bare  = attention_maps(load_vit("dino_vits16"), image, resolution=480)
-  trip  = gradio_client `predict(image, model="dino_vits16", resolution="480", api_name="/attention_maps")`
-          on the app launched in-process: upload, queue, forward pass, rendering of the per-head
-          PNG overlays and the .npz, and the client's download of all of them.
-and prints ratio = trip / bare (target <= 1.5: rendering must not dominate), once with the client
-fetching every output file (gradio_client's default: one HTTP GET per file, in turn) and once with
-`download_files=False` (the client gets the files' URLs), which isolates the app's own work.
+The app runs as users run it, `python app.py`, in its own process; this process is the client.
+Times (median of --repeats rounds, calls interleaved, after one warm-up each):
+  bare  = attention_maps(load_vit("dino_vits16"), image, resolution=480), here (no server in this process)
+  trip  = gradio_client `predict(image, model="dino_vits16", resolution="480", api_name="/attention_maps")`:
+          upload, queue, forward pass, the overlays drawn onto one contact-sheet PNG, the .npz of raw
+          arrays, and the client's download of both files (gradio_client's default);
+  urls  = the same with `Client(download_files=False)` (the client gets the files' URLs);
+  floor = a `/calculate` call on 1x1 matrices: gradio_client's own cost per call on this machine.
+and prints ratio = trip / bare (target <= 1.5: rendering must not dominate), with the median of
+the per-round ratios as a check on this noisy machine.
+--compare-poll also starts a second server with Gradio's own queue poll (ATTENTION_QUEUE_POLL=0.001,
+see app.py) and times the same request there.
 
 When the real DINO ViT-S/16 weights are not in the HF cache, it builds a temporary HF cache
 holding a *random-weight* `vit_small_patch16_224.dino` in the hub's layout (same architecture,
@@ -20,10 +24,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,35 +52,59 @@ def fake_hub_cache(home: Path) -> None:
     add_to_hub_cache(REPO, {"model.safetensors": data}, cache_dir=home / "hub")
 
 
-def median_times(fns, repeats: int) -> list[float]:
-    """Median wall time of each fn, calls interleaved (a, b, a, b, ...) so load drift hits both alike."""
+def interleaved_times(fns, repeats: int) -> list[list[float]]:
+    """Wall times of each fn over `repeats` rounds, calls interleaved (a, b, a, b, ...) so load
+    drift hits all alike; one warm-up call each first (model load, first-call costs)."""
     for fn in fns:
-        fn()  # warm-up (model load, first-call costs)
+        fn()
     times = [[] for _ in fns]
     for _ in range(repeats):
         for fn, ts in zip(fns, times):
             t = time.perf_counter()
             fn()
             ts.append(time.perf_counter() - t)
-    return [statistics.median(ts) for ts in times]
+    return times
+
+
+def start_app(env: dict[str, str], timeout: float = 180) -> tuple[subprocess.Popen, str]:
+    """`python app.py` on a free local port; returns (process, url) once the page answers."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env={**env, "GRADIO_SERVER_PORT": str(port)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"app.py exited with code {proc.returncode} before serving")
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+            return proc, url
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise SystemExit(f"app.py did not answer at {url} within {timeout:.0f} s")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--image", default=str(ROOT / "examples" / "photos" / "chelsea.jpg"))
+    ap.add_argument("--compare-poll", action="store_true", help="also time a server with Gradio's 1 ms queue poll")
     args = ap.parse_args()
 
-    os.environ.setdefault("GRADIO_TEMP_DIR", tempfile.mkdtemp(prefix="bench-gradio-"))
-    os.environ.setdefault("GRADIO_EXAMPLES_CACHE", tempfile.mkdtemp(prefix="bench-examples-"))
-    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False",
+           "GRADIO_TEMP_DIR": tempfile.mkdtemp(prefix="bench-gradio-"),
+           "GRADIO_EXAMPLES_CACHE": tempfile.mkdtemp(prefix="bench-examples-")}
     from huggingface_hub import try_to_load_from_cache
 
     if isinstance(try_to_load_from_cache(REPO, "model.safetensors"), str):
         weights = f"real {REPO} weights from the HF cache"
     else:
         home = Path(tempfile.mkdtemp(prefix="bench-hf-"))
-        os.environ["HF_HOME"], os.environ["HF_HUB_OFFLINE"] = str(home), "1"
+        env.update(HF_HOME=str(home), HF_HUB_OFFLINE="1")
+        os.environ.update(HF_HOME=str(home), HF_HUB_OFFLINE="1")
         import huggingface_hub.constants as c
 
         c.HF_HOME, c.HF_HUB_CACHE, c.HF_HUB_OFFLINE = str(home), str(home / "hub"), True
@@ -83,34 +114,50 @@ def main() -> None:
     import torch
     from gradio_client import Client, handle_file
 
-    import app
     from attention import attention_maps, load_vit
 
     model = load_vit("dino_vits16", device="cpu")
     res = attention_maps(model, args.image, resolution=480)
 
-    _, url, _ = app.demo.launch(prevent_thread_lock=True, quiet=True)
+    servers = [start_app(env)]
+    if args.compare_poll:
+        servers.append(start_app({**env, "ATTENTION_QUEUE_POLL": "0.001"}))
     try:
-        fetching, linking = Client(url, verbose=False), Client(url, verbose=False, download_files=False)
+        clients = [(Client(url, verbose=False), Client(url, verbose=False, download_files=False)) for _, url in servers]
 
         def call(client):
             return client.predict(handle_file(args.image), model="dino_vits16", resolution="480", api_name="/attention_maps")
 
-        bare, trip, trip_urls = median_times(
-            [lambda: attention_maps(model, args.image, resolution=480), lambda: call(fetching), lambda: call(linking)],
-            args.repeats)
-        gallery, npz = call(fetching)
+        fetching, linking = clients[0]
+        fns = [lambda: attention_maps(model, args.image, resolution=480), lambda: call(fetching), lambda: call(linking),
+               lambda: linking.predict("1", "1", "1", api_name="/calculate")]
+        if args.compare_poll:
+            fns.append(lambda: call(clients[1][0]))
+        runs = interleaved_times(fns, args.repeats)
+        sheet, npz, info = call(fetching)
     finally:
-        app.demo.close()
+        for proc, _ in servers:
+            proc.terminate()
+            proc.wait(timeout=30)
+    times = [statistics.median(ts) for ts in runs]
+    bare, trip, trip_urls, floor = times[:4]
+    pair = statistics.median(t / b for t, b in zip(runs[1], runs[0]))  # each trip over the bare call just before it
+    spread = max(runs[0]) / min(runs[0])
     gh, gw = res.grid
     print(f"weights: {weights}")
     print(f"input: {Path(args.image).name} -> {res.image.size[0]}x{res.image.size[1]} px, grid {gh}x{gw} "
           f"= {gh * gw} patches, {res.maps.shape[0]} heads; torch threads {torch.get_num_threads()}; "
-          f"{len(gallery)} PNGs + {os.path.getsize(npz) / 1e6:.1f} MB .npz per request")
-    print(f"bare attention_maps: {bare * 1000:.0f} ms (median of {args.repeats}, interleaved)")
-    print(f"app round trip, client fetching every output file (gradio_client default): {trip * 1000:.0f} ms")
+          f"per request: a {os.path.getsize(sheet) / 1e6:.2f} MB sheet of {len(info['tiles'])} overlays "
+          f"+ a {os.path.getsize(npz) / 1e6:.1f} MB .npz of raw arrays; server forward {info['forward_ms']:.0f} ms")
+    print(f"bare attention_maps (this process, no server in it): {bare * 1000:.0f} ms (median of {args.repeats}, interleaved)")
+    print(f"app round trip, client fetching both files (gradio_client default): {trip * 1000:.0f} ms")
     print(f"app round trip, client given the files' URLs (Client(download_files=False)): {trip_urls * 1000:.0f} ms")
-    print(f"ratio (default client) = {trip / bare:.2f} (target <= 1.5)")
+    print(f"gradio_client floor, a 1x1 /calculate call: {floor * 1000:.0f} ms")
+    if args.compare_poll:
+        print(f"app round trip with Gradio's own 1 ms queue poll (ATTENTION_QUEUE_POLL=0.001): {times[4] * 1000:.0f} ms "
+              f"(ratio {times[4] / bare:.2f})")
+    print(f"bare calls vary by {spread:.2f}x (slowest / fastest) on this machine in this run")
+    print(f"ratio (default client) = {trip / bare:.2f} (target <= 1.5); median of per-round ratios {pair:.2f}")
     print(f"ratio (URLs, no download) = {trip_urls / bare:.2f}")
 
 

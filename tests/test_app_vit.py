@@ -4,7 +4,10 @@ in-process (offline: HF_HUB_OFFLINE=1, so the app's default model is the shipped
 from __future__ import annotations
 
 import io
+import os
 import struct
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -20,9 +23,9 @@ PHOTO = str(ROOT / "examples" / "photos" / "chelsea.jpg")
 
 
 def maps(client, image=DIGIT, **kw):
-    """Call /attention_maps; returns (gallery items, np.load of the .npz)."""
-    gallery, npz = client.predict(handle_file(image), **kw, api_name="/attention_maps")
-    return gallery, np.load(npz)
+    """Call /attention_maps; returns (the sheet PNG path, the info dict, np.load of the .npz)."""
+    sheet, npz, info = client.predict(handle_file(image), **kw, api_name="/attention_maps")
+    return sheet, info, np.load(npz)
 
 
 def png_chunk(kind: bytes, data: bytes) -> bytes:
@@ -56,41 +59,50 @@ def test_the_endpoint_is_documented_with_defaults_after_image(client):
     assert defaults["query_row"] is None and defaults["query_col"] is None
 
 
-def test_default_call_returns_head_overlays_and_raw_maps(client):
-    gallery, d = maps(client)
-    assert len(gallery) == 4 + 1  # 4 heads, then their mean
-    assert [g["caption"].split(" · ")[0] for g in gallery] == ["head 0", "head 1", "head 2", "head 3", "mean of heads"]
-    for g in gallery:
-        img = Image.open(g["image"])
-        assert img.format == "PNG" and img.size == (224, 224)  # 28 px shown 8x
-    assert d["maps"].dtype == np.float32 and d["maps"].shape == (4, 7, 7)
+def test_default_call_returns_a_sheet_of_head_overlays_the_raw_maps_and_the_facts(client):
+    sheet, info, d = maps(client)
+    tiles = info["tiles"]
+    assert len(tiles) == 4 + 1  # 4 heads, then their mean
+    assert [t["caption"].split(" · ")[0] for t in tiles] == ["head 0", "head 1", "head 2", "head 3", "mean of heads"]
+    img = Image.open(sheet)  # the 224 px tiles (28 px shown 8x) in rows of 4, captioned
+    assert img.format == "PNG" and img.size == (4 * (224 + 4) + 4, 2 * (224 + 14 + 4) + 4)
+    assert info["model"] == "mnist_vit" and info["grid"] == [7, 7] and info["patch_size"] == 4
+    assert (info["layer"], info["num_layers"], info["num_heads"], info["query"]) == (3, 4, 4, "cls")
+    assert info["tokens"] == 50 and info["device"] == "cpu" and info["forward_ms"] > 0
+    assert d["maps"].dtype == np.float32 and d["maps"].shape == (4, 7, 7) and d["image"].shape == (28, 28, 3)
     np.testing.assert_allclose(d["maps"].mean(0), d["mean"], rtol=1e-6)
     assert d["layers"].shape == (4, 4, 7, 7) and int(d["layer"]) == 3
     assert d["query"].tolist() == [-1, -1] and str(d["model"]) == "mnist_vit"
-    assert sorted(n for n in d.files if n.startswith("png/")) == ["png/head_00.png", "png/head_01.png",
-                                                                 "png/head_02.png", "png/head_03.png", "png/mean.png"]
+    assert not [n for n in d.files if n.startswith("png/")]  # the arrays alone: the overlays are the sheet
 
 
 def test_a_patch_query_returns_other_maps_than_cls(client):
-    _, cls = maps(client, layer=1)
-    _, patch = maps(client, layer=1, query_row=3, query_col=4)
-    assert patch["query"].tolist() == [3, 4] and int(patch["layer"]) == 1
+    _, _, cls = maps(client, layer=1)
+    _, info, patch = maps(client, layer=1, query_row=3, query_col=4)
+    assert patch["query"].tolist() == [3, 4] and int(patch["layer"]) == 1 and info["query"] == [3, 4]
     assert cls["maps"].shape == patch["maps"].shape
     assert np.abs(cls["maps"] - patch["maps"]).max() > 1e-3
     np.testing.assert_allclose(patch["weights"].sum(-1), 1, rtol=1e-4)
 
 
+def test_rollout_of_a_patch_query_differs_from_the_cls_rollout(client):
+    _, _, cls = maps(client, view="rollout")
+    _, info, patch = maps(client, view="Rollout", query_row=1, query_col=5)  # the view's label works too
+    assert info["view"] == "rollout" and patch["rollout"].shape == cls["rollout"].shape == (7, 7)
+    assert np.abs(cls["rollout"] - patch["rollout"]).max() > 1e-3
+
+
 @pytest.mark.parametrize("view, n", [("mean", 1), ("rollout", 1), ("masks", 4)])
 def test_each_view(client, view, n):
-    gallery, d = maps(client, view=view, threshold=0.5)
-    assert len(gallery) == n and str(d["view"]) == view
+    _, info, d = maps(client, view=view, threshold=0.5)
+    assert len(info["tiles"]) == n and str(d["view"]) == view == info["view"]
     assert ("rollout" in d.files) == (view == "rollout")
     if view == "masks":
-        assert d["masks"].shape == (4, 7, 7) and all("hold 50%" in g["caption"] for g in gallery)
+        assert d["masks"].shape == (4, 7, 7) and all("hold 50%" in t["caption"] for t in info["tiles"])
 
 
 def test_resolution_changes_the_grid(client):
-    _, d = maps(client, resolution="56")
+    _, _, d = maps(client, resolution="56")
     assert d["maps"].shape == (4, 14, 14) and d["image"].shape == (56, 56, 3)
 
 
@@ -107,8 +119,8 @@ def test_any_image_mode_is_accepted(client, tmp_path, mode):
     path = tmp_path / f"digit.{'jpg' if mode == 'CMYK' else 'png'}"
     img.save(path)
     assert Image.open(path).mode.startswith(mode[:3])
-    gallery, d = maps(client, image=str(path))
-    assert len(gallery) == 5 and d["maps"].shape == (4, 7, 7)
+    _, info, d = maps(client, image=str(path))
+    assert len(info["tiles"]) == 5 and d["maps"].shape == (4, 7, 7)
 
 
 @pytest.mark.parametrize("case, fragment", [
@@ -134,5 +146,15 @@ def test_bad_input_gets_a_clear_message_and_the_server_serves_the_next_request(c
         client.predict(handle_file(image), **kw, api_name="/attention_maps")
     assert fragment in str(e.value), str(e.value)
     assert "Traceback" not in str(e.value)
-    gallery, d = maps(client)  # still serving
-    assert len(gallery) == 5
+    _, info, d = maps(client)  # still serving
+    assert len(info["tiles"]) == 5
+
+
+def test_the_queue_looks_for_jobs_every_10_ms_and_a_bad_setting_is_named(app_url):
+    import app
+
+    assert app.demo._queue.sleep_when_free == app.QUEUE_POLL == 0.01  # Gradio's 1 ms loop costs torch CPU here
+    env = {**os.environ, "ATTENTION_QUEUE_POLL": "soon", "HF_HUB_OFFLINE": "1"}
+    r = subprocess.run([sys.executable, "-c", "import app"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "ATTENTION_QUEUE_POLL='soon' is not a number of seconds" in r.stderr
+    assert "Traceback" not in r.stderr

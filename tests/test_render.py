@@ -1,13 +1,19 @@
-"""Spec of attention.render: colormap tables, nearest upsampling by patch, overlays, masks, grids."""
+"""Spec of attention.render: colormap tables, nearest upsampling by patch, overlays, masks, grids,
+and lossless PNG bytes."""
 
 from __future__ import annotations
+
+import io
+import struct
+import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
 from attention.errors import InputError
-from attention.render import colorize, colormap, grid, mark_patch, mask_overlay, normalize, overlay, upsample
+from attention.render import colorize, colormap, grid, mark_patch, mask_overlay, normalize, overlay, png_bytes, upsample
 
 
 def test_colormap_is_a_256_entry_table_and_unknown_names_are_refused():
@@ -59,3 +65,32 @@ def test_grid_tiles_with_padding_and_labels():
     assert labelled.shape[0] > g.shape[0]
     with pytest.raises(InputError):
         grid([])
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("shape", [(5, 7), (5, 7, 3), (5, 7, 4), (1, 1, 3), (300, 451, 3)])
+def test_png_bytes_is_lossless_for_grey_rgb_and_rgba_in_one_or_several_deflate_runs(shape, threads):
+    a = np.random.default_rng(0).integers(0, 256, shape, dtype=np.uint8)
+    data = png_bytes(a, threads=threads)
+    img = Image.open(io.BytesIO(data))
+    assert img.format == "PNG" and img.mode == {2: "L", 3: "RGB", 4: "RGBA"}[len(shape) if len(shape) == 2 else shape[2]]
+    np.testing.assert_array_equal(np.asarray(img), a)
+    i = data.index(b"IDAT")  # one zlib stream whose checksum holds (zlib.decompress checks it)
+    idat = data[i + 4: i + 4 + struct.unpack(">I", data[i - 4:i])[0]]
+    assert len(zlib.decompress(idat)) == shape[0] * (1 + int(np.prod(shape[1:])))
+
+
+def test_png_bytes_compresses_a_photo_overlay_like_pil():
+    photo = np.asarray(Image.open(Path(__file__).resolve().parent.parent / "examples" / "photos" / "chelsea.jpg").convert("RGB"))
+    a = overlay(photo[:288, :448], np.random.default_rng(1).random((18, 28)))
+    buf = io.BytesIO()
+    Image.fromarray(a).save(buf, format="PNG", compress_level=1)
+    ours = png_bytes(a)
+    assert len(ours) < 1.15 * len(buf.getvalue()) and len(ours) < 0.6 * a.nbytes
+    np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(ours))), a)
+
+
+@pytest.mark.parametrize("bad", [np.zeros((4, 4), np.float32), np.zeros((4, 4, 2), np.uint8), np.zeros((0, 4, 3), np.uint8)])
+def test_png_bytes_refuses_what_png_cannot_hold_here(bad):
+    with pytest.raises(InputError, match="uint8"):
+        png_bytes(bad)

@@ -104,6 +104,18 @@ def test_queries_and_layers_need_no_new_forward_and_match_a_direct_pass(forwards
     assert len(forwards) == 1
 
 
+def test_a_one_query_pass_keeps_no_qk_matches_the_session_pass_and_refuses_other_queries():
+    full = session.run(str(DIGIT), "mnist_vit", "auto")
+    one = session.run(str(DIGIT), "mnist_vit", "auto", query=(3, 4), keep_qk=False)
+    assert one.base.qk is None and one.base.query == (3, 4)
+    np.testing.assert_allclose(one.at((3, 4), 2).maps, full.at((3, 4), 2).maps, atol=1e-5)
+    with pytest.raises(InputError, match="keep_qk"):
+        one.at("cls")
+    assert session.run(str(DIGIT), "mnist_vit", "auto", full) is full  # a session pass serves every query
+    assert session.run(str(DIGIT), "mnist_vit", "auto", one) is not one  # a one-query pass is not reused for that
+    assert session.run(str(DIGIT), "mnist_vit", "auto", one, query=(3, 4), keep_qk=False) is one
+
+
 def test_rollout_is_computed_once_per_query_and_layer():
     p = session.run(str(DIGIT), "mnist_vit", "auto")
     a = p.rollout((2, 2), -1)

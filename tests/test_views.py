@@ -4,7 +4,10 @@ the legend, and the download (.npz with raw float32 maps and the PNGs). Offline,
 from __future__ import annotations
 
 import io
+import json
+import os
 import re
+import time
 import zipfile
 from pathlib import Path
 
@@ -15,7 +18,7 @@ from PIL import Image
 from attention import session, views
 from attention.errors import InputError
 from attention.extract import threshold_masks
-from attention.render import colormap
+from attention.render import colormap, overlay, upsample
 
 ROOT = Path(__file__).resolve().parent.parent
 DIGIT = str(ROOT / "examples" / "digits" / "digit_3.png")
@@ -144,6 +147,55 @@ def test_download_has_raw_float32_maps_and_the_same_pngs(p, tmp_path):
             np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(data))), t.image)  # lossless
 
 
+def test_sheet_puts_every_tile_on_one_captioned_picture_reducing_large_ones(p):
+    res = p.at("cls", -1)
+    ts = views.tiles(res, "heads")
+    small = views.sheet(ts)  # five 224 px tiles: kept at full size, rows of 4
+    assert small.shape == (2 * (224 + 14 + 4) + 4, 4 * (224 + 4) + 4, 3)
+    np.testing.assert_array_equal(small[4:228, 4:228], ts[0].image)
+    assert (small[228:242, 4:228] < 128).any()  # a caption under the tile
+    big = [views.Tile(np.repeat(np.repeat(t.image, 3, 0), 3, 1), t.caption, t.name) for t in ts]  # 672 px
+    reduced = views.sheet(big, max_side=448)  # 672 / 2 = 336 px
+    assert reduced.shape == (2 * (336 + 14 + 4) + 4, 4 * (336 + 4) + 4, 3)
+    assert views.sheet(ts[:2]).shape[1] == 2 * (224 + 4) + 4
+
+
+def test_tiles_drawn_small_match_full_tiles_reduced(tmp_path):
+    big = session.run(DIGIT, "mnist_vit", "224").at((10, 20), -1)  # 224 px, 56x56 patches of 4 px: shown 1:1
+    assert views.display_scale(big) == 1 and views.sheet_shrink(big) == 1 and views.sheet_shrink(big, max_side=112) == 2
+    full, small = views.tiles(big, "heads"), views.tiles(big, "heads", shrink=2)
+    for f, sm in zip(full, small):
+        assert sm.image.shape == (112, 112, 3) and sm.caption == f.caption
+        reduced = np.asarray(Image.fromarray(f.image).reduce(2)).astype(int)
+        unmarked = ~(sm.image == CYAN).all(-1) & (np.abs(reduced - views.QUERY_COLOR).max(-1) > 60)
+        assert np.abs(reduced[unmarked] - sm.image[unmarked]).max() <= 1  # box average and blend commute
+        assert cyan_box(sm.image) == (10 * 2, 20 * 2, 11 * 2 - 1, 21 * 2 - 1)  # the query marked at 2 px patches
+    with pytest.raises(InputError, match="smaller"):
+        views.tiles(big, "mean", shrink=3)
+    with pytest.raises(InputError, match="smaller"):
+        views.tiles(session.run(DIGIT, "mnist_vit", "auto").at(), "mean", shrink=2)  # 28 px: shown enlarged
+
+
+def test_outputs_for_an_api_call_are_the_sheet_and_the_raw_arrays(p, tmp_path):
+    res = p.at((2, 2), -1)
+    ts = views.tiles(res, "heads", alpha=0.5, cmap="magma")
+    out = views.write_outputs(res, ts, model="mnist_vit", view="heads", threshold=0.6, root=tmp_path, sheet_only=True)
+    assert out.pngs == [] and sorted(f.name for f in Path(out.npz).parent.iterdir()) == [Path(out.npz).name, "sheet.png"]
+    np.testing.assert_array_equal(np.asarray(Image.open(out.sheet)), views.sheet(ts))
+    d = np.load(out.npz)
+    assert not [f for f in d.files if f.startswith("png/")]
+    s = views.display_scale(res)  # every overlay can be remade exactly from the arrays (all but the query mark)
+    for h, t in enumerate(ts[:-1]):
+        remade = upsample(overlay(d["image"], d["maps"][h], alpha=0.5, cmap="magma"), s)
+        unmarked = ~(t.image == CYAN).all(-1)
+        assert unmarked.mean() > 0.9
+        np.testing.assert_array_equal(remade[unmarked], t.image[unmarked])
+    info = views.describe(res, out, model="mnist_vit", device="cpu", view="heads", threshold=0.6)
+    assert info["query"] == [2, 2] and info["grid"] == [7, 7] and info["tokens"] == 50 and info["layer"] == 3
+    assert [(t["name"], t["caption"]) for t in info["tiles"]] == [(t.name, t.caption) for t in ts]
+    json.dumps(info)  # JSON-ready
+
+
 def test_frame_composes_a_view_from_the_cached_pass(p, tmp_path, monkeypatch):
     monkeypatch.setattr(session, "forward", lambda *a: pytest.fail("no forward pass for a new view"))
     f = views.frame(p, query=(0, 0), layer=-1, view="rollout", head=2, cmap="viridis", root=tmp_path)
@@ -153,3 +205,23 @@ def test_frame_composes_a_view_from_the_cached_pass(p, tmp_path, monkeypatch):
     assert "mnist_vit" in f.details and "7×7" in f.details and "50 tokens" in f.details and "ms" in f.details
     assert "patch (row 0, col 0)" in f.query_label and "Head 2" in f.scores_summary
     assert views.frame(p, view="mean", with_query_image=False, root=tmp_path).query_png is None
+
+
+def test_outputs_older_than_an_hour_are_swept_at_most_once_a_minute(p, tmp_path):
+    res = p.at("cls", -1)
+    ts = views.tiles(res, "mean")
+
+    def stale_folder():
+        old = tmp_path / "stale"
+        old.mkdir()
+        t = time.time() - views.KEEP_SECONDS - 60
+        os.utime(old, (t, t))
+        return old
+
+    old = stale_folder()
+    views._last_sweep.pop(tmp_path, None)
+    views.write_outputs(res, ts, model="m", view="mean", threshold=0.6, root=tmp_path)
+    assert not old.exists()
+    old = stale_folder()
+    fresh = views.write_outputs(res, ts, model="m", view="mean", threshold=0.6, root=tmp_path)
+    assert old.exists() and Path(fresh.npz).exists()  # swept a moment ago: not again within the minute
