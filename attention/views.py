@@ -8,6 +8,7 @@ encoded to PNG once and both served and packed into the download.
     ts = tiles(res, "heads", alpha=0.6, cmap="inferno")       # [Tile(image, caption, name), ...]
     out = write_outputs(res, ts, model="mnist_vit", view="heads", threshold=0.6)
     out.pngs, out.npz                                         # file paths
+    api = write_outputs(res, ts, ..., sheet_only=True)        # api.sheet (one captioned PNG), api.npz (raw arrays)
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ def query_image(res: AttentionMaps, *, rollout: np.ndarray | None = None, alpha:
 def sheet(ts: list[Tile], *, max_side: int = SHEET_TILE, ncols: int = 4) -> np.ndarray:
     """All tiles on one captioned contact sheet, uint8 (H, W, 3): rows of `ncols`, each tile
     reduced by the smallest whole factor (box average) that brings its longer side to `max_side`
-    or less. One picture to look at; the full-size tiles are the PNGs."""
+    or less. One picture to look at (the raw arrays remake any tile at full size)."""
     h, w = ts[0].image.shape[:2]
     k = max(1, -(-max(h, w) // max_side))
     small = [t.image if k == 1 else np.asarray(Image.fromarray(t.image).reduce(k)) for t in ts]

@@ -1,0 +1,89 @@
+"""Rendering cost of one view: PNG encoding (PIL vs attention.render.png_bytes) and views.frame.
+
+    python bench/bench_render.py [--repeats 15] [--image examples/photos/chelsea.jpg]
+
+On one 480 px pass of a DINO ViT-S/16 architecture (random weights: rendering does not depend on
+them), prints median times (interleaved rounds) and sizes for:
+  - the 7 per-head overlay tiles encoded by PIL (PNG, compress_level=1) and by png_bytes;
+  - the API's contact sheet encoded by PIL, by png_bytes, and by png_bytes in 2 deflate runs;
+  - views.frame for the tab (7 tile PNGs, the .npz with them, the query image) and for the API
+    (sheet_only: the sheet and the .npz of raw arrays).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def pil_png(img) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--image", default=str(ROOT / "examples" / "photos" / "chelsea.jpg"))
+    args = ap.parse_args()
+
+    import timm
+    import torch
+
+    from attention import session, views
+    from attention.extract import attention_maps
+    from attention.render import png_bytes
+
+    torch.manual_seed(0)
+    model = timm.create_model("vit_small_patch16_224.dino", pretrained=False, num_classes=0, dynamic_img_size=True).eval()
+    res = attention_maps(model, args.image, resolution=480)
+    p = session.Pass(key=("bench", "dino_vits16", "480"), model="dino_vits16", base=res, device="cpu")
+    ts = views.tiles(res, "heads")
+    sheet = views.sheet(views.tiles(res, "heads", shrink=views.sheet_shrink(res)))
+    root = tempfile.mkdtemp(prefix="bench-render-")
+
+    cases = {
+        "7 tiles, PIL": lambda: [pil_png(t.image) for t in ts],
+        "7 tiles, png_bytes": lambda: [png_bytes(t.image) for t in ts],
+        "sheet, PIL": lambda: pil_png(sheet),
+        "sheet, png_bytes": lambda: png_bytes(sheet),
+        "sheet, png_bytes 2 runs": lambda: png_bytes(sheet, threads=2),
+        "frame, tab": lambda: views.frame(p, root=root),
+        "frame, API (sheet_only)": lambda: views.frame(p, with_query_image=False, sheet_only=True, root=root),
+    }
+    for fn in cases.values():
+        fn()
+    times = {k: [] for k in cases}
+    for _ in range(args.repeats):
+        for k, fn in cases.items():
+            t = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t)
+    med = {k: statistics.median(v) * 1000 for k, v in times.items()}
+    size = {k: sum(map(len, cases[k]())) / 1e6 for k in ["7 tiles, PIL", "7 tiles, png_bytes"]}
+    size |= {k: len(cases[k]()) / 1e6 for k in ["sheet, PIL", "sheet, png_bytes", "sheet, png_bytes 2 runs"]}
+    w, h = res.image.size
+    print(f"input {Path(args.image).name} -> {w}x{h} px, {len(ts)} tiles of {w}x{h}, sheet {sheet.shape[1]}x{sheet.shape[0]}; "
+          f"torch threads {torch.get_num_threads()}; median of {args.repeats} interleaved rounds")
+    for k, v in med.items():
+        extra = f", {size[k]:.2f} MB" if k in size else ""
+        print(f"{k:28s} {v:7.1f} ms{extra}")
+    print(f"ratio PIL / png_bytes, 7 tiles: {med['7 tiles, PIL'] / med['7 tiles, png_bytes']:.2f} "
+          f"(size ratio {size['7 tiles, png_bytes'] / size['7 tiles, PIL']:.3f})")
+    print(f"ratio PIL / png_bytes in 2 runs, sheet: {med['sheet, PIL'] / med['sheet, png_bytes 2 runs']:.2f}")
+    print(f"ratio frame tab / frame API: {med['frame, tab'] / med['frame, API (sheet_only)']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
