@@ -660,9 +660,9 @@ with gr.Blocks(title="Attention Explorer") as demo:
         calculator_tab()
 
 demo.queue(default_concurrency_limit=2)  # 2 cores: two requests compute at once, the rest wait
-# Gradio's queue looks for new jobs every 1 ms; in the server's process that loop slows torch by
-# about a tenth on a 2-core CPU (bench/bench_app_roundtrip.py --compare-poll). Every 10 ms costs a
-# job at most 10 ms of waiting. ATTENTION_QUEUE_POLL sets the seconds (Gradio's own value: 0.001).
+# Gradio's queue looks for new jobs every 1 ms, which keeps an idle server busy on a small CPU
+# (bench/bench_app_roundtrip.py --idle-cpu). Every 10 ms costs a job at most 10 ms of waiting.
+# ATTENTION_QUEUE_POLL sets the seconds (Gradio's own value: 0.001).
 try:
     QUEUE_POLL = float(os.environ.get("ATTENTION_QUEUE_POLL", "0.01"))
 except ValueError:

@@ -1,6 +1,6 @@
 """App round trip vs bare extraction: one `/attention_maps` request at 480 px on CPU.
 
-    python bench/bench_app_roundtrip.py [--repeats 15] [--image examples/photos/chelsea.jpg] [--compare-poll]
+    python bench/bench_app_roundtrip.py [--repeats 15] [--image examples/photos/chelsea.jpg] [--idle-cpu]
 
 The app runs as users run it, `python app.py`, in its own process; this process is the client.
 Times (median of --repeats rounds, calls interleaved, after one warm-up each):
@@ -12,8 +12,9 @@ Times (median of --repeats rounds, calls interleaved, after one warm-up each):
   floor = a `/calculate` call on 1x1 matrices: gradio_client's own cost per call on this machine.
 and prints ratio = trip / bare (target <= 1.5: rendering must not dominate), with the median of
 the per-round ratios as a check on this noisy machine.
---compare-poll also starts a second server with Gradio's own queue poll (ATTENTION_QUEUE_POLL=0.001,
-see app.py) and times the same request there.
+--idle-cpu also measures, after the timings, the CPU an idle `python app.py` uses over 10 s with the
+app's queue poll (10 ms) and with Gradio's own (ATTENTION_QUEUE_POLL=0.001; see app.py), one server
+at a time.
 
 When the real DINO ViT-S/16 weights are not in the HF cache, it builds a temporary HF cache
 holding a *random-weight* `vit_small_patch16_224.dino` in the hub's layout (same architecture,
@@ -87,11 +88,30 @@ def start_app(env: dict[str, str], timeout: float = 180) -> tuple[subprocess.Pop
     raise SystemExit(f"app.py did not answer at {url} within {timeout:.0f} s")
 
 
+def idle_cpu(env: dict[str, str], seconds: float = 10) -> float:
+    """CPU time an idle `python app.py` uses per second of wall time (1.0 = one core), after it settles."""
+    proc, _ = start_app(env)
+    try:
+        time.sleep(3)
+
+        def used() -> float:
+            with open(f"/proc/{proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+        c0 = used()
+        time.sleep(seconds)
+        return (used() - c0) / seconds
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--image", default=str(ROOT / "examples" / "photos" / "chelsea.jpg"))
-    ap.add_argument("--compare-poll", action="store_true", help="also time a server with Gradio's 1 ms queue poll")
+    ap.add_argument("--idle-cpu", action="store_true", help="also measure an idle server's CPU at both queue polls")
     args = ap.parse_args()
 
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False",
@@ -119,28 +139,22 @@ def main() -> None:
     model = load_vit("dino_vits16", device="cpu")
     res = attention_maps(model, args.image, resolution=480)
 
-    servers = [start_app(env)]
-    if args.compare_poll:
-        servers.append(start_app({**env, "ATTENTION_QUEUE_POLL": "0.001"}))
+    proc, url = start_app(env)
     try:
-        clients = [(Client(url, verbose=False), Client(url, verbose=False, download_files=False)) for _, url in servers]
+        fetching, linking = Client(url, verbose=False), Client(url, verbose=False, download_files=False)
 
         def call(client):
             return client.predict(handle_file(args.image), model="dino_vits16", resolution="480", api_name="/attention_maps")
 
-        fetching, linking = clients[0]
         fns = [lambda: attention_maps(model, args.image, resolution=480), lambda: call(fetching), lambda: call(linking),
                lambda: linking.predict("1", "1", "1", api_name="/calculate")]
-        if args.compare_poll:
-            fns.append(lambda: call(clients[1][0]))
         runs = interleaved_times(fns, args.repeats)
         sheet, npz, info = call(fetching)
     finally:
-        for proc, _ in servers:
-            proc.terminate()
-            proc.wait(timeout=30)
+        proc.terminate()
+        proc.wait(timeout=30)
     times = [statistics.median(ts) for ts in runs]
-    bare, trip, trip_urls, floor = times[:4]
+    bare, trip, trip_urls, floor = times
     pair = statistics.median(t / b for t, b in zip(runs[1], runs[0]))  # each trip over the bare call just before it
     spread = max(runs[0]) / min(runs[0])
     gh, gw = res.grid
@@ -153,12 +167,13 @@ def main() -> None:
     print(f"app round trip, client fetching both files (gradio_client default): {trip * 1000:.0f} ms")
     print(f"app round trip, client given the files' URLs (Client(download_files=False)): {trip_urls * 1000:.0f} ms")
     print(f"gradio_client floor, a 1x1 /calculate call: {floor * 1000:.0f} ms")
-    if args.compare_poll:
-        print(f"app round trip with Gradio's own 1 ms queue poll (ATTENTION_QUEUE_POLL=0.001): {times[4] * 1000:.0f} ms "
-              f"(ratio {times[4] / bare:.2f})")
     print(f"bare calls vary by {spread:.2f}x (slowest / fastest) on this machine in this run")
     print(f"ratio (default client) = {trip / bare:.2f} (target <= 1.5); median of per-round ratios {pair:.2f}")
     print(f"ratio (URLs, no download) = {trip_urls / bare:.2f}")
+    if args.idle_cpu:
+        ours, gradios = idle_cpu(env), idle_cpu({**env, "ATTENTION_QUEUE_POLL": "0.001"})
+        print(f"idle server CPU, share of one core over 10 s: {ours:.1%} with the app's 10 ms queue poll, "
+              f"{gradios:.1%} with Gradio's 1 ms (ratio {gradios / ours:.1f})")
 
 
 if __name__ == "__main__":
