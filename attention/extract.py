@@ -106,7 +106,7 @@ class AttentionMaps:
             raise InputError("This result kept no q/k; extract with keep_qk=True to change the query without a new pass.")
         i = token_index(query, self.grid, self.num_prefix_tokens)
         s = torch.stack([query_scores(q, k, i, self.scale) for q, k in self.qk])  # (L, H, N)
-        return replace(self, query=_norm_query(query), scores=s.numpy(), weights=torch.softmax(s, -1).numpy())
+        return replace(self, query=norm_query(query), scores=s.numpy(), weights=torch.softmax(s, -1).numpy())
 
 
 def token_index(query: Query, grid: tuple[int, int], num_prefix_tokens: int) -> int:
@@ -124,7 +124,8 @@ def token_index(query: Query, grid: tuple[int, int], num_prefix_tokens: int) -> 
     return num_prefix_tokens + r * grid[1] + c
 
 
-def _norm_query(query: Query) -> Query:
+def norm_query(query: Query) -> Query:
+    """One spelling per query: "cls", or (row, col) as a tuple of ints."""
     return "cls" if isinstance(query, str) else (int(query[0]), int(query[1]))
 
 
@@ -199,7 +200,8 @@ def attention_maps(
     img = load_image(image)
     patch = model.patch_embed.patch_size[0]
     cfg = model.pretrained_cfg
-    res = default_resolution(model) if resolution == "auto" else check_resolution(resolution, patch)
+    auto = isinstance(resolution, str) and resolution.strip().lower() == "auto"
+    res = default_resolution(model) if auto else check_resolution(resolution, patch)
     x, shown = to_tensor(img, patch_size=patch, mean=cfg["mean"], std=cfg["std"], resolution=res, max_tokens=max_tokens)
     grid = (x.shape[2] // patch, x.shape[3] // patch)
     P = model.num_prefix_tokens
@@ -210,7 +212,7 @@ def attention_maps(
     seconds = time.perf_counter() - t0
     return AttentionMaps(
         scores=scores.numpy(), weights=torch.softmax(scores, -1).numpy(), grid=grid, image=shown,
-        patch_size=patch, num_prefix_tokens=P, layer=layer, query=_norm_query(query), seconds=seconds,
+        patch_size=patch, num_prefix_tokens=P, layer=layer, query=norm_query(query), seconds=seconds,
         qk=qk, scale=float(model.blocks[0].attn.scale),
     )
 

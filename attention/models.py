@@ -222,8 +222,6 @@ def _load_hub(timm_name: str) -> torch.nn.Module:
         raise ModelLoadError(f"Weights of {timm_name!r} ({repo}) are not in the local cache and {why}. {fix}")
     try:
         model = timm.create_model(timm_name, pretrained=True, num_classes=0, dynamic_img_size=True)
-    except ModelLoadError:
-        raise
     except Exception as e:  # hub, network, file or config errors: all become one readable error
         raise ModelLoadError(f"Could not load weights of {timm_name!r} ({repo}): {type(e).__name__}: {e}. {fix}") from e
     return _check_vit(model, timm_name)

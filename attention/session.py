@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 from attention.errors import InputError
-from attention.extract import AttentionMaps, Query, attention_maps, rollout_map
+from attention.extract import AttentionMaps, Query, attention_maps, norm_query, rollout_map
 from attention.images import ImageSource
 from attention.models import DEFAULT_MODEL, OFFLINE_MODEL, REGISTRY, available, hub_id, is_loaded, load_vit
 
@@ -160,7 +160,7 @@ class Pass:
 
     def at(self, query: Query = "cls", layer: int = -1) -> AttentionMaps:
         """The pass seen from `query` at `layer` (no new forward). Raises InputError off the grid/depth."""
-        q = query if isinstance(query, str) else (int(query[0]), int(query[1]))
+        q = norm_query(query)
         if q not in self._queries:
             self._queries[q] = self.base if q == self.base.query else self.base.requery(q)
             while len(self._queries) > 8:
@@ -212,12 +212,9 @@ def run(
     if previous is not None and previous.key == key and (
             previous.base.qk is not None or (not keep_qk and previous.base.query == query)):
         return previous
-    res_arg: int | str | None = resolution
-    if isinstance(resolution, str) and resolution.strip().lower() == "auto":
-        res_arg = "auto"
     if progress is not None:
         progress(0.05, f"Loading {model}…" if not is_loaded(model) else f"Running {model}…")
-    res, device = forward(model, image, res_arg, query, keep_qk)
+    res, device = forward(model, image, resolution, query, keep_qk)
     if progress is not None:
         progress(0.9, "Rendering…")
     return Pass(key=key, model=model, base=res, device=device)

@@ -117,9 +117,9 @@ def main() -> None:
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False",
            "GRADIO_TEMP_DIR": tempfile.mkdtemp(prefix="bench-gradio-"),
            "GRADIO_EXAMPLES_CACHE": tempfile.mkdtemp(prefix="bench-examples-")}
-    from huggingface_hub import try_to_load_from_cache
+    from attention.models import is_cached
 
-    if isinstance(try_to_load_from_cache(REPO, "model.safetensors"), str):
+    if is_cached(TIMM_NAME):
         weights = f"real {REPO} weights from the HF cache"
     else:
         home = Path(tempfile.mkdtemp(prefix="bench-hf-"))
