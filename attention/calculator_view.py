@@ -13,17 +13,16 @@ from __future__ import annotations
 import base64
 import functools
 import html
-import io
 from dataclasses import dataclass
 
 import numpy as np
-from PIL import Image
 
 from attention.calculator import ProjectedSteps, Steps, attend, attend_from_x
 from attention.calculator_reference import Check, check_mha, check_sdpa
-from attention.errors import InputError
-from attention.matrices import format_number, parse_matrix
+from attention.errors import InputError, check_int
+from attention.matrices import MAX_SIZE, format_number, parse_matrix
 from attention.matrix_plot import heatmap
+from attention.render import png_bytes
 
 SCALE_MODES = ("default", "none", "custom")  # 1/sqrt(d_head), 1, the given number
 MASK_MODES = ("none", "causal", "custom")  # custom: an n x m 0/1 matrix, 1 = may attend
@@ -63,15 +62,13 @@ def run(matrices: dict, *, mode: str = DIRECT, heads: float = 1, scale_mode: str
         raise InputError(f"scale mode '{scale_mode}' is not known; use one of {', '.join(SCALE_MODES)}")
     if mask_mode not in MASK_MODES:
         raise InputError(f"mask mode '{mask_mode}' is not known; use one of {', '.join(MASK_MODES)}")
-    if heads is None or float(heads) != int(heads):
-        raise InputError(f"heads must be a whole number >= 1, got {heads}")
-    if seed is None or float(seed) != int(seed):
-        raise InputError(f"the dropout seed must be a whole number, got {seed}")
+    heads = check_int(heads, "heads", 1, MAX_SIZE)  # heads split d, which is at most MAX_SIZE
+    seed = check_int(seed, "the dropout seed", 0, 2**31 - 1)
     if scale_mode == "custom" and scale is None:
         raise InputError("the custom scale is empty; enter a number such as 0.5")
-    opts = dict(heads=int(heads), scale={"default": None, "none": 1.0, "custom": scale}[scale_mode],
+    opts = dict(heads=heads, scale={"default": None, "none": 1.0, "custom": scale}[scale_mode],
                 mask={"none": None, "causal": "causal", "custom": None}[mask_mode],
-                dropout=float(dropout or 0.0), seed=int(seed))
+                dropout=float(dropout or 0.0), seed=seed)
     if mask_mode == "custom":
         opts["mask"] = parse_matrix(mask, "mask")
     names = ("Q", "K", "V") if mode == DIRECT else ("X", "W_q", "W_k", "W_v")
@@ -138,9 +135,7 @@ _CSS = ("<style>.qkv-steps{display:grid;grid-template-columns:repeat(auto-fill,m
 
 def png_data_uri(rgb: np.ndarray) -> str:
     """A uint8 RGB image as a data: URI (PNG)."""
-    buf = io.BytesIO()
-    Image.fromarray(rgb).save(buf, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    return "data:image/png;base64," + base64.b64encode(png_bytes(rgb)).decode()
 
 
 def table_html(a: np.ndarray, rows: str = "q", cols: str = "k") -> str:

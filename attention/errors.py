@@ -22,3 +22,17 @@ class ImageError(InputError):
 
 class ModelLoadError(AttentionError, RuntimeError):
     """Model weights cannot be had: unknown name, offline and not cached, or a hub error."""
+
+
+def check_int(value, name: str, lo: int, hi: int) -> int:
+    """`value` as an int in [lo, hi] (whole floats such as 3.0 accepted), else InputError naming
+    `name` and the accepted range: the one whole-number check of the package's inputs."""
+    try:
+        v = int(value)
+        if v != float(value):
+            raise ValueError
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"{name} must be a whole number from {lo} to {hi}, got {value!r}") from None
+    if not lo <= v <= hi:
+        raise InputError(f"{name} = {v} is out of range: expected {lo} to {hi}")
+    return v

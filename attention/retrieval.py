@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from attention import mnist
-from attention.errors import InputError
+from attention.errors import InputError, check_int
 from attention.retrieval_models import MODEL_NAMES, Retriever, as_pixels, attention_weights, load
 
 DEFAULT_N, DEFAULT_SEED = 100, 42
@@ -90,18 +90,6 @@ class Database:
 
     def __len__(self) -> int:
         return len(self.labels)
-
-
-def check_int(value, name: str, lo: int, hi: int) -> int:
-    try:
-        v = int(value)
-        if v != float(value):
-            raise ValueError
-    except (TypeError, ValueError):
-        raise InputError(f"{name} must be a whole number from {lo} to {hi}, got {value!r}") from None
-    if not lo <= v <= hi:
-        raise InputError(f"{name} = {v} is out of range: expected {lo} to {hi}")
-    return v
 
 
 def draw_database(n: int = DEFAULT_N, seed: int = DEFAULT_SEED, pool: Pools | None = None) -> Database:

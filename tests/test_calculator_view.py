@@ -80,3 +80,17 @@ def test_run_rejects_unknown_settings_naming_the_accepted_ones():
         run({"Q": "1", "K": "1", "V": "1"}, scale_mode="sqrt")
     with pytest.raises(InputError, match="missing matrix V"):
         run({"Q": "1", "K": "1"})
+
+
+@pytest.mark.parametrize("kw, fragment", [
+    (dict(heads="abc"), "heads must be a whole number from 1 to 64, got 'abc'"),
+    (dict(heads=float("nan")), "heads must be a whole number"),
+    (dict(heads=1.5), "heads must be a whole number"),
+    (dict(heads=0), "heads = 0 is out of range"),
+    (dict(seed=-1, dropout=0.5), "the dropout seed = -1 is out of range"),
+    (dict(seed=float("inf")), "the dropout seed must be a whole number"),
+])
+def test_run_refuses_heads_and_seeds_that_are_not_whole_numbers_in_range(kw, fragment):
+    with pytest.raises(InputError) as e:
+        run({"Q": "1 0; 0 1", "K": "1 0; 0 1", "V": "1 2; 2 3"}, **kw)
+    assert fragment in str(e.value)
