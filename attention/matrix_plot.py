@@ -32,10 +32,7 @@ def heatmap(a: np.ndarray, *, vmin: float | None = None, vmax: float | None = No
         stripes = ((xx + yy) // max(2, cell // 6)) % 2 == 0
         neg = upsample(np.isneginf(a), cell)
         rgb[neg & stripes], rgb[neg & ~stripes] = HATCH
-    if cell >= 8:
-        rgb[::cell, :] = 255
-        rgb[:, ::cell] = 255
-    return rgb
+    return grid_lines(rgb, cell) if cell >= 8 else rgb
 
 
 def heatmaps(stack: np.ndarray, title: str = "head", ncols: int | None = None, **kw) -> np.ndarray:

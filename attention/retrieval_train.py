@@ -36,12 +36,6 @@ CONFIGS = {
 MAX_EPOCHS = 60
 
 
-def steps_per_epoch(pool: retrieval.Pools | None = None) -> int:
-    """Mini-batches in one pass over the train part's queries (about 62 for the subset)."""
-    pool = pool or retrieval.pools()
-    return int(np.ceil(len(pool.train) / BATCH))
-
-
 def loss_fn(model: Retriever, kind: str, queries: torch.Tensor, q_labels: torch.Tensor,
             database: torch.Tensor, db_labels: torch.Tensor, class_loss_weight: float = 1.0) -> torch.Tensor:
     """queries (B, 784), database (N, 784) in [0, 1]; labels int64. MSE (+ class NLL for "cnn")."""
