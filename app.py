@@ -267,7 +267,8 @@ def vit_tab() -> None:
         p = vit_session.run(image, model, resolution, query=query, keep_qk=view == "rollout")
         f = vit_views.frame(p, query=query, layer=layer, view=view, threshold=threshold,
                             with_query_image=False, sheet_only=True)
-        info = vit_views.describe(f.res, f.outputs, model=p.model, device=p.device, view=view, threshold=threshold)
+        info = vit_views.describe(f.res, f.outputs, model=p.model, device=p.device, view=view, threshold=threshold,
+                                 render_seconds=f.seconds)
         return f.outputs.sheet, f.outputs.npz, info
 
     a_btn.click(attention_maps, [a_img, a_model, a_layer, a_res, a_view, a_thr, a_qr, a_qc], [a_sheet, a_file, a_info],

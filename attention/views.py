@@ -359,19 +359,21 @@ def write_outputs(
     return Outputs(paths, [t.caption for t in ts], [t.name for t in ts], npz, sheet_path and os.fspath(sheet_path))
 
 
-def describe(res: AttentionMaps, out: Outputs, *, model: str, device: str, view: str, threshold: float) -> dict:
+def describe(res: AttentionMaps, out: Outputs, *, model: str, device: str, view: str, threshold: float,
+             render_seconds: float | None = None) -> dict:
     """The facts of one render as JSON-ready data (what `details` says in prose): model, device,
     patch size, grid [gh, gw], tokens, layer, query ("cls" or [row, col]), view, the input size
-    [w, h], the forward's milliseconds, and each tile's name and caption, in order."""
+    [w, h], the forward's milliseconds, with `render_seconds` the drawing's and file writing's
+    (`render_ms`, see `Frame.seconds`), and each tile's name and caption, in order."""
     L, H, N = res.weights.shape
+    timing = {} if render_seconds is None else {"render_ms": round(render_seconds * 1000, 1)}
     return {
         "model": model, "device": device, "patch_size": res.patch_size, "grid": list(res.grid), "tokens": N,
         "num_prefix_tokens": res.num_prefix_tokens, "num_layers": L, "num_heads": H, "layer": res.layer,
         "query": res.query if isinstance(res.query, str) else list(res.query), "view": view,
         "threshold": float(threshold), "input_size": list(res.image.size), "forward_ms": round(res.seconds * 1000, 1),
-        "tiles": [{"name": n, "caption": c} for n, c in zip(out.names, out.captions)],
+        **timing, "tiles": [{"name": n, "caption": c} for n, c in zip(out.names, out.captions)],
     }
-
 
 
 @dataclass(frozen=True)
@@ -385,6 +387,7 @@ class Frame:
     query_label: str
     scores_summary: str
     scores_rows: list[list]
+    seconds: float = 0.0  # wall time of `frame`: drawing, encoding and writing the files (no forward pass)
 
 
 def frame(
@@ -406,6 +409,7 @@ def frame(
 
     Raises InputError for a bad view, style, layer, head or query (each message says what is accepted).
     """
+    t0 = time.perf_counter()
     view = check_view(view)
     check_style(threshold, alpha, cmap)
     res = p.at(query, layer)
@@ -419,4 +423,5 @@ def frame(
     if with_query_image:
         qpng = os.path.join(os.path.dirname(out.npz), "query.png")
         Path(qpng).write_bytes(png_bytes(query_image(res, rollout=roll, alpha=alpha, cmap=cmap)))
-    return Frame(res, out, qpng, details(res, model=p.model, device=p.device), query_label(res), summary, rows)
+    return Frame(res, out, qpng, details(res, model=p.model, device=p.device), query_label(res), summary, rows,
+                 seconds=time.perf_counter() - t0)

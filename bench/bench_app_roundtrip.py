@@ -1,6 +1,6 @@
 """App round trip vs bare extraction: one `/attention_maps` request at 480 px on CPU.
 
-    python bench/bench_app_roundtrip.py [--repeats 15] [--image examples/photos/chelsea.jpg] [--idle-cpu]
+    python bench/bench_app_roundtrip.py [--repeats 25] [--image examples/photos/chelsea.jpg] [--idle-cpu]
 
 The app runs as users run it, `python app.py`, in its own process; this process is the client.
 Times (median of --repeats rounds, calls interleaved, after one warm-up each):
@@ -8,10 +8,14 @@ Times (median of --repeats rounds, calls interleaved, after one warm-up each):
   trip  = gradio_client `predict(image, model="dino_vits16", resolution="480", api_name="/attention_maps")`:
           upload, queue, forward pass, the overlays drawn onto one contact-sheet PNG, the .npz of raw
           arrays, and the client's download of both files (gradio_client's default);
+  ctx   = the same with `Client(ssl_verify=ssl.create_default_context())`: one TLS context for all
+          requests (gradio_client's default builds an httpx client, loading the CA bundle, per request);
   urls  = the same with `Client(download_files=False)` (the client gets the files' URLs);
   floor = a `/calculate` call on 1x1 matrices: gradio_client's own cost per call on this machine.
 and prints ratio = trip / bare (target <= 1.5: rendering must not dominate), with the median of
-the per-round ratios as a check on this noisy machine.
+the per-round ratios (each trip over the bare call just before it) and its 90% bootstrap interval,
+as a check on this noisy machine. The server's own forward and drawing times (the answer's
+`forward_ms`, `render_ms`) split the overhead into the app's drawing and the rest.
 --idle-cpu also measures, after the timings, the CPU an idle `python app.py` uses over 10 s with the
 app's queue poll (10 ms) and with Gradio's own (ATTENTION_QUEUE_POLL=0.001; see app.py), one server
 at a time.
@@ -25,7 +29,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -107,9 +113,16 @@ def idle_cpu(env: dict[str, str], seconds: float = 10) -> float:
         proc.wait(timeout=30)
 
 
+def paired_median(ratios: list[float], draws: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Median of per-round ratios with a 90% bootstrap interval (rounds resampled with replacement)."""
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(draws))
+    return statistics.median(ratios), meds[int(0.05 * draws)], meds[int(0.95 * draws) - 1]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--repeats", type=int, default=25)
     ap.add_argument("--image", default=str(ROOT / "examples" / "photos" / "chelsea.jpg"))
     ap.add_argument("--idle-cpu", action="store_true", help="also measure an idle server's CPU at both queue polls")
     args = ap.parse_args()
@@ -140,36 +153,56 @@ def main() -> None:
     res = attention_maps(model, args.image, resolution=480)
 
     proc, url = start_app(env)
+    infos: list[dict] = []  # the default client's answers: the server's own forward and render times
+    infos_ctx: list[dict] = []  # the same from the client with one TLS context
+    bare_fwd: list[float] = []  # the bare calls' own forward times
     try:
         fetching, linking = Client(url, verbose=False), Client(url, verbose=False, download_files=False)
+        # gradio_client hands `ssl_verify` to httpx as `verify`, which also takes an SSLContext: one context
+        # built once, instead of the CA bundle loaded again for each of a call's HTTP requests
+        reusing = Client(url, verbose=False, ssl_verify=ssl.create_default_context())
 
         def call(client):
             return client.predict(handle_file(args.image), model="dino_vits16", resolution="480", api_name="/attention_maps")
 
-        fns = [lambda: attention_maps(model, args.image, resolution=480), lambda: call(fetching), lambda: call(linking),
-               lambda: linking.predict("1", "1", "1", api_name="/calculate")]
+        fns = [lambda: bare_fwd.append(attention_maps(model, args.image, resolution=480).seconds),
+               lambda: infos.append(call(fetching)[2]),
+               lambda: infos_ctx.append(call(reusing)[2]), lambda: call(linking), lambda: linking.predict("1", "1", "1", api_name="/calculate")]
         runs = interleaved_times(fns, args.repeats)
         sheet, npz, info = call(fetching)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    times = [statistics.median(ts) for ts in runs]
-    bare, trip, trip_urls, floor = times
-    pair = statistics.median(t / b for t, b in zip(runs[1], runs[0]))  # each trip over the bare call just before it
-    spread = max(runs[0]) / min(runs[0])
+    infos, infos_ctx, bare_fwd = infos[1:], infos_ctx[1:], bare_fwd[1:]  # drop the warm-up calls
+    bare, trip, trip_ctx, trip_urls, floor = (statistics.median(ts) for ts in runs)
+    pair, lo, hi = paired_median([t / b for t, b in zip(runs[1], runs[0])])  # each trip over the bare call just before it
+    pair_ctx = statistics.median(t / b for t, b in zip(runs[2], runs[0]))
+    fwd, render = (statistics.median(i[k] for i in infos) / 1000 for k in ("forward_ms", "render_ms"))
     gh, gw = res.grid
+    ms = lambda s: f"{s * 1000:.0f} ms"
     print(f"weights: {weights}")
     print(f"input: {Path(args.image).name} -> {res.image.size[0]}x{res.image.size[1]} px, grid {gh}x{gw} "
           f"= {gh * gw} patches, {res.maps.shape[0]} heads; torch threads {torch.get_num_threads()}; "
           f"per request: a {os.path.getsize(sheet) / 1e6:.2f} MB sheet of {len(info['tiles'])} overlays "
-          f"+ a {os.path.getsize(npz) / 1e6:.1f} MB .npz of raw arrays; server forward {info['forward_ms']:.0f} ms")
-    print(f"bare attention_maps (this process, no server in it): {bare * 1000:.0f} ms (median of {args.repeats}, interleaved)")
-    print(f"app round trip, client fetching both files (gradio_client default): {trip * 1000:.0f} ms")
-    print(f"app round trip, client given the files' URLs (Client(download_files=False)): {trip_urls * 1000:.0f} ms")
-    print(f"gradio_client floor, a 1x1 /calculate call: {floor * 1000:.0f} ms")
-    print(f"bare calls vary by {spread:.2f}x (slowest / fastest) on this machine in this run")
-    print(f"ratio (default client) = {trip / bare:.2f} (target <= 1.5); median of per-round ratios {pair:.2f}")
+          f"+ a {os.path.getsize(npz) / 1e6:.1f} MB .npz of raw arrays")
+    print(f"medians of {args.repeats} interleaved rounds:")
+    print(f"  bare attention_maps (this process, no server in it): {ms(bare)}")
+    print(f"  app round trip, gradio_client's default Client (fetches both files): {ms(trip)}")
+    print(f"    in the server: forward {ms(fwd)} (the bare call's: {ms(statistics.median(bare_fwd))}), "
+          f"drawing + files {ms(render)} (info's forward_ms, render_ms)")
+    print(f"    overhead over bare: {ms(trip - bare)} = the app's drawing {ms(render)} "
+          f"+ Gradio, gradio_client and the 2 cores shared with the client {ms(trip - bare - render)}")
+    print(f"  same, Client(ssl_verify=<one SSLContext>): {ms(trip_ctx)} "
+          f"(the client's CA loading costs {ms(trip - trip_ctx)} per call); server forward "
+          f"{statistics.median(i['forward_ms'] for i in infos_ctx):.0f} ms")
+    print(f"  same, Client(download_files=False) (gets the files' URLs): {ms(trip_urls)}")
+    print(f"  gradio_client floor, a 1x1 /calculate call: {ms(floor)}")
+    print(f"bare calls vary by {max(runs[0]) / min(runs[0]):.2f}x (slowest / fastest) on this machine in this run")
+    print(f"ratio (default client) = {trip / bare:.2f} (target <= 1.5); median of per-round ratios {pair:.2f} "
+          f"(90% bootstrap interval {lo:.2f}-{hi:.2f})")
+    print(f"ratio (reused TLS context) = {trip_ctx / bare:.2f}; per-round {pair_ctx:.2f}")
     print(f"ratio (URLs, no download) = {trip_urls / bare:.2f}")
+    print(f"the app's drawing alone: {render / bare:.3f} of bare")
     if args.idle_cpu:
         ours, gradios = idle_cpu(env), idle_cpu({**env, "ATTENTION_QUEUE_POLL": "0.001"})
         print(f"idle server CPU, share of one core over 10 s: {ours:.1%} with the app's 10 ms queue poll, "

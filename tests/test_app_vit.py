@@ -68,12 +68,30 @@ def test_default_call_returns_a_sheet_of_head_overlays_the_raw_maps_and_the_fact
     assert img.format == "PNG" and img.size == (4 * (224 + 4) + 4, 2 * (224 + 14 + 4) + 4)
     assert info["model"] == "mnist_vit" and info["grid"] == [7, 7] and info["patch_size"] == 4
     assert (info["layer"], info["num_layers"], info["num_heads"], info["query"]) == (3, 4, 4, "cls")
-    assert info["tokens"] == 50 and info["device"] == "cpu" and info["forward_ms"] > 0
+    assert info["tokens"] == 50 and info["device"] == "cpu" and info["forward_ms"] > 0 and info["render_ms"] > 0
     assert d["maps"].dtype == np.float32 and d["maps"].shape == (4, 7, 7) and d["image"].shape == (28, 28, 3)
     np.testing.assert_allclose(d["maps"].mean(0), d["mean"], rtol=1e-6)
     assert d["layers"].shape == (4, 4, 7, 7) and int(d["layer"]) == 3
     assert d["query"].tolist() == [-1, -1] and str(d["model"]) == "mnist_vit"
     assert not [n for n in d.files if n.startswith("png/")]  # the arrays alone: the overlays are the sheet
+
+
+def test_a_client_given_one_tls_context_loads_no_certificates_per_call(app_url, client, monkeypatch):
+    """The README's speed tip: gradio_client hands `ssl_verify` to httpx, which takes an SSLContext,
+    so one context serves every request of every call instead of the CA bundle loaded per request."""
+    import ssl
+
+    from gradio_client import Client
+
+    fast = Client(app_url, verbose=False, ssl_verify=ssl.create_default_context())
+    loads = []
+    real = ssl.SSLContext.load_verify_locations
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", lambda self, *a, **k: loads.append(1) or real(self, *a, **k))
+    _, info, d = maps(fast, query_row=3, query_col=4)
+    assert loads == [] and info["query"] == [3, 4]
+    _, _, default = maps(client, query_row=3, query_col=4)
+    assert len(loads) >= 3  # the default client: upload, join, stream, download each load the CA bundle
+    np.testing.assert_array_equal(d["maps"], default["maps"])
 
 
 def test_a_patch_query_returns_other_maps_than_cls(client):

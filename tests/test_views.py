@@ -193,7 +193,10 @@ def test_outputs_for_an_api_call_are_the_sheet_and_the_raw_arrays(p, tmp_path):
     info = views.describe(res, out, model="mnist_vit", device="cpu", view="heads", threshold=0.6)
     assert info["query"] == [2, 2] and info["grid"] == [7, 7] and info["tokens"] == 50 and info["layer"] == 3
     assert [(t["name"], t["caption"]) for t in info["tiles"]] == [(t.name, t.caption) for t in ts]
+    assert "render_ms" not in info  # only a caller that timed the drawing reports it
     json.dumps(info)  # JSON-ready
+    timed = views.describe(res, out, model="mnist_vit", device="cpu", view="heads", threshold=0.6, render_seconds=0.0421)
+    assert timed["render_ms"] == 42.1 and {k: v for k, v in timed.items() if k != "render_ms"} == info
 
 
 def test_frame_composes_a_view_from_the_cached_pass(p, tmp_path, monkeypatch):
@@ -203,6 +206,7 @@ def test_frame_composes_a_view_from_the_cached_pass(p, tmp_path, monkeypatch):
     np.testing.assert_allclose(np.load(f.outputs.npz)["rollout"], p.rollout((0, 0), 3))
     assert np.asarray(Image.open(f.query_png)).shape == (224, 224, 3)
     assert "mnist_vit" in f.details and "7×7" in f.details and "50 tokens" in f.details and "ms" in f.details
+    assert 0 < f.seconds < 60  # the drawing's own wall time (the API reports it as render_ms)
     assert "patch (row 0, col 0)" in f.query_label and "Head 2" in f.scores_summary
     assert views.frame(p, view="mean", with_query_image=False, root=tmp_path).query_png is None
 
