@@ -24,15 +24,23 @@ class ModelLoadError(AttentionError, RuntimeError):
     """Model weights cannot be had: unknown name, offline and not cached, or a hub error."""
 
 
+def as_whole(value) -> int | None:
+    """`value` as an int when it is a whole number (3, 3.0, "3", a numpy integer), else None
+    (2.5, NaN, inf, "abc", None): the one whole-number test behind every index and count check."""
+    try:
+        f = float(value)
+        v = int(f)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return v if v == f else None
+
+
 def check_int(value, name: str, lo: int, hi: int) -> int:
     """`value` as an int in [lo, hi] (whole floats such as 3.0 accepted), else InputError naming
-    `name` and the accepted range: the one whole-number check of the package's inputs."""
-    try:
-        v = int(value)
-        if v != float(value):
-            raise ValueError
-    except (TypeError, ValueError, OverflowError):
-        raise InputError(f"{name} must be a whole number from {lo} to {hi}, got {value!r}") from None
+    `name` and the accepted range."""
+    v = as_whole(value)
+    if v is None:
+        raise InputError(f"{name} must be a whole number from {lo} to {hi}, got {value!r}")
     if not lo <= v <= hi:
         raise InputError(f"{name} = {v} is out of range: expected {lo} to {hi}")
     return v

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from attention.errors import InputError
+from attention.errors import InputError, as_whole
 from attention.images import MAX_TOKENS, ImageSource, check_resolution, load_image, to_tensor
 from attention.models import default_resolution
 
@@ -130,10 +130,11 @@ def norm_query(query: Query) -> Query:
 
 
 def _layer_index(layer: int, n: int) -> int:
-    try:
-        layer = int(layer)
-    except (TypeError, ValueError):
-        raise InputError(f"Layer {layer!r} is not a number; accepted: 0 to {n - 1}, or -1 for the last.") from None
+    """A layer index of a model with n layers, in 0..n-1 (negative counts from the end)."""
+    v = as_whole(layer)
+    if v is None:
+        raise InputError(f"Layer {layer!r} is not a whole number; accepted: 0 to {n - 1}, or -1 for the last.")
+    layer = v
     if not -n <= layer < n:
         raise InputError(f"Layer {layer} is out of range; this model has {n} layers: 0 to {n - 1} (or -{n} to -1).")
     return layer % n

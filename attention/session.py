@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from attention.errors import InputError
+from attention.errors import InputError, as_whole
 from attention.extract import AttentionMaps, Query, attention_maps, norm_query, rollout_map
 from attention.images import ImageSource
 from attention.models import DEFAULT_MODEL, OFFLINE_MODEL, REGISTRY, available, hub_id, is_loaded, load_vit
@@ -103,24 +103,19 @@ def parse_query(row: float | int | None, col: float | int | None) -> Query:
         return "cls"
     if empty(row) or empty(col):
         raise InputError("Give both query_row and query_col for a patch query, or leave both empty for the CLS token.")
-    try:
-        r, c = float(row), float(col)
-    except (TypeError, ValueError):
-        raise InputError(f"Query ({row!r}, {col!r}) is not a pair of numbers; accepted: whole numbers (row, col) on the patch grid, or both empty for CLS.") from None
-    if r != int(r) or c != int(c):
-        raise InputError(f"Query ({row}, {col}) must be whole numbers: the row and column of a patch on the grid.")
-    return int(r), int(c)
+    r, c = as_whole(row), as_whole(col)
+    if r is None or c is None:
+        raise InputError(f"Query ({row!r}, {col!r}) must be a pair of whole numbers: the row and column of a patch "
+                         "on the grid, or both empty for the CLS token.")
+    return r, c
 
 
 def parse_index(value: float | int | str, what: str = "Layer") -> int:
     """A whole number (layer or head index; negative counts from the end). InputError otherwise."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{what} {value!r} is not a number; accepted: a whole number (-1 = the last).") from None
-    if v != int(v):
-        raise InputError(f"{what} {value} is not a whole number; accepted: 0, 1, 2, ... or -1 for the last.")
-    return int(v)
+    v = as_whole(value)
+    if v is None:
+        raise InputError(f"{what} {value!r} is not a whole number; accepted: 0, 1, 2, ... or -1 for the last.")
+    return v
 
 
 @gpu

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from attention.errors import InputError
+from attention.errors import InputError, as_whole
 from attention.extract import AttentionMaps, Query, threshold_masks
 from attention.render import colormap, grid, mark_patch, mask_overlay, overlay, overlays, png_bytes, upsample
 from attention.session import Pass
@@ -212,10 +212,9 @@ def scores_table(res: AttentionMaps, head: int, top: int = 10) -> tuple[str, lis
     and their softmax weights. Returns (markdown summary, rows of SCORE_HEADERS) with the prefix
     tokens (CLS, registers) first, then the `top` patches by weight."""
     H = res.weights.shape[1]
-    try:
-        head = int(head)
-    except (TypeError, ValueError):
-        raise InputError(f"Head {head!r} is not a number; accepted: 0 to {H - 1}.") from None
+    if (h := as_whole(head)) is None:
+        raise InputError(f"Head {head!r} is not a whole number; accepted: 0 to {H - 1}.")
+    head = h
     if not 0 <= head < H:
         raise InputError(f"Head {head} is out of range; this model has {H} heads: 0 to {H - 1}.")
     s, w = res.scores[res.layer, head], res.weights[res.layer, head]

@@ -139,6 +139,9 @@ def test_token_cap_and_bad_arguments_are_clear():
         attention_maps(model, photo(), resolution=200, max_tokens=100)
     with pytest.raises(InputError, match="out of range; this model has 4 layers"):
         attention_maps(model, photo(), layer=4)
+    for bad in (2.5, float("nan"), "top"):  # never truncated to a neighbouring layer
+        with pytest.raises(InputError, match="is not a whole number; accepted: 0 to 3"):
+            attention_maps(model, photo(), layer=bad)
     with pytest.raises(InputError, match="off the"):
         attention_maps(model, photo(), query=(99, 0), resolution=None)
     with pytest.raises(InputError, match="Resolution"):

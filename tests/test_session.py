@@ -59,7 +59,8 @@ def test_parse_query(row, col, want):
 
 
 @pytest.mark.parametrize("row, col, fragment", [
-    (2, None, "both"), (None, 1, "both"), (2.5, 1, "whole"), ("a", 1, "numbers"),
+    (2, None, "both"), (None, 1, "both"), (2.5, 1, "whole"), ("a", 1, "whole numbers"), (float("inf"), 1, "whole"),
+    (1, float("-inf"), "whole"),
 ])
 def test_parse_query_refuses_half_or_malformed_queries(row, col, fragment):
     with pytest.raises(InputError, match=fragment):
@@ -72,6 +73,8 @@ def test_parse_index():
         session.parse_index(1.5, "Layer")
     with pytest.raises(InputError, match="Head 'x'"):
         session.parse_index("x", "Head")
+    with pytest.raises(InputError, match="Layer inf is not a whole number"):
+        session.parse_index(float("inf"), "Layer")
 
 
 def test_a_pass_is_reused_for_the_same_image_content_model_and_resolution(forwards, tmp_path):

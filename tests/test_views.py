@@ -119,6 +119,8 @@ def test_scores_table_prints_raw_scores_and_their_softmax(p):
     assert f"{res.prefix_share[2, 1]:.1%} of the weight on the prefix" in summary and "patch (2, 2)" in summary
     with pytest.raises(InputError, match="0 to 3"):
         views.scores_table(res, head=4)
+    with pytest.raises(InputError, match="Head 1.5 is not a whole number"):
+        views.scores_table(res, head=1.5)
 
 
 def test_legend_shows_the_colormap_ends():

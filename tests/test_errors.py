@@ -1,0 +1,35 @@
+"""Spec of the package's typed errors and its one whole-number test."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attention.errors import AttentionError, ImageError, InputError, ModelLoadError, as_whole, check_int
+
+
+def test_every_user_error_is_an_attention_error():
+    assert issubclass(InputError, AttentionError) and issubclass(ImageError, InputError)
+    assert issubclass(ModelLoadError, AttentionError) and issubclass(InputError, ValueError)
+
+
+@pytest.mark.parametrize("value, want", [
+    (3, 3), (-1, -1), (3.0, 3), ("3", 3), (" 4.0 ", 4), (np.int64(7), 7), (np.float32(2.0), 2), (2**40, 2**40), (1e300, int(1e300)),  # a large float is whole
+])
+def test_as_whole_takes_whole_numbers_in_any_spelling(value, want):
+    assert as_whole(value) == want and type(as_whole(value)) is int
+
+
+@pytest.mark.parametrize("value", [2.5, -0.5, float("nan"), float("inf"), -float("inf"), "abc", "", None, [1], "2.5"])
+def test_as_whole_refuses_everything_else(value):
+    assert as_whole(value) is None
+
+
+def test_check_int_names_the_value_and_the_range():
+    assert check_int(5.0, "n", 1, 9) == 5
+    with pytest.raises(InputError, match=r"n must be a whole number from 1 to 9, got 2\.5"):
+        check_int(2.5, "n", 1, 9)
+    with pytest.raises(InputError, match="n = 10 is out of range: expected 1 to 9"):
+        check_int(10, "n", 1, 9)
+    with pytest.raises(InputError, match="out of range"):  # a huge whole number is out of range, not "not whole"
+        check_int(2**63 + 1, "seed", 0, 2**31 - 1)
