@@ -115,19 +115,19 @@ def vit_tab() -> None:
                 model = gr.Dropdown([(f"{a} · {sp.description}", a) for a, sp in vit_models.REGISTRY.items()],
                                     value=s.model, allow_custom_value=True, label="Model", scale=3,
                                     info="an alias, a timm ViT name, or hf-hub:org/repo", elem_id="vit-model")
-                resolution = gr.Dropdown(["auto", "native", "224", "320", "480", "640", "800"], value="auto",
+                resolution = gr.Dropdown(["auto", "native", "224", "320", "480", "640", "800"], value=VIT_DEFAULTS["resolution"],
                                          allow_custom_value=True, label="Resolution", scale=1,
                                          info="shorter side, px", elem_id="vit-resolution")
-            view = gr.Radio([(label, key) for key, label in vit_views.VIEWS.items()], value="heads",
+            view = gr.Radio([(label, key) for key, label in vit_views.VIEWS.items()], value=VIT_DEFAULTS["view"],
                             label="View", elem_id="vit-view")
             layer = gr.Slider(0, 11, value=11, step=1, label="Layer", info="0 = first; starts at the last",
                               elem_id="vit-layer")
             with gr.Row():
-                threshold = gr.Slider(0.05, 1.0, value=0.6, step=0.05, label="Mask threshold",
+                threshold = gr.Slider(0.05, 1.0, value=VIT_DEFAULTS["threshold"], step=0.05, label="Mask threshold",
                                       info="share of attention each mask keeps", elem_id="vit-threshold")
-                alpha = gr.Slider(0.0, 1.0, value=0.6, step=0.05, label="Overlay opacity",
+                alpha = gr.Slider(0.0, 1.0, value=VIT_DEFAULTS["alpha"], step=0.05, label="Overlay opacity",
                                   info="0 = image only", elem_id="vit-alpha")
-            cmap = gr.Dropdown(list(vit_render.COLORMAPS), value="inferno", label="Colormap", elem_id="vit-cmap")
+            cmap = gr.Dropdown(list(vit_render.COLORMAPS), value=VIT_DEFAULTS["cmap"], label="Colormap", elem_id="vit-cmap")
         with gr.Column(scale=7, min_width=480):
             details = gr.Markdown("Pick an example or upload an image to start.", elem_id="vit-details")
             with gr.Row(equal_height=False):
@@ -143,7 +143,7 @@ def vit_tab() -> None:
                 with gr.Column(scale=5, min_width=300):
                     gallery = gr.Gallery(label="Attention maps", format="png", columns=3, height="auto",
                                          object_fit="contain", interactive=False, elem_id="vit-gallery")
-                    legend = gr.HTML(vit_views.legend_html("inferno"), elem_id="vit-legend",
+                    legend = gr.HTML(vit_views.legend_html(VIT_DEFAULTS["cmap"]), elem_id="vit-legend",
                                      head=f"<style>{VIT_CSS}</style>")  # tab-local CSS (css= needs launch())
             with gr.Accordion("Scores vs weights: the query row of one head, before and after softmax", open=True):
                 head = gr.Slider(0, 5, value=0, step=1, label="Head", elem_id="vit-head")
@@ -241,9 +241,9 @@ def vit_tab() -> None:
         a_img = VitImagePath(type="filepath", image_mode=None, label="image")
         a_model = gr.Textbox(s.model, label="model")
         a_layer = gr.Number(-1, label="layer")
-        a_res = gr.Textbox("auto", label="resolution")
-        a_view = gr.Textbox("heads", label="view")
-        a_thr = gr.Number(0.6, label="threshold")
+        a_res = gr.Textbox(VIT_DEFAULTS["resolution"], label="resolution")
+        a_view = gr.Textbox(VIT_DEFAULTS["view"], label="view")
+        a_thr = gr.Number(VIT_DEFAULTS["threshold"], label="threshold")
         a_qr = gr.Number(None, label="query_row")
         a_qc = gr.Number(None, label="query_col")
         a_sheet = gr.Image(format="png", type="filepath", label="overlays")
@@ -252,16 +252,16 @@ def vit_tab() -> None:
         a_btn = gr.Button("attention_maps")
 
     @user_errors
-    def attention_maps(image, model=s.model, layer=-1, resolution="auto", view="heads", threshold=0.6,
-                       query_row=None, query_col=None):
+    def attention_maps(image, model=s.model, layer=-1, resolution=VIT_DEFAULTS["resolution"], view=VIT_DEFAULTS["view"],
+                       threshold=VIT_DEFAULTS["threshold"], query_row=None, query_col=None):
         """Attention maps of one image. Returns (overlays, maps, info): one PNG sheet of the captioned
         overlays (one per head then their mean, or the chosen view); one .npz of the raw float32
         maps, scores, weights and the image they were computed on; a dict of the facts (model,
         grid, layer, query, tiles with captions). query_row/query_col both empty = the CLS token."""
         query = vit_session.parse_query(query_row, query_col)
         view = vit_views.check_view(view)
-        threshold = 0.6 if threshold is None else threshold
-        vit_views.check_style(threshold, 0.6, "inferno")
+        threshold = VIT_DEFAULTS["threshold"] if threshold is None else threshold
+        vit_views.check_style(threshold, VIT_DEFAULTS["alpha"], VIT_DEFAULTS["cmap"])
         layer = vit_session.parse_index(-1 if layer is None else layer, "Layer")
         # one request, one query: the forward records that query's rows and keeps q/k only for rollout
         p = vit_session.run(image, model, resolution, query=query, keep_qk=view == "rollout")
