@@ -14,7 +14,7 @@ import os
 import gradio as gr
 
 from attention.errors import AttentionError
-from attention import models as vit_models, render as vit_render, session as vit_session, views as vit_views
+from attention import models as vit_models, outputs as vit_outputs, render as vit_render, session as vit_session, views as vit_views
 from attention import retrieval as mnist_retrieval, retrieval_views as mnist_views
 from attention import calculator_form as qkv_form, calculator_presets as qkv_presets, calculator_view as qkv, matrices as qkv_matrices, patches as qkv_patches
 
@@ -267,7 +267,7 @@ def vit_tab() -> None:
         p = vit_session.run(image, model, resolution, query=query, keep_qk=view == "rollout")
         f = vit_views.frame(p, query=query, layer=layer, view=view, threshold=threshold,
                             with_query_image=False, sheet_only=True)
-        info = vit_views.describe(f.res, f.outputs, model=p.model, device=p.device, view=view, threshold=threshold,
+        info = vit_outputs.describe(f.res, f.outputs, model=p.model, device=p.device, view=view, threshold=threshold,
                                  render_seconds=f.seconds)
         return f.outputs.sheet, f.outputs.npz, info
 

@@ -41,7 +41,7 @@ def main() -> None:
     import timm
     import torch
 
-    from attention import session, views
+    from attention import outputs, session, views
     from attention.extract import attention_maps
     from attention.render import png_bytes
 
@@ -50,7 +50,7 @@ def main() -> None:
     res = attention_maps(model, args.image, resolution=480)
     p = session.Pass(key=("bench", "dino_vits16", "480"), model="dino_vits16", base=res, device="cpu")
     ts = views.tiles(res, "heads")
-    sheet = views.sheet(views.tiles(res, "heads", shrink=views.sheet_shrink(res)))
+    sheet = outputs.sheet(views.tiles(res, "heads", shrink=views.sheet_shrink(res)))
     root = tempfile.mkdtemp(prefix="bench-render-")
 
     cases = {

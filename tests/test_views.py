@@ -1,14 +1,9 @@
 """Spec of attention.views: tiles per view, the clickable query image, scores vs weights,
-the legend, and the download (.npz with raw float32 maps and the PNGs). Offline, mnist_vit."""
+the legend and the frame of one view (its files: test_outputs.py). Offline, mnist_vit."""
 
 from __future__ import annotations
 
-import io
-import json
-import os
 import re
-import time
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +13,7 @@ from PIL import Image
 from attention import session, views
 from attention.errors import InputError
 from attention.extract import threshold_masks
-from attention.render import colormap, overlay, upsample
+from attention.render import colormap
 
 ROOT = Path(__file__).resolve().parent.parent
 DIGIT = str(ROOT / "examples" / "digits" / "digit_3.png")
@@ -129,39 +124,6 @@ def test_legend_shows_the_colormap_ends():
     assert f"rgb({lo[0]},{lo[1]},{lo[2]}) 0%" in html and f"rgb({hi[0]},{hi[1]},{hi[2]}) 100%" in html
 
 
-def test_download_has_raw_float32_maps_and_the_same_pngs(p, tmp_path):
-    res = p.at((4, 1), 2)
-    ts = views.tiles(res, "heads")
-    out = views.write_outputs(res, ts, model="mnist_vit", view="heads", threshold=0.6, root=tmp_path)
-    assert [Path(x).name for x in out.pngs] == [f"{t.name}.png" for t in ts] and out.captions == [t.caption for t in ts]
-    d = np.load(out.npz)  # no pickle needed
-    assert d["maps"].dtype == np.float32 and d["maps"].shape == (4, 7, 7)
-    np.testing.assert_array_equal(d["maps"], res.maps)
-    np.testing.assert_array_equal(d["weights"], res.weights)
-    assert d["layers"].shape == (4, 4, 7, 7) and d["scores"].shape == (4, 4, 50)
-    assert d["image"].shape == (28, 28, 3) and d["masks"].dtype == bool
-    assert d["query"].tolist() == [4, 1] and int(d["layer"]) == 2 and str(d["model"]) == "mnist_vit"
-    assert "rollout" not in d.files
-    with zipfile.ZipFile(out.npz) as z:
-        for t, path in zip(ts, out.pngs):
-            data = z.read(f"png/{t.name}.png")
-            assert data == Path(path).read_bytes()
-            np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(data))), t.image)  # lossless
-
-
-def test_sheet_puts_every_tile_on_one_captioned_picture_reducing_large_ones(p):
-    res = p.at("cls", -1)
-    ts = views.tiles(res, "heads")
-    small = views.sheet(ts)  # five 224 px tiles: kept at full size, rows of 4
-    assert small.shape == (2 * (224 + 14 + 4) + 4, 4 * (224 + 4) + 4, 3)
-    np.testing.assert_array_equal(small[4:228, 4:228], ts[0].image)
-    assert (small[228:242, 4:228] < 128).any()  # a caption under the tile
-    big = [views.Tile(np.repeat(np.repeat(t.image, 3, 0), 3, 1), t.caption, t.name) for t in ts]  # 672 px
-    reduced = views.sheet(big, max_side=448)  # 672 / 2 = 336 px
-    assert reduced.shape == (2 * (336 + 14 + 4) + 4, 4 * (336 + 4) + 4, 3)
-    assert views.sheet(ts[:2]).shape[1] == 2 * (224 + 4) + 4
-
-
 def test_tiles_drawn_small_match_full_tiles_reduced(tmp_path):
     big = session.run(DIGIT, "mnist_vit", "224").at((10, 20), -1)  # 224 px, 56x56 patches of 4 px: shown 1:1
     assert views.display_scale(big) == 1 and views.sheet_shrink(big) == 1 and views.sheet_shrink(big, max_side=112) == 2
@@ -178,29 +140,6 @@ def test_tiles_drawn_small_match_full_tiles_reduced(tmp_path):
         views.tiles(session.run(DIGIT, "mnist_vit", "auto").at(), "mean", shrink=2)  # 28 px: shown enlarged
 
 
-def test_outputs_for_an_api_call_are_the_sheet_and_the_raw_arrays(p, tmp_path):
-    res = p.at((2, 2), -1)
-    ts = views.tiles(res, "heads", alpha=0.5, cmap="magma")
-    out = views.write_outputs(res, ts, model="mnist_vit", view="heads", threshold=0.6, root=tmp_path, sheet_only=True)
-    assert out.pngs == [] and sorted(f.name for f in Path(out.npz).parent.iterdir()) == [Path(out.npz).name, "sheet.png"]
-    np.testing.assert_array_equal(np.asarray(Image.open(out.sheet)), views.sheet(ts))
-    d = np.load(out.npz)
-    assert not [f for f in d.files if f.startswith("png/")]
-    s = views.display_scale(res)  # every overlay can be remade exactly from the arrays (all but the query mark)
-    for h, t in enumerate(ts[:-1]):
-        remade = upsample(overlay(d["image"], d["maps"][h], alpha=0.5, cmap="magma"), s)
-        unmarked = ~(t.image == CYAN).all(-1)
-        assert unmarked.mean() > 0.9
-        np.testing.assert_array_equal(remade[unmarked], t.image[unmarked])
-    info = views.describe(res, out, model="mnist_vit", device="cpu", view="heads", threshold=0.6)
-    assert info["query"] == [2, 2] and info["grid"] == [7, 7] and info["tokens"] == 50 and info["layer"] == 3
-    assert [(t["name"], t["caption"]) for t in info["tiles"]] == [(t.name, t.caption) for t in ts]
-    assert "render_ms" not in info  # only a caller that timed the drawing reports it
-    json.dumps(info)  # JSON-ready
-    timed = views.describe(res, out, model="mnist_vit", device="cpu", view="heads", threshold=0.6, render_seconds=0.0421)
-    assert timed["render_ms"] == 42.1 and {k: v for k, v in timed.items() if k != "render_ms"} == info
-
-
 def test_frame_composes_a_view_from_the_cached_pass(p, tmp_path, monkeypatch):
     monkeypatch.setattr(session, "forward", lambda *a: pytest.fail("no forward pass for a new view"))
     f = views.frame(p, query=(0, 0), layer=-1, view="rollout", head=2, cmap="viridis", root=tmp_path)
@@ -211,23 +150,3 @@ def test_frame_composes_a_view_from_the_cached_pass(p, tmp_path, monkeypatch):
     assert 0 < f.seconds < 60  # the drawing's own wall time (the API reports it as render_ms)
     assert "patch (row 0, col 0)" in f.query_label and "Head 2" in f.scores_summary
     assert views.frame(p, view="mean", with_query_image=False, root=tmp_path).query_png is None
-
-
-def test_outputs_older_than_an_hour_are_swept_at_most_once_a_minute(p, tmp_path):
-    res = p.at("cls", -1)
-    ts = views.tiles(res, "mean")
-
-    def stale_folder():
-        old = tmp_path / "stale"
-        old.mkdir()
-        t = time.time() - views.KEEP_SECONDS - 60
-        os.utime(old, (t, t))
-        return old
-
-    old = stale_folder()
-    views._last_sweep.pop(tmp_path, None)
-    views.write_outputs(res, ts, model="m", view="mean", threshold=0.6, root=tmp_path)
-    assert not old.exists()
-    old = stale_folder()
-    fresh = views.write_outputs(res, ts, model="m", view="mean", threshold=0.6, root=tmp_path)
-    assert old.exists() and Path(fresh.npz).exists()  # swept a moment ago: not again within the minute
