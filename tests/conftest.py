@@ -1,4 +1,5 @@
-"""Shared fixtures: the app launched once in-process, a gradio_client for it, and a browser.
+"""Shared fixtures: the app launched once in-process, a gradio_client for it, a browser, and one
+digit's forward pass through mnist_vit.
 
 The whole suite runs offline: HF_HUB_OFFLINE=1 is set before anything imports
 huggingface-hub, and every hub download must come from a temporary cache the tests build.
@@ -23,6 +24,15 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"  # screenshots of browser tests (git-ignored)
+DIGIT = str(ROOT / "examples" / "digits" / "digit_3.png")  # a 28x28 MNIST 3
+
+
+@pytest.fixture(scope="session")
+def digit_pass():
+    """DIGIT through mnist_vit at "auto" (a session.Pass): 28x28 px, patch 4, a 7x7 grid, 4 layers, 4 heads."""
+    from attention import session
+
+    return session.run(DIGIT, "mnist_vit", "auto")
 
 
 @pytest.fixture(scope="session")

@@ -12,24 +12,16 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
-import pytest
 from PIL import Image
 
-from attention import outputs, session, views
+from attention import outputs, views
 from attention.render import overlay, upsample
 
-ROOT = Path(__file__).resolve().parent.parent
-DIGIT = str(ROOT / "examples" / "digits" / "digit_3.png")
 CYAN = np.array(views.QUERY_COLOR, np.uint8)
 
 
-@pytest.fixture(scope="module")
-def p():
-    return session.run(DIGIT, "mnist_vit", "auto")  # 28x28, patch 4: a 7x7 grid, 4 layers, 4 heads
-
-
-def test_download_has_raw_float32_maps_and_the_same_pngs(p, tmp_path):
-    res = p.at((4, 1), 2)
+def test_download_has_raw_float32_maps_and_the_same_pngs(digit_pass, tmp_path):
+    res = digit_pass.at((4, 1), 2)
     ts = views.tiles(res, "heads")
     out = outputs.write_outputs(res, ts, model="mnist_vit", view="heads", threshold=0.6, root=tmp_path)
     assert [Path(x).name for x in out.pngs] == [f"{t.name}.png" for t in ts] and out.captions == [t.caption for t in ts]
@@ -48,8 +40,8 @@ def test_download_has_raw_float32_maps_and_the_same_pngs(p, tmp_path):
             np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(data))), t.image)  # lossless
 
 
-def test_sheet_puts_every_tile_on_one_captioned_picture_reducing_large_ones(p):
-    res = p.at("cls", -1)
+def test_sheet_puts_every_tile_on_one_captioned_picture_reducing_large_ones(digit_pass):
+    res = digit_pass.at("cls", -1)
     ts = views.tiles(res, "heads")
     small = outputs.sheet(ts)  # five 224 px tiles: kept at full size, rows of 4
     assert small.shape == (2 * (224 + 14 + 4) + 4, 4 * (224 + 4) + 4, 3)
@@ -61,8 +53,8 @@ def test_sheet_puts_every_tile_on_one_captioned_picture_reducing_large_ones(p):
     assert outputs.sheet(ts[:2]).shape[1] == 2 * (224 + 4) + 4
 
 
-def test_outputs_for_an_api_call_are_the_sheet_and_the_raw_arrays(p, tmp_path):
-    res = p.at((2, 2), -1)
+def test_outputs_for_an_api_call_are_the_sheet_and_the_raw_arrays(digit_pass, tmp_path):
+    res = digit_pass.at((2, 2), -1)
     ts = views.tiles(res, "heads", alpha=0.5, cmap="magma")
     out = outputs.write_outputs(res, ts, model="mnist_vit", view="heads", threshold=0.6, root=tmp_path, sheet_only=True)
     assert out.pngs == [] and sorted(f.name for f in Path(out.npz).parent.iterdir()) == [Path(out.npz).name, "sheet.png"]
@@ -84,8 +76,8 @@ def test_outputs_for_an_api_call_are_the_sheet_and_the_raw_arrays(p, tmp_path):
     assert timed["render_ms"] == 42.1 and {k: v for k, v in timed.items() if k != "render_ms"} == info
 
 
-def test_outputs_older_than_an_hour_are_swept_at_most_once_a_minute(p, tmp_path):
-    res = p.at("cls", -1)
+def test_outputs_older_than_an_hour_are_swept_at_most_once_a_minute(digit_pass, tmp_path):
+    res = digit_pass.at("cls", -1)
     ts = views.tiles(res, "mean")
 
     def stale_folder():

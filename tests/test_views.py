@@ -4,7 +4,6 @@ the legend and the frame of one view (its files: test_outputs.py). Offline, mnis
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,15 +13,9 @@ from attention import session, views
 from attention.errors import InputError
 from attention.extract import threshold_masks
 from attention.render import colormap
+from tests.conftest import DIGIT
 
-ROOT = Path(__file__).resolve().parent.parent
-DIGIT = str(ROOT / "examples" / "digits" / "digit_3.png")
 CYAN = np.array(views.QUERY_COLOR, np.uint8)
-
-
-@pytest.fixture(scope="module")
-def p():
-    return session.run(DIGIT, "mnist_vit", "auto")  # 28x28, patch 4: a 7x7 grid, 4 layers, 4 heads
 
 
 def cyan_box(img: np.ndarray) -> tuple[int, int, int, int] | None:
@@ -32,9 +25,9 @@ def cyan_box(img: np.ndarray) -> tuple[int, int, int, int] | None:
 
 
 @pytest.mark.parametrize("view, count", [("heads", 5), ("mean", 1), ("rollout", 1), ("masks", 4)])
-def test_each_view_gives_its_tiles_enlarged_for_small_images(p, view, count):
-    res = p.at((1, 5), -1)
-    roll = p.rollout((1, 5), -1) if view == "rollout" else None
+def test_each_view_gives_its_tiles_enlarged_for_small_images(digit_pass, view, count):
+    res = digit_pass.at((1, 5), -1)
+    roll = digit_pass.rollout((1, 5), -1) if view == "rollout" else None
     ts = views.tiles(res, view, rollout=roll)
     assert len(ts) == count and len({t.name for t in ts}) == count
     assert views.display_scale(res) == 8  # 28 px -> 224 px
@@ -43,8 +36,8 @@ def test_each_view_gives_its_tiles_enlarged_for_small_images(p, view, count):
         assert cyan_box(t.image) == (8 * 4, 5 * 32, 2 * 32 - 1, 6 * 32 - 1)  # row 1, col 5, 32 px patches
 
 
-def test_heads_tiles_show_each_heads_map_and_the_cls_query_is_not_marked(p):
-    res = p.at("cls", -1)
+def test_heads_tiles_show_each_heads_map_and_the_cls_query_is_not_marked(digit_pass):
+    res = digit_pass.at("cls", -1)
     ts = views.tiles(res, "heads", alpha=1.0, cmap="gray")
     for h, t in enumerate(ts[:-1]):  # alpha 1: the tile is the map itself, patch by patch
         cell = t.image[::32, ::32, 0].astype(float)
@@ -55,8 +48,8 @@ def test_heads_tiles_show_each_heads_map_and_the_cls_query_is_not_marked(p):
     assert ts[-1].name == "mean" and "CLS" in ts[0].caption
 
 
-def test_masks_keep_the_threshold_share(p):
-    res = p.at("cls", -1)
+def test_masks_keep_the_threshold_share(digit_pass):
+    res = digit_pass.at("cls", -1)
     loose, tight = views.tiles(res, "masks", threshold=0.9), views.tiles(res, "masks", threshold=0.2)
     n_loose = [int(t.caption.split(" · ")[1].split("/")[0]) for t in loose]
     n_tight = [int(t.caption.split(" · ")[1].split("/")[0]) for t in tight]
@@ -68,9 +61,9 @@ def test_masks_keep_the_threshold_share(p):
         assert m.sum() == n
 
 
-def test_rollout_view_needs_the_rollout_map(p):
+def test_rollout_view_needs_the_rollout_map(digit_pass):
     with pytest.raises(InputError, match="rollout"):
-        views.tiles(p.at("cls"), "rollout")
+        views.tiles(digit_pass.at("cls"), "rollout")
 
 
 @pytest.mark.parametrize("view, threshold, alpha, cmap, fragment", [
@@ -80,28 +73,28 @@ def test_rollout_view_needs_the_rollout_map(p):
     ("heads", 0.6, -0.1, "inferno", "0 (image only)"),
     ("heads", 0.6, 0.5, "nocmap", "inferno"),
 ])
-def test_bad_view_or_style_is_refused_with_what_is_accepted(p, view, threshold, alpha, cmap, fragment):
+def test_bad_view_or_style_is_refused_with_what_is_accepted(digit_pass, view, threshold, alpha, cmap, fragment):
     with pytest.raises(InputError, match=re.escape(fragment)):
-        views.tiles(p.at("cls"), view, threshold=threshold, alpha=alpha, cmap=cmap)
+        views.tiles(digit_pass.at("cls"), view, threshold=threshold, alpha=alpha, cmap=cmap)
 
 
 def test_view_labels_are_accepted_too():
     assert views.check_view("Per-head grid") == "heads" and views.check_view(" ROLLOUT ") == "rollout"
 
 
-def test_a_click_on_the_query_image_selects_the_patch_under_it(p):
-    res = p.at("cls")
+def test_a_click_on_the_query_image_selects_the_patch_under_it(digit_pass):
+    res = digit_pass.at("cls")
     img = views.query_image(res)
     assert img.shape == (224, 224, 3)
     for r, c in [(0, 0), (3, 4), (6, 6)]:
         assert views.patch_at(c * 32 + 16, r * 32 + 5, res) == (r, c)
     assert views.patch_at(-3, 500, res) == (6, 0)  # clamped to the grid
-    marked = views.query_image(p.at((3, 4)))
+    marked = views.query_image(digit_pass.at((3, 4)))
     assert cyan_box(marked)[:2] == (96, 128)
 
 
-def test_scores_table_prints_raw_scores_and_their_softmax(p):
-    res = p.at((2, 2), 2)
+def test_scores_table_prints_raw_scores_and_their_softmax(digit_pass):
+    res = digit_pass.at((2, 2), 2)
     summary, rows = views.scores_table(res, head=1, top=5)
     assert len(rows) == 1 + 5 and rows[0][1] == "CLS"
     s, w = res.scores[2, 1], res.weights[2, 1]
@@ -140,13 +133,13 @@ def test_tiles_drawn_small_match_full_tiles_reduced(tmp_path):
         views.tiles(session.run(DIGIT, "mnist_vit", "auto").at(), "mean", shrink=2)  # 28 px: shown enlarged
 
 
-def test_frame_composes_a_view_from_the_cached_pass(p, tmp_path, monkeypatch):
+def test_frame_composes_a_view_from_the_cached_pass(digit_pass, tmp_path, monkeypatch):
     monkeypatch.setattr(session, "forward", lambda *a: pytest.fail("no forward pass for a new view"))
-    f = views.frame(p, query=(0, 0), layer=-1, view="rollout", head=2, cmap="viridis", root=tmp_path)
+    f = views.frame(digit_pass, query=(0, 0), layer=-1, view="rollout", head=2, cmap="viridis", root=tmp_path)
     assert f.res.query == (0, 0) and f.res.layer == 3 and len(f.outputs.pngs) == 1
-    np.testing.assert_allclose(np.load(f.outputs.npz)["rollout"], p.rollout((0, 0), 3))
+    np.testing.assert_allclose(np.load(f.outputs.npz)["rollout"], digit_pass.rollout((0, 0), 3))
     assert np.asarray(Image.open(f.query_png)).shape == (224, 224, 3)
     assert "mnist_vit" in f.details and "7×7" in f.details and "50 tokens" in f.details and "ms" in f.details
     assert 0 < f.seconds < 60  # the drawing's own wall time (the API reports it as render_ms)
     assert "patch (row 0, col 0)" in f.query_label and "Head 2" in f.scores_summary
-    assert views.frame(p, view="mean", with_query_image=False, root=tmp_path).query_png is None
+    assert views.frame(digit_pass, view="mean", with_query_image=False, root=tmp_path).query_png is None
