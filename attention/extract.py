@@ -134,10 +134,9 @@ def _layer_index(layer: int, n: int) -> int:
     v = as_whole(layer)
     if v is None:
         raise InputError(f"Layer {layer!r} is not a whole number; accepted: 0 to {n - 1}, or -1 for the last.")
-    layer = v
-    if not -n <= layer < n:
-        raise InputError(f"Layer {layer} is out of range; this model has {n} layers: 0 to {n - 1} (or -{n} to -1).")
-    return layer % n
+    if not -n <= v < n:
+        raise InputError(f"Layer {v} is out of range; this model has {n} layers: 0 to {n - 1} (or -{n} to -1).")
+    return v % n
 
 
 def query_scores(q: torch.Tensor, k: torch.Tensor, i: int, scale: float) -> torch.Tensor:

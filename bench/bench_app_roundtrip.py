@@ -167,7 +167,8 @@ def main() -> None:
 
         fns = [lambda: bare_fwd.append(attention_maps(model, args.image, resolution=480).seconds),
                lambda: infos.append(call(fetching)[2]),
-               lambda: infos_ctx.append(call(reusing)[2]), lambda: call(linking), lambda: linking.predict("1", "1", "1", api_name="/calculate")]
+               lambda: infos_ctx.append(call(reusing)[2]), lambda: call(linking),
+               lambda: linking.predict("1", "1", "1", api_name="/calculate")]
         runs = interleaved_times(fns, args.repeats)
         sheet, npz, info = call(fetching)
     finally:
