@@ -13,6 +13,7 @@ import os
 
 import gradio as gr
 
+from attention.config import SETTINGS
 from attention.errors import AttentionError
 from attention import models as vit_models, outputs as vit_outputs, render as vit_render, session as vit_session, views as vit_views
 from attention import retrieval as mnist_retrieval, retrieval_views as mnist_views
@@ -63,6 +64,12 @@ class VitImagePath(gr.Image):
         if payload is not None and payload.path and not (payload.url or "").startswith("data:"):
             return str(payload.path)
         return super().preprocess(payload)
+
+
+def vit_pass(image, model, resolution, progress=None):
+    """The visitor's pass from the server's shared, bounded store (`session.PASSES`): computed once
+    per (image content, model, resolution), within the model allow-list and compute budget."""
+    return vit_session.run(image, model, resolution, progress=progress, cache=vit_session.PASSES, shared=True)
 
 
 def _vit_frame(p, qrow, qcol, layer, view, head, threshold, alpha, cmap):
@@ -169,25 +176,25 @@ def vit_tab() -> None:
 
     @user_errors
     def update(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, progress=gr.Progress()):
-        p = vit_session.run(img, mdl, res, st, progress=progress_cb(progress))
+        p = vit_pass(img, mdl, res, progress_cb(progress))
         if st is None or p.key[1] != st.key[1]:
             lay = p.num_layers - 1  # a new model starts at its last layer
-        if st is None or p.base.grid != st.base.grid:
+        if st is None or p.base.grid != st.grid:
             qr = qc = None  # a new grid: back to CLS
         hd = min(int(hd or 0), p.num_heads - 1)
         f = _vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm)
-        return (*_vit_show(f, p, cm), p)
+        return (*_vit_show(f, p, cm), p.ref)
 
     @user_errors
     def click(img, mdl, res, lay, vw, hd, thr, al, cm, st, evt: gr.SelectData):
-        p = vit_session.run(img, mdl, res, st)
+        p = vit_pass(img, mdl, res)
         r, c = vit_views.patch_at(evt.index[0], evt.index[1], p.base)
         f = _vit_frame(p, r, c, min(int(lay), p.num_layers - 1), vw, min(int(hd or 0), p.num_heads - 1), thr, al, cm)
-        return (*_vit_show(f, p, cm), p)
+        return (*_vit_show(f, p, cm), p.ref)
 
     @user_errors
     def example(img, mdl, res, vw, thr, al, cm):
-        p = vit_session.run(img, mdl, res)
+        p = vit_pass(img, mdl, res)
         return _vit_show(_vit_frame(p, None, None, -1, vw, 0, thr, al, cm), p, cm, plain=True)[:-2]
 
     @user_errors
@@ -200,13 +207,13 @@ def vit_tab() -> None:
         if not cmp or cmp == VIT_NONE or st is None:
             return "", [], None
         try:
-            c = vit_session.run(img, cmp, res, cst, progress=progress_cb(progress))
-            q = vit_session.map_query(vit_session.parse_query(qr, qc), st.base, c.base)
+            c = vit_pass(img, cmp, res, progress_cb(progress))
+            q = vit_session.map_query(vit_session.parse_query(qr, qc), st.grid, c.base.grid)
             lay_c = vit_session.map_layer(int(lay), st.num_layers, c.num_layers)
             f = vit_views.frame(c, query=q, layer=lay_c, view=vw, threshold=thr, alpha=al, cmap=cm, with_query_image=False)
         except AttentionError as e:
             return f"⚠️ {e}", [], cst
-        return f.details, list(zip(f.outputs.pngs, f.outputs.captions)), c
+        return f.details, list(zip(f.outputs.pngs, f.outputs.captions)), c.ref
 
     inputs = [image, model, resolution, qrow, qcol, *style, state]
     cmp_in = [image, compare, resolution, qrow, qcol, layer, view, threshold, alpha, cmap, state, cstate]
@@ -264,7 +271,8 @@ def vit_tab() -> None:
         vit_views.check_style(threshold, VIT_DEFAULTS["alpha"], VIT_DEFAULTS["cmap"])
         layer = vit_session.parse_index(-1 if layer is None else layer, "Layer")
         # one request, one query: the forward records that query's rows and keeps q/k only for rollout
-        p = vit_session.run(image, model, resolution, query=query, keep_qk=view == "rollout")
+        p = vit_session.run(image, model, resolution, query=query, keep_qk=view == "rollout",
+                            cache=vit_session.PASSES, shared=True)
         f = vit_views.frame(p, query=query, layer=layer, view=view, threshold=threshold,
                             with_query_image=False, sheet_only=True)
         info = vit_outputs.describe(f.res, f.outputs, model=p.model, device=p.device, view=view, threshold=threshold,
@@ -651,7 +659,9 @@ def calculator_tab() -> None:
 # ----- end Q/K/V calculator tab ----------------------------------------------------------
 
 
-with gr.Blocks(title="Attention Explorer") as demo:
+# Temporary files Gradio serves (sheets, .npz, plots) are deleted every 5 minutes once older
+# than ATTENTION_FILE_TTL seconds (default 15 minutes), so the temp dir is bounded by traffic x age.
+with gr.Blocks(title="Attention Explorer", delete_cache=(300, int(SETTINGS.cache_age))) as demo:
     gr.Markdown("# Attention Explorer\nSee what attention looks at: in vision transformers, in a digit database, and step by step.")
     with gr.Tab("ViT attention maps", id="vit"):
         vit_tab()
@@ -660,18 +670,18 @@ with gr.Blocks(title="Attention Explorer") as demo:
     with gr.Tab("Q/K/V calculator", id="calculator"):
         calculator_tab()
 
-demo.queue(default_concurrency_limit=2)  # 2 cores: two requests compute at once, the rest wait
+demo.queue(default_concurrency_limit=SETTINGS.concurrency)  # 2 cores: two requests compute at once, the rest wait
 # Gradio's queue looks for new jobs every 1 ms, which keeps an idle server busy on a small CPU
 # (bench/bench_app_roundtrip.py --idle-cpu). Every 10 ms costs a job at most 10 ms of waiting.
 # ATTENTION_QUEUE_POLL sets the seconds (Gradio's own value: 0.001).
-try:
-    QUEUE_POLL = float(os.environ.get("ATTENTION_QUEUE_POLL", "0.01"))
-except ValueError:
-    raise SystemExit(f"ATTENTION_QUEUE_POLL={os.environ['ATTENTION_QUEUE_POLL']!r} is not a number of seconds; "
-                     "accepted: e.g. 0.01 (the default) or 0.001 (Gradio's own).") from None
+QUEUE_POLL = SETTINGS.queue_poll
 if hasattr(demo._queue, "sleep_when_free"):  # a private attribute of Gradio 6's Queue: set only if there
     demo._queue.sleep_when_free = QUEUE_POLL
 
+# What launch() must be given wherever the app is served (here, tests, benches): the upload cap and
+# how many sessions' state Gradio keeps (the oldest forgotten first).
+LAUNCH = dict(max_file_size=int(SETTINGS.max_upload_mb * 2**20), state_session_capacity=SETTINGS.max_sessions)
+
 
 if __name__ == "__main__":
-    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"))
+    demo.launch(server_name=SETTINGS.server_name, **LAUNCH)

@@ -44,3 +44,8 @@ def check_int(value, name: str, lo: int, hi: int) -> int:
     if not lo <= v <= hi:
         raise InputError(f"{name} = {v} is out of range: expected {lo} to {hi}")
     return v
+
+
+class BudgetError(InputError):
+    """A request would cost more compute or memory than this server allows (the message names
+    the largest setting that fits)."""

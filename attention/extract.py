@@ -17,7 +17,9 @@ so other queries (`res.requery((r, c))`) and rollout (`rollout(res)`) need no ne
 
 from __future__ import annotations
 
+import threading
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Literal, Union
 
@@ -25,6 +27,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from attention.cost import check_budget
 from attention.errors import InputError, as_whole
 from attention.images import MAX_TOKENS, ImageSource, check_resolution, load_image, to_tensor
 from attention.models import default_resolution
@@ -148,34 +151,63 @@ def query_scores(q: torch.Tensor, k: torch.Tensor, i: int, scale: float) -> torc
 
 
 class _Recorder:
-    """Forward hooks on every block's q_norm / k_norm: record the query's row (and q, k if asked)."""
+    """What one forward pass records: the query's row in each layer (and q, k if asked).
 
-    def __init__(self, model: torch.nn.Module, index: int, keep_qk: bool):
+    One recorder per call, active only in the calling thread's context (`_ACTIVE`), so passes
+    that run at the same time on one shared model record only their own rows."""
+
+    def __init__(self, index: int, keep_qk: bool, n_layers: int):
         self.index, self.keep_qk = index, keep_qk  # query token index
-        self.rows: list[torch.Tensor] = []  # per layer (H, N) raw scores
-        self.qk: list[tuple[torch.Tensor, torch.Tensor]] = []
-        self._q: torch.Tensor | None = None
-        self.handles = []
-        for blk in model.blocks:
+        self.rows: list[torch.Tensor | None] = [None] * n_layers  # per layer (H, N) raw scores
+        self.qk: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * n_layers
+        self._q: list[torch.Tensor | None] = [None] * n_layers
+
+    def on_q(self, layer: int, q: torch.Tensor) -> None:  # q: (B, H, N, d), B = 1
+        self._q[layer] = q[0]
+
+    def on_k(self, layer: int, k: torch.Tensor, scale: float) -> None:  # k: (B, H, N, d)
+        q, k = self._q[layer], k[0]
+        self._q[layer] = None
+        self.rows[layer] = query_scores(q, k, self.index, scale)
+        if self.keep_qk:  # copies (never views of the block's qkv buffer, which would stay alive whole)
+            self.qk[layer] = (_own(q), _own(k))
+
+
+def _own(t: torch.Tensor) -> torch.Tensor:
+    """A compact float32 CPU copy of `t` (one copy, whatever its device, dtype and strides)."""
+    return t.detach().to("cpu", torch.float32, memory_format=torch.contiguous_format, copy=True)
+
+
+_ACTIVE: ContextVar[_Recorder | None] = ContextVar("attention_recorder", default=None)
+_INSTALL_LOCK = threading.Lock()
+
+
+def _install_hooks(model: torch.nn.Module) -> None:
+    """Attach, once per model, forward hooks on every block's q_norm and k_norm that hand q and k
+    to the recorder active in the calling context (and do nothing when none is)."""
+    if getattr(model, "_attention_hooks", False):
+        return
+    with _INSTALL_LOCK:
+        if getattr(model, "_attention_hooks", False):
+            return
+        for i, blk in enumerate(model.blocks):
             attn = blk.attn
             if attn.q_norm is attn.k_norm:
                 raise InputError("Unsupported attention block: q_norm and k_norm are one module.")
-            self.handles.append(attn.q_norm.register_forward_hook(self._on_q))
-            self.handles.append(attn.k_norm.register_forward_hook(lambda m, a, k, s=attn.scale: self._on_k(k, s)))
 
-    def _on_q(self, module, args, q):  # q: (B, H, N, d), B = 1
-        self._q = q[0]
+            def on_q(module, args, q, i=i):
+                rec = _ACTIVE.get()
+                if rec is not None:
+                    rec.on_q(i, q)
 
-    def _on_k(self, k, scale):  # k: (B, H, N, d)
-        q, k = self._q, k[0]
-        self.rows.append(query_scores(q, k, self.index, scale))
-        if self.keep_qk:
-            self.qk.append((q.detach().float().cpu(), k.detach().float().cpu()))
-        self._q = None
+            def on_k(module, args, k, i=i, scale=float(attn.scale)):
+                rec = _ACTIVE.get()
+                if rec is not None:
+                    rec.on_k(i, k, scale)
 
-    def remove(self):
-        for h in self.handles:
-            h.remove()
+            attn.q_norm.register_forward_hook(on_q)
+            attn.k_norm.register_forward_hook(on_k)
+        model._attention_hooks = True
 
 
 @torch.inference_mode()
@@ -188,6 +220,7 @@ def attention_maps(
     resolution: int | str | None = "auto",
     max_tokens: int = MAX_TOKENS,
     keep_qk: bool = False,
+    max_gflop: float | None = None,
 ) -> AttentionMaps:
     """Per-head attention of `query` in every layer of `model` on `image`, from one forward pass.
 
@@ -195,13 +228,21 @@ def attention_maps(
     EXIF honoured) or uint8 array (H, W[, C]). resolution: shorter side in px, "auto" (480 for
     DINO, else the trained size), or None/"native" (only cropped to the patch grid).
     query: "cls" or (row, col) of a patch. layer: selected layer (negative counts from the end).
+    max_gflop: refuse at once (BudgetError naming the largest resolution that fits) when the pass's
+    estimated cost (`attention.cost.forward_gflop`) is over it; None = no compute budget.
     Fused attention stays on and the model's outputs are unchanged.
+
+    Thread-safe: many threads may call it at once on one shared model; each call records only
+    its own pass (hooks hand q and k to a recorder bound to the calling context).
     """
     img = load_image(image)
     patch = model.patch_embed.patch_size[0]
     cfg = model.pretrained_cfg
     auto = isinstance(resolution, str) and resolution.strip().lower() == "auto"
     res = default_resolution(model) if auto else check_resolution(resolution, patch)
+    if max_gflop is not None:
+        check_budget(model, img.size, res, max_gflop, name=getattr(model, "alias", "this model"),
+                     device=str(next(model.parameters()).device))
     x, shown = to_tensor(img, patch_size=patch, mean=cfg["mean"], std=cfg["std"], resolution=res, max_tokens=max_tokens)
     grid = (x.shape[2] // patch, x.shape[3] // patch)
     P = model.num_prefix_tokens
@@ -224,11 +265,15 @@ def query_rows(model: torch.nn.Module, x: torch.Tensor, query_index: int = 0, *,
     layer's raw q_i . k_j * scale for token i = `query_index`; qk, with keep_qk, each layer's
     (q, k) float32 (H, N, d) on CPU, else None."""
     param = next(model.parameters())
-    rec = _Recorder(model, query_index, keep_qk)
+    _install_hooks(model)
+    rec = _Recorder(query_index, keep_qk, len(model.blocks))
+    token = _ACTIVE.set(rec)
     try:
         model.forward_features(x.to(param.device, param.dtype))
     finally:
-        rec.remove()
+        _ACTIVE.reset(token)
+    if any(r is None for r in rec.rows):
+        raise InputError("Unsupported attention block: a layer ran without its q_norm/k_norm hooks.")
     return torch.stack(rec.rows).cpu(), (rec.qk if keep_qk else None)
 
 

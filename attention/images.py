@@ -15,13 +15,14 @@ from typing import Union
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from attention.config import SETTINGS
 from attention.errors import ImageError, InputError
 
 # Decompression-bomb guard: PIL only raises above 2 x 89,478,485 pixels; we refuse far earlier,
 # from the header alone, before any pixel is decoded.
-MAX_PIXELS = int(os.environ.get("ATTENTION_MAX_PIXELS", 40_000_000))
+MAX_PIXELS = SETTINGS.max_pixels  # ATTENTION_MAX_PIXELS
 # Cap on patch tokens per image (a 1024 px ViT-S/16 input is 4,096; DINO#213's frame was 14,400).
-MAX_TOKENS = int(os.environ.get("ATTENTION_MAX_TOKENS", 16_384))
+MAX_TOKENS = SETTINGS.max_tokens  # ATTENTION_MAX_TOKENS
 MAX_RESOLUTION = 4096
 Image.MAX_IMAGE_PIXELS = max(MAX_PIXELS, 1)  # also for anything else in the process that opens images
 

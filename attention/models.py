@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -20,6 +21,7 @@ from urllib.parse import urlparse
 import torch
 
 from attention import net
+from attention.config import SETTINGS
 from attention.errors import ModelLoadError
 
 WEIGHTS_DIR = Path(__file__).resolve().parent.parent / "weights"
@@ -54,7 +56,7 @@ REGISTRY: dict[str, ModelSpec] = {
 DEFAULT_MODEL = "dino_vits16"
 OFFLINE_MODEL = "mnist_vit"
 
-_cache: dict[tuple[str, str, str], torch.nn.Module] = {}
+_cache: OrderedDict[tuple[str, str, str], torch.nn.Module] = OrderedDict()  # least recently used first
 _lock = threading.Lock()
 
 
@@ -83,6 +85,15 @@ def resolve(name: str) -> tuple[str, ModelSpec | None]:
         if name == spec.timm_name:
             return name, spec
     if name.startswith("hf-hub:") and len(name) > len("hf-hub:"):
+        from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+        try:
+            validate_repo_id(name[len("hf-hub:"):])
+        except HFValidationError:
+            raise ModelLoadError(
+                f"Model id {name!r} is not a Hugging Face repo id; accepted: 'hf-hub:org/repo' with letters, digits, "
+                "'-', '_' and '.' (no '..', no '@revision', no path), e.g. 'hf-hub:timm/vit_small_patch16_224.dino'."
+            ) from None
         return name, None
     import timm
 
@@ -159,7 +170,9 @@ def load_vit(
 
     name: an alias of REGISTRY, a timm ViT name, or `hf-hub:org/repo`.
     device: default CUDA when available, else CPU. dtype: default `default_dtype(device)`.
-    Loaded once per (name, device, dtype) and cached. Accepts any image size
+    Loaded once per (name, device, dtype) and cached; at most `SETTINGS.max_models`
+    (ATTENTION_MAX_MODELS) stay resident, the least recently used is dropped first
+    (a caller still holding it keeps it working). Thread-safe. Accepts any image size
     (position embeddings are interpolated per input: `dynamic_img_size=True`).
 
     Raises ModelLoadError naming the model id, the cause and the fix when weights
@@ -177,7 +190,11 @@ def load_vit(
                 model.auto_resolution = spec.resolution
             elif "dino" in timm_name.lower():
                 model.auto_resolution = 480
+            model.alias = key[0]
             _cache[key] = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+            while len(_cache) > max(1, SETTINGS.max_models):
+                _cache.popitem(last=False)
+        _cache.move_to_end(key)
         return _cache[key]
 
 
@@ -192,7 +209,22 @@ def is_loaded(name: str) -> bool:
         cname = _cache_name(*resolve(name))
     except ModelLoadError:
         return False
-    return any(k[0] == cname for k in _cache)
+    return any(k[0] == cname for k in list(_cache))
+
+
+def check_allowed(name: str, allow_downloads: bool | None = None) -> str:
+    """Whether a visitor of a shared server may use `name`: a registry model, or one whose weights
+    are already on disk; any other only when downloads are allowed (ATTENTION_ALLOW_DOWNLOADS=1).
+    Returns the stripped name; raises ModelLoadError saying what is accepted otherwise."""
+    name = (name or "").strip()
+    _, spec = resolve(name)
+    allow = SETTINGS.allow_downloads if allow_downloads is None else allow_downloads
+    if spec is not None or allow or is_cached(name):
+        return name
+    raise ModelLoadError(
+        f"Model {name!r} is not offered by this server; accepted: {', '.join(REGISTRY)}, or a model whose weights "
+        "are already in its cache (downloads of other models are off: ATTENTION_ALLOW_DOWNLOADS=1 turns them on)."
+    )
 
 
 def _check_vit(model: torch.nn.Module, name: str) -> torch.nn.Module:
@@ -211,7 +243,7 @@ def _load_hub(timm_name: str) -> torch.nn.Module:
 
     repo = hub_id(timm_name)
     fix = (
-        f"Download it once with `hf download {repo}` (or `huggingface-cli download {repo}`) where the hub "
+        f"Download it once with `hf download {repo}` where the hub "
         f"is reachable, then run with the same HF_HOME; offline, pick '{OFFLINE_MODEL}', which ships with the app."
     )
     cached = is_cached(timm_name)

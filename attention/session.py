@@ -16,16 +16,19 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
+from attention.cache import SharedCache
+from attention.config import SETTINGS
 from attention.errors import InputError, as_whole
 from attention.extract import AttentionMaps, Query, attention_maps, norm_query, rollout_map
 from attention.images import ImageSource
-from attention.models import DEFAULT_MODEL, OFFLINE_MODEL, REGISTRY, available, hub_id, is_loaded, load_vit
+from attention.models import DEFAULT_MODEL, OFFLINE_MODEL, REGISTRY, available, check_allowed, hub_id, is_loaded, load_vit
 
 Progress = Callable[[float, str], None]  # (fraction 0..1, description)
 
@@ -120,12 +123,17 @@ def parse_index(value: float | int | str, what: str = "Layer") -> int:
 
 @gpu
 def forward(model: str, image: ImageSource, resolution: int | str | None, query: Query = "cls",
-            keep_qk: bool = True) -> tuple[AttentionMaps, str]:
+            keep_qk: bool = True, shared: bool = False) -> tuple[AttentionMaps, str]:
     """One forward pass of `image` through `model` (rows of `query`, q/k kept unless told not to)
-    and the device it ran on."""
+    and the device it ran on. shared: as a server for many visitors, so only models they may load
+    (`models.check_allowed`) and within the device's compute budget (`SETTINGS.budget_gflop`)."""
+    if shared:
+        check_allowed(model)
     vit = load_vit(model)
-    res = attention_maps(vit, image, resolution=resolution, query=query, keep_qk=keep_qk)
-    return res, str(next(vit.parameters()).device)
+    device = str(next(vit.parameters()).device)
+    res = attention_maps(vit, image, resolution=resolution, query=query, keep_qk=keep_qk,
+                         max_gflop=SETTINGS.budget_gflop(device) if shared else None)
+    return res, device
 
 
 def depth(model: str) -> tuple[int, int]:
@@ -144,6 +152,22 @@ class Pass:
     device: str
     _queries: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _rollouts: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # the memos are shared
+
+    MEMO = 8  # queries and rollouts remembered per pass
+
+    @property
+    def ref(self) -> "Ref":
+        """What a visitor's state keeps of this pass: its key and shape (the pass lives in a PassCache)."""
+        return Ref(self.key, self.base.grid, self.num_layers, self.num_heads)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes this pass can hold: kept q/k, its rows, the image, and full memos of queries and rollouts."""
+        b = self.base
+        qk = sum(q.nbytes + k.nbytes for q, k in b.qk or [])
+        rows = b.scores.nbytes + b.weights.nbytes
+        return qk + rows * (1 + self.MEMO) + b.image.width * b.image.height * 3 + self.MEMO * b.weights.shape[-1] * 4
 
     @property
     def num_layers(self) -> int:
@@ -156,21 +180,24 @@ class Pass:
     def at(self, query: Query = "cls", layer: int = -1) -> AttentionMaps:
         """The pass seen from `query` at `layer` (no new forward). Raises InputError off the grid/depth."""
         q = norm_query(query)
-        if q not in self._queries:
-            self._queries[q] = self.base if q == self.base.query else self.base.requery(q)
-            while len(self._queries) > 8:
-                self._queries.popitem(last=False)
-        return self._queries[q].at_layer(layer)
+        with self._lock:
+            if q not in self._queries:
+                self._queries[q] = self.base if q == self.base.query else self.base.requery(q)
+                while len(self._queries) > self.MEMO:
+                    self._queries.popitem(last=False)
+            res = self._queries[q]
+        return res.at_layer(layer)
 
     def rollout(self, query: Query = "cls", layer: int = -1) -> np.ndarray:
         """float32 (gh, gw): attention rollout of `query` through layers 0..layer, memoised."""
         res = self.at(query, layer)
         key = (res.query, res.layer)
-        if key not in self._rollouts:
-            self._rollouts[key] = rollout_map(res)
-            while len(self._rollouts) > 8:
-                self._rollouts.popitem(last=False)
-        return self._rollouts[key]
+        with self._lock:
+            if key not in self._rollouts:
+                self._rollouts[key] = rollout_map(res)
+                while len(self._rollouts) > self.MEMO:
+                    self._rollouts.popitem(last=False)
+            return self._rollouts[key]
 
 
 def pass_key(image: ImageSource, model: str, resolution: int | str | None) -> tuple[str, str, str]:
@@ -187,6 +214,8 @@ def run(
     *,
     query: Query = "cls",
     keep_qk: bool = True,
+    cache: "SharedCache[Pass] | None" = None,
+    shared: bool = False,
 ) -> Pass:
     """The Pass of (image, model, resolution): `previous` when it has that key, else a new forward.
 
@@ -194,6 +223,10 @@ def run(
     q/k. The defaults suit a session (any query, rollout, later). A one-off request that knows its
     query and needs no rollout passes `query=` and `keep_qk=False`: the pass is then cheaper, and
     it answers only that query (`Pass.at` of another raises InputError).
+
+    cache: a server's store of passes (`PASSES`): a full pass of the same key is taken from it (a
+    one-query request too), and a new full pass is computed once however many visitors ask at
+    once, then kept there. shared: see `forward` (model allow-list and compute budget).
 
     Raises InputError when there is no image, and the engine's typed errors (ImageError,
     ModelLoadError, InputError) for bad images, models and resolutions.
@@ -207,19 +240,43 @@ def run(
     if previous is not None and previous.key == key and (
             previous.base.qk is not None or (not keep_qk and previous.base.query == query)):
         return previous
-    if progress is not None:
-        progress(0.05, f"Loading {model}…" if not is_loaded(model) else f"Running {model}…")
-    res, device = forward(model, image, resolution, query, keep_qk)
-    if progress is not None:
-        progress(0.9, "Rendering…")
-    return Pass(key=key, model=model, base=res, device=device)
+    if cache is not None and (kept := cache.get(key)) is not None:
+        return kept
+
+    def compute() -> Pass:
+        if progress is not None:
+            progress(0.05, f"Loading {model}…" if not is_loaded(model) else f"Running {model}…")
+        res, device = forward(model, image, resolution, query, keep_qk, shared)
+        if progress is not None:
+            progress(0.9, "Rendering…")
+        return Pass(key=key, model=model, base=res, device=device)
+
+    return cache.get_or_run(key, compute) if cache is not None and keep_qk else compute()
 
 
-def map_query(query: Query, src: AttentionMaps, dst: AttentionMaps) -> Query:
-    """The patch of `dst` under the centre of `src`'s query patch (same image, another model/grid)."""
+@dataclass(frozen=True)
+class Ref:
+    """A visitor's handle on their pass: a few bytes in their session; the pass itself is in a
+    SharedCache, whose byte budget bounds every visitor's passes together."""
+
+    key: tuple[str, str, str]
+    grid: tuple[int, int]
+    num_layers: int
+    num_heads: int
+
+
+PASSES: SharedCache[Pass] = SharedCache(int(SETTINGS.state_mb * 2**20), SETTINGS.state_ttl)
+"""The server's passes, every visitor's together: ATTENTION_STATE_MB, least recently used out
+first, each dropped after ATTENTION_STATE_TTL seconds unused. A dropped pass is recomputed when
+its visitor next needs it."""
+
+
+def map_query(query: Query, src: tuple[int, int], dst: tuple[int, int]) -> Query:
+    """The patch of grid `dst` (rows, cols) under the centre of `query`'s patch on grid `src`
+    (same image, another model or resolution)."""
     if isinstance(query, str):
         return query
-    (r, c), (gh, gw), (dh, dw) = query, src.grid, dst.grid
+    (r, c), (gh, gw), (dh, dw) = query, src, dst
     return (min(dh - 1, int((r + 0.5) / gh * dh)), min(dw - 1, int((c + 0.5) / gw * dw)))
 
 

@@ -40,7 +40,7 @@ def app_url():
     """URL of the app, launched once for the whole session on 127.0.0.1 (a free port)."""
     import app
 
-    _, url, _ = app.demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
+    _, url, _ = app.demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **app.LAUNCH)
     deadline = time.time() + 60
     while True:  # "Running on local URL" prints before the server is ready: poll it
         try:

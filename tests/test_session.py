@@ -146,10 +146,10 @@ def test_bad_inputs_raise_typed_errors_with_what_is_accepted(tmp_path):
 def test_map_query_keeps_the_position_across_grids():
     p = session.run(str(DIGIT), "mnist_vit", "auto")  # 7x7
     q = session.run(str(DIGIT), "mnist_vit", "56")  # 14x14
-    assert session.map_query("cls", p.base, q.base) == "cls"
-    assert session.map_query((3, 3), p.base, q.base) == (7, 7)
-    assert session.map_query((6, 0), p.base, q.base) == (13, 1)
-    assert session.map_query((7, 7), q.base, p.base) == (3, 3)
+    assert session.map_query("cls", p.base.grid, q.base.grid) == "cls"
+    assert session.map_query((3, 3), p.base.grid, q.base.grid) == (7, 7)
+    assert session.map_query((6, 0), p.base.grid, q.base.grid) == (13, 1)
+    assert session.map_query((7, 7), q.base.grid, p.base.grid) == (3, 3)
 
 
 @pytest.mark.parametrize("layer, n_src, n_dst, want", [(-1, 12, 4, 3), (11, 12, 12, 11), (0, 12, 4, 0), (6, 13, 5, 2)])
