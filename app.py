@@ -45,6 +45,43 @@ def user_errors(fn):
     return wrapper
 
 
+def _as_sent(self, payload):
+    """Hand the function the value exactly as sent (no rounding, no bounds left by the last answer):
+    the package's checks judge it and say what is accepted. Gradio's own conversion would fail
+    first with its generic error, or round 7.5 to 8."""
+    return payload
+
+
+class Number(gr.Number):
+    """A number box whose value reaches the function as sent."""
+
+    is_template = True  # drawn by the frontend's own Number
+    preprocess = _as_sent
+
+
+class Slider(gr.Slider):
+    """A slider whose value reaches the function as sent (API callers may send any number)."""
+
+    is_template = True
+    preprocess = _as_sent
+
+
+class Sketchpad(gr.Sketchpad):
+    """A sketchpad that names a file it cannot read instead of failing inside Gradio."""
+
+    def get_block_name(self) -> str:  # drawn by the frontend's ImageEditor, as gr.Sketchpad is
+        return gr.Sketchpad.__base__.__name__.lower()
+
+    get_block_class = get_block_name
+
+    def preprocess(self, payload):
+        try:
+            return super().preprocess(payload)
+        except Exception:  # noqa: BLE001 - any decoding failure is the sender's file
+            raise gr.Error("The sketch is not an image that can be read; accepted: a PNG, JPEG or WebP drawing "
+                           "(an ImageEditor value whose composite is an image file).", print_exception=False) from None
+
+
 # ----- ViT attention tab -----------------------------------------------------------------
 VIT_STARTUP = vit_session.startup_model()  # cheap: cache lookup, no network under HF_HUB_OFFLINE=1
 VIT_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -127,12 +164,12 @@ def vit_tab() -> None:
                                          info="shorter side, px", elem_id="vit-resolution")
             view = gr.Radio([(label, key) for key, label in vit_views.VIEWS.items()], value=VIT_DEFAULTS["view"],
                             label="View", elem_id="vit-view")
-            layer = gr.Slider(0, 11, value=11, step=1, label="Layer", info="0 = first; starts at the last",
+            layer = Slider(0, 11, value=11, step=1, label="Layer", info="0 = first; starts at the last",
                               elem_id="vit-layer")
             with gr.Row():
-                threshold = gr.Slider(0.05, 1.0, value=VIT_DEFAULTS["threshold"], step=0.05, label="Mask threshold",
+                threshold = Slider(0.05, 1.0, value=VIT_DEFAULTS["threshold"], step=0.05, label="Mask threshold",
                                       info="share of attention each mask keeps", elem_id="vit-threshold")
-                alpha = gr.Slider(0.0, 1.0, value=VIT_DEFAULTS["alpha"], step=0.05, label="Overlay opacity",
+                alpha = Slider(0.0, 1.0, value=VIT_DEFAULTS["alpha"], step=0.05, label="Overlay opacity",
                                   info="0 = image only", elem_id="vit-alpha")
             cmap = gr.Dropdown(list(vit_render.COLORMAPS), value=VIT_DEFAULTS["cmap"], label="Colormap", elem_id="vit-cmap")
         with gr.Column(scale=7, min_width=480):
@@ -144,8 +181,8 @@ def vit_tab() -> None:
                                     buttons=["download", "fullscreen"])
                     qlabel = gr.Markdown("**Query: the CLS token.**", elem_id="vit-query-label")
                     with gr.Row(equal_height=False):
-                        qrow = gr.Number(None, label="Query row", precision=0, minimum=0, min_width=70, elem_id="vit-qrow")
-                        qcol = gr.Number(None, label="Query col", precision=0, minimum=0, min_width=70, elem_id="vit-qcol")
+                        qrow = Number(None, label="Query row", precision=0, minimum=0, min_width=70, elem_id="vit-qrow")
+                        qcol = Number(None, label="Query col", precision=0, minimum=0, min_width=70, elem_id="vit-qcol")
                         cls_btn = gr.Button("Back to CLS", size="sm", min_width=90, elem_id="vit-cls")
                 with gr.Column(scale=5, min_width=300):
                     gallery = gr.Gallery(label="Attention maps", format="png", columns=3, height="auto",
@@ -153,7 +190,7 @@ def vit_tab() -> None:
                     legend = gr.HTML(vit_views.legend_html(VIT_DEFAULTS["cmap"]), elem_id="vit-legend",
                                      head=f"<style>{VIT_CSS}</style>")  # tab-local CSS (css= needs launch())
             with gr.Accordion("Scores vs weights: the query row of one head, before and after softmax", open=True):
-                head = gr.Slider(0, 5, value=0, step=1, label="Head", elem_id="vit-head")
+                head = Slider(0, 5, value=0, step=1, label="Head", elem_id="vit-head")
                 scores_md = gr.Markdown("", elem_id="vit-scores-summary")
                 scores_df = gr.Dataframe(headers=vit_views.SCORE_HEADERS, interactive=False, elem_id="vit-scores",
                                          max_height=260)
@@ -181,7 +218,7 @@ def vit_tab() -> None:
             lay = p.num_layers - 1  # a new model starts at its last layer
         if st is None or p.base.grid != st.grid:
             qr = qc = None  # a new grid: back to CLS
-        hd = min(int(hd or 0), p.num_heads - 1)
+        hd = min(vit_session.parse_index(hd or 0, "Head"), p.num_heads - 1)
         f = _vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm)
         return (*_vit_show(f, p, cm), p.ref)
 
@@ -189,7 +226,8 @@ def vit_tab() -> None:
     def click(img, mdl, res, lay, vw, hd, thr, al, cm, st, evt: gr.SelectData):
         p = vit_pass(img, mdl, res)
         r, c = vit_views.patch_at(evt.index[0], evt.index[1], p.base)
-        f = _vit_frame(p, r, c, min(int(lay), p.num_layers - 1), vw, min(int(hd or 0), p.num_heads - 1), thr, al, cm)
+        lay, hd = vit_session.parse_index(lay, "Layer"), vit_session.parse_index(hd or 0, "Head")
+        f = _vit_frame(p, r, c, min(lay, p.num_layers - 1), vw, min(hd, p.num_heads - 1), thr, al, cm)
         return (*_vit_show(f, p, cm), p.ref)
 
     @user_errors
@@ -247,12 +285,12 @@ def vit_tab() -> None:
     with gr.Row(visible=False):
         a_img = VitImagePath(type="filepath", image_mode=None, label="image")
         a_model = gr.Textbox(s.model, label="model")
-        a_layer = gr.Number(-1, label="layer")
+        a_layer = Number(-1, label="layer")
         a_res = gr.Textbox(VIT_DEFAULTS["resolution"], label="resolution")
         a_view = gr.Textbox(VIT_DEFAULTS["view"], label="view")
-        a_thr = gr.Number(VIT_DEFAULTS["threshold"], label="threshold")
-        a_qr = gr.Number(None, label="query_row")
-        a_qc = gr.Number(None, label="query_col")
+        a_thr = Number(VIT_DEFAULTS["threshold"], label="threshold")
+        a_qr = Number(None, label="query_row")
+        a_qc = Number(None, label="query_col")
         a_sheet = gr.Image(format="png", type="filepath", label="overlays")
         a_file = gr.File(label="maps")
         a_info = gr.JSON(label="info")
@@ -337,8 +375,8 @@ def retrieval_tab() -> None:
                 "weights, and the answer is the weighted sum of the values. Here the values are MNIST digits.")
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=220):
-            n = gr.Number(mnist_retrieval.DEFAULT_N, precision=0, label="database size N")
-            seed = gr.Number(mnist_retrieval.DEFAULT_SEED, precision=0, label="database seed")
+            n = Number(mnist_retrieval.DEFAULT_N, precision=0, label="database size N")
+            seed = Number(mnist_retrieval.DEFAULT_SEED, precision=0, label="database seed")
             draw = gr.Button("Draw database", variant="secondary")
             source = gr.Markdown(note0)
         db_img = gr.Image(grid0, label="database (values V)", format="png", elem_id="retrieval-db", scale=3,
@@ -352,8 +390,8 @@ def retrieval_tab() -> None:
                         "would give that row only e/(e+N-1) of the weight and blur the answer. The retrieved image "
                         "equals the database image exactly.")
             with gr.Row():
-                index = gr.Number(7, precision=0, label="query index (database item)")
-                shuffle_seed = gr.Number(0, precision=0, label="shuffle seed")
+                index = Number(7, precision=0, label="query index (database item)")
+                shuffle_seed = Number(0, precision=0, label="shuffle seed")
                 hard_btn = gr.Button("Retrieve", variant="primary")
             with gr.Row(equal_height=False):
                 keys_img = gr.Image(hard0[0], label="keys K (shuffled one-hot rows)", format="png", height=260)
@@ -366,9 +404,9 @@ def retrieval_tab() -> None:
                         "weights · V, a blurry average of many digits. Raise the scale: the softmax sharpens toward "
                         "hard attention (one digit); scale 0 averages all of them equally.")
             with gr.Row():
-                d = gr.Number(16, precision=0, label="key dimension d")
-                key_seed = gr.Number(0, precision=0, label="query/key seed")
-                scale = gr.Slider(0, 20, value=1, step=0.1, label="scale (inverse temperature)")
+                d = Number(16, precision=0, label="key dimension d")
+                key_seed = Number(0, precision=0, label="query/key seed")
+                scale = Slider(0, 20, value=1, step=0.1, label="scale (inverse temperature)")
                 soft_btn = gr.Button("Retrieve", variant="primary")
             with gr.Row(equal_height=False):
                 soft_plot = gr.Plot(soft0[0], show_label=False, format="png", scale=3)
@@ -379,7 +417,7 @@ def retrieval_tab() -> None:
             gr.Markdown("num_q random queries at once (Q is num_q × d, same keys, d, seed and scale as in the soft "
                         "tab): one softmax per row of QK^T, one retrieval per query.")
             with gr.Row():
-                num_q = gr.Number(16, precision=0, label=f"number of queries num_q (1 to {mnist_retrieval.MAX_QUERIES})")
+                num_q = Number(16, precision=0, label=f"number of queries num_q (1 to {mnist_retrieval.MAX_QUERIES})")
                 many_btn = gr.Button("Retrieve all", variant="primary")
             many_img = gr.Image(many0[0], label="retrievals, one per query", format="png", height=320)
             with gr.Accordion("details (largest weight of each query, as JSON)", open=False):
@@ -392,12 +430,12 @@ def retrieval_tab() -> None:
             state = gr.State(None)
             with gr.Row(equal_height=False):
                 with gr.Column(scale=2, min_width=240):
-                    q_index = gr.Number(0, precision=0, label="held-out query digit "
+                    q_index = Number(0, precision=0, label="held-out query digit "
                                         f"(0 to {mnist_views.heldout_count() - 1:,})")
                     pick_btn = gr.Button("Retrieve this digit", variant="primary", elem_id="retrieval-pick")
                     rand_btn = gr.Button("Random held-out digit")
                 with gr.Column(scale=3, min_width=300):
-                    sketch = gr.Sketchpad(label="…or draw a digit (pick the brush, bottom left, first)",
+                    sketch = Sketchpad(label="…or draw a digit (pick the brush, bottom left, first)",
                                           canvas_size=(280, 280), type="numpy",
                                           brush=gr.Brush(default_size=18, colors=["#000000"], color_mode="fixed"),
                                           elem_id="retrieval-sketch", height=330, layers=False)
@@ -423,8 +461,8 @@ def retrieval_tab() -> None:
             with gr.Accordion("Retrain your own copy (a few epochs, from scratch)", open=False):
                 with gr.Row():
                     rt_model = gr.Radio(["lab", "cnn"], value="lab", label="model")
-                    rt_epochs = gr.Number(2, precision=0, label="epochs (1 to 5, ~3 s each for lab, ~6 s for cnn)")
-                    rt_seed = gr.Number(1, precision=0, label="training seed")
+                    rt_epochs = Number(2, precision=0, label="epochs (1 to 5, ~3 s each for lab, ~6 s for cnn)")
+                    rt_seed = Number(1, precision=0, label="training seed")
                     rt_btn = gr.Button("Retrain my copy", variant="primary")
                     reset_btn = gr.Button("Back to the shipped models")
                 rt_msg = gr.Markdown()
@@ -545,18 +583,18 @@ def calculator_tab() -> None:
             use_wo = gr.Checkbox(False, label="Output projection W_o (concatenated heads × W_o)", visible=False,
                                  elem_id="qkv-use-wo")
             with gr.Row():
-                heads = gr.Number(1, label="Heads", precision=0, minimum=1, maximum=64, min_width=80, elem_id="qkv-heads")
+                heads = Number(1, label="Heads", precision=0, minimum=1, maximum=64, min_width=80, elem_id="qkv-heads")
                 scale_mode = gr.Radio(list(qkv_form.SCALE_LABELS), value="1/√d_head", label="Scale", min_width=200,
                                       elem_id="qkv-scale-mode")
-                scale = gr.Number(1.0, label="Custom scale", min_width=90, elem_id="qkv-scale")
+                scale = Number(1.0, label="Custom scale", min_width=90, elem_id="qkv-scale")
             with gr.Row():
                 mask_mode = gr.Radio(list(qkv_form.MASK_LABELS), value="none", label="Mask", min_width=200, elem_id="qkv-mask-mode")
                 mask = gr.Textbox("", label="Custom mask (n x m, 1 = may attend, 0 = blocked)", lines=2,
                                   elem_id="qkv-mask")
             with gr.Row():
-                dropout = gr.Slider(0.0, 0.9, value=0.0, step=0.05, label="Dropout on the weights (training only)",
+                dropout = Slider(0.0, 0.9, value=0.0, step=0.05, label="Dropout on the weights (training only)",
                                     elem_id="qkv-dropout")
-                seed = gr.Number(0, label="Dropout seed", precision=0, min_width=90, elem_id="qkv-seed")
+                seed = Number(0, label="Dropout seed", precision=0, min_width=90, elem_id="qkv-seed")
             go = gr.Button("Calculate", variant="primary", elem_id="qkv-go")
         with gr.Column(scale=1, min_width=480):
             checks = gr.Markdown(start_checks, elem_id="qkv-checks")
@@ -628,9 +666,9 @@ def calculator_tab() -> None:
             with gr.Row():
                 p_size = gr.Dropdown(list(qkv_patches.PATCH_SIZES), value=16, label="Patch size (px)", min_width=90,
                                      elem_id="qkv-patch-size")
-                p_heads = gr.Slider(1, qkv_patches.MAX_HEADS, value=4, step=1, label="Heads", elem_id="qkv-patch-heads")
-                p_seed = gr.Number(0, label="Weights seed", precision=0, min_width=90, elem_id="qkv-patch-seed")
-            p_index = gr.Slider(0, p_start.count - 1, value=p_start.index, step=1, label="Chosen patch (raster index)", elem_id="qkv-patch-index")
+                p_heads = Slider(1, qkv_patches.MAX_HEADS, value=4, step=1, label="Heads", elem_id="qkv-patch-heads")
+                p_seed = Number(0, label="Weights seed", precision=0, min_width=90, elem_id="qkv-patch-seed")
+            p_index = Slider(0, p_start.count - 1, value=p_start.index, step=1, label="Chosen patch (raster index)", elem_id="qkv-patch-index")
             p_go = gr.Button("Cut into patches and attend", variant="primary", elem_id="qkv-patch-go")
         with gr.Column(scale=3, min_width=480):
             p_info = gr.Markdown(p_start.info, elem_id="qkv-patch-info")
@@ -644,8 +682,13 @@ def calculator_tab() -> None:
     p_in = [p_img, p_size, p_heads, p_seed, p_index]
     p_out = [p_grid, p_maps, p_mats, p_info, p_index]
     p_go.click(qkv_patch_attention, p_in, p_out, api_name="patch_attention")
-    for c in (p_img, p_size, p_heads):
-        c.change(qkv_patch_attention, p_in, p_out, **quiet)
+    @user_errors
+    def regrid(image, patch, h, s):  # a new image or patch size: a new grid, so the centre patch
+        return _qkv_patches(image, patch, h, s)
+
+    for c in (p_img, p_size):
+        c.change(regrid, p_in[:4], p_out, **quiet)
+    p_heads.change(qkv_patch_attention, p_in, p_out, **quiet)
     p_seed.submit(qkv_patch_attention, p_in, p_out, **quiet)
     p_index.release(qkv_patch_attention, p_in, p_out, **quiet)
 

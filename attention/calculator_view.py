@@ -19,8 +19,10 @@ import numpy as np
 
 from attention.calculator import ProjectedSteps, Steps, attend, attend_from_x
 from attention.calculator_reference import Check, check_mha, check_sdpa
-from attention.errors import InputError, check_int
+from attention.errors import InputError, check_int, check_number
 from attention.matrices import MAX_SIZE, format_number, parse_matrix
+
+MAX_SCALE = 1e6  # a custom scale's magnitude
 from attention.matrix_plot import heatmap
 from attention.render import png_bytes
 
@@ -66,9 +68,11 @@ def run(matrices: dict, *, mode: str = DIRECT, heads: float = 1, scale_mode: str
     seed = check_int(seed, "the dropout seed", 0, 2**31 - 1)
     if scale_mode == "custom" and scale is None:
         raise InputError("the custom scale is empty; enter a number such as 0.5")
+    if scale_mode == "custom":
+        scale = check_number(scale, "the custom scale", -MAX_SCALE, MAX_SCALE)
     opts = dict(heads=heads, scale={"default": None, "none": 1.0, "custom": scale}[scale_mode],
                 mask={"none": None, "causal": "causal", "custom": None}[mask_mode],
-                dropout=float(dropout or 0.0), seed=seed)
+                dropout=check_number(dropout or 0.0, "the dropout", 0, 1, below_hi=True), seed=seed)
     if mask_mode == "custom":
         opts["mask"] = parse_matrix(mask, "mask")
     names = ("Q", "K", "V") if mode == DIRECT else ("X", "W_q", "W_k", "W_v")

@@ -46,6 +46,21 @@ def check_int(value, name: str, lo: int, hi: int) -> int:
     return v
 
 
+def check_number(value, name: str, lo: float, hi: float, *, below_hi: bool = False) -> float:
+    """`value` as a finite float in [lo, hi] (or [lo, hi) with below_hi), else InputError naming
+    `name` and the accepted range. Accepts numbers and numeric strings ("0.5")."""
+    top = f"below {hi:g}" if below_hi else f"{hi:g}"
+    try:
+        v = float(value)
+    except (TypeError, ValueError, OverflowError):
+        v = float("nan")
+    if v != v:  # NaN, or not a number at all
+        raise InputError(f"{name} must be a number from {lo:g} to {top}, got {value!r}")
+    if not (lo <= v < hi if below_hi else lo <= v <= hi):
+        raise InputError(f"{name} = {v:g} is out of range: expected {lo:g} to {top}")
+    return v
+
+
 class BudgetError(InputError):
     """A request would cost more compute or memory than this server allows (the message names
     the largest setting that fits)."""

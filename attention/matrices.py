@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from attention.config import SETTINGS
 from attention.errors import InputError
 
 MAX_SIZE = 64  # default bound on rows and columns of a typed matrix
@@ -73,12 +74,15 @@ def parse_matrix(value: str | Sequence[Sequence[object]] | np.ndarray | None, na
 
     `value` is text (see the module docstring), a list of rows of cells (numbers or
     strings; entirely blank trailing rows and columns of a table are ignored), or an
-    array. Raises InputError on empty input, non-numbers, NaN/inf, ragged rows, or more
+    array. Raises InputError on text over SETTINGS.max_text_chars, empty input, non-numbers, NaN/inf, ragged rows, or more
     than `max_size` rows or columns (None: no bound).
     """
     if value is None:
         raise InputError(f"{name} is empty; enter at least one number ({ACCEPTED})")
     if isinstance(value, str):
+        if len(value) > SETTINGS.max_text_chars:  # refused from its length, before any parsing
+            raise InputError(f"{name} is {len(value):,} characters long; accepted: at most {SETTINGS.max_text_chars:,} "
+                             f"characters (a {MAX_SIZE} x {MAX_SIZE} matrix fits in far fewer)")
         try:
             rows = _split_text(value)
         except InputError as e:

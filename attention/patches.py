@@ -19,7 +19,7 @@ import numpy as np
 from PIL import Image
 
 from attention.calculator import Steps, attend
-from attention.errors import ImageError, InputError
+from attention.errors import ImageError, InputError, check_int
 from attention.images import ImageSource, load_image
 from attention.matrix_plot import grid_lines, heatmaps
 from attention.render import grid, mark_patch, overlay, upsample
@@ -99,8 +99,7 @@ def patch_attention(image: ImageSource, patch: int = 16, heads: int = 2, seed: i
     """
     if patch not in PATCH_SIZES:
         raise InputError(f"patch size {patch} is not offered; choose one of {', '.join(map(str, PATCH_SIZES))}")
-    if isinstance(heads, bool) or int(heads) != heads or not 1 <= heads <= MAX_HEADS:
-        raise InputError(f"heads must be a whole number from 1 to {MAX_HEADS}, got {heads}")
+    heads = check_int(heads, "heads", 1, MAX_HEADS)
     img = fit(np.asarray(load_image(image)), patch)
     raw = patchify(img.astype(np.float64) / 255.0, patch)
     patches = (raw - raw.mean()) / (raw.std() + 1e-8)
@@ -145,22 +144,23 @@ class PatchView:
 
 def patch_view(image: ImageSource | None, patch: int = 16, heads: int = 4, seed: int | None = 0,
                index: float | None = None, click: tuple[float, float] | None = None) -> PatchView:
-    """Run `patch_attention` and draw it, for patch `index` (raster order; None or out of range:
-    the centre patch) or, when given, the patch under `click` = (x, y) in `PatchView.grid`'s pixels.
+    """Run `patch_attention` and draw it, for patch `index` (raster order; None: the centre
+    patch) or, when given, the patch under `click` = (x, y) in `PatchView.grid`'s pixels.
 
-    Numbers may come as floats from a form (they are truncated to whole numbers; seed None = 0).
+    Numbers may come as whole floats from a form (3.0); anything else, an index off this image's
+    grid included, raises InputError naming the accepted range. seed None = 0.
     """
     if image is None:
         raise InputError("no image: pick an example or upload one")
-    heads, seed = int(heads), int(seed or 0)
-    pa = patch_attention(image, int(patch), heads, seed)
+    heads = check_int(heads, "heads", 1, MAX_HEADS)
+    seed = check_int(0 if seed is None else seed, "the weights seed", 0, 2**31 - 1)
+    patch = check_int(patch, "the patch size", min(PATCH_SIZES), max(PATCH_SIZES))
+    pa = patch_attention(image, patch, heads, seed)
     rows, cols = pa.grid
     n = rows * cols
     if click is not None:
         index = patch_under(*click, pa.grid, ZOOM * pa.patch)
-    if index is None or not 0 <= index < n:
-        index = (rows // 2) * cols + cols // 2
-    index = int(index)
+    index = (rows // 2) * cols + cols // 2 if index is None else check_int(index, "the patch index", 0, n - 1)
     r, c = divmod(index, cols)
     big, p = upsample(pa.image, ZOOM), pa.patch * ZOOM
     chosen = mark_patch(grid_lines(big, p), (r, c), p, color=(255, 40, 40))

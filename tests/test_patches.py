@@ -123,11 +123,12 @@ def test_patch_view_maps_and_matrices_follow_the_heads():
     assert four.matrices.shape[1] > one.matrices.shape[1]
 
 
-def test_patch_view_index_defaults_to_the_centre_and_a_click_chooses_a_patch():
+def test_patch_view_index_defaults_to_the_centre_is_checked_and_a_click_chooses_a_patch():
     rows, cols = round(112 * WORK_SIZE / 224) // 32, WORK_SIZE // 32
     centre = (rows // 2) * cols + cols // 2
     assert patch_view(_photo(), 32, 1).index == centre
-    assert patch_view(_photo(), 32, 1, index=10_000).index == centre
+    with pytest.raises(InputError, match="the patch index = 10000 is out of range"):  # never silently moved
+        patch_view(_photo(), 32, 1, index=10_000)
     step = ZOOM * 32
     clicked = patch_view(_photo(), 32, 1, index=0, click=(2 * step + 3, 1 * step + 3))
     assert clicked.index == 1 * cols + 2
