@@ -257,9 +257,11 @@ def vit_tab() -> None:
     cmp_in = [image, compare, resolution, qrow, qcol, layer, view, threshold, alpha, cmap, state, cstate]
     cmp_out = [cdetails, cgallery, cstate]
     fast = dict(show_progress="minimal", api_visibility="private")
-    for ev in (image.upload, model.input, resolution.input, view.input, cmap.input, qrow.submit, qcol.submit,
-               layer.release, head.release, threshold.release, alpha.release):
-        ev(update, inputs, [*show, state], **fast).success(compare_update, cmp_in, cmp_out, **fast)
+    # one listener, one job per change: a dropdown's `input` fires twice for one pick (on the pick and
+    # again on blur), its `change` once; "always_last" runs the latest change after a running one
+    gr.on([image.upload, model.change, resolution.change, view.input, cmap.input, qrow.submit, qcol.submit,
+           layer.release, head.release, threshold.release, alpha.release], update, inputs, [*show, state],
+          trigger_mode="always_last", **fast).success(compare_update, cmp_in, cmp_out, **fast)
     qimg.select(click, [image, model, resolution, *style, state], [*show, state], **fast).success(
         compare_update, cmp_in, cmp_out, **fast)
     cls_btn.click(lambda: (None, None), None, [qrow, qcol], api_visibility="private", queue=False).then(

@@ -43,7 +43,7 @@ class Settings:
 
     max_pixels: int = 40_000_000  # decoded pixels per image: ATTENTION_MAX_PIXELS
     max_tokens: int = 16_384  # patch tokens per image: ATTENTION_MAX_TOKENS
-    gflop_cpu: float = 400.0  # estimated compute of one forward pass on a CPU: ATTENTION_MAX_GFLOP_CPU
+    gflop_cpu: float = 1500.0  # estimated compute of one forward pass on a CPU: ATTENTION_MAX_GFLOP_CPU
     gflop_gpu: float = 40_000.0  # ... on a GPU: ATTENTION_MAX_GFLOP_GPU
     state_mb: float = 1024.0  # every visitor's kept passes together, MB: ATTENTION_STATE_MB
     state_ttl: float = 1800.0  # seconds a kept pass lives unused: ATTENTION_STATE_TTL

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from attention.config import SETTINGS
 from attention.extract import AttentionMaps
 from attention.render import grid, png_bytes
 
@@ -50,7 +51,7 @@ def sheet(ts: list[Tile], *, max_side: int = SHEET_TILE, ncols: int = 4) -> np.n
 
 
 OUTPUT_ROOT = Path(tempfile.gettempdir()) / "attention-explorer"
-KEEP_SECONDS = 3600
+KEEP_SECONDS = SETTINGS.cache_age  # ATTENTION_FILE_TTL: Gradio serves its own copy of each file
 
 
 _last_sweep: dict[Path, float] = {}

@@ -176,3 +176,21 @@ def test_the_queue_looks_for_jobs_every_10_ms_and_a_bad_setting_is_named(app_url
     r = subprocess.run([sys.executable, "-c", "import app"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and "ATTENTION_QUEUE_POLL='soon' is not accepted; expected a float >= 0" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_request_over_the_compute_budget_is_refused_at_once_naming_what_fits(client, monkeypatch):
+    import dataclasses
+    import time
+
+    from attention import session
+
+    monkeypatch.setattr(session, "SETTINGS", dataclasses.replace(session.SETTINGS, gflop_cpu=2.0))
+    t0 = time.perf_counter()
+    with pytest.raises(AppError) as e:
+        client.predict(handle_file(PHOTO), model="mnist_vit", resolution="2000", api_name="/attention_maps")
+    assert time.perf_counter() - t0 < 1.0
+    msg = str(e.value)
+    assert "over this server's budget of 2 GFLOP per pass on cpu" in msg and "largest resolution that fits" in msg
+    best = int(msg.split("image is ")[1].split(" px")[0])
+    _, info, _ = maps(client, PHOTO, model="mnist_vit", resolution=str(best))  # what it names runs
+    assert info["grid"]

@@ -124,3 +124,38 @@ def test_is_loaded_follows_the_cache_without_loading():
     assert not models.is_loaded("mnist_vit") and not models.is_loaded("no_such_model")
     load_vit("mnist_vit", device="cpu")
     assert models.is_loaded("mnist_vit")
+
+
+def test_at_most_max_models_stay_resident_least_recently_used_out_first(hub_cache, monkeypatch):
+    import dataclasses
+
+    from attention import models
+
+    monkeypatch.setattr(models, "SETTINGS", dataclasses.replace(models.SETTINGS, max_models=2))
+    ref = timm.create_model(TINY["architecture"], pretrained=False, num_classes=0, **TINY["model_args"])
+    for repo in ("testorg/a", "testorg/b"):
+        hub_cache(repo, {"config.json": json.dumps(TINY).encode(), "model.safetensors": _safetensors_bytes(ref)})
+    a = load_vit("hf-hub:testorg/a", device="cpu")
+    load_vit("mnist_vit", device="cpu")
+    assert load_vit("hf-hub:testorg/a", device="cpu") is a  # used again: now the most recent
+    load_vit("hf-hub:testorg/b", device="cpu")  # a third: mnist_vit, the least recently used, goes
+    assert models.is_loaded("hf-hub:testorg/a") and models.is_loaded("hf-hub:testorg/b")
+    assert not models.is_loaded("mnist_vit")
+
+
+def test_a_shared_server_offers_the_registry_and_cached_models_and_downloads_only_when_allowed(hub_cache):
+    from attention.models import check_allowed
+
+    assert check_allowed("mnist_vit") == "mnist_vit" and check_allowed(" dino_vits16 ") == "dino_vits16"
+    with pytest.raises(ModelLoadError, match="not offered by this server.*ATTENTION_ALLOW_DOWNLOADS=1"):
+        check_allowed("hf-hub:someone/big-model", allow_downloads=False)
+    assert check_allowed("hf-hub:someone/big-model", allow_downloads=True)
+    hub_cache("testorg/tiny-vit", {"config.json": json.dumps(TINY).encode(), "model.safetensors": b"x"})
+    assert check_allowed("hf-hub:testorg/tiny-vit", allow_downloads=False)  # already on disk
+
+
+@pytest.mark.parametrize("name", ["hf-hub:../../etc", "hf-hub:x/y@main", "hf-hub:a b/c", "hf-hub:x//y"])
+def test_malformed_hub_ids_are_refused_before_any_lookup(name):
+    with pytest.raises(ModelLoadError, match="not a Hugging Face repo id; accepted: 'hf-hub:org/repo'"):
+        resolve(name)
+    assert not available(name)

@@ -1,0 +1,32 @@
+"""Spec of attention.config: every setting comes from one environment variable, read once; a bad
+value stops start-up with a message naming the variable and what is accepted."""
+
+from __future__ import annotations
+
+import pytest
+
+from attention.config import ConfigError, Settings
+
+
+def test_defaults_bound_everything_a_visitor_can_make_the_server_hold():
+    s = Settings()
+    assert s.max_tokens == 16_384 and s.state_mb == 1024 and s.state_ttl == 1800 and s.max_models == 3
+    assert s.max_sessions == 1000 and s.max_upload_mb == 20 and s.cache_age == 900 and not s.allow_downloads
+    assert s.budget_gflop("cpu") == s.gflop_cpu and s.budget_gflop("cuda:0") == s.gflop_gpu > s.gflop_cpu
+
+
+def test_settings_are_read_from_the_environment(monkeypatch):
+    monkeypatch.setenv("ATTENTION_MAX_GFLOP_CPU", "50")
+    monkeypatch.setenv("ATTENTION_STATE_MB", "256")
+    monkeypatch.setenv("ATTENTION_MAX_MODELS", "1")
+    monkeypatch.setenv("ATTENTION_ALLOW_DOWNLOADS", "yes")
+    s = Settings.from_env()
+    assert (s.gflop_cpu, s.state_mb, s.max_models, s.allow_downloads) == (50.0, 256.0, 1, True)
+
+
+@pytest.mark.parametrize("var, value", [("ATTENTION_MAX_MODELS", "many"), ("ATTENTION_MAX_MODELS", "0"),
+                                        ("ATTENTION_STATE_MB", "-1"), ("ATTENTION_MAX_GFLOP_CPU", "lots")])
+def test_a_bad_value_names_the_variable_and_what_is_accepted(monkeypatch, var, value):
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ConfigError, match=f"{var}='{value}' is (not accepted|out of range); expected"):
+        Settings.from_env()
