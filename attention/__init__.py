@@ -6,22 +6,65 @@ Knows nothing of Gradio: `app.py` is one user of it, the command line
 
     import attention
     model = attention.load_vit("dino_vits16")         # or "mnist_vit" offline
-    res = attention.attention_maps(model, "cat.jpg")  # res.maps: (heads, gh, gw)
+    res = attention.attention_maps(model, "examples/photos/chelsea.jpg")  # res.maps: (heads, gh, gw)
     steps = attention.attend(Q, K, V, heads=2, mask="causal")  # steps.weights: (heads, n, m)
+
+One subpackage per feature over a small shared core:
+
+    vit/          ViT attention maps (models, extract, cost, session, views, outputs)
+    retrieval/    MNIST retrieval by attention (lookup, models, train, panels, plots)
+    calculator/   the Q/K/V calculator (steps, reference, matrices, form, presets, report, plots, patches)
+    config        every setting, read once from the environment
+    errors        the typed errors and the checks every feature shares
+    images        decoding, size guards, resizing and cropping to patches
+    render        colour maps, overlays, grids, PNG encoding
+    cache         the bounded, thread-safe store shared between requests
+    mnist, net    the shipped digits; is the network there
+    ui/           the Gradio tabs (the only code that imports gradio)
 """
 
 from attention.calculator import attend, attend_from_x
-from attention.errors import AttentionError, ImageError, InputError, ModelLoadError
-from attention.extract import AttentionMaps, attention_maps, rollout, rollout_map, threshold_masks
+from attention.errors import AttentionError, BudgetError, ImageError, InputError, ModelLoadError
 from attention.images import load_image
-from attention.models import DEFAULT_MODEL, OFFLINE_MODEL, REGISTRY, available, default_device, load_vit
 from attention.render import colorize, grid, mark_patch, mask_overlay, overlay, upsample
+from attention.vit import (
+    DEFAULT_MODEL,
+    OFFLINE_MODEL,
+    REGISTRY,
+    AttentionMaps,
+    attention_maps,
+    available,
+    default_device,
+    load_vit,
+    rollout,
+    rollout_map,
+    threshold_masks,
+)
 
 __all__ = [
-    "attend", "attend_from_x",
-    "AttentionError", "ImageError", "InputError", "ModelLoadError",
-    "AttentionMaps", "attention_maps", "rollout", "rollout_map", "threshold_masks",
+    "attend",
+    "attend_from_x",
+    "AttentionError",
+    "BudgetError",
+    "ImageError",
+    "InputError",
+    "ModelLoadError",
+    "AttentionMaps",
+    "attention_maps",
+    "rollout",
+    "rollout_map",
+    "threshold_masks",
     "load_image",
-    "DEFAULT_MODEL", "OFFLINE_MODEL", "REGISTRY", "available", "default_device", "load_vit",
-    "colorize", "grid", "mark_patch", "mask_overlay", "overlay", "upsample",
+    "DEFAULT_MODEL",
+    "OFFLINE_MODEL",
+    "REGISTRY",
+    "available",
+    "default_device",
+    "load_vit",
+    "colorize",
+    "grid",
+    "mark_patch",
+    "mask_overlay",
+    "overlay",
+    "upsample",
 ]

@@ -19,7 +19,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     m = sub.add_parser("maps", help="write attention maps of images (PNG overlays + .npz)")
     m.add_argument("images", nargs="+", type=Path, help="image files")
-    m.add_argument("--model", default="dino_vits16", help="alias (dino_vits16, mnist_vit, ...), timm name or hf-hub:org/repo")
+    m.add_argument(
+        "--model", default="dino_vits16", help="alias (dino_vits16, mnist_vit, ...), timm name or hf-hub:org/repo"
+    )
     m.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
     m.add_argument("--resolution", default="auto", help="shorter side in px, 'auto' or 'native' (default: auto)")
     m.add_argument("--query", default="cls", help="'cls' or ROW,COL of a patch (default: cls)")
@@ -44,7 +46,7 @@ def write_outputs(res, out: Path, *, threshold: float, cmap: str) -> None:
     import numpy as np
 
     from attention.render import png_bytes
-    from attention.views import tiles
+    from attention.vit.views import tiles
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "img.png").write_bytes(png_bytes(np.asarray(res.image)))
@@ -56,8 +58,8 @@ def write_outputs(res, out: Path, *, threshold: float, cmap: str) -> None:
 def maps(args) -> int:
     from tqdm.auto import tqdm
 
-    from attention.extract import attention_maps
-    from attention.models import load_vit
+    from attention.vit.extract import attention_maps
+    from attention.vit.models import load_vit
 
     try:
         model = load_vit(args.model)

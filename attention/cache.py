@@ -14,8 +14,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future
-from typing import Callable, Generic, Hashable, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 
 class Sized(Protocol):

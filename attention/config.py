@@ -13,23 +13,37 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent  # the checkout (or the Space's folder)
+WEIGHTS_DIR = ROOT / "weights"  # shipped weights: safetensors + json config
+EXAMPLES_DIR = ROOT / "examples"  # shipped photos, digits and the 5,000-digit MNIST subset
+
+
+# PIL refuses to open images over twice its Image.MAX_IMAGE_PIXELS (a decompression-bomb guard); we
+# leave that global alone, so our own pixel limit can be at most that.
+PIL_MAX_PIXELS = 2 * 89_478_485
 
 
 class ConfigError(SystemExit):
     """An environment variable holds a value that is not accepted (stops the process at start-up)."""
 
 
-def _read(name: str, default: float, kind: type = float, lo: float = 0.0) -> float:
+def _read(name: str, default: float, kind: type = float, lo: float = 0.0, hi: float = float("inf")) -> float:
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default
     try:
         value = kind(raw)
     except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not accepted; expected a {kind.__name__} >= {lo:g} "
-                          f"(default {default:g}).") from None
-    if value < lo:
-        raise ConfigError(f"{name}={raw!r} is out of range; expected a {kind.__name__} >= {lo:g} (default {default:g}).")
+        raise ConfigError(
+            f"{name}={raw!r} is not accepted; expected a {kind.__name__} >= {lo:g} (default {default:g})."
+        ) from None
+    if not lo <= value <= hi:
+        top = "" if hi == float("inf") else f" and <= {hi:g}"
+        raise ConfigError(
+            f"{name}={raw!r} is out of range; expected a {kind.__name__} >= {lo:g}{top} (default {default:g})."
+        )
     return value
 
 
@@ -63,9 +77,9 @@ class Settings:
         return self.gflop_cpu if str(device).split(":")[0] == "cpu" else self.gflop_gpu
 
     @classmethod
-    def from_env(cls) -> "Settings":
+    def from_env(cls) -> Settings:
         return cls(
-            max_pixels=int(_read("ATTENTION_MAX_PIXELS", cls.max_pixels, int, 1)),
+            max_pixels=int(_read("ATTENTION_MAX_PIXELS", cls.max_pixels, int, 1, PIL_MAX_PIXELS)),
             max_tokens=int(_read("ATTENTION_MAX_TOKENS", cls.max_tokens, int, 1)),
             gflop_cpu=_read("ATTENTION_MAX_GFLOP_CPU", cls.gflop_cpu, float, 0.001),
             gflop_gpu=_read("ATTENTION_MAX_GFLOP_GPU", cls.gflop_gpu, float, 0.001),

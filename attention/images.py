@@ -1,8 +1,8 @@
 """Images in: decode any source and mode, honour EXIF, guard size, resize and crop to patches.
 
-    img = load_image("photo.jpg")                       # RGB PIL image, EXIF-rotated
-    x, shown = to_tensor(img, patch_size=16, mean=..., std=..., resolution=480)
-    # x: float32 (1, C, H, W), H and W multiples of 16; `shown` is the RGB image x shows
+img = load_image("photo.jpg")                       # RGB PIL image, EXIF-rotated
+x, shown = to_tensor(img, patch_size=16, mean=..., std=..., resolution=480)
+# x: float32 (1, C, H, W), H and W multiples of 16; `shown` is the RGB image x shows
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
-from typing import Union
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -24,10 +23,9 @@ MAX_PIXELS = SETTINGS.max_pixels  # ATTENTION_MAX_PIXELS
 # Cap on patch tokens per image (a 1024 px ViT-S/16 input is 4,096; DINO#213's frame was 14,400).
 MAX_TOKENS = SETTINGS.max_tokens  # ATTENTION_MAX_TOKENS
 MAX_RESOLUTION = 4096
-Image.MAX_IMAGE_PIXELS = max(MAX_PIXELS, 1)  # also for anything else in the process that opens images
 
-ImageSource = Union[str, os.PathLike, bytes, Image.Image, np.ndarray]
-Resolution = Union[int, str, None]
+ImageSource = str | os.PathLike | bytes | Image.Image | np.ndarray
+Resolution = int | str | None
 
 
 def load_image(src: ImageSource, *, max_pixels: int = MAX_PIXELS) -> Image.Image:
@@ -45,7 +43,10 @@ def load_image(src: ImageSource, *, max_pixels: int = MAX_PIXELS) -> Image.Image
     elif isinstance(src, (bytes, bytearray, str, os.PathLike)):
         img = _open(src, max_pixels)
     else:
-        raise ImageError(f"Cannot read an image from a {type(src).__name__}; accepted: a file path, bytes, a PIL image or a uint8 array.")
+        raise ImageError(
+            f"Cannot read an image from a {type(src).__name__}; "
+            "accepted: a file path, bytes, a PIL image or a uint8 array."
+        )
     w, h = img.size
     if w * h > max_pixels:
         raise ImageError(f"Image is {w}x{h} = {w * h:,} pixels, over the limit of {max_pixels:,}; downscale it first.")
@@ -54,7 +55,9 @@ def load_image(src: ImageSource, *, max_pixels: int = MAX_PIXELS) -> Image.Image
         if img.getexif().get(0x0112, 1) != 1:  # rotated or mirrored on display: copy only then
             img = ImageOps.exif_transpose(img)
     except (OSError, SyntaxError, ValueError) as e:  # truncated or corrupt data
-        raise ImageError(f"Image data is truncated or corrupt ({e}); accepted: complete PNG, JPEG, WebP, GIF, BMP or TIFF files.") from None
+        raise ImageError(
+            f"Image data is truncated or corrupt ({e}); accepted: complete PNG, JPEG, WebP, GIF, BMP or TIFF files."
+        ) from None
     return _to_rgb(img)
 
 
@@ -65,9 +68,13 @@ def _open(src, max_pixels: int) -> Image.Image:
     except FileNotFoundError:
         raise ImageError(f"No such image file: {src}") from None
     except Image.DecompressionBombError as e:
-        raise ImageError(f"{name} is over the limit of {max_pixels:,} pixels, refused unread ({e}); downscale it first.") from None
+        raise ImageError(
+            f"{name} is over the limit of {max_pixels:,} pixels, refused unread ({e}); downscale it first."
+        ) from None
     except (UnidentifiedImageError, OSError, ValueError):
-        raise ImageError(f"{name} is not an image PIL can read; accepted: PNG, JPEG, WebP, GIF, BMP or TIFF files.") from None
+        raise ImageError(
+            f"{name} is not an image PIL can read; accepted: PNG, JPEG, WebP, GIF, BMP or TIFF files."
+        ) from None
 
 
 def _from_array(a: np.ndarray) -> Image.Image:
@@ -79,7 +86,8 @@ def _from_array(a: np.ndarray) -> Image.Image:
         a = np.nan_to_num(a * 255).clip(0, 255).astype(np.uint8)
     if a.dtype != np.uint8 or a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[2] not in (3, 4)):
         raise ImageError(
-            f"Array of shape {a.shape} and dtype {a.dtype} is not an image; accepted: uint8 (H, W), (H, W, 3) or (H, W, 4), or floats in [0, 1]."
+            f"Array of shape {a.shape} and dtype {a.dtype} is not an image; "
+            "accepted: uint8 (H, W), (H, W, 3) or (H, W, 4), or floats in [0, 1]."
         )
     return Image.fromarray(np.ascontiguousarray(a))
 
@@ -98,7 +106,9 @@ def _to_rgb(img: Image.Image) -> Image.Image:
     return img if img.mode == "RGB" else img.convert("RGB")
 
 
-def target_size(size: tuple[int, int], patch_size: int, resolution: Resolution) -> tuple[tuple[int, int], tuple[int, int]]:
+def target_size(
+    size: tuple[int, int], patch_size: int, resolution: Resolution
+) -> tuple[tuple[int, int], tuple[int, int]]:
     """Resized size (W, H) and then cropped size (W', H'), multiples of `patch_size`.
 
     resolution: int, the shorter side in pixels (aspect kept); None or "native" keeps the size.
@@ -119,9 +129,15 @@ def check_resolution(resolution: Resolution, patch_size: int) -> int | None:
     try:
         r = int(resolution)
     except (TypeError, ValueError):
-        raise InputError(f"Resolution {resolution!r} is not accepted; use 'auto', 'native' or a number of pixels ({patch_size}-{MAX_RESOLUTION}).") from None
+        raise InputError(
+            f"Resolution {resolution!r} is not accepted; "
+            f"use 'auto', 'native' or a number of pixels ({patch_size}-{MAX_RESOLUTION})."
+        ) from None
     if not patch_size <= r <= MAX_RESOLUTION:
-        raise InputError(f"Resolution {r} px is out of range; accepted: {patch_size} (one patch) to {MAX_RESOLUTION} px, 'auto' or 'native'.")
+        raise InputError(
+            f"Resolution {r} px is out of range; "
+            f"accepted: {patch_size} (one patch) to {MAX_RESOLUTION} px, 'auto' or 'native'."
+        )
     return r
 
 
@@ -145,13 +161,17 @@ def to_tensor(
 
     w, h = img.size
     if min(w, h) < patch_size:
-        raise ImageError(f"Image is {w}x{h} px, smaller than one {patch_size}x{patch_size} patch; accepted: at least {patch_size} px on each side.")
+        raise ImageError(
+            f"Image is {w}x{h} px, smaller than one {patch_size}x{patch_size} patch; "
+            f"accepted: at least {patch_size} px on each side."
+        )
     (rw, rh), (cw, ch) = target_size((w, h), patch_size, resolution)
     tokens = (cw // patch_size) * (ch // patch_size)
     if tokens > max_tokens:
+        fits = int(patch_size * (max_tokens * min(w, h) / max(w, h)) ** 0.5)
         raise ImageError(
-            f"At this resolution the image makes {cw // patch_size}x{ch // patch_size} = {tokens:,} patches, over the cap of "
-            f"{max_tokens:,}; choose a smaller resolution (at most about {int(patch_size * (max_tokens * min(w, h) / max(w, h)) ** 0.5)} px)."
+            f"At this resolution the image makes {cw // patch_size}x{ch // patch_size} = {tokens:,} patches, "
+            f"over the cap of {max_tokens:,}; choose a smaller resolution (at most about {fits} px)."
         )
     if (rw, rh) != (w, h):
         img = img.resize((rw, rh), Image.BICUBIC)

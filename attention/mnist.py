@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from attention import net
+from attention.config import EXAMPLES_DIR
 from attention.errors import ImageError
 
-SUBSET_PATH = Path(__file__).resolve().parent.parent / "examples" / "mnist_5k.npz"
+SUBSET_PATH = EXAMPLES_DIR / "mnist_5k.npz"
 MEAN, STD = 0.1307, 0.3081  # the usual MNIST normalisation, on [0, 1] pixels
 
 
@@ -141,7 +142,9 @@ def normalise_sketch(image: np.ndarray) -> np.ndarray:
     if image.ndim == 3 and image.shape[2] == 1:
         image = image[..., 0]
     if image.ndim not in (2, 3) or (image.ndim == 3 and image.shape[2] not in (3, 4)):
-        raise ImageError(f"the sketch has shape {image.shape}: expected a gray (H, W), RGB (H, W, 3) or RGBA (H, W, 4) image")
+        raise ImageError(
+            f"the sketch has shape {image.shape}: expected a gray (H, W), RGB (H, W, 3) or RGBA (H, W, 4) image"
+        )
     h, w = image.shape[:2]
     if min(h, w) < 8 or max(h, w) > 4096:
         raise ImageError(f"the sketch is {w} x {h} pixels: expected 8 to 4096 pixels a side")
@@ -154,15 +157,19 @@ def normalise_sketch(image: np.ndarray) -> np.ndarray:
     ink = _to_ink(image)
     mask = ink > 0.1 * ink.max(initial=0)
     if ink.max(initial=0) < 0.1 or mask.mean() > 0.9 or mask.sum() < 3:
-        raise ImageError("the sketch is empty (blank or a single colour): draw one digit, "
-                         "in any colour that stands out from the background")
+        raise ImageError(
+            "the sketch is empty (blank or a single colour): draw one digit, "
+            "in any colour that stands out from the background"
+        )
     rows, cols = np.flatnonzero(mask.any(1)), np.flatnonzero(mask.any(0))
-    ink = ink[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
-    mask = mask[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
+    ink = ink[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
+    mask = mask[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
     side = max(ink.shape)
     # stroke width ~ 2 * area / perimeter; MNIST strokes are ~2.5 px in the 20 px box
-    perimeter = np.abs(np.diff(np.pad(mask, 1).astype(np.int8), axis=0)).sum() + \
-        np.abs(np.diff(np.pad(mask, 1).astype(np.int8), axis=1)).sum()
+    perimeter = (
+        np.abs(np.diff(np.pad(mask, 1).astype(np.int8), axis=0)).sum()
+        + np.abs(np.diff(np.pad(mask, 1).astype(np.int8), axis=1)).sum()
+    )
     width, target = 2.0 * mask.sum() / max(perimeter, 1), 0.11 * side
     r = int(round((target - width) / 2)) if side > 40 else 0
     if r > 0:  # grow the strokes outward (the crop grows by r on each side)
@@ -179,7 +186,7 @@ def normalise_sketch(image: np.ndarray) -> np.ndarray:
     top = int(np.clip(round(14 - cy), 0, 28 - small.shape[0]))
     left = int(np.clip(round(14 - cx), 0, 28 - small.shape[1]))
     out = np.zeros((28, 28))
-    out[top:top + small.shape[0], left:left + small.shape[1]] = small
+    out[top : top + small.shape[0], left : left + small.shape[1]] = small
     return np.round(out * 255).astype(np.uint8)
 
 

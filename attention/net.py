@@ -7,17 +7,20 @@ remembered for `ttl` seconds per host.
 
 from __future__ import annotations
 
-import os
 import socket
 import time
+
+from attention.config import SETTINGS, Settings
 
 _seen: dict[tuple[str, int], tuple[float, bool]] = {}  # (host, port) -> (when, answer)
 
 
-def offline() -> bool:
-    """True when ATTENTION_OFFLINE or HF_HUB_OFFLINE is 1/true/yes/on: touch no network."""
-    return any(os.environ.get(v, "").strip().lower() in {"1", "true", "yes", "on"}
-               for v in ("ATTENTION_OFFLINE", "HF_HUB_OFFLINE"))
+def offline(settings: Settings | None = None) -> bool:
+    """True when told to touch no network: ATTENTION_OFFLINE=1 (`settings`, default the process's, read
+    once in attention.config) or HF_HUB_OFFLINE=1 (as huggingface-hub itself read it)."""
+    from huggingface_hub import constants
+
+    return (settings or SETTINGS).offline or bool(constants.HF_HUB_OFFLINE)
 
 
 def reachable(host: str, port: int = 443, *, timeout: float = 1.5, ttl: float = 60.0) -> bool:

@@ -51,7 +51,7 @@ def fake_hub_cache(home: Path) -> None:
     import torch
     from safetensors.torch import save
 
-    from attention.models import add_to_hub_cache
+    from tests.hub_cache import add_to_hub_cache
 
     torch.manual_seed(0)
     model = timm.create_model(TIMM_NAME, pretrained=False, num_classes=0)
@@ -79,8 +79,13 @@ def start_app(env: dict[str, str], timeout: float = 180) -> tuple[subprocess.Pop
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}/"
-    proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env={**env, "GRADIO_SERVER_PORT": str(port)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "app.py")],
+        cwd=ROOT,
+        env={**env, "GRADIO_SERVER_PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
@@ -127,10 +132,13 @@ def main() -> None:
     ap.add_argument("--idle-cpu", action="store_true", help="also measure an idle server's CPU at both queue polls")
     args = ap.parse_args()
 
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False",
-           "GRADIO_TEMP_DIR": tempfile.mkdtemp(prefix="bench-gradio-"),
-           "GRADIO_EXAMPLES_CACHE": tempfile.mkdtemp(prefix="bench-examples-")}
-    from attention.models import is_cached
+    env = {
+        **os.environ,
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "GRADIO_TEMP_DIR": tempfile.mkdtemp(prefix="bench-gradio-"),
+        "GRADIO_EXAMPLES_CACHE": tempfile.mkdtemp(prefix="bench-examples-"),
+    }
+    from attention.vit.models import is_cached
 
     if is_cached(TIMM_NAME):
         weights = f"real {REPO} weights from the HF cache"
@@ -163,12 +171,17 @@ def main() -> None:
         reusing = Client(url, verbose=False, ssl_verify=ssl.create_default_context())
 
         def call(client):
-            return client.predict(handle_file(args.image), model="dino_vits16", resolution="480", api_name="/attention_maps")
+            return client.predict(
+                handle_file(args.image), model="dino_vits16", resolution="480", api_name="/attention_maps"
+            )
 
-        fns = [lambda: bare_fwd.append(attention_maps(model, args.image, resolution=480).seconds),
-               lambda: infos.append(call(fetching)[2]),
-               lambda: infos_ctx.append(call(reusing)[2]), lambda: call(linking),
-               lambda: linking.predict("1", "1", "1", api_name="/calculate")]
+        fns = [
+            lambda: bare_fwd.append(attention_maps(model, args.image, resolution=480).seconds),
+            lambda: infos.append(call(fetching)[2]),
+            lambda: infos_ctx.append(call(reusing)[2]),
+            lambda: call(linking),
+            lambda: linking.predict("1", "1", "1", api_name="/calculate"),
+        ]
         runs = interleaved_times(fns, args.repeats)
         sheet, npz, info = call(fetching)
     finally:
@@ -176,38 +189,55 @@ def main() -> None:
         proc.wait(timeout=30)
     infos, infos_ctx, bare_fwd = infos[1:], infos_ctx[1:], bare_fwd[1:]  # drop the warm-up calls
     bare, trip, trip_ctx, trip_urls, floor = (statistics.median(ts) for ts in runs)
-    pair, lo, hi = paired_median([t / b for t, b in zip(runs[1], runs[0])])  # each trip over the bare call just before it
+    pair, lo, hi = paired_median(
+        [t / b for t, b in zip(runs[1], runs[0])]
+    )  # each trip over the bare call just before it
     pair_ctx = statistics.median(t / b for t, b in zip(runs[2], runs[0]))
     fwd, render = (statistics.median(i[k] for i in infos) / 1000 for k in ("forward_ms", "render_ms"))
     gh, gw = res.grid
-    ms = lambda s: f"{s * 1000:.0f} ms"
+
+    def ms(s):
+        return f"{s * 1000:.0f} ms"
+
     print(f"weights: {weights}")
-    print(f"input: {Path(args.image).name} -> {res.image.size[0]}x{res.image.size[1]} px, grid {gh}x{gw} "
-          f"= {gh * gw} patches, {res.maps.shape[0]} heads; torch threads {torch.get_num_threads()}; "
-          f"per request: a {os.path.getsize(sheet) / 1e6:.2f} MB sheet of {len(info['tiles'])} overlays "
-          f"+ a {os.path.getsize(npz) / 1e6:.1f} MB .npz of raw arrays")
+    print(
+        f"input: {Path(args.image).name} -> {res.image.size[0]}x{res.image.size[1]} px, grid {gh}x{gw} "
+        f"= {gh * gw} patches, {res.maps.shape[0]} heads; torch threads {torch.get_num_threads()}; "
+        f"per request: a {os.path.getsize(sheet) / 1e6:.2f} MB sheet of {len(info['tiles'])} overlays "
+        f"+ a {os.path.getsize(npz) / 1e6:.1f} MB .npz of raw arrays"
+    )
     print(f"medians of {args.repeats} interleaved rounds:")
     print(f"  bare attention_maps (this process, no server in it): {ms(bare)}")
     print(f"  app round trip, gradio_client's default Client (fetches both files): {ms(trip)}")
-    print(f"    in the server: forward {ms(fwd)} (the bare call's: {ms(statistics.median(bare_fwd))}), "
-          f"drawing + files {ms(render)} (info's forward_ms, render_ms)")
-    print(f"    overhead over bare: {ms(trip - bare)} = the app's drawing {ms(render)} "
-          f"+ Gradio, gradio_client and the 2 cores shared with the client {ms(trip - bare - render)}")
-    print(f"  same, Client(ssl_verify=<one SSLContext>): {ms(trip_ctx)} "
-          f"(the client's CA loading costs {ms(trip - trip_ctx)} per call); server forward "
-          f"{statistics.median(i['forward_ms'] for i in infos_ctx):.0f} ms")
+    print(
+        f"    in the server: forward {ms(fwd)} (the bare call's: {ms(statistics.median(bare_fwd))}), "
+        f"drawing + files {ms(render)} (info's forward_ms, render_ms)"
+    )
+    print(
+        f"    overhead over bare: {ms(trip - bare)} = the app's drawing {ms(render)} "
+        f"+ Gradio, gradio_client and the 2 cores shared with the client {ms(trip - bare - render)}"
+    )
+    print(
+        f"  same, Client(ssl_verify=<one SSLContext>): {ms(trip_ctx)} "
+        f"(the client's CA loading costs {ms(trip - trip_ctx)} per call); server forward "
+        f"{statistics.median(i['forward_ms'] for i in infos_ctx):.0f} ms"
+    )
     print(f"  same, Client(download_files=False) (gets the files' URLs): {ms(trip_urls)}")
     print(f"  gradio_client floor, a 1x1 /calculate call: {ms(floor)}")
     print(f"bare calls vary by {max(runs[0]) / min(runs[0]):.2f}x (slowest / fastest) on this machine in this run")
-    print(f"ratio (default client) = {trip / bare:.2f} (target <= 1.5); median of per-round ratios {pair:.2f} "
-          f"(90% bootstrap interval {lo:.2f}-{hi:.2f})")
+    print(
+        f"ratio (default client) = {trip / bare:.2f} (target <= 1.5); median of per-round ratios {pair:.2f} "
+        f"(90% bootstrap interval {lo:.2f}-{hi:.2f})"
+    )
     print(f"ratio (reused TLS context) = {trip_ctx / bare:.2f}; per-round {pair_ctx:.2f}")
     print(f"ratio (URLs, no download) = {trip_urls / bare:.2f}")
     print(f"the app's drawing alone: {render / bare:.3f} of bare")
     if args.idle_cpu:
         ours, gradios = idle_cpu(env), idle_cpu({**env, "ATTENTION_QUEUE_POLL": "0.001"})
-        print(f"idle server CPU, share of one core over 10 s: {ours:.1%} with the app's 10 ms queue poll, "
-              f"{gradios:.1%} with Gradio's 1 ms (ratio {gradios / ours:.1f})")
+        print(
+            f"idle server CPU, share of one core over 10 s: {ours:.1%} with the app's 10 ms queue poll, "
+            f"{gradios:.1%} with Gradio's 1 ms (ratio {gradios / ours:.1f})"
+        )
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from attention.calculator_view import TABLE_MAX, run, to_html  # noqa: E402
+from attention.calculator.report import TABLE_MAX, compute, to_html  # noqa: E402
 
 
 def main() -> None:
@@ -33,7 +33,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     matrices = {k: np.round(rng.normal(size=(args.n, args.n)), 2) for k in "QKV"}
     t0 = time.perf_counter()
-    r = run(matrices, heads=args.heads, mask_mode="causal")
+    r = compute(matrices, heads=args.heads, mask_mode="causal")
     numbers = time.perf_counter() - t0
     times: dict[str, list[float]] = {"every table": [], f"TABLE_MAX={TABLE_MAX}": []}
     sizes = {}

@@ -3,7 +3,7 @@
     python bench/bench_concurrency.py            # ViT-S/16, random weights, 2 cores: about 2 minutes
     python bench/bench_concurrency.py --quick    # fewer requests
 
-Isolation (`attention.extract`): each forward pass records into its own recorder, bound to the
+Isolation (`attention.vit.extract`): each forward pass records into its own recorder, bound to the
 calling context, so passes may run at once on one shared model. The alternative is a lock per
 model (one pass at a time). This bench serves the same K requests (different images, queries)
 three ways, on one shared model, and prints requests per second relative to one at a time:
@@ -12,7 +12,7 @@ three ways, on one shared model, and prints requests per second relative to one 
 - per-call x4: four threads at once
 Every answer is checked against its solo result (0 wrong is required; the bench says so).
 
-Budget (`attention.cost`): for several resolutions it prints the estimated GFLOP of one pass,
+Budget (`attention.vit.cost`): for several resolutions it prints the estimated GFLOP of one pass,
 the measured seconds and the achieved GFLOP/s, so `ATTENTION_MAX_GFLOP_CPU` can be read as
 seconds on this machine.
 """
@@ -42,17 +42,24 @@ def main() -> None:
     import torch
 
     from attention.config import SETTINGS
-    from attention.cost import forward_gflop, patch_tokens
-    from attention.extract import attention_maps
+    from attention.vit.cost import forward_gflop, patch_tokens
+    from attention.vit.extract import attention_maps
 
     torch.manual_seed(0)
-    model = timm.create_model("vit_small_patch16_224.dino", pretrained=False, num_classes=0,
-                              dynamic_img_size=True).eval()
+    model = timm.create_model(
+        "vit_small_patch16_224.dino", pretrained=False, num_classes=0, dynamic_img_size=True
+    ).eval()
     model.alias = "dino_vits16 (random weights)"
     photos = sorted((ROOT / "examples" / "photos").glob("*.jpg"))
     k = 4 if args.quick else 8
-    reqs = [dict(image=str(photos[i % len(photos)]), query="cls" if i % 2 else (i % 5, (3 * i) % 7),
-                 resolution=args.resolution) for i in range(k)]
+    reqs = [
+        dict(
+            image=str(photos[i % len(photos)]),
+            query="cls" if i % 2 else (i % 5, (3 * i) % 7),
+            resolution=args.resolution,
+        )
+        for i in range(k)
+    ]
     solo = [attention_maps(model, **r).scores for r in reqs]  # also warms up
 
     def serve(threads: int, lock: threading.Lock | None) -> tuple[float, int]:
@@ -76,13 +83,20 @@ def main() -> None:
     rates: dict[str, list[float]] = {"lock": [], "per-call x2": [], "per-call x4": []}
     wrong = 0
     for _ in range(rounds):  # interleaved, so drift hits each alike
-        for name, (th, lk) in {"lock": (2, threading.Lock()), "per-call x2": (2, None), "per-call x4": (4, None)}.items():
+        for name, (th, lk) in {
+            "lock": (2, threading.Lock()),
+            "per-call x2": (2, None),
+            "per-call x4": (4, None),
+        }.items():
             r, w = serve(th, lk)
             rates[name].append(r)
             wrong += w
     base = statistics.median(rates["lock"])
-    print(f"isolation: {k} requests at {args.resolution} px on one shared ViT-S/16, {torch.get_num_threads()} torch threads, "
-          f"median of {rounds} interleaved rounds")
+    print(
+        f"isolation: {k} requests at {args.resolution} px on one shared ViT-S/16, "
+        f"{torch.get_num_threads()} torch threads, "
+        f"median of {rounds} interleaved rounds"
+    )
     for name, rs in rates.items():
         med = statistics.median(rs)
         print(f"  {name:12s} {med:6.2f} req/s   ratio to one at a time: {med / base:.2f}")
@@ -92,7 +106,7 @@ def main() -> None:
     from PIL import Image
 
     img = Image.open(photos[0]).convert("RGB")
-    for res in ([224, 480] if args.quick else [224, 480, 800, 1200]):
+    for res in [224, 480] if args.quick else [224, 480, 800, 1200]:
         tokens = patch_tokens(img.size, 16, res)
         g = forward_gflop(model, tokens)
         times = []

@@ -28,8 +28,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-CONFIGS = [("vit_small_patch16_224.dino", 224), ("vit_small_patch16_224.dino", 480),
-           ("vit_small_patch16_224.dino", 1024), ("vit_small_patch8_224.dino", 480)]
+CONFIGS = [
+    ("vit_small_patch16_224.dino", 224),
+    ("vit_small_patch16_224.dino", 480),
+    ("vit_small_patch16_224.dino", 1024),
+    ("vit_small_patch8_224.dino", 480),
+]
 METHODS = ("plain", "rows", "maps", "rollout", "explicit")
 
 
@@ -51,7 +55,7 @@ def setup(name: str, size: int):
 
 def runner(method: str, model, img, x, size: int):
 
-    from attention.extract import attention_maps, query_rows, rollout
+    from attention.vit.extract import attention_maps, query_rows, rollout
 
     if method == "plain":
         return lambda: model.forward_features(x)
@@ -62,6 +66,7 @@ def runner(method: str, model, img, x, size: int):
     if method == "rollout":
         return lambda: rollout(attention_maps(model, img, resolution=size, keep_qk=True))
     if method == "explicit":
+
         def explicit():
             kept = []
             blocks = model.blocks
@@ -74,6 +79,7 @@ def runner(method: str, model, img, x, size: int):
                 h.remove()
                 for b in blocks:
                     b.attn.fused_attn = True
+
         return explicit
     raise ValueError(method)
 
@@ -126,8 +132,13 @@ def memory(name: str, size: int, method: str) -> float:
     # A fixed mmap threshold makes glibc return every large tensor to the OS when freed, so RSS
     # follows live memory and the peak during the call is the method's own.
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
-    out = subprocess.run([sys.executable, __file__, "--child", name, str(size), method],
-                         capture_output=True, text=True, check=True, env=env)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", name, str(size), method],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])["extra_mb"]
 
 
@@ -142,10 +153,27 @@ def main() -> None:
     import torch
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU, random weights")
-    print("time: ratio to plain forward_features (median of interleaved repeats); "
-          "memory: peak extra MB of one call in a fresh process, and its ratio to plain's")
-    cols = ("model", "px", "N", "plain s", "rows/pl", "maps/pl", "roll/pl", "expl/pl",
-            "+MB pl", "+MB rows", "+MB maps", "+MB roll", "+MB expl", "rows MB/pl", "maps MB/pl")
+    print(
+        "time: ratio to plain forward_features (median of interleaved repeats); "
+        "memory: peak extra MB of one call in a fresh process, and its ratio to plain's"
+    )
+    cols = (
+        "model",
+        "px",
+        "N",
+        "plain s",
+        "rows/pl",
+        "maps/pl",
+        "roll/pl",
+        "expl/pl",
+        "+MB pl",
+        "+MB rows",
+        "+MB maps",
+        "+MB roll",
+        "+MB expl",
+        "rows MB/pl",
+        "maps MB/pl",
+    )
     print(("{:28s}" + " {:>5s}" * 2 + " {:>8s}" + " {:>7s}" * 4 + " {:>8s}" * 5 + " {:>10s}" * 2).format(*cols))
     for name, size in CONFIGS[:1] if args.quick else CONFIGS:
         patch = 8 if "patch8" in name else 16
@@ -154,10 +182,22 @@ def main() -> None:
         t = times(name, size, reps)
         mem = {m: memory(name, size, m) for m in METHODS}
         r = {m: t[m] / t["plain"] for m in METHODS}
-        print(("{:28s} {:5d} {:5d} {:8.3f}" + " {:7.3f}" * 4 + " {:8.0f}" * 5 + " {:10.3f}" * 2).format(
-            name, size, n, t["plain"], r["rows"], r["maps"], r["rollout"], r["explicit"],
-            *(mem[m] for m in METHODS), mem["rows"] / max(mem["plain"], 1e-9), mem["maps"] / max(mem["plain"], 1e-9)),
-            flush=True)
+        print(
+            ("{:28s} {:5d} {:5d} {:8.3f}" + " {:7.3f}" * 4 + " {:8.0f}" * 5 + " {:10.3f}" * 2).format(
+                name,
+                size,
+                n,
+                t["plain"],
+                r["rows"],
+                r["maps"],
+                r["rollout"],
+                r["explicit"],
+                *(mem[m] for m in METHODS),
+                mem["rows"] / max(mem["plain"], 1e-9),
+                mem["maps"] / max(mem["plain"], 1e-9),
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -43,8 +43,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 TEMP = [tempfile.mkdtemp(prefix=f"bench-load-{n}-") for n in ("hf", "client", "app-hf", "gradio", "tmp", "images")]
 # this process (the references, gradio_client's downloads) runs offline on the shipped model as the app does
-os.environ.update(HF_HUB_OFFLINE="1", HF_HOME=TEMP[0], GRADIO_TEMP_DIR=TEMP[1], GRADIO_ANALYTICS_ENABLED="False",
-                  MPLBACKEND="Agg")
+os.environ.update(
+    HF_HUB_OFFLINE="1", HF_HOME=TEMP[0], GRADIO_TEMP_DIR=TEMP[1], GRADIO_ANALYTICS_ENABLED="False", MPLBACKEND="Agg"
+)
 
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
@@ -52,8 +53,16 @@ from PIL import Image  # noqa: E402
 
 DIGITS = [str(ROOT / "examples" / "digits" / f"digit_{i}.png") for i in range(10)]
 VIEWS = ["heads", "mean", "rollout", "masks"]
-MIX = ["/attention_maps", "/retrieval_hard", "/attention_maps", "/calculate", "/attention_maps",
-       "/retrieval_soft", "/attention_maps", "/patch_attention"]
+MIX = [
+    "/attention_maps",
+    "/retrieval_hard",
+    "/attention_maps",
+    "/calculate",
+    "/attention_maps",
+    "/retrieval_soft",
+    "/attention_maps",
+    "/patch_attention",
+]
 DEADLINE = float("inf")
 
 
@@ -68,8 +77,16 @@ def start_app(timeout: float = 120) -> SimpleNamespace:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     gtmp, tmp = TEMP[3], TEMP[4]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": TEMP[2], "GRADIO_TEMP_DIR": gtmp, "TMPDIR": tmp,
-           "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False", "MPLBACKEND": "Agg"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": TEMP[2],
+        "GRADIO_TEMP_DIR": gtmp,
+        "TMPDIR": tmp,
+        "GRADIO_SERVER_PORT": str(port),
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "MPLBACKEND": "Agg",
+    }
     url, log = f"http://127.0.0.1:{port}/", tempfile.NamedTemporaryFile(prefix="bench-load-app-", suffix=".log")
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     app = SimpleNamespace(proc=proc, url=url, gtmp=gtmp, tmp=tmp, log=log)
@@ -116,22 +133,37 @@ def matrix(g: np.random.Generator, rows: int, cols: int) -> str:
 def params(endpoint: str, rng: random.Random) -> dict:
     n, seed = rng.choice([50, 100, 300]), rng.choice([0, 7, 42])
     if endpoint == "/attention_maps":
-        return dict(digit=rng.randrange(10), layer=rng.choice([-1, 0, 1, 2, 3]), view=rng.choice(VIEWS),
-                    threshold=rng.choice([0.3, 0.5, 0.6, 0.9]),
-                    query=None if rng.random() < 0.3 else (rng.randrange(7), rng.randrange(7)))
+        return dict(
+            digit=rng.randrange(10),
+            layer=rng.choice([-1, 0, 1, 2, 3]),
+            view=rng.choice(VIEWS),
+            threshold=rng.choice([0.3, 0.5, 0.6, 0.9]),
+            query=None if rng.random() < 0.3 else (rng.randrange(7), rng.randrange(7)),
+        )
     if endpoint == "/retrieval_hard":
         return dict(n=n, seed=seed, index=rng.randrange(n), shuffle_seed=rng.randrange(1000))
     if endpoint == "/retrieval_soft":
-        return dict(n=n, seed=seed, d=rng.choice([4, 16, 64]), key_seed=rng.randrange(1000),
-                    scale=rng.choice([0.0, 1.0, 5.0, 20.0]))
+        return dict(
+            n=n,
+            seed=seed,
+            d=rng.choice([4, 16, 64]),
+            key_seed=rng.randrange(1000),
+            scale=rng.choice([0.0, 1.0, 5.0, 20.0]),
+        )
     if endpoint == "/calculate":
         h, g = rng.choice([1, 2]), np.random.default_rng(rng.randrange(10**6))
         n, m, d, dv = rng.randint(1, 6), rng.randint(1, 6), h * rng.randint(1, 3), h * rng.randint(1, 3)
-        return dict(Q=matrix(g, n, d), K=matrix(g, m, d), V=matrix(g, m, dv), heads=h,
-                    mask_mode=rng.choice(["none", "causal"]))
+        return dict(
+            Q=matrix(g, n, d), K=matrix(g, m, d), V=matrix(g, m, dv), heads=h, mask_mode=rng.choice(["none", "causal"])
+        )
     patch = rng.choice([28, 32, 56])  # a 28 px digit is worked on at 224 px
-    return dict(digit=rng.randrange(10), patch=patch, heads=rng.randint(1, 4), seed=rng.randrange(100),
-                index=rng.randrange((224 // patch) ** 2))
+    return dict(
+        digit=rng.randrange(10),
+        patch=patch,
+        heads=rng.randint(1, 4),
+        seed=rng.randrange(100),
+        index=rng.randrange((224 // patch) ** 2),
+    )
 
 
 def plan(client: int, calls: int) -> list[tuple[str, dict]]:
@@ -144,8 +176,17 @@ def call(client, endpoint: str, p: dict):
 
     if endpoint == "/attention_maps":
         qr, qc = p["query"] or (None, None)
-        return client.predict(handle_file(DIGITS[p["digit"]]), model="mnist_vit", layer=p["layer"], resolution="auto",
-                              view=p["view"], threshold=p["threshold"], query_row=qr, query_col=qc, api_name=endpoint)
+        return client.predict(
+            handle_file(DIGITS[p["digit"]]),
+            model="mnist_vit",
+            layer=p["layer"],
+            resolution="auto",
+            view=p["view"],
+            threshold=p["threshold"],
+            query_row=qr,
+            query_col=qc,
+            api_name=endpoint,
+        )
     if endpoint == "/patch_attention":
         return client.predict(handle_file(DIGITS[p["digit"]]), *list(p.values())[1:], api_name=endpoint)
     if endpoint == "/calculate":
@@ -158,11 +199,11 @@ _lock = threading.Lock()
 
 
 def reference_pass(path: str):
-    from attention import session
+    from attention.vit import session
 
     with _lock:
         if path not in _passes:
-            _passes[path] = session.run(path, "mnist_vit", "auto")
+            _passes[path] = session.get_pass(path, "mnist_vit", "auto")
         return _passes[path]
 
 
@@ -185,36 +226,51 @@ def check_maps(npz, path: str, query, layer: int, view: str) -> str | None:
 
 def check(endpoint: str, p: dict, out) -> str | None:
     """None when the answer equals the package's own result for the same input, else what differs."""
-    from attention import calculator, patches, retrieval, retrieval_views
+    from attention import calculator, retrieval
+    from attention.calculator import patches
+    from attention.retrieval import panels
 
     if endpoint == "/attention_maps":
         sheet, npz, info = out
         return check_maps(np.load(npz), DIGITS[p["digit"]], p["query"], p["layer"], p["view"]) or (
-            None if info["view"] == p["view"] and Image.open(sheet).format == "PNG" else "info or sheet")
+            None if info["view"] == p["view"] and Image.open(sheet).format == "PNG" else "info or sheet"
+        )
     if endpoint in ("/retrieval_hard", "/retrieval_soft"):
-        db, img, info = retrieval_views.database(p["n"], p["seed"]), pixels(out[-2], "L")[::8, ::8], out[-1]
+        db, img, info = panels.database(p["n"], p["seed"]), pixels(out[-2], "L")[::8, ::8], out[-1]
         if endpoint == "/retrieval_hard":  # the retrieved digit is shown 8x: [::8, ::8] is the 28 x 28 digit
             lk = retrieval.hard_lookup(db, p["index"], p["shuffle_seed"])
-            ok = (info["scores"] == lk.scores[0].tolist() and info["order"] == lk.order.tolist()
-                  and info["retrieved_equals_database_image"] is True and np.array_equal(img, db.images[p["index"]]))
+            ok = (
+                info["scores"] == lk.scores[0].tolist()
+                and info["order"] == lk.order.tolist()
+                and info["retrieved_equals_database_image"] is True
+                and np.array_equal(img, db.images[p["index"]])
+            )
         else:
             lk = retrieval.soft_lookup(db, p["d"], p["key_seed"], p["scale"])
             ok = np.allclose(info["weights"], lk.weights[0], rtol=1e-9, atol=0) and np.array_equal(
-                img, lk.retrieved_images()[0])
+                img, lk.retrieved_images()[0]
+            )
         return None if ok else "scores, weights, order or the retrieved image differ"
     if endpoint == "/calculate":
         Q, K, V = (np.array([[float(x) for x in row.split()] for row in p[k].split(";")]) for k in "QKV")
         s = calculator.attend(Q, K, V, heads=p["heads"], mask="causal" if p["mask_mode"] == "causal" else None)
-        ok = (np.allclose(out["weights"], s.weights, rtol=1e-9, atol=1e-12)
-              and np.allclose(out["output"], s.output, rtol=1e-9, atol=1e-12) and all(c["ok"] for c in out["checks"]))
+        ok = (
+            np.allclose(out["weights"], s.weights, rtol=1e-9, atol=1e-12)
+            and np.allclose(out["output"], s.output, rtol=1e-9, atol=1e-12)
+            and all(c["ok"] for c in out["checks"])
+        )
         return None if ok else "weights or output differ, or a torch check failed"
     pv = patches.patch_view(DIGITS[p["digit"]], p["patch"], p["heads"], p["seed"], p["index"])
     grid, maps, mats, info, index = out
     same = [np.array_equal(pixels(f), a) for f, a in ((grid, pv.grid), (maps, pv.maps), (mats, pv.matrices))]
-    return None if all(same) and info == pv.info and index["value"] == pv.index else f"images equal: {same}; info, index"
+    return (
+        None if all(same) and info == pv.info and index["value"] == pv.index else f"images equal: {same}; info, index"
+    )
 
 
-def run_client(url: str, idx: int, calls: list[tuple[str, dict]], barrier: threading.Barrier | None = None) -> list[dict]:
+def run_client(
+    url: str, idx: int, calls: list[tuple[str, dict]], barrier: threading.Barrier | None = None
+) -> list[dict]:
     """One client's calls in order: [{client, endpoint, params, seconds, out | error}]."""
     from gradio_client import Client
 
@@ -251,8 +307,11 @@ def tally(name: str, records: list[dict]) -> tuple[int, int, dict, list[str]]:
             except Exception as e:  # noqa: BLE001 - an answer that cannot be read is a wrong answer
                 r["wrong"] = f"unreadable answer: {type(e).__name__}: {e}"
     bad = [r for r in records if "error" in r or r.get("wrong")]
-    lines = [f"  !! {name} client {r['client']} {r['endpoint']} {json.dumps(r['params'])[:160]}: "
-             f"{r.get('error') or 'WRONG: ' + r['wrong']}" for r in bad[:12]]
+    lines = [
+        f"  !! {name} client {r['client']} {r['endpoint']} {json.dumps(r['params'])[:160]}: "
+        f"{r.get('error') or 'WRONG: ' + r['wrong']}"
+        for r in bad[:12]
+    ]
     lat = {e: (np.percentile(v, 50), np.percentile(v, 95), len(v)) for e, v in times.items()}
     return sum("error" in r for r in records), sum(bool(r.get("wrong")) for r in records), lat, lines
 
@@ -266,24 +325,36 @@ def load_test(app, clients: int, calls: int) -> tuple[list[str], list[tuple[str,
     print(f"baseline: 1 client, {len(base)} calls; {before}", flush=True)
     barrier, t = threading.Barrier(clients), time.time()
     with ThreadPoolExecutor(clients) as pool:
-        load = [r for rs in pool.map(lambda i: run_client(app.url, i, plan(i, calls), barrier), range(clients))
-                for r in rs]
+        load = [
+            r for rs in pool.map(lambda i: run_client(app.url, i, plan(i, calls), barrier), range(clients)) for r in rs
+        ]
     wall, after = time.time() - t, snapshot(app)
     print(f"load: {clients} clients, {len(load)} calls in {wall:.0f} s; {after}; checking answers...", flush=True)
     (be, bw, l1, bad1), (le, lw, ln, badn) = tally("baseline", base), tally("load", load)
-    lines = [f"load: {clients} clients x {calls} calls = {len(load)} calls in {wall:.1f} s ({len(load) / wall:.1f}/s); "
-             f"baseline: 1 client, {len(base)} calls", f"  errors {le} (baseline {be}), wrong answers {lw} (baseline {bw})",
-             *bad1, *badn, f"  {'endpoint':<18}{'1 client p50 / p95 (n)':>26}{f'{clients} clients p50 / p95 (n)':>32}"]
+    lines = [
+        f"load: {clients} clients x {calls} calls = {len(load)} calls in {wall:.1f} s ({len(load) / wall:.1f}/s); "
+        f"baseline: 1 client, {len(base)} calls",
+        f"  errors {le} (baseline {be}), wrong answers {lw} (baseline {bw})",
+        *bad1,
+        *badn,
+        f"  {'endpoint':<18}{'1 client p50 / p95 (n)':>26}{f'{clients} clients p50 / p95 (n)':>32}",
+    ]
     nan = (np.nan, np.nan, 0)
     for e in sorted(set(l1) | set(ln)):
         a, b = l1.get(e, nan), ln.get(e, nan)
         lines.append(f"  {e:<18}{a[0]:>11.2f} / {a[1]:.2f} s ({a[2]:>3}){b[0]:>15.2f} / {b[1]:.2f} s ({b[2]:>3})")
     ratio = ln.get("/attention_maps", nan)[1] / l1.get("/attention_maps", nan)[1]
-    lines += [f"  p95 ratio /attention_maps, {clients} clients vs 1: {ratio:.1f}",
-              f"  before load: {before}", f"  after load:  {after}"]
-    return lines, [("load: 0 errors", le + be == 0), ("load: 0 wrong answers", lw + bw == 0),
-                   ("load: /attention_maps p95 ratio <= 16", bool(ratio <= 16)),
-                   ("load: every planned call made", len(load) == clients * calls)]
+    lines += [
+        f"  p95 ratio /attention_maps, {clients} clients vs 1: {ratio:.1f}",
+        f"  before load: {before}",
+        f"  after load:  {after}",
+    ]
+    return lines, [
+        ("load: 0 errors", le + be == 0),
+        ("load: 0 wrong answers", lw + bw == 0),
+        ("load: /attention_maps p95 ratio <= 16", bool(ratio <= 16)),
+        ("load: every planned call made", len(load) == clients * calls),
+    ]
 
 
 # ----- soak: browser sessions over raw HTTP --------------------------------------------------
@@ -296,20 +367,31 @@ class Browser:
         self.ids = {c["props"]["elem_id"]: c["id"] for c in comps if c["props"].get("elem_id")}
         self.names = {i: k for k, i in self.ids.items()}
         self.deps = {(c, ev): d for d in config["dependencies"] for c, ev in d["targets"]}
-        self.start = {c["id"]: None if c["type"] == "state" else c["props"].get("value") for c in comps}  # page's values
+        self.start = {
+            c["id"]: None if c["type"] == "state" else c["props"].get("value") for c in comps
+        }  # page's values
 
     def upload(self, path: str) -> dict:
         with open(path, "rb") as f:
             r = self.http.post("/gradio_api/upload", files=[("files", (Path(path).name, f, "image/png"))])
-        return {"path": r.raise_for_status().json()[0], "orig_name": Path(path).name, "mime_type": "image/png",
-                "meta": {"_type": "gradio.FileData"}}
+        return {
+            "path": r.raise_for_status().json()[0],
+            "orig_name": Path(path).name,
+            "mime_type": "image/png",
+            "meta": {"_type": "gradio.FileData"},
+        }
 
     def event(self, session: str, elem: str, event: str, values: dict) -> dict:
         """Run the event bound to (elem, event) in `session`; its outputs by elem_id (else component id)."""
         d = self.deps[self.ids[elem], event]
         sent = {**self.start, **{self.ids[k]: v for k, v in values.items()}}  # gr.State goes as null
-        body = {"data": [sent[i] for i in d["inputs"]], "fn_index": d["id"], "trigger_id": self.ids[elem],
-                "session_hash": session, "event_data": None}
+        body = {
+            "data": [sent[i] for i in d["inputs"]],
+            "fn_index": d["id"],
+            "trigger_id": self.ids[elem],
+            "session_hash": session,
+            "event_data": None,
+        }
         event_id = self.http.post("/gradio_api/queue/join", json=body).raise_for_status().json()["event_id"]
         with self.http.stream("GET", "/gradio_api/queue/data", params={"session_hash": session}) as s:
             for line in s.iter_lines():
@@ -336,8 +418,12 @@ def browse(b: Browser, i: int) -> str | None:
         return f"upload: empty outputs, or layer {out['vit-layer']} is not the last (3)"
     for elem, event in [("vit-layer", "release")] + ([("vit-qrow", "submit")] if i % 2 else []):
         q, layer, view = (rng.randrange(7), rng.randrange(7)), rng.randrange(4), rng.choice(VIEWS)
-        out = b.event(session, elem, event, {"vit-image": image, "vit-layer": layer, "vit-qrow": q[0],
-                                            "vit-qcol": q[1], "vit-view": view})
+        out = b.event(
+            session,
+            elem,
+            event,
+            {"vit-image": image, "vit-layer": layer, "vit-qrow": q[0], "vit-qcol": q[1], "vit-view": view},
+        )
         npz = np.load(io.BytesIO(b.http.get(out["vit-download"]["url"]).raise_for_status().content))
         if wrong := check_maps(npz, path, q, layer, view):
             return f"{elem}.{event}, layer {layer}, query {q}, view {view}: {wrong}"
@@ -373,14 +459,20 @@ def soak(app, sessions: int, threads: int = 4) -> tuple[list[str], list[tuple[st
     errors = sum(" error: " in f for f in failures)
     at50, (n_end, rss_end, *_) = next((r for n, r, *_ in rows if n >= 50), np.nan), rows[-1]
     delta = rss_end - at50
-    lines = [f"soak: {done[0]} of {sessions} browser sessions, errors {errors}, wrong answers {len(failures) - errors}",
-             *failures[:12], "  sessions   RSS MB   GRADIO_TEMP_DIR MB (files)",
-             *[f"  {n:>8} {r:>8.0f} {m:>10.1f} ({c})" for n, r, m, c in rows],
-             f"  RSS@50 {at50:.0f} MB, RSS@{n_end} {rss_end:.0f} MB, delta {delta:+.0f} MB "
-             f"({delta / max(n_end - 50, 1):.2f} MB per session after the 50th)", f"  after soak: {snapshot(app)}"]
-    return lines, [("soak: 0 errors, 0 wrong answers", not failures),
-                   ("soak: RSS delta (50 -> end) <= 150 MB", bool(delta <= 150)),
-                   ("soak: every session run", done[0] == sessions)]
+    lines = [
+        f"soak: {done[0]} of {sessions} browser sessions, errors {errors}, wrong answers {len(failures) - errors}",
+        *failures[:12],
+        "  sessions   RSS MB   GRADIO_TEMP_DIR MB (files)",
+        *[f"  {n:>8} {r:>8.0f} {m:>10.1f} ({c})" for n, r, m, c in rows],
+        f"  RSS@50 {at50:.0f} MB, RSS@{n_end} {rss_end:.0f} MB, delta {delta:+.0f} MB "
+        f"({delta / max(n_end - 50, 1):.2f} MB per session after the 50th)",
+        f"  after soak: {snapshot(app)}",
+    ]
+    return lines, [
+        ("soak: 0 errors, 0 wrong answers", not failures),
+        ("soak: RSS delta (50 -> end) <= 150 MB", bool(delta <= 150)),
+        ("soak: every session run", done[0] == sessions),
+    ]
 
 
 # ----- main ----------------------------------------------------------------------------------
@@ -413,8 +505,10 @@ def main() -> None:
         tail = Path(app.log.name).read_text(errors="replace")[-2000:]
         for d in TEMP:
             shutil.rmtree(d, ignore_errors=True)
-    print(f"\n===== SUMMARY: bench/bench_load.py, {time.time() - t0:.0f} s"
-          f"{', STOPPED at --max-seconds' if left() <= 0 else ''} =====")
+    print(
+        f"\n===== SUMMARY: bench/bench_load.py, {time.time() - t0:.0f} s"
+        f"{', STOPPED at --max-seconds' if left() <= 0 else ''} ====="
+    )
     print("app: alive to the end" if code is None else f"app: EXITED with code {code} during the bench:\n{tail}")
     print("\n".join(lines))
     for name, ok in verdicts:

@@ -41,12 +41,14 @@ def main() -> None:
     import timm
     import torch
 
-    from attention import outputs, session, views
-    from attention.extract import attention_maps
     from attention.render import png_bytes
+    from attention.vit import outputs, session, views
+    from attention.vit.extract import attention_maps
 
     torch.manual_seed(0)
-    model = timm.create_model("vit_small_patch16_224.dino", pretrained=False, num_classes=0, dynamic_img_size=True).eval()
+    model = timm.create_model(
+        "vit_small_patch16_224.dino", pretrained=False, num_classes=0, dynamic_img_size=True
+    ).eval()
     res = attention_maps(model, args.image, resolution=480)
     p = session.Pass(key=("bench", "dino_vits16", "480"), model="dino_vits16", base=res, device="cpu")
     ts = views.tiles(res, "heads")
@@ -74,13 +76,18 @@ def main() -> None:
     size = {k: sum(map(len, cases[k]())) / 1e6 for k in ["7 tiles, PIL", "7 tiles, png_bytes"]}
     size |= {k: len(cases[k]()) / 1e6 for k in ["sheet, PIL", "sheet, png_bytes", "sheet, png_bytes 2 runs"]}
     w, h = res.image.size
-    print(f"input {Path(args.image).name} -> {w}x{h} px, {len(ts)} tiles of {w}x{h}, sheet {sheet.shape[1]}x{sheet.shape[0]}; "
-          f"torch threads {torch.get_num_threads()}; median of {args.repeats} interleaved rounds")
+    print(
+        f"input {Path(args.image).name} -> {w}x{h} px, {len(ts)} tiles of {w}x{h}, "
+        f"sheet {sheet.shape[1]}x{sheet.shape[0]}; "
+        f"torch threads {torch.get_num_threads()}; median of {args.repeats} interleaved rounds"
+    )
     for k, v in med.items():
         extra = f", {size[k]:.2f} MB" if k in size else ""
         print(f"{k:28s} {v:7.1f} ms{extra}")
-    print(f"ratio PIL / png_bytes, 7 tiles: {med['7 tiles, PIL'] / med['7 tiles, png_bytes']:.2f} "
-          f"(size ratio {size['7 tiles, png_bytes'] / size['7 tiles, PIL']:.3f})")
+    print(
+        f"ratio PIL / png_bytes, 7 tiles: {med['7 tiles, PIL'] / med['7 tiles, png_bytes']:.2f} "
+        f"(size ratio {size['7 tiles, png_bytes'] / size['7 tiles, PIL']:.3f})"
+    )
     print(f"ratio PIL / png_bytes in 2 runs, sheet: {med['sheet, PIL'] / med['sheet, png_bytes 2 runs']:.2f}")
     print(f"ratio frame tab / frame API: {med['frame, tab'] / med['frame, API (sheet_only)']:.2f}")
 

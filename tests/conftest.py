@@ -27,12 +27,29 @@ ARTIFACTS = ROOT / "artifacts"  # screenshots of browser tests (git-ignored)
 DIGIT = str(ROOT / "examples" / "digits" / "digit_3.png")  # a 28x28 MNIST 3
 
 
+@pytest.fixture
+def offline_switches(monkeypatch):
+    """`set(attention=False, hub=False)`: ATTENTION_OFFLINE as attention.config read it and
+    HF_HUB_OFFLINE as huggingface-hub read it (both are read once, at import)."""
+    import dataclasses
+
+    from huggingface_hub import constants
+
+    from attention import net
+
+    def set_(attention: bool = False, hub: bool = False) -> None:
+        monkeypatch.setattr(net, "SETTINGS", dataclasses.replace(net.SETTINGS, offline=attention))
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", hub)
+
+    return set_
+
+
 @pytest.fixture(scope="session")
 def digit_pass():
     """DIGIT through mnist_vit at "auto" (a session.Pass): 28x28 px, patch 4, a 7x7 grid, 4 layers, 4 heads."""
-    from attention import session
+    from attention.vit import session
 
-    return session.run(DIGIT, "mnist_vit", "auto")
+    return session.get_pass(DIGIT, "mnist_vit", "auto")
 
 
 @pytest.fixture(scope="session")
@@ -72,8 +89,15 @@ def browser():
     with sync_playwright() as p:
         b = p.chromium.launch(
             executable_path="/usr/bin/chromium",
-            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
         )
         yield b
         b.close()

@@ -42,6 +42,11 @@ def test_maps_writes_pngs_and_npz_per_image_and_reports_bad_files(tmp_path, caps
 
 
 def test_unknown_model_is_one_clear_line(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "attention", "maps", str(digit_png(tmp_path / "a.png", 0)), "--model", "nope"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "attention", "maps", str(digit_png(tmp_path / "a.png", 0)), "--model", "nope"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and r.stderr.startswith("error: Unknown model 'nope'") and "Traceback" not in r.stderr

@@ -24,9 +24,25 @@ def test_settings_are_read_from_the_environment(monkeypatch):
     assert (s.gflop_cpu, s.state_mb, s.max_models, s.allow_downloads) == (50.0, 256.0, 1, True)
 
 
-@pytest.mark.parametrize("var, value", [("ATTENTION_MAX_MODELS", "many"), ("ATTENTION_MAX_MODELS", "0"),
-                                        ("ATTENTION_STATE_MB", "-1"), ("ATTENTION_MAX_GFLOP_CPU", "lots")])
+@pytest.mark.parametrize(
+    "var, value",
+    [
+        ("ATTENTION_MAX_MODELS", "many"),
+        ("ATTENTION_MAX_MODELS", "0"),
+        ("ATTENTION_STATE_MB", "-1"),
+        ("ATTENTION_MAX_GFLOP_CPU", "lots"),
+        ("ATTENTION_MAX_PIXELS", "200000000"),  # over PIL's own refusal: our limit could never be reached
+    ],
+)
 def test_a_bad_value_names_the_variable_and_what_is_accepted(monkeypatch, var, value):
     monkeypatch.setenv(var, value)
     with pytest.raises(ConfigError, match=f"{var}='{value}' is (not accepted|out of range); expected"):
         Settings.from_env()
+
+
+@pytest.mark.parametrize("value, expected", [("1", True), ("true", True), ("YES", True), ("0", False), ("", False)])
+def test_switches_read_yes_words(monkeypatch, value, expected):
+    monkeypatch.setenv("ATTENTION_OFFLINE", value)
+    monkeypatch.setenv("ATTENTION_ALLOW_DOWNLOADS", value)
+    s = Settings.from_env()
+    assert s.offline is expected and s.allow_downloads is expected

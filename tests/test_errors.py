@@ -13,9 +13,20 @@ def test_every_user_error_is_an_attention_error():
     assert issubclass(ModelLoadError, AttentionError) and issubclass(InputError, ValueError)
 
 
-@pytest.mark.parametrize("value, want", [
-    (3, 3), (-1, -1), (3.0, 3), ("3", 3), (" 4.0 ", 4), (np.int64(7), 7), (np.float32(2.0), 2), (2**40, 2**40), (1e300, int(1e300)),  # a large float is whole
-])
+@pytest.mark.parametrize(
+    "value, want",
+    [
+        (3, 3),
+        (-1, -1),
+        (3.0, 3),
+        ("3", 3),
+        (" 4.0 ", 4),
+        (np.int64(7), 7),
+        (np.float32(2.0), 2),
+        (2**40, 2**40),
+        (1e300, int(1e300)),  # a large float is whole
+    ],
+)
 def test_as_whole_takes_whole_numbers_in_any_spelling(value, want):
     assert as_whole(value) == want and type(as_whole(value)) is int
 

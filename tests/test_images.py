@@ -46,12 +46,17 @@ def test_exif_orientation_is_honoured():
     assert out.size == (10, 30)
 
 
-@pytest.mark.parametrize("arr", [np.zeros((5, 6), np.uint8), np.zeros((5, 6, 1), np.uint8), np.zeros((5, 6, 4), np.uint8), np.ones((5, 6, 3))])
+@pytest.mark.parametrize(
+    "arr",
+    [np.zeros((5, 6), np.uint8), np.zeros((5, 6, 1), np.uint8), np.zeros((5, 6, 4), np.uint8), np.ones((5, 6, 3))],
+)
 def test_arrays_are_accepted(arr):
     assert load_image(arr).size == (6, 5)
 
 
-@pytest.mark.parametrize("arr", [np.zeros((5, 6, 2), np.uint8), np.zeros((5,), np.uint8), np.full((3, 3), 300, np.int32)])
+@pytest.mark.parametrize(
+    "arr", [np.zeros((5, 6, 2), np.uint8), np.zeros((5,), np.uint8), np.full((3, 3), 300, np.int32)]
+)
 def test_arrays_that_are_not_images_are_refused(arr):
     with pytest.raises(ImageError, match="accepted"):
         load_image(arr)
@@ -92,7 +97,9 @@ def test_resize_keeps_aspect_then_crops_to_patches():
     assert g.shape == (1, 1, 28, 40)
 
 
-@pytest.mark.parametrize("value, expected", [(None, None), ("native", None), (" Native ", None), (480, 480), ("224", 224)])
+@pytest.mark.parametrize(
+    "value, expected", [(None, None), ("native", None), (" Native ", None), (480, 480), ("224", 224)]
+)
 def test_resolution_values(value, expected):
     assert check_resolution(value, 16) == expected
 

@@ -16,6 +16,7 @@ from attention.errors import ImageError
 @pytest.fixture
 def no_network(monkeypatch):
     """Fail the test if anything tries to open a socket."""
+
     def refuse(*a, **k):
         raise AssertionError("tried to use the network")
 
@@ -36,11 +37,9 @@ def test_subset_is_5000_digits_500_per_class():
     assert np.bincount(d.labels).tolist() == [500] * 10
 
 
-@pytest.mark.parametrize("var", ["ATTENTION_OFFLINE", "HF_HUB_OFFLINE"])
-def test_offline_start_uses_the_subset_without_touching_the_network(monkeypatch, no_network, var):
-    monkeypatch.delenv("ATTENTION_OFFLINE", raising=False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setenv(var, "1")
+@pytest.mark.parametrize("switch", ["attention", "hub"])
+def test_offline_start_uses_the_subset_without_touching_the_network(monkeypatch, no_network, offline_switches, switch):
+    offline_switches(**{switch: True})
     monkeypatch.setattr(mnist, "load_full", _not_cached)
     t = time.time()
     d = mnist.load_digits()
@@ -48,8 +47,8 @@ def test_offline_start_uses_the_subset_without_touching_the_network(monkeypatch,
     assert time.time() - t < 1.0
 
 
-def test_cached_full_set_is_used_even_offline(monkeypatch, no_network):
-    monkeypatch.setenv("ATTENTION_OFFLINE", "1")
+def test_cached_full_set_is_used_even_offline(monkeypatch, no_network, offline_switches):
+    offline_switches(attention=True)
     full = mnist.Digits(np.zeros((60000, 28, 28), np.uint8), np.zeros(60000, np.int64), "MNIST training set")
     calls = []
     monkeypatch.setattr(mnist, "load_full", lambda root=None, download=True: calls.append(download) or full)
@@ -57,9 +56,8 @@ def test_cached_full_set_is_used_even_offline(monkeypatch, no_network):
     assert calls == [False]  # read from the cache, no download attempted
 
 
-def test_unreachable_host_is_probed_once_then_the_subset_is_used(monkeypatch):
-    monkeypatch.delenv("ATTENTION_OFFLINE", raising=False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+def test_unreachable_host_is_probed_once_then_the_subset_is_used(monkeypatch, offline_switches):
+    offline_switches(attention=False, hub=False)
     monkeypatch.setattr(mnist, "load_full", _not_cached)
     monkeypatch.setattr(net, "_seen", {})
     probes = []
@@ -82,8 +80,11 @@ DIGITS = mnist.load_subset()
 
 def _close(a: np.ndarray, b: np.ndarray) -> float:
     """Mean absolute pixel difference on [0, 255], at the best shift of up to 1 px (centring rounds)."""
-    return min(float(np.abs(np.roll(a.astype(float), (dy, dx), (0, 1)) - b.astype(float)).mean())
-               for dy in (-1, 0, 1) for dx in (-1, 0, 1))
+    return min(
+        float(np.abs(np.roll(a.astype(float), (dy, dx), (0, 1)) - b.astype(float)).mean())
+        for dy in (-1, 0, 1)
+        for dx in (-1, 0, 1)
+    )
 
 
 def test_mnist_digits_are_almost_fixed_points():
@@ -102,7 +103,7 @@ def test_any_size_and_inverted_colours_come_back_like_mnist(size):
     y = mnist.normalise_sketch(rgb)
     assert y.shape == (28, 28) and y.dtype == np.uint8
     assert y[0].max() == 0 and y[:, 0].max() == 0 and y.max() == 255  # white ink on black
-    assert _close(y, x) < 15   # close to the original digit
+    assert _close(y, x) < 15  # close to the original digit
     assert _close(y, DIGITS.images[0]) > 25  # and not to another one
 
 
@@ -130,22 +131,28 @@ def test_thin_strokes_on_a_big_canvas_are_thickened_to_a_visible_digit():
     assert (y > 128).sum(1).max() >= 2  # at least 2 px wide, like MNIST strokes
 
 
-@pytest.mark.parametrize("image", [
-    np.zeros((200, 200), np.uint8),                 # all black
-    np.full((200, 200, 3), 255, np.uint8),          # all white
-    np.zeros((280, 280, 4), np.uint8),              # fully transparent (an untouched sketchpad)
-    np.full((100, 100, 3), (40, 90, 200), np.uint8),  # one colour
-])
+@pytest.mark.parametrize(
+    "image",
+    [
+        np.zeros((200, 200), np.uint8),  # all black
+        np.full((200, 200, 3), 255, np.uint8),  # all white
+        np.zeros((280, 280, 4), np.uint8),  # fully transparent (an untouched sketchpad)
+        np.full((100, 100, 3), (40, 90, 200), np.uint8),  # one colour
+    ],
+)
 def test_empty_sketches_are_refused_with_a_message(image):
     with pytest.raises(ImageError, match="empty"):
         mnist.normalise_sketch(image)
 
 
-@pytest.mark.parametrize("image,words", [
-    (np.zeros((4, 4), np.uint8), "8 to 4096"),
-    (np.zeros((50, 50, 2), np.uint8), "expected a gray"),
-    (np.zeros((2, 50, 50, 3), np.uint8), "expected a gray"),
-])
+@pytest.mark.parametrize(
+    "image,words",
+    [
+        (np.zeros((4, 4), np.uint8), "8 to 4096"),
+        (np.zeros((50, 50, 2), np.uint8), "expected a gray"),
+        (np.zeros((2, 50, 50, 3), np.uint8), "expected a gray"),
+    ],
+)
 def test_malformed_sketches_are_refused_with_what_is_accepted(image, words):
     with pytest.raises(ImageError, match=words):
         mnist.normalise_sketch(image)

@@ -8,12 +8,9 @@ import pytest
 from attention import net
 
 
-@pytest.mark.parametrize("var", ["ATTENTION_OFFLINE", "HF_HUB_OFFLINE"])
-@pytest.mark.parametrize("value, expected", [("1", True), ("true", True), ("YES", True), ("0", False), ("", False)])
-def test_offline_switches(monkeypatch, var, value, expected):
-    monkeypatch.delenv("ATTENTION_OFFLINE", raising=False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setenv(var, value)
+@pytest.mark.parametrize("ours, hubs, expected", [(True, False, True), (False, True, True), (False, False, False)])
+def test_offline_when_either_switch_is_on(offline_switches, ours, hubs, expected):
+    offline_switches(attention=ours, hub=hubs)
     assert net.offline() is expected
 
 

@@ -73,15 +73,19 @@ def test_png_bytes_is_lossless_for_grey_rgb_and_rgba_in_one_or_several_deflate_r
     a = np.random.default_rng(0).integers(0, 256, shape, dtype=np.uint8)
     data = png_bytes(a, threads=threads)
     img = Image.open(io.BytesIO(data))
-    assert img.format == "PNG" and img.mode == {2: "L", 3: "RGB", 4: "RGBA"}[len(shape) if len(shape) == 2 else shape[2]]
+    assert (
+        img.format == "PNG" and img.mode == {2: "L", 3: "RGB", 4: "RGBA"}[len(shape) if len(shape) == 2 else shape[2]]
+    )
     np.testing.assert_array_equal(np.asarray(img), a)
     i = data.index(b"IDAT")  # one zlib stream whose checksum holds (zlib.decompress checks it)
-    idat = data[i + 4: i + 4 + struct.unpack(">I", data[i - 4:i])[0]]
+    idat = data[i + 4 : i + 4 + struct.unpack(">I", data[i - 4 : i])[0]]
     assert len(zlib.decompress(idat)) == shape[0] * (1 + int(np.prod(shape[1:])))
 
 
 def test_png_bytes_compresses_a_photo_overlay_like_pil():
-    photo = np.asarray(Image.open(Path(__file__).resolve().parent.parent / "examples" / "photos" / "chelsea.jpg").convert("RGB"))
+    photo = np.asarray(
+        Image.open(Path(__file__).resolve().parent.parent / "examples" / "photos" / "chelsea.jpg").convert("RGB")
+    )
     a = overlay(photo[:288, :448], np.random.default_rng(1).random((18, 28)))
     buf = io.BytesIO()
     Image.fromarray(a).save(buf, format="PNG", compress_level=1)
@@ -90,7 +94,9 @@ def test_png_bytes_compresses_a_photo_overlay_like_pil():
     np.testing.assert_array_equal(np.asarray(Image.open(io.BytesIO(ours))), a)
 
 
-@pytest.mark.parametrize("bad", [np.zeros((4, 4), np.float32), np.zeros((4, 4, 2), np.uint8), np.zeros((0, 4, 3), np.uint8)])
+@pytest.mark.parametrize(
+    "bad", [np.zeros((4, 4), np.float32), np.zeros((4, 4, 2), np.uint8), np.zeros((0, 4, 3), np.uint8)]
+)
 def test_png_bytes_refuses_what_png_cannot_hold_here(bad):
     with pytest.raises(InputError, match="uint8"):
         png_bytes(bad)

@@ -1,0 +1,297 @@
+"""Scaled dot-product and multi-head attention, step by step, in plain numpy.
+
+    scores  = Q_h K_h^T                      (heads, n, m)
+    scaled  = scale * scores                  scale defaults to 1/sqrt(d_head)
+    masked  = scaled, -inf where the mask forbids a query-key pair
+    weights = softmax(masked) over keys       rows sum to 1
+    output  = concat_h(weights_h V_h)        (n, d_v)
+
+Heads split the columns of Q, K (d) and V (d_v) evenly: head h uses columns
+h*d/heads .. (h+1)*d/heads - 1, as torch.nn.MultiheadAttention does. A mask is
+None, "causal" (query i sees keys 0..i, like torch's is_causal) or an (n, m) 0/1
+array where 1 means "may attend" (torch's boolean attn_mask convention).
+
+Every array is float64. Bad input raises `InputError` naming the shapes and the rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from attention.calculator.matrices import MAX_SIZE, check_matrix
+from attention.errors import InputError
+
+
+@dataclass(frozen=True)
+class Steps:
+    """Every intermediate of attention. h = heads, n queries, m keys, d_h / dv_h per head.
+
+    q (h, n, d_h), k (h, m, d_h), v (h, m, dv_h): the per-head slices of Q, K, V.
+    scores, scaled, masked, weights, dropped: (h, n, m); `masked` holds -inf where the
+    mask forbids; `weights` rows sum to 1 (rows with no visible key are all 0, see
+    `notes`); `dropped` is `weights` after dropout (the same array when dropout is 0).
+    head_outputs (h, n, dv_h) = dropped @ v; output (n, d_v): heads concatenated.
+    mask: bool (n, m), True = may attend, or None. notes: plain-language remarks.
+    """
+
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    scale: float
+    mask: np.ndarray | None
+    scores: np.ndarray
+    scaled: np.ndarray
+    masked: np.ndarray
+    weights: np.ndarray
+    dropped: np.ndarray
+    head_outputs: np.ndarray
+    output: np.ndarray
+    dropout: float
+    seed: int
+    notes: tuple[str, ...]
+
+    @property
+    def heads(self) -> int:
+        return self.scores.shape[0]
+
+    @property
+    def empty_rows(self) -> np.ndarray:
+        """Indices of queries whose every key is masked (their weights are defined as 0)."""
+        return np.flatnonzero(~self.mask.any(axis=1)) if self.mask is not None else np.array([], dtype=int)
+
+
+@dataclass(frozen=True)
+class ProjectedSteps:
+    """Self-attention computed from inputs X: Q = X W_q, K = X W_k, V = X W_v.
+
+    x (n, d_model); w_q, w_k (d_model, d); w_v (d_model, d_v); w_o (d_v, d_out) or None.
+    q, k (n, d), v (n, d_v): the projections; attention: the Steps on them;
+    concat (n, d_v): the heads' outputs side by side; output (n, d_out) = concat @ w_o
+    (concat itself when there is no w_o).
+    """
+
+    x: np.ndarray
+    w_q: np.ndarray
+    w_k: np.ndarray
+    w_v: np.ndarray
+    w_o: np.ndarray | None
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    attention: Steps
+    output: np.ndarray
+
+    @property
+    def concat(self) -> np.ndarray:
+        return self.attention.output
+
+
+def split_heads(a: np.ndarray, heads: int) -> np.ndarray:
+    """(rows, heads * c) -> (heads, rows, c): head h takes columns h*c .. (h+1)*c - 1."""
+    rows, cols = a.shape
+    return a.reshape(rows, heads, cols // heads).transpose(1, 0, 2)
+
+
+def merge_heads(a: np.ndarray) -> np.ndarray:
+    """(heads, rows, c) -> (rows, heads * c): the inverse of split_heads."""
+    h, rows, c = a.shape
+    return a.transpose(1, 0, 2).reshape(rows, h * c)
+
+
+def causal_mask(n: int, m: int) -> np.ndarray:
+    """bool (n, m): query i may attend to keys 0..i (lower triangle, aligned top-left as in torch)."""
+    return np.tril(np.ones((n, m), dtype=bool))
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    """Stable softmax over the last axis; -inf entries get weight 0; rows that are all -inf get all 0."""
+    finite = np.isfinite(x)
+    row_max = np.max(np.where(finite, x, -np.inf), axis=-1, keepdims=True)
+    row_max = np.where(np.isfinite(row_max), row_max, 0.0)
+    e = np.where(finite, np.exp(np.where(finite, x, 0.0) - row_max), 0.0)
+    total = e.sum(axis=-1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def _shape(a: np.ndarray) -> str:
+    return f"{a.shape[0]} x {a.shape[1]}"
+
+
+def _mask(mask: str | np.ndarray | None, n: int, m: int) -> np.ndarray | None:
+    if mask is None or (isinstance(mask, str) and mask.lower() == "none"):
+        return None
+    if isinstance(mask, str):
+        if mask.lower() == "causal":
+            return causal_mask(n, m)
+        raise InputError(f"mask '{mask}' is not known; use None, 'causal' or an n x m array of 0/1")
+    a = np.asarray(mask, dtype=np.float64)
+    if a.ndim != 2 or a.shape != (n, m):
+        raise InputError(
+            f"the mask is {' x '.join(map(str, a.shape))} but the scores are {n} x {m} "
+            f"(Q rows x K rows): the mask needs one 0/1 entry per query-key pair"
+        )
+    if not np.isin(a, (0.0, 1.0)).all():
+        raise InputError(
+            f"the mask may hold only 0 (blocked) and 1 (may attend); found {a[~np.isin(a, (0.0, 1.0))][0]:g}"
+        )
+    return a.astype(bool)
+
+
+def _notes(steps: dict, mask: np.ndarray | None, causal: bool) -> list[str]:
+    notes = []
+    if mask is not None and (~mask.any(axis=1)).any():
+        rows = ", ".join(str(i + 1) for i in np.flatnonzero(~mask.any(axis=1)))
+        notes.append(
+            f"Query row {rows} can see no key (every entry masked). The softmax of a row of "
+            "-inf is 0/0, undefined; here its weights are 0 and its output is 0, as in "
+            "torch.nn.functional.scaled_dot_product_attention."
+        )
+    masked = steps["masked"]
+    visible = np.isfinite(masked)
+    if visible.any(-1).all():
+        lo = np.min(np.where(visible, masked, np.inf), -1)
+        hi = np.max(np.where(visible, masked, -np.inf), -1)
+        if np.allclose(hi - lo, 0.0, atol=1e-12):
+            s = (
+                "Every row's scores are equal, so softmax spreads the weight evenly over the keys a query "
+                "can see: each output row is the plain average of the visible values"
+            )
+            notes.append(s + (" (with the causal mask: the running mean of V, a 'bag of words')." if causal else "."))
+    return notes
+
+
+def attend(
+    Q: np.ndarray,
+    K: np.ndarray,
+    V: np.ndarray,
+    *,
+    heads: int = 1,
+    scale: float | None = None,
+    mask: str | np.ndarray | None = None,
+    dropout: float = 0.0,
+    seed: int = 0,
+    max_size: int | None = MAX_SIZE,
+) -> Steps:
+    """Scaled dot-product attention of Q (n, d) on K (m, d) and V (m, d_v), every step kept.
+
+    heads must divide d and d_v; scale=None means 1/sqrt(d / heads); mask: None, "causal"
+    or an (n, m) 0/1 array (1 = may attend); dropout in [0, 1) drops weights with a
+    generator seeded by `seed` and rescales the rest by 1/(1 - dropout), as torch does.
+    Matrices are bounded by `max_size` rows and columns (None: unbounded).
+    """
+    Q, K, V = (check_matrix(a, nm, max_size=max_size) for a, nm in ((Q, "Q"), (K, "K"), (V, "V")))
+    (n, d), (m, dk), (mv, dv) = Q.shape, K.shape, V.shape
+    if d != dk:
+        raise InputError(
+            f"Q is {_shape(Q)} and K is {_shape(K)}: Q and K need the same number of columns "
+            f"(d), because the scores are Q K^T"
+        )
+    if m != mv:
+        raise InputError(
+            f"K is {_shape(K)} and V is {_shape(V)}: K and V need the same number of rows (one value row per key)"
+        )
+    if isinstance(heads, bool) or int(heads) != heads or heads < 1:
+        raise InputError(f"heads must be a whole number >= 1, got {heads}")
+    heads = int(heads)
+    if d % heads or dv % heads:
+        raise InputError(
+            f"{heads} heads must split d = {d} (columns of Q and K) and d_v = {dv} (columns of V) "
+            f"evenly; choose a number of heads that divides both"
+        )
+    if scale is None:
+        scale = 1.0 / np.sqrt(d // heads)
+    if not np.isfinite(scale):
+        raise InputError(f"the scale must be a finite number, got {scale}")
+    if not 0.0 <= dropout < 1.0:
+        raise InputError(f"dropout must be in [0, 1), got {dropout}")
+    keep = _mask(mask, n, m)
+
+    q, k, v = split_heads(Q, heads), split_heads(K, heads), split_heads(V, heads)
+    scores = q @ k.transpose(0, 2, 1)
+    scaled = float(scale) * scores
+    masked = np.where(keep, scaled, -np.inf) if keep is not None else scaled.copy()
+    weights = softmax(masked)
+    dropped = weights
+    if dropout > 0:
+        kept = np.random.default_rng(seed).random(weights.shape) >= dropout
+        dropped = weights * kept / (1.0 - dropout)
+    head_outputs = dropped @ v
+    steps = dict(scores=scores, scaled=scaled, masked=masked, weights=weights)
+    notes = _notes(steps, keep, isinstance(mask, str) and mask.lower() == "causal")
+    if dropout > 0:
+        notes.append(
+            f"Dropout p = {dropout:g} (seed {seed}) zeroed {int((dropped == 0).sum() - (weights == 0).sum())} "
+            f"weights and multiplied the rest by 1/(1 - p) = {1 / (1 - dropout):.4g}; rows of the "
+            "dropped weights no longer sum to 1 (only during training)."
+        )
+    return Steps(
+        q=q,
+        k=k,
+        v=v,
+        scale=float(scale),
+        mask=keep,
+        dropped=dropped,
+        head_outputs=head_outputs,
+        output=merge_heads(head_outputs),
+        dropout=float(dropout),
+        seed=int(seed),
+        notes=tuple(notes),
+        **steps,
+    )
+
+
+def attend_from_x(
+    X: np.ndarray,
+    W_q: np.ndarray,
+    W_k: np.ndarray,
+    W_v: np.ndarray,
+    W_o: np.ndarray | None = None,
+    *,
+    heads: int = 1,
+    scale: float | None = None,
+    mask: str | np.ndarray | None = None,
+    dropout: float = 0.0,
+    seed: int = 0,
+    max_size: int | None = MAX_SIZE,
+) -> ProjectedSteps:
+    """Self-attention of X (n, d_model): Q = X W_q, K = X W_k, V = X W_v, then `attend`.
+
+    W_q, W_k: (d_model, d); W_v: (d_model, d_v); W_o: (d_v, d_out) or None. The heads'
+    outputs are concatenated to (n, d_v) before W_o, as in multi-head attention.
+    """
+    X = check_matrix(X, "X", max_size=max_size)
+    ws = {nm: check_matrix(w, nm, max_size=max_size) for nm, w in (("W_q", W_q), ("W_k", W_k), ("W_v", W_v))}
+    for nm, w in ws.items():
+        if w.shape[0] != X.shape[1]:
+            raise InputError(
+                f"X is {_shape(X)} and {nm} is {_shape(w)}: {nm} needs as many rows as X has "
+                f"columns (d_model = {X.shape[1]}), because {nm[-1].upper()} = X {nm}"
+            )
+    if ws["W_q"].shape[1] != ws["W_k"].shape[1]:
+        raise InputError(
+            f"W_q is {_shape(ws['W_q'])} and W_k is {_shape(ws['W_k'])}: they need the same number "
+            "of columns (d), so that Q and K can be compared in Q K^T"
+        )
+    q, k, v = X @ ws["W_q"], X @ ws["W_k"], X @ ws["W_v"]
+    steps = attend(q, k, v, heads=heads, scale=scale, mask=mask, dropout=dropout, seed=seed, max_size=None)
+    output = steps.output
+    if W_o is not None:
+        W_o = check_matrix(W_o, "W_o", max_size=max_size)
+        if W_o.shape[0] != v.shape[1]:
+            raise InputError(
+                f"W_o is {_shape(W_o)} but the concatenated heads are {_shape(output)}: W_o needs "
+                f"as many rows as W_v has columns (d_v = {v.shape[1]}), because output = concat W_o"
+            )
+        output = output @ W_o
+    return ProjectedSteps(
+        x=X,
+        q=q,
+        k=k,
+        v=v,
+        attention=steps,
+        output=output,
+        w_o=W_o,
+        **{"w_q": ws["W_q"], "w_k": ws["W_k"], "w_v": ws["W_v"]},
+    )

@@ -1,0 +1,347 @@
+"""The Q/K/V calculator tab: softmax(QK^T/sqrt(d))V step by step, and an image cut into patches."""
+
+from __future__ import annotations
+
+import os
+
+import gradio as gr
+
+from attention.calculator import form as qkv_form
+from attention.calculator import matrices as qkv_matrices
+from attention.calculator import patches as qkv_patches
+from attention.calculator import presets as qkv_presets
+from attention.calculator import report as qkv
+from attention.config import EXAMPLES_DIR
+from attention.ui.components import image_path, number, slider, user_errors
+
+QKV_DIRECT, QKV_X = qkv_form.MATRICES[qkv.DIRECT], qkv_form.MATRICES[qkv.FROM_X]
+QKV_TABLES, QKV_TEXT = "Tables", "Text"
+QKV_PHOTOS_DIR = os.path.join(EXAMPLES_DIR, "photos")
+QKV_PHOTOS = sorted(
+    os.path.join(QKV_PHOTOS_DIR, f)
+    for f in (os.listdir(QKV_PHOTOS_DIR) if os.path.isdir(QKV_PHOTOS_DIR) else [])
+    if f.lower().endswith((".jpg", ".png"))
+)
+QKV_IMAGE = next(
+    (p for p in QKV_PHOTOS if p.endswith("chelsea.jpg")),
+    QKV_PHOTOS[0] if QKV_PHOTOS else os.path.join(EXAMPLES_DIR, "digits", "digit_3.png"),
+)
+
+
+def _qkv_table(a):
+    """A Dataframe update showing matrix `a` (rows, cols) as editable text cells."""
+    return gr.Dataframe(**qkv_form.table(a))
+
+
+_SETTINGS = ("heads", "scale_mode", "scale", "mask_mode", "mask", "dropout", "seed")
+
+
+def _json(matrices: dict, mode: str, args: dict) -> dict:
+    """The API's answer: the calculator's JSON for `matrices` with the settings among `args`."""
+    return qkv.to_json(qkv.compute(matrices, mode=mode, **{k: args[k] for k in _SETTINGS}))
+
+
+@user_errors
+def qkv_calculate(
+    Q: str,
+    K: str,
+    V: str,
+    heads: int = 1,
+    scale_mode: str = "default",
+    scale: float = 1.0,
+    mask_mode: str = "none",
+    mask: str = "",
+    dropout: float = 0.0,
+    seed: int = 0,
+) -> dict:
+    """Scaled dot-product attention step by step from text matrices (rows by newline or ';',
+    numbers by spaces or commas, or [[1, 0], [0, 1]]). scale_mode: default (1/sqrt(d_head)),
+    none or custom (uses `scale`); mask_mode: none, causal or custom (`mask`: n x m 0/1, 1 = may
+    attend). Returns scores, scaled, masked, weights as [head][query][key] (null = masked),
+    output (n x d_v), notes and the check against torch's scaled_dot_product_attention."""
+    return _json({"Q": Q, "K": K, "V": V}, "direct", locals())
+
+
+@user_errors
+def qkv_calculate_from_x(
+    X: str,
+    W_q: str,
+    W_k: str,
+    W_v: str,
+    W_o: str = "",
+    heads: int = 1,
+    scale_mode: str = "default",
+    scale: float = 1.0,
+    mask_mode: str = "none",
+    mask: str = "",
+    dropout: float = 0.0,
+    seed: int = 0,
+) -> dict:
+    """Self-attention of X with Q = X W_q, K = X W_k, V = X W_v (W_o optional: blank = none); the
+    other parameters as in /calculate. Also returns Q, K, V, the concatenated heads and the
+    check against torch.nn.MultiheadAttention with the same weights."""
+    return _json({"X": X, "W_q": W_q, "W_k": W_k, "W_v": W_v, "W_o": W_o}, "x", locals())
+
+
+def _qkv_patches(image, patch, heads, seed, index=None, click=None):
+    v = qkv_patches.patch_view(image, patch, heads, seed, index, click)
+    return v.grid, v.maps, v.matrices, v.info, gr.update(maximum=v.count - 1, value=v.index)
+
+
+@user_errors
+def qkv_patch_attention(image, patch=16, heads=4, seed=0, index=None):
+    """Image -> patches -> + sinusoidal positions -> random Q, K, V -> attention. Returns the patch grid
+    with the chosen patch (raster index; empty or out of range = the centre) outlined, its attention on
+    the image per head, the N x N attention matrices per head, a description of the shapes, and the index."""
+    return _qkv_patches(image, patch, heads, seed, index)
+
+
+def build() -> None:
+    """The Q/K/V calculator tab, inside the caller's `gr.Tab`.
+
+    Registers /calculate, /calculate_from_x, /patch_attention."""
+    gr.Markdown(
+        "Type small matrices and follow **softmax(Q Kᵀ / √d) V** step by step, per head, checked "
+        "against PyTorch. Matrices: rows by newline or `;`, numbers by spaces or commas, or "
+        "`[[1, 0], [0, 1]]`; up to 64 x 64."
+    )
+    presets = qkv_presets.PRESETS
+    first = next(iter(presets.values()))
+    start = qkv_form.first_matrices(presets)
+    start_checks, start_notes, start_report = qkv.report(qkv.compute(first.matrices, mode=first.mode))
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=460):
+            with gr.Row():
+                preset = gr.Dropdown(list(presets), value=first.name, label="Preset", scale=3, elem_id="qkv-preset")
+                edit_as = gr.Radio(
+                    [QKV_TABLES, QKV_TEXT], value=QKV_TABLES, label="Enter matrices as", scale=2, elem_id="qkv-edit-as"
+                )
+            about = gr.Markdown(first.description, elem_id="qkv-about")
+            mode = gr.Radio(
+                list(qkv_form.MODE_LABELS), value=next(iter(qkv_form.MODE_LABELS)), label="Mode", elem_id="qkv-mode"
+            )
+            tables, texts, boxes = {}, {}, {}
+            for group in (QKV_DIRECT, QKV_X):
+                visible = group == QKV_DIRECT
+                with gr.Row(visible=visible) as boxes[group, QKV_TABLES]:
+                    for n in group:
+                        tables[n] = gr.Dataframe(
+                            **qkv_form.table(start[n]),
+                            label=n,
+                            type="array",
+                            datatype="str",
+                            interactive=True,
+                            min_width=110,
+                            max_height=260,
+                            elem_id=f"qkv-table-{n.lower()}",
+                        )
+                with gr.Row(visible=False) as boxes[group, QKV_TEXT]:
+                    for n in group:
+                        texts[n] = gr.Textbox(
+                            qkv_matrices.format_matrix(start[n]),
+                            label=n,
+                            lines=4,
+                            min_width=110,
+                            elem_id=f"qkv-text-{n.lower()}",
+                        )
+            use_wo = gr.Checkbox(
+                False, label="Output projection W_o (concatenated heads × W_o)", visible=False, elem_id="qkv-use-wo"
+            )
+            with gr.Row():
+                heads = number(1, label="Heads", precision=0, minimum=1, maximum=64, min_width=80, elem_id="qkv-heads")
+                scale_mode = gr.Radio(
+                    list(qkv_form.SCALE_LABELS),
+                    value="1/√d_head",
+                    label="Scale",
+                    min_width=200,
+                    elem_id="qkv-scale-mode",
+                )
+                scale = number(1.0, label="Custom scale", min_width=90, elem_id="qkv-scale")
+            with gr.Row():
+                mask_mode = gr.Radio(
+                    list(qkv_form.MASK_LABELS), value="none", label="Mask", min_width=200, elem_id="qkv-mask-mode"
+                )
+                mask = gr.Textbox(
+                    "", label="Custom mask (n x m, 1 = may attend, 0 = blocked)", lines=2, elem_id="qkv-mask"
+                )
+            with gr.Row():
+                dropout = slider(
+                    0.0,
+                    0.9,
+                    value=0.0,
+                    step=0.05,
+                    label="Dropout on the weights (training only)",
+                    elem_id="qkv-dropout",
+                )
+                seed = number(0, label="Dropout seed", precision=0, min_width=90, elem_id="qkv-seed")
+            go = gr.Button("Calculate", variant="primary", elem_id="qkv-go")
+        with gr.Column(scale=1, min_width=480):
+            checks = gr.Markdown(start_checks, elem_id="qkv-checks")
+            notes = gr.Markdown(start_notes, elem_id="qkv-notes")
+            report = gr.HTML(start_report, elem_id="qkv-report")
+
+    settings = {
+        "mode_label": mode,
+        "use_wo": use_wo,
+        "heads": heads,
+        "scale_label": scale_mode,
+        "scale": scale,
+        "mask_label": mask_mode,
+        "mask": mask,
+        "dropout": dropout,
+        "seed": seed,
+    }
+    calc_inputs = {edit_as, *tables.values(), *texts.values(), *settings.values()}
+
+    def matrices(d, to=None):  # name -> value of the editors in use (or of the `to` ones)
+        return {n: d[c] for n, c in (tables if (to or d[edit_as]) == QKV_TABLES else texts).items()}
+
+    @user_errors
+    def qkv_ui_calculate(d):
+        return qkv.report(qkv_form.run_form(matrices(d), **{k: d[c] for k, c in settings.items()}))
+
+    def fill_mask(d):  # "custom" chosen with no mask yet: start from the causal pattern of the current shape
+        m = qkv_form.custom_mask_start(d[mask_mode], d[mask], d[mode], matrices(d))
+        return gr.update() if m is None else m
+
+    def layout(m, how):
+        m = qkv_form.MODE_LABELS[m]
+        return [
+            gr.Row(visible=(group == QKV_DIRECT) == (m == qkv.DIRECT) and h == how)
+            for group in (QKV_DIRECT, QKV_X)
+            for h in (QKV_TABLES, QKV_TEXT)
+        ] + [gr.Checkbox(visible=m == qkv.FROM_X)]
+
+    def switch(d):  # carry the values over: tables -> text or text -> tables (unreadable ones stay as they were)
+        to_text = d[edit_as] == QKV_TEXT
+        read = qkv_form.readable(matrices(d, QKV_TABLES if to_text else QKV_TEXT))
+        return (
+            {texts[n]: qkv_matrices.format_matrix(a) for n, a in read.items()}
+            if to_text
+            else {tables[n]: _qkv_table(a) for n, a in read.items()}
+        )
+
+    def load(name):
+        f = qkv_form.preset_form(presets[name])
+        out = {about: f["description"], **{c: f[k] for k, c in settings.items() if k in f}}
+        for n, a in f["matrices"].items():
+            out[tables[n]], out[texts[n]] = _qkv_table(a), qkv_matrices.format_matrix(a)
+        return out
+
+    gr.api(qkv_calculate, api_name="calculate")  # registered first: they keep their plain names
+    gr.api(qkv_calculate_from_x, api_name="calculate_from_x")
+    box_list = [boxes[g, h] for g in (QKV_DIRECT, QKV_X) for h in (QKV_TABLES, QKV_TEXT)] + [use_wo]
+    outs = [checks, notes, report]
+    quiet = dict(api_visibility="private")
+    filled = [
+        about,
+        mode,
+        heads,
+        scale_mode,
+        scale,
+        mask_mode,
+        mask,
+        dropout,
+        use_wo,
+        *tables.values(),
+        *texts.values(),
+    ]
+    preset.change(load, preset, filled, **quiet).then(layout, [mode, edit_as], box_list, **quiet).then(
+        qkv_ui_calculate, calc_inputs, outs, **quiet
+    )
+    mode.change(layout, [mode, edit_as], box_list, **quiet)
+    edit_as.change(
+        switch, {edit_as, *tables.values(), *texts.values()}, [*tables.values(), *texts.values()], **quiet
+    ).then(layout, [mode, edit_as], box_list, **quiet)
+    go.click(qkv_ui_calculate, calc_inputs, outs, **quiet)
+    for t in tables.values():
+        t.input(qkv_ui_calculate, calc_inputs, outs, trigger_mode="always_last", **quiet)
+    mask_mode.input(fill_mask, {mask_mode, mask, mode, edit_as, *tables.values(), *texts.values()}, mask, **quiet).then(
+        qkv_ui_calculate, calc_inputs, outs, **quiet
+    )
+    for c in (heads, scale_mode, dropout, use_wo):
+        c.input(qkv_ui_calculate, calc_inputs, outs, trigger_mode="always_last", **quiet)
+
+    p_start = qkv_patches.patch_view(QKV_IMAGE, 16, 4, 0)
+    gr.Markdown(
+        "### From an image to Q, K and V\nThe image is cut into patches, each flattened to a vector, a "
+        "sinusoidal position added, then multiplied by random (seeded) W_q, W_k, W_v: untrained, so the "
+        "maps show the mechanism, not learned meaning: nearby positions and similar colours attend to each other."
+    )
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=2, min_width=320):
+            p_img = image_path(
+                QKV_IMAGE,
+                type="filepath",
+                image_mode=None,
+                label="Image",
+                sources=["upload", "clipboard"],
+                height=260,
+                elem_id="qkv-image",
+            )
+            if QKV_PHOTOS:
+                gr.Examples(QKV_PHOTOS, [p_img], label="Example photos", examples_per_page=12)
+            with gr.Row():
+                p_size = gr.Dropdown(
+                    list(qkv_patches.PATCH_SIZES),
+                    value=16,
+                    label="Patch size (px)",
+                    min_width=90,
+                    elem_id="qkv-patch-size",
+                )
+                p_heads = slider(1, qkv_patches.MAX_HEADS, value=4, step=1, label="Heads", elem_id="qkv-patch-heads")
+                p_seed = number(0, label="Weights seed", precision=0, min_width=90, elem_id="qkv-patch-seed")
+            p_index = slider(
+                0,
+                p_start.count - 1,
+                value=p_start.index,
+                step=1,
+                label="Chosen patch (raster index)",
+                elem_id="qkv-patch-index",
+            )
+            p_go = gr.Button("Cut into patches and attend", variant="primary", elem_id="qkv-patch-go")
+        with gr.Column(scale=3, min_width=480):
+            p_info = gr.Markdown(p_start.info, elem_id="qkv-patch-info")
+            with gr.Row():
+                p_grid = gr.Image(
+                    p_start.grid,
+                    label="Patch grid (click a patch)",
+                    format="png",
+                    interactive=False,
+                    height=300,
+                    elem_id="qkv-patch-grid",
+                )
+                p_maps = gr.Image(
+                    p_start.maps,
+                    label="Attention of the chosen patch, per head",
+                    format="png",
+                    interactive=False,
+                    height=300,
+                    elem_id="qkv-patch-maps",
+                )
+            p_mats = gr.Image(
+                p_start.matrices,
+                label="N x N attention weights per head (row = query patch, column = key patch)",
+                format="png",
+                interactive=False,
+                elem_id="qkv-patch-matrices",
+            )
+    p_in = [p_img, p_size, p_heads, p_seed, p_index]
+    p_out = [p_grid, p_maps, p_mats, p_info, p_index]
+    p_go.click(qkv_patch_attention, p_in, p_out, api_name="patch_attention")
+
+    @user_errors
+    def regrid(image, patch, h, s):  # a new image or patch size: a new grid, so the centre patch
+        return _qkv_patches(image, patch, h, s)
+
+    for c in (p_img, p_size):
+        c.change(regrid, p_in[:4], p_out, **quiet)
+    p_heads.change(qkv_patch_attention, p_in, p_out, **quiet)
+    p_seed.submit(qkv_patch_attention, p_in, p_out, **quiet)
+    p_index.release(qkv_patch_attention, p_in, p_out, **quiet)
+
+    @user_errors
+    def pick(image, patch, h, s, evt: gr.SelectData):
+        return _qkv_patches(image, patch, h, s, click=evt.index)
+
+    p_grid.select(pick, p_in[:4], p_out, **quiet)

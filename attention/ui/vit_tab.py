@@ -1,0 +1,397 @@
+"""The ViT attention maps tab: an image, a model and a query token in; every head's map out.
+
+Every control reuses the visitor's pass from the server's shared store (`session.PASSES`); the
+stateless `/attention_maps` endpoint serves API callers.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import gradio as gr
+
+from attention import render as vit_render
+from attention.config import EXAMPLES_DIR
+from attention.errors import AttentionError
+from attention.ui.components import image_path, number, slider, user_errors
+from attention.vit import models as vit_models
+from attention.vit import outputs as vit_outputs
+from attention.vit import session as vit_session
+from attention.vit import views as vit_views
+
+VIT_STARTUP = vit_session.startup_model()  # cheap: cache lookup, no network under HF_HUB_OFFLINE=1
+VIT_DEFAULTS = {"resolution": "auto", "view": "heads", "threshold": 0.6, "alpha": 0.6, "cmap": "inferno"}
+VIT_NONE = "(none)"
+VIT_PHOTOS = [
+    "chelsea",
+    "astronaut",
+    "coffee",
+    "rocket",
+    "grace_hopper",
+    "china",
+    "flower",
+    "camera",
+    "coins",
+    "hubble_deep_field",
+    "retina",
+]
+
+
+def vit_pass(image, model, resolution, progress=None):
+    """The visitor's pass from the server's shared, bounded store (`session.PASSES`): computed once
+    per (image content, model, resolution), within the model allow-list and compute budget."""
+    return vit_session.get_pass(image, model, resolution, progress=progress, cache=vit_session.PASSES, shared=True)
+
+
+def _vit_frame(p, qrow, qcol, layer, view, head, threshold, alpha, cmap):
+    query = vit_session.parse_query(qrow, qcol)
+    return vit_views.frame(
+        p,
+        query=query,
+        layer=vit_session.parse_index(layer, "Layer"),
+        view=view,
+        head=vit_session.parse_index(head or 0, "Head"),
+        threshold=threshold,
+        alpha=alpha,
+        cmap=cmap,
+    )
+
+
+VIT_CSS = (resources.files("attention.ui") / "vit_tab.css").read_text()
+
+
+def build() -> None:
+    """The ViT attention maps tab, inside the caller's `gr.Tab`; registers /attention_maps."""
+    s = VIT_STARTUP
+    gr.Markdown(
+        "Upload an image or pick an example: every head's attention from the **query token** (the CLS token, "
+        "or any patch you click) is laid over the image. Changing layer, view, head, threshold, opacity or "
+        "colours reuses your last forward pass, so it answers at once."
+    )
+    if s.notice:
+        gr.HTML(
+            f'<div style="border:1px solid #e0b000;background:#fff8e1;color:#5d4300;border-radius:6px;'
+            f'padding:8px 12px">⚠️ {s.notice}</div>',
+            elem_id="vit-notice",
+        )
+    state, cstate = gr.State(None, time_to_live=1800), gr.State(None, time_to_live=1800)
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=4, min_width=320):
+            image = image_path(
+                type="filepath",
+                image_mode=None,
+                label="Image",
+                format="png",
+                sources=["upload", "clipboard"],
+                height=260,
+                elem_id="vit-image",
+            )
+            examples_slot = gr.Column()
+            with gr.Row():
+                model = gr.Dropdown(
+                    [(f"{a} · {sp.description}", a) for a, sp in vit_models.REGISTRY.items()],
+                    value=s.model,
+                    allow_custom_value=True,
+                    label="Model",
+                    scale=3,
+                    info="an alias, a timm ViT name, or hf-hub:org/repo",
+                    elem_id="vit-model",
+                )
+                resolution = gr.Dropdown(
+                    ["auto", "native", "224", "320", "480", "640", "800"],
+                    value=VIT_DEFAULTS["resolution"],
+                    allow_custom_value=True,
+                    label="Resolution",
+                    scale=1,
+                    info="shorter side, px",
+                    elem_id="vit-resolution",
+                )
+            view = gr.Radio(
+                [(label, key) for key, label in vit_views.VIEWS.items()],
+                value=VIT_DEFAULTS["view"],
+                label="View",
+                elem_id="vit-view",
+            )
+            layer = slider(
+                0, 11, value=11, step=1, label="Layer", info="0 = first; starts at the last", elem_id="vit-layer"
+            )
+            with gr.Row():
+                threshold = slider(
+                    0.05,
+                    1.0,
+                    value=VIT_DEFAULTS["threshold"],
+                    step=0.05,
+                    label="Mask threshold",
+                    info="share of attention each mask keeps",
+                    elem_id="vit-threshold",
+                )
+                alpha = slider(
+                    0.0,
+                    1.0,
+                    value=VIT_DEFAULTS["alpha"],
+                    step=0.05,
+                    label="Overlay opacity",
+                    info="0 = image only",
+                    elem_id="vit-alpha",
+                )
+            cmap = gr.Dropdown(
+                list(vit_render.COLORMAPS), value=VIT_DEFAULTS["cmap"], label="Colormap", elem_id="vit-cmap"
+            )
+        with gr.Column(scale=7, min_width=480):
+            details = gr.Markdown("Pick an example or upload an image to start.", elem_id="vit-details")
+            with gr.Row(equal_height=False):
+                with gr.Column(scale=4, min_width=240):
+                    qimg = gr.Image(
+                        label="Click a patch to make it the query",
+                        format="png",
+                        interactive=False,
+                        height=300,
+                        elem_id="vit-query-image",
+                        buttons=["download", "fullscreen"],
+                    )
+                    qlabel = gr.Markdown("**Query: the CLS token.**", elem_id="vit-query-label")
+                    with gr.Row(equal_height=False):
+                        qrow = number(None, label="Query row", precision=0, minimum=0, min_width=70, elem_id="vit-qrow")
+                        qcol = number(None, label="Query col", precision=0, minimum=0, min_width=70, elem_id="vit-qcol")
+                        cls_btn = gr.Button("Back to CLS", size="sm", min_width=90, elem_id="vit-cls")
+                with gr.Column(scale=5, min_width=300):
+                    gallery = gr.Gallery(
+                        label="Attention maps",
+                        format="png",
+                        columns=3,
+                        height="auto",
+                        object_fit="contain",
+                        interactive=False,
+                        elem_id="vit-gallery",
+                    )
+                    legend = gr.HTML(
+                        vit_views.legend_html(VIT_DEFAULTS["cmap"]),
+                        elem_id="vit-legend",
+                        head=f"<style>{VIT_CSS}</style>",
+                    )  # tab-local CSS (css= needs launch())
+            with gr.Accordion("Scores vs weights: the query row of one head, before and after softmax", open=True):
+                head = slider(0, 5, value=0, step=1, label="Head", elem_id="vit-head")
+                scores_md = gr.Markdown("", elem_id="vit-scores-summary")
+                scores_df = gr.Dataframe(
+                    headers=vit_views.SCORE_HEADERS, interactive=False, elem_id="vit-scores", max_height=260
+                )
+            download = gr.File(
+                label="Download: raw float32 maps + the PNGs, one .npz (np.load it, or unzip it)",
+                interactive=False,
+                elem_id="vit-download",
+            )
+    with gr.Accordion("Compare with a second model (same image, same query)", open=False):
+        gr.Markdown(
+            "For instance DINOv2 with and without registers (`dinov2_vits14` vs `dinov2_vits14_reg`): "
+            "registers soak up the attention that DINOv2 otherwise spends on a few background patches."
+        )
+        compare = gr.Dropdown(
+            [VIT_NONE] + list(vit_models.REGISTRY),
+            value=VIT_NONE,
+            allow_custom_value=True,
+            label="Second model",
+            elem_id="vit-compare",
+        )
+        cdetails = gr.Markdown("", elem_id="vit-compare-details")
+        cgallery = gr.Gallery(
+            label="Second model",
+            format="png",
+            columns=5,
+            height="auto",
+            object_fit="contain",
+            interactive=False,
+            elem_id="vit-compare-gallery",
+        )
+
+    show = [qimg, gallery, details, qlabel, scores_md, scores_df, download, legend, layer, head, qrow, qcol]
+    style = [layer, view, head, threshold, alpha, cmap]
+
+    def shown(f, p, cm, plain=False) -> dict:
+        """A Frame as the display outputs. `plain`: values only, no gr.update (cached example outputs
+        cannot hold updates in Gradio 6.31; `limits` fits the sliders after them)."""
+        q = None if isinstance(f.res.query, str) else f.res.query
+        out = {
+            qimg: f.query_png,
+            gallery: list(zip(f.outputs.pngs, f.outputs.captions)),
+            details: f.details,
+            qlabel: f.query_label,
+            scores_md: f.scores_summary,
+            scores_df: f.scores_rows,
+            download: f.outputs.npz,
+            legend: vit_views.legend_html(cm),
+        }
+        if plain:
+            return {**out, layer: f.res.layer, head: 0}
+        return {
+            **out,
+            layer: gr.update(maximum=p.num_layers - 1, value=f.res.layer),
+            head: gr.update(maximum=p.num_heads - 1),
+            qrow: None if q is None else q[0],
+            qcol: None if q is None else q[1],
+            state: p.ref,
+        }
+
+    def progress_cb(progress):
+        return lambda frac, desc: progress(frac, desc=desc)
+
+    @user_errors
+    def update(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, progress=gr.Progress()):
+        p = vit_pass(img, mdl, res, progress_cb(progress))
+        if st is None or p.key[1] != st.key[1]:
+            lay = p.num_layers - 1  # a new model starts at its last layer
+        if st is None or p.base.grid != st.grid:
+            qr = qc = None  # a new grid: back to CLS
+        hd = min(vit_session.parse_index(hd or 0, "Head"), p.num_heads - 1)
+        return shown(_vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm), p, cm)
+
+    @user_errors
+    def click(img, mdl, res, lay, vw, hd, thr, al, cm, st, evt: gr.SelectData):
+        p = vit_pass(img, mdl, res)
+        r, c = vit_views.patch_at(evt.index[0], evt.index[1], p.base)
+        lay, hd = vit_session.parse_index(lay, "Layer"), vit_session.parse_index(hd or 0, "Head")
+        return shown(_vit_frame(p, r, c, min(lay, p.num_layers - 1), vw, min(hd, p.num_heads - 1), thr, al, cm), p, cm)
+
+    @user_errors
+    def example(img, mdl, res, vw, thr, al, cm):
+        p = vit_pass(img, mdl, res)
+        return shown(_vit_frame(p, None, None, -1, vw, 0, thr, al, cm), p, cm, plain=True)
+
+    @user_errors
+    def limits(mdl):
+        """Layer and head sliders fitted to a model (loaded once, cached; no forward pass); query: CLS."""
+        L, H = vit_session.depth(mdl)
+        return {
+            layer: gr.update(maximum=L - 1, value=L - 1),
+            head: gr.update(maximum=H - 1, value=0),
+            qrow: None,
+            qcol: None,
+        }
+
+    def compare_update(img, cmp, res, qr, qc, lay, vw, thr, al, cm, st, cst, progress=gr.Progress()):
+        if not cmp or cmp == VIT_NONE or st is None:
+            return {cdetails: "", cgallery: [], cstate: None}
+        try:
+            c = vit_pass(img, cmp, res, progress_cb(progress))
+            q = vit_session.map_query(vit_session.parse_query(qr, qc), st.grid, c.base.grid)
+            lay_c = vit_session.map_layer(vit_session.parse_index(lay, "Layer"), st.num_layers, c.num_layers)
+            f = vit_views.frame(
+                c, query=q, layer=lay_c, view=vw, threshold=thr, alpha=al, cmap=cm, with_query_image=False
+            )
+        except AttentionError as e:
+            return {cdetails: f"⚠️ {e}", cgallery: [], cstate: cst}
+        return {cdetails: f.details, cgallery: list(zip(f.outputs.pngs, f.outputs.captions)), cstate: c.ref}
+
+    inputs = [image, model, resolution, qrow, qcol, *style, state]
+    cmp_in = [image, compare, resolution, qrow, qcol, layer, view, threshold, alpha, cmap, state, cstate]
+    cmp_out = [cdetails, cgallery, cstate]
+    fast = dict(show_progress="minimal", api_visibility="private")
+    # one listener, one job per change: a dropdown's `input` fires twice for one pick (on the pick and
+    # again on blur), its `change` once; "always_last" runs the latest change after a running one
+    gr.on(
+        [
+            image.upload,
+            model.change,
+            resolution.change,
+            view.input,
+            cmap.input,
+            qrow.submit,
+            qcol.submit,
+            layer.release,
+            head.release,
+            threshold.release,
+            alpha.release,
+        ],
+        update,
+        inputs,
+        [*show, state],
+        trigger_mode="always_last",
+        **fast,
+    ).success(compare_update, cmp_in, cmp_out, **fast)
+    qimg.select(click, [image, model, resolution, *style, state], [*show, state], **fast).success(
+        compare_update, cmp_in, cmp_out, **fast
+    )
+    cls_btn.click(lambda: (None, None), None, [qrow, qcol], api_visibility="private", queue=False).then(
+        update, inputs, [*show, state], **fast
+    ).success(compare_update, cmp_in, cmp_out, **fast)
+    compare.input(user_errors(compare_update), cmp_in, cmp_out, **fast)
+
+    ex_in = [image, model, resolution, view, threshold, alpha, cmap]
+    d = VIT_DEFAULTS
+    row = [d["resolution"], d["view"], d["threshold"], d["alpha"], d["cmap"]]
+    digits = [[str(EXAMPLES_DIR / "digits" / f"digit_{i}.png"), vit_models.OFFLINE_MODEL, *row] for i in range(10)]
+    photos = [[str(EXAMPLES_DIR / "photos" / f"{n}.jpg"), vit_models.DEFAULT_MODEL, *row] for n in VIT_PHOTOS]
+    sets = [("Digits · mnist_vit (ships with the app)", digits, "vit_digit_examples")]
+    if s.default_available:
+        sets.insert(0, (f"Photos · {vit_models.DEFAULT_MODEL}", photos, "vit_photo_examples"))
+    with examples_slot:
+        for label, rows, api in sets:
+            ex = gr.Examples(
+                rows,
+                ex_in,
+                show[:-2],
+                fn=example,
+                cache_examples=True,
+                cache_mode="lazy",
+                label=label,
+                visible_columns=[0],
+                examples_per_page=11,
+                api_name=api,
+                api_visibility="private",
+                elem_id=api.replace("_", "-"),
+            )
+            ex.load_input_event.then(limits, [model], [layer, head, qrow, qcol], **fast)
+
+    # API: /attention_maps (stateless; hidden inputs so every parameter after `image` has a default)
+    with gr.Row(visible=False):
+        a_img = image_path(type="filepath", image_mode=None, label="image")
+        a_model = gr.Textbox(s.model, label="model")
+        a_layer = number(-1, label="layer")
+        a_res = gr.Textbox(VIT_DEFAULTS["resolution"], label="resolution")
+        a_view = gr.Textbox(VIT_DEFAULTS["view"], label="view")
+        a_thr = number(VIT_DEFAULTS["threshold"], label="threshold")
+        a_qr = number(None, label="query_row")
+        a_qc = number(None, label="query_col")
+        a_sheet = gr.Image(format="png", type="filepath", label="overlays")
+        a_file = gr.File(label="maps")
+        a_info = gr.JSON(label="info")
+        a_btn = gr.Button("attention_maps")
+
+    @user_errors
+    def attention_maps(
+        image,
+        model=s.model,
+        layer=-1,
+        resolution=VIT_DEFAULTS["resolution"],
+        view=VIT_DEFAULTS["view"],
+        threshold=VIT_DEFAULTS["threshold"],
+        query_row=None,
+        query_col=None,
+    ):
+        """Attention maps of one image. Returns (overlays, maps, info): one PNG sheet of the captioned
+        overlays (one per head then their mean, or the chosen view); one .npz of the raw float32
+        maps, scores, weights and the image they were computed on; a dict of the facts (model,
+        grid, layer, query, tiles with captions). query_row/query_col both empty = the CLS token."""
+        query = vit_session.parse_query(query_row, query_col)
+        view = vit_views.check_view(view)
+        threshold = VIT_DEFAULTS["threshold"] if threshold is None else threshold
+        vit_views.check_style(threshold, VIT_DEFAULTS["alpha"], VIT_DEFAULTS["cmap"])
+        layer = vit_session.parse_index(-1 if layer is None else layer, "Layer")
+        # one request, one query: the forward records that query's rows and keeps q/k only for rollout
+        p = vit_session.get_pass(
+            image, model, resolution, query=query, keep_qk=view == "rollout", cache=vit_session.PASSES, shared=True
+        )
+        f = vit_views.frame(
+            p, query=query, layer=layer, view=view, threshold=threshold, with_query_image=False, sheet_only=True
+        )
+        info = vit_outputs.describe(
+            f.res, f.outputs, model=p.model, device=p.device, view=view, threshold=threshold, render_seconds=f.seconds
+        )
+        return f.outputs.sheet, f.outputs.npz, info
+
+    a_btn.click(
+        attention_maps,
+        [a_img, a_model, a_layer, a_res, a_view, a_thr, a_qr, a_qc],
+        [a_sheet, a_file, a_info],
+        api_name="attention_maps",
+        api_visibility="public",
+    )

@@ -1,0 +1,36 @@
+"""Attention maps of vision transformers (DINO, DINOv2, timm ViTs, the shipped mnist_vit).
+
+models    the registry, `load_vit` (timm + huggingface-hub), the model allow-list
+extract   one forward pass -> every layer's query row; rollout; threshold masks
+cost      a pass's compute, estimated before it runs, and the budget check
+session   a visitor's pass (q/k kept), the server's shared store of passes
+views     a pass drawn as a view (heads, mean, rollout, masks) and its texts
+outputs   the files of a render: tiles, contact sheet, the .npz download
+mnist_vit training the shipped mnist_vit (`python -m attention.vit.mnist_vit --help`)
+"""
+
+from attention.vit.extract import AttentionMaps, attention_maps, rollout, rollout_map, threshold_masks
+from attention.vit.models import (
+    DEFAULT_MODEL,
+    OFFLINE_MODEL,
+    REGISTRY,
+    ModelSpec,
+    available,
+    default_device,
+    load_vit,
+)
+
+__all__ = [
+    "AttentionMaps",
+    "attention_maps",
+    "rollout",
+    "rollout_map",
+    "threshold_masks",
+    "DEFAULT_MODEL",
+    "OFFLINE_MODEL",
+    "REGISTRY",
+    "ModelSpec",
+    "available",
+    "default_device",
+    "load_vit",
+]

@@ -1,0 +1,93 @@
+"""What one forward pass costs, estimated before it runs, and the budget that refuses it up front.
+
+Attention is quadratic in tokens, the rest linear: one ViT block on N tokens of width D with an
+MLP of width M costs about 2N(4D^2 + 2DM) + 4N^2 D floating-point operations (q/k/v/out
+projections, the MLP, then QK^T and the weighted sum of V). Summed over the blocks plus the patch
+embedding, this predicts the forward time within a factor of about two on one device
+(bench/bench_concurrency.py prints measured GFLOP/s), which is all a budget needs.
+
+    gflop = forward_gflop(model, tokens=900)
+    check_budget(model, (720, 480), 480, max_gflop=400)   # raises BudgetError when over
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attention.errors import BudgetError
+from attention.images import MAX_RESOLUTION, target_size
+
+
+def dims(model: torch.nn.Module) -> tuple[int, int, int, int, int]:
+    """(layers L, width D, MLP width M, prefix tokens P, patch size p) of a timm ViT."""
+    blk = model.blocks[0]
+    fc1 = getattr(blk.mlp, "fc1", None)
+    d = int(model.embed_dim)
+    m = int(fc1.out_features) if fc1 is not None else 4 * d
+    return len(model.blocks), d, m, int(model.num_prefix_tokens), int(model.patch_embed.patch_size[0])
+
+
+def forward_gflop(model: torch.nn.Module, tokens: int) -> float:
+    """Estimated GFLOP of one forward pass of `model` over `tokens` patch tokens (prefix added)."""
+    L, d, m, P, p = dims(model)
+    n = tokens + P
+    block = 2 * n * (4 * d * d + 2 * d * m) + 4 * n * n * d
+    embed = 2 * tokens * 3 * p * p * d
+    return (L * block + embed) / 1e9
+
+
+def patch_tokens(size: tuple[int, int], patch: int, resolution: int | None) -> int:
+    """Patch tokens of an image of `size` (W, H) at `resolution` (shorter side px; None = native)."""
+    _, (cw, ch) = target_size(size, patch, resolution)
+    return (cw // patch) * (ch // patch)
+
+
+def largest_resolution(
+    model: torch.nn.Module, size: tuple[int, int], max_gflop: float, max_tokens: int | None = None
+) -> int | None:
+    """The largest resolution (shorter side, px) at which `size` stays within `max_gflop` (and
+    `max_tokens`), or None when not even one patch per side fits. Binary search: cost grows with
+    the resolution."""
+    p = dims(model)[4]
+
+    def fits(r: int) -> bool:
+        t = patch_tokens(size, p, r)
+        return forward_gflop(model, t) <= max_gflop and (max_tokens is None or t <= max_tokens)
+
+    lo, hi = p, MAX_RESOLUTION
+    if not fits(lo):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+def check_budget(
+    model: torch.nn.Module,
+    size: tuple[int, int],
+    resolution: int | None,
+    max_gflop: float,
+    *,
+    name: str = "this model",
+    device: str = "cpu",
+) -> float:
+    """Raise BudgetError when a pass of an image of `size` (W, H) at `resolution` would cost over
+    `max_gflop`; the message names the largest resolution that fits. Returns the estimate (GFLOP)."""
+    p = dims(model)[4]
+    tokens = patch_tokens(size, p, resolution)
+    cost = forward_gflop(model, tokens)
+    if cost <= max_gflop:
+        return cost
+    best = largest_resolution(model, size, max_gflop)
+    at = "at its native size" if resolution is None else f"at {resolution} px"
+    fit = (
+        f"The largest resolution that fits this {size[0]}x{size[1]} image is {best} px; accepted: a resolution "
+        f"up to {best} px, or 'auto'."
+        if best
+        else "No resolution of this image fits; try a smaller model."
+    )
+    raise BudgetError(
+        f"This image {at} makes {tokens:,} patch tokens: about {cost:,.0f} GFLOP through {name}, over this "
+        f"server's budget of {max_gflop:,.0f} GFLOP per pass on {device.split(':')[0]}. {fit}"
+    )

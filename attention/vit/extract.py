@@ -1,0 +1,383 @@
+"""Attention out of a timm ViT: the query token's row in every layer from one forward pass.
+
+Each timm `Attention` block computes `q, k = q_norm(q), k_norm(k)` and then calls the fused
+`F.scaled_dot_product_attention`, so the softmax never materialises. We leave that path
+untouched: forward hooks on `q_norm` and `k_norm` see the q and k the block already computed
+(no second qkv projection), and compute only the query's row softmax(q_i k^T * scale),
+O(heads x N) per layer instead of heads x N x N. The block's output is unchanged.
+
+    res = attention_maps(model, image, layer=-1, query="cls")
+    res.maps          # (heads, gh, gw): the chosen layer's row over patch tokens
+    res.layers        # (layers, heads, gh, gw): every layer, same pass
+    res.scores        # (layers, heads, N): raw scores before softmax, all N tokens
+
+With `keep_qk=True` the pass also keeps each layer's q and k (O(layers x heads x N x d)),
+so other queries (`res.requery((r, c))`) and rollout (`rollout(res)`) need no new forward.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import numpy as np
+import torch
+from PIL import Image
+
+from attention.errors import InputError, as_whole
+from attention.images import MAX_TOKENS, ImageSource, check_resolution, load_image, to_tensor
+from attention.vit.cost import check_budget
+from attention.vit.models import default_resolution
+
+Query = Literal["cls"] | tuple[int, int]
+
+
+@dataclass
+class AttentionMaps:
+    """Attention of one query token, for every layer of one forward pass.
+
+    L layers, H heads, N = P + gh*gw tokens (P prefix tokens: CLS, registers).
+    """
+
+    scores: np.ndarray  # float32 (L, H, N): q_i . k_j * scale, before softmax
+    weights: np.ndarray  # float32 (L, H, N): softmax of scores (rows sum to 1)
+    grid: tuple[int, int]  # (gh, gw) patch grid
+    image: Image.Image  # the preprocessed RGB image the grid aligns to, (gw*p, gh*p) px
+    patch_size: int
+    num_prefix_tokens: int  # P
+    layer: int  # the selected layer, 0..L-1
+    query: Query  # "cls" or (row, col) on the grid
+    seconds: float = 0.0  # wall time of the forward pass with extraction
+    qk: list[tuple[torch.Tensor, torch.Tensor]] | None = field(default=None, repr=False)  # per layer (H, N, d) each
+    scale: float = 1.0  # the blocks' softmax scale (head_dim ** -0.5)
+
+    @property
+    def layers(self) -> np.ndarray:
+        """float32 (L, H, gh, gw): each layer's query row over patch tokens (not renormalised)."""
+        L, H, _ = self.weights.shape
+        return self.weights[:, :, self.num_prefix_tokens :].reshape(L, H, *self.grid)
+
+    @property
+    def maps(self) -> np.ndarray:
+        """float32 (H, gh, gw): the selected layer's query row over patch tokens."""
+        return self.layers[self.layer]
+
+    @property
+    def mean(self) -> np.ndarray:
+        """float32 (gh, gw): the selected layer's map averaged over heads."""
+        return self.maps.mean(0)
+
+    @property
+    def prefix_share(self) -> np.ndarray:
+        """float32 (L, H): share of each row's attention on prefix tokens (CLS, registers)."""
+        return self.weights[:, :, : self.num_prefix_tokens].sum(-1)
+
+    @property
+    def query_index(self) -> int:
+        """Token index of the query (0 for CLS)."""
+        return token_index(self.query, self.grid, self.num_prefix_tokens)
+
+    def arrays(self, threshold: float = 0.6) -> dict[str, np.ndarray]:
+        """The raw arrays, for files: maps (H, gh, gw), mean (gh, gw), layers (L, H, gh, gw),
+        scores and weights (L, H, N), prefix_share (L, H) float32; masks bool (H, gh, gw)
+        (`threshold_masks`); image uint8 (gh*p, gw*p, 3); query (2,) int32 (-1, -1 = CLS);
+        layer, patch_size, num_prefix_tokens, threshold as scalars."""
+        return {
+            "maps": self.maps,
+            "mean": self.mean,
+            "layers": self.layers,
+            "scores": self.scores,
+            "weights": self.weights,
+            "prefix_share": self.prefix_share,
+            "masks": threshold_masks(self.maps, threshold),
+            "image": np.asarray(self.image, dtype=np.uint8),
+            "query": np.array((-1, -1) if isinstance(self.query, str) else self.query, np.int32),
+            "layer": np.array(self.layer, np.int32),
+            "patch_size": np.array(self.patch_size, np.int32),
+            "num_prefix_tokens": np.array(self.num_prefix_tokens, np.int32),
+            "threshold": np.array(threshold, np.float32),
+        }
+
+    def at_layer(self, layer: int) -> AttentionMaps:
+        """The same pass with another selected layer (no new forward)."""
+        return replace(self, layer=_layer_index(layer, self.weights.shape[0]))
+
+    def requery(self, query: Query) -> AttentionMaps:
+        """The same pass with another query token, computed from the kept q and k (no new forward).
+
+        Needs `keep_qk=True` at extraction.
+        """
+        if self.qk is None:
+            raise InputError(
+                "This result kept no q/k; extract with keep_qk=True to change the query without a new pass."
+            )
+        i = token_index(query, self.grid, self.num_prefix_tokens)
+        s = torch.stack([query_scores(q, k, i, self.scale) for q, k in self.qk])  # (L, H, N)
+        return replace(self, query=norm_query(query), scores=s.numpy(), weights=torch.softmax(s, -1).numpy())
+
+
+def token_index(query: Query, grid: tuple[int, int], num_prefix_tokens: int) -> int:
+    """Token index of `query`: 0 for "cls", else P + row * gw + col. Raises InputError off the grid."""
+    if isinstance(query, str):
+        if query.lower() == "cls":
+            return 0
+        raise InputError(
+            f"Query {query!r} is not accepted; use 'cls' or a (row, col) patch on the {grid[0]}x{grid[1]} grid."
+        )
+    try:
+        r, c = (int(v) for v in query)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"Query {query!r} is not accepted; use 'cls' or a (row, col) patch on the {grid[0]}x{grid[1]} grid."
+        ) from None
+    if not (0 <= r < grid[0] and 0 <= c < grid[1]):
+        raise InputError(
+            f"Patch ({r}, {c}) is off the {grid[0]}x{grid[1]} grid; rows 0-{grid[0] - 1}, columns 0-{grid[1] - 1}."
+        )
+    return num_prefix_tokens + r * grid[1] + c
+
+
+def norm_query(query: Query) -> Query:
+    """One spelling per query: "cls", or (row, col) as a tuple of ints."""
+    return "cls" if isinstance(query, str) else (int(query[0]), int(query[1]))
+
+
+def _layer_index(layer: int, n: int) -> int:
+    """A layer index of a model with n layers, in 0..n-1 (negative counts from the end)."""
+    v = as_whole(layer)
+    if v is None:
+        raise InputError(f"Layer {layer!r} is not a whole number; accepted: 0 to {n - 1}, or -1 for the last.")
+    if not -n <= v < n:
+        raise InputError(f"Layer {v} is out of range; this model has {n} layers: 0 to {n - 1} (or -{n} to -1).")
+    return v % n
+
+
+def query_scores(q: torch.Tensor, k: torch.Tensor, i: int, scale: float) -> torch.Tensor:
+    """Raw scores of token i against all tokens, in fp32. q, k: (H, N, d) -> (H, N).
+
+    As timm's unfused path: (q_i * scale) @ k^T.
+    """
+    return ((q[:, i : i + 1].float() * scale) @ k.float().transpose(-2, -1))[:, 0]
+
+
+class _Recorder:
+    """What one forward pass records: the query's row in each layer (and q, k if asked).
+
+    One recorder per call, active only in the calling thread's context (`_ACTIVE`), so passes
+    that run at the same time on one shared model record only their own rows."""
+
+    def __init__(self, index: int, keep_qk: bool, n_layers: int):
+        self.index, self.keep_qk = index, keep_qk  # query token index
+        self.rows: list[torch.Tensor | None] = [None] * n_layers  # per layer (H, N) raw scores
+        self.qk: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * n_layers
+        self._q: list[torch.Tensor | None] = [None] * n_layers
+
+    def on_q(self, layer: int, q: torch.Tensor) -> None:  # q: (B, H, N, d), B = 1
+        self._q[layer] = q[0]
+
+    def on_k(self, layer: int, k: torch.Tensor, scale: float) -> None:  # k: (B, H, N, d)
+        q, k = self._q[layer], k[0]
+        self._q[layer] = None
+        self.rows[layer] = query_scores(q, k, self.index, scale)
+        if self.keep_qk:  # copies (never views of the block's qkv buffer, which would stay alive whole)
+            self.qk[layer] = (_own(q), _own(k))
+
+
+def _own(t: torch.Tensor) -> torch.Tensor:
+    """A compact float32 CPU copy of `t` (one copy, whatever its device, dtype and strides)."""
+    return t.detach().to("cpu", torch.float32, memory_format=torch.contiguous_format, copy=True)
+
+
+_ACTIVE: ContextVar[_Recorder | None] = ContextVar("attention_recorder", default=None)
+_INSTALL_LOCK = threading.Lock()
+
+
+def _install_hooks(model: torch.nn.Module) -> None:
+    """Attach, once per model, forward hooks on every block's q_norm and k_norm that hand q and k
+    to the recorder active in the calling context (and do nothing when none is)."""
+    if getattr(model, "_attention_hooks", False):
+        return
+    with _INSTALL_LOCK:
+        if getattr(model, "_attention_hooks", False):
+            return
+        for i, blk in enumerate(model.blocks):
+            attn = blk.attn
+            if attn.q_norm is attn.k_norm:
+                raise InputError("Unsupported attention block: q_norm and k_norm are one module.")
+
+            def on_q(module, args, q, i=i):
+                rec = _ACTIVE.get()
+                if rec is not None:
+                    rec.on_q(i, q)
+
+            def on_k(module, args, k, i=i, scale=float(attn.scale)):
+                rec = _ACTIVE.get()
+                if rec is not None:
+                    rec.on_k(i, k, scale)
+
+            attn.q_norm.register_forward_hook(on_q)
+            attn.k_norm.register_forward_hook(on_k)
+        model._attention_hooks = True
+
+
+@torch.inference_mode()
+def attention_maps(
+    model: torch.nn.Module,
+    image: ImageSource,
+    *,
+    layer: int = -1,
+    query: Query = "cls",
+    resolution: int | str | None = "auto",
+    max_tokens: int = MAX_TOKENS,
+    keep_qk: bool = False,
+    max_gflop: float | None = None,
+) -> AttentionMaps:
+    """Per-head attention of `query` in every layer of `model` on `image`, from one forward pass.
+
+    model: a timm VisionTransformer (see `load_vit`). image: path, bytes, PIL image (any mode;
+    EXIF honoured) or uint8 array (H, W[, C]). resolution: shorter side in px, "auto" (480 for
+    DINO, else the trained size), or None/"native" (only cropped to the patch grid).
+    query: "cls" or (row, col) of a patch. layer: selected layer (negative counts from the end).
+    max_gflop: refuse at once (BudgetError naming the largest resolution that fits) when the pass's
+    estimated cost (`attention.vit.cost.forward_gflop`) is over it; None = no compute budget.
+    Fused attention stays on and the model's outputs are unchanged.
+
+    Thread-safe: many threads may call it at once on one shared model; each call records only
+    its own pass (hooks hand q and k to a recorder bound to the calling context).
+    """
+    img = load_image(image)
+    patch = model.patch_embed.patch_size[0]
+    cfg = model.pretrained_cfg
+    auto = isinstance(resolution, str) and resolution.strip().lower() == "auto"
+    res = default_resolution(model) if auto else check_resolution(resolution, patch)
+    if max_gflop is not None:
+        check_budget(
+            model,
+            img.size,
+            res,
+            max_gflop,
+            name=getattr(model, "alias", "this model"),
+            device=str(next(model.parameters()).device),
+        )
+    x, shown = to_tensor(img, patch_size=patch, mean=cfg["mean"], std=cfg["std"], resolution=res, max_tokens=max_tokens)
+    grid = (x.shape[2] // patch, x.shape[3] // patch)
+    P = model.num_prefix_tokens
+    n_layers = len(model.blocks)
+    layer = _layer_index(layer, n_layers)
+    t0 = time.perf_counter()
+    scores, qk = query_rows(model, x, token_index(query, grid, P), keep_qk=keep_qk)
+    seconds = time.perf_counter() - t0
+    return AttentionMaps(
+        scores=scores.numpy(),
+        weights=torch.softmax(scores, -1).numpy(),
+        grid=grid,
+        image=shown,
+        patch_size=patch,
+        num_prefix_tokens=P,
+        layer=layer,
+        query=norm_query(query),
+        seconds=seconds,
+        qk=qk,
+        scale=float(model.blocks[0].attn.scale),
+    )
+
+
+@torch.inference_mode()
+def query_rows(model: torch.nn.Module, x: torch.Tensor, query_index: int = 0, *, keep_qk: bool = False):
+    """The engine of `attention_maps`, on a preprocessed input: one fused forward pass of
+    x (1, C, H, W) with hooks. Returns (scores, qk): scores float32 (L, H, N) on CPU, every
+    layer's raw q_i . k_j * scale for token i = `query_index`; qk, with keep_qk, each layer's
+    (q, k) float32 (H, N, d) on CPU, else None."""
+    param = next(model.parameters())
+    _install_hooks(model)
+    rec = _Recorder(query_index, keep_qk, len(model.blocks))
+    token = _ACTIVE.set(rec)
+    try:
+        model.forward_features(x.to(param.device, param.dtype))
+    finally:
+        _ACTIVE.reset(token)
+    if any(r is None for r in rec.rows):
+        raise InputError("Unsupported attention block: a layer ran without its q_norm/k_norm hooks.")
+    return torch.stack(rec.rows).cpu(), (rec.qk if keep_qk else None)
+
+
+def threshold_masks(maps: np.ndarray, threshold: float = 0.6) -> np.ndarray:
+    """DINO's masks: per head, the smallest set of patches holding >= `threshold` of its mass.
+
+    maps: (H, gh, gw) non-negative -> bool (H, gh, gw). threshold in (0, 1].
+    """
+    if not 0 < threshold <= 1:
+        raise InputError(
+            f"Threshold {threshold} is out of range; accepted: more than 0, at most 1 (share of mass kept)."
+        )
+    H = maps.shape[0]
+    flat = maps.reshape(H, -1).astype(np.float64)
+    order = np.argsort(-flat, axis=1, kind="stable")  # descending
+    val = np.take_along_axis(flat, order, 1)
+    cum = np.cumsum(val, 1) / np.maximum(val.sum(1, keepdims=True), 1e-30)
+    keep_sorted = np.concatenate([np.ones((H, 1), bool), cum[:, :-1] < threshold - 1e-12], 1)
+    keep = np.zeros_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, 1)
+    return keep.reshape(maps.shape)
+
+
+def rollout(
+    res: AttentionMaps,
+    *,
+    query: Query | None = None,
+    layer: int | None = None,
+    head_fusion: Literal["mean", "max", "min"] = "mean",
+    discard_ratio: float = 0.0,
+    chunk: int = 256,
+) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema 2020) of one query through layers 0..layer.
+
+    Per layer: fuse heads (mean/max/min), zero the lowest `discard_ratio` of each row's entries
+    (per row, so no N x N is ever held), add the identity for the residual, renormalise rows:
+    A' = (A + I) / rowsum. The query's rollout row is e_q^T A'_layer ... A'_0, computed as
+    row-vector x matrix products over chunks of `chunk` rows: memory O(H x chunk x N).
+
+    res: a result of `attention_maps(..., keep_qk=True)`. query, layer: default res's.
+    Returns float32 (N,): the rollout row over all tokens (prefix first); it sums to 1.
+    Use `rollout_map` for the (gh, gw) patch map.
+    """
+    if res.qk is None:
+        raise InputError("Rollout needs every layer's q and k: extract with keep_qk=True.")
+    if head_fusion not in ("mean", "max", "min"):
+        raise InputError(f"Head fusion {head_fusion!r} is not accepted; use 'mean', 'max' or 'min'.")
+    if not 0 <= discard_ratio < 1:
+        raise InputError(
+            f"Discard ratio {discard_ratio} is out of range; accepted: 0 (keep all) up to, not including, 1."
+        )
+    last = res.layer if layer is None else _layer_index(layer, len(res.qk))
+    i = res.query_index if query is None else token_index(query, res.grid, res.num_prefix_tokens)
+    N = res.qk[0][0].shape[1]
+    r = torch.zeros(N, dtype=torch.float64)
+    r[i] = 1.0
+    for q, k in reversed(res.qk[: last + 1]):  # r <- r A'_l, from the top layer down
+        out = torch.zeros(N, dtype=torch.float64)
+        kt = k.transpose(-2, -1)  # (H, d, N)
+        for s in range(0, N, chunk):
+            e = min(s + chunk, N)
+            if not r[s:e].any():
+                continue
+            a = torch.softmax((q[:, s:e] * res.scale) @ kt, -1)  # (H, c, N)
+            a = {"mean": a.mean(0), "max": a.amax(0), "min": a.amin(0)}[head_fusion].double()  # (c, N)
+            if discard_ratio > 0:
+                n_drop = int(N * discard_ratio)
+                if n_drop:
+                    low = a.topk(n_drop, dim=-1, largest=False).indices
+                    a.scatter_(-1, low, 0.0)
+            a[torch.arange(e - s), torch.arange(s, e)] += 1.0  # residual: + I
+            a /= a.sum(-1, keepdim=True)
+            out += r[s:e] @ a
+        r = out
+    return r.float().numpy()
+
+
+def rollout_map(res: AttentionMaps, **kwargs) -> np.ndarray:
+    """float32 (gh, gw): `rollout(res, **kwargs)` restricted to patch tokens (not renormalised)."""
+    return rollout(res, **kwargs)[res.num_prefix_tokens :].reshape(res.grid)

@@ -1,0 +1,295 @@
+"""Vision transformers to inspect: the alias registry, `load_vit`, hub errors, device.
+
+Weights come through timm (`pretrained=True`) and huggingface-hub, so the HF cache,
+`HF_HOME` and `HF_HUB_OFFLINE` are honoured exactly as in any timm program. The one
+exception is `mnist_vit`, a small ViT trained here whose weights ship in `weights/`.
+
+    model = load_vit("dino_vits16")          # timm vit_small_patch16_224.dino, cached
+    model = load_vit("mnist_vit")            # no network needed
+    model = load_vit("hf-hub:timm/vit_small_patch14_reg4_dinov2.lvd142m")
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+import torch
+
+from attention import net
+from attention.config import SETTINGS, WEIGHTS_DIR
+from attention.errors import ModelLoadError
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One entry of the registry: a short alias for a timm tag (or the shipped model)."""
+
+    alias: str
+    timm_name: str  # timm tag, or "local" for weights shipped in weights/
+    description: str
+    resolution: int  # what "auto" resolution means for this model (shorter side, px)
+
+    @property
+    def hub_id(self) -> str | None:
+        return None if self.timm_name == "local" else f"timm/{self.timm_name}"
+
+
+REGISTRY: dict[str, ModelSpec] = {
+    s.alias: s
+    for s in [
+        ModelSpec("dino_vits16", "vit_small_patch16_224.dino", "DINO ViT-S/16", 480),
+        ModelSpec("dino_vits8", "vit_small_patch8_224.dino", "DINO ViT-S/8", 480),
+        ModelSpec("dino_vitb16", "vit_base_patch16_224.dino", "DINO ViT-B/16", 480),
+        ModelSpec("dino_vitb8", "vit_base_patch8_224.dino", "DINO ViT-B/8", 480),
+        ModelSpec("dinov2_vits14", "vit_small_patch14_dinov2.lvd142m", "DINOv2 ViT-S/14", 480),
+        ModelSpec(
+            "dinov2_vits14_reg", "vit_small_patch14_reg4_dinov2.lvd142m", "DINOv2 ViT-S/14 with 4 registers", 480
+        ),
+        ModelSpec("mnist_vit", "local", "ViT trained here on MNIST digits (ships with the app)", 28),
+    ]
+}
+DEFAULT_MODEL = "dino_vits16"
+OFFLINE_MODEL = "mnist_vit"
+
+_cache: OrderedDict[tuple[str, str, str], torch.nn.Module] = OrderedDict()  # least recently used first
+_lock = threading.Lock()
+
+
+def default_device() -> torch.device:
+    """CUDA when there is a GPU, else CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    """Half precision on CUDA (bfloat16 where supported), float32 on CPU. Softmax always runs in fp32."""
+    if device.type != "cuda":
+        return torch.float32
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+def resolve(name: str) -> tuple[str, ModelSpec | None]:
+    """Map an alias, a timm name or `hf-hub:org/repo` to (timm name, registry spec or None).
+
+    Raises ModelLoadError for an empty or unknown name, listing what is accepted.
+    """
+    name = (name or "").strip()
+    if name in REGISTRY:
+        spec = REGISTRY[name]
+        return spec.timm_name, spec
+    for spec in REGISTRY.values():  # a registered timm tag typed in full
+        if name == spec.timm_name:
+            return name, spec
+    if name.startswith("hf-hub:") and len(name) > len("hf-hub:"):
+        from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+        try:
+            validate_repo_id(name[len("hf-hub:") :])
+        except HFValidationError:
+            raise ModelLoadError(
+                f"Model id {name!r} is not a Hugging Face repo id; accepted: 'hf-hub:org/repo' with letters, digits, "
+                "'-', '_' and '.' (no '..', no '@revision', no path), e.g. 'hf-hub:timm/vit_small_patch16_224.dino'."
+            ) from None
+        return name, None
+    import timm
+
+    if name and timm.is_model(name):
+        if not timm.models.is_model_in_modules(name, ["vision_transformer", "deit"]):
+            raise ModelLoadError(
+                f"Model {name!r} is not a plain ViT; attention extraction supports timm VisionTransformer models "
+                f"(vision_transformer, deit), e.g. {', '.join(REGISTRY)}."
+            )
+        return name, None
+    raise ModelLoadError(
+        f"Unknown model {name!r}. Accepted: one of the aliases {', '.join(REGISTRY)}; "
+        "a timm ViT name such as 'vit_small_patch16_224.dino'; or 'hf-hub:org/repo'."
+    )
+
+
+def default_resolution(model: torch.nn.Module) -> int:
+    """What `resolution="auto"` means for `model`: 480 px for DINO, else its trained input size."""
+    res = getattr(model, "auto_resolution", None)
+    if res:
+        return int(res)
+    return int(model.pretrained_cfg.get("input_size", (3, 224, 224))[-1])
+
+
+def hub_id(name: str) -> str | None:
+    """The Hugging Face repo id the weights of `name` come from (None for shipped weights)."""
+    timm_name, spec = resolve(name)
+    if spec is not None:
+        return spec.hub_id
+    if timm_name.startswith("hf-hub:"):
+        return timm_name[len("hf-hub:") :]
+    import timm
+
+    cfg = timm.models.get_pretrained_cfg(timm_name)
+    return cfg.hf_hub_id if cfg is not None else None
+
+
+def is_cached(name: str) -> bool:
+    """True when the weights of `name` are on disk (shipped, or in the HF cache): no network used."""
+    repo = hub_id(name)
+    if repo is None:
+        return (WEIGHTS_DIR / f"{resolve(name)[1].alias}.safetensors").exists()
+    from huggingface_hub import try_to_load_from_cache
+
+    return any(isinstance(try_to_load_from_cache(repo, f), str) for f in ("model.safetensors", "pytorch_model.bin"))
+
+
+def hub_reachable(timeout: float = 1.5) -> bool:
+    """Whether the Hugging Face Hub can be reached: False at once under HF_HUB_OFFLINE=1,
+    else one short TCP connect, remembered for a minute (no long time-outs on each request)."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    return net.reachable(urlparse(constants.ENDPOINT).hostname or "", 443, timeout=timeout)
+
+
+def available(name: str) -> bool:
+    """True when `load_vit(name)` can get weights now (cached, shipped, or the hub reachable)."""
+    try:
+        return is_cached(name) or (hub_id(name) is not None and hub_reachable())
+    except ModelLoadError:
+        return False
+
+
+def load_vit(
+    name: str = DEFAULT_MODEL,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | None = None,
+) -> torch.nn.Module:
+    """A timm VisionTransformer with pretrained weights, in eval mode on `device`.
+
+    name: an alias of REGISTRY, a timm ViT name, or `hf-hub:org/repo`.
+    device: default CUDA when available, else CPU. dtype: default `default_dtype(device)`.
+    Loaded once per (name, device, dtype) and cached; at most `SETTINGS.max_models`
+    (ATTENTION_MAX_MODELS) stay resident, the least recently used is dropped first
+    (a caller still holding it keeps it working). Thread-safe. Accepts any image size
+    (position embeddings are interpolated per input: `dynamic_img_size=True`).
+
+    Raises ModelLoadError naming the model id, the cause and the fix when weights
+    cannot be had (offline and not cached, hub error, unknown name, not a ViT).
+    Never falls back to random weights.
+    """
+    timm_name, spec = resolve(name)
+    device = torch.device(device) if device is not None else default_device()
+    dtype = dtype or default_dtype(device)
+    key = (_cache_name(timm_name, spec), str(device), str(dtype))
+    with _lock:  # one load per key, even when two visitors ask at once
+        if key not in _cache:
+            model = _load_local(spec.alias) if spec and spec.timm_name == "local" else _load_hub(timm_name)
+            if spec is not None:
+                model.auto_resolution = spec.resolution
+            elif "dino" in timm_name.lower():
+                model.auto_resolution = 480
+            model.alias = key[0]
+            _cache[key] = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+            while len(_cache) > max(1, SETTINGS.max_models):
+                _cache.popitem(last=False)
+        _cache.move_to_end(key)
+        return _cache[key]
+
+
+def _cache_name(timm_name: str, spec: ModelSpec | None) -> str:
+    return spec.alias if spec else timm_name
+
+
+def is_loaded(name: str) -> bool:
+    """True when `name` is already loaded (on any device): `load_vit` will not load it again.
+    False for unknown names."""
+    try:
+        cname = _cache_name(*resolve(name))
+    except ModelLoadError:
+        return False
+    return any(k[0] == cname for k in list(_cache))
+
+
+def check_allowed(name: str, allow_downloads: bool | None = None) -> str:
+    """Whether a visitor of a shared server may use `name`: a registry model, or one whose weights
+    are already on disk; any other only when downloads are allowed (ATTENTION_ALLOW_DOWNLOADS=1).
+    Returns the stripped name; raises ModelLoadError saying what is accepted otherwise."""
+    name = (name or "").strip()
+    _, spec = resolve(name)
+    allow = SETTINGS.allow_downloads if allow_downloads is None else allow_downloads
+    if spec is not None or allow or is_cached(name):
+        return name
+    raise ModelLoadError(
+        f"Model {name!r} is not offered by this server; accepted: {', '.join(REGISTRY)}, or a model whose weights "
+        "are already in its cache (downloads of other models are off: ATTENTION_ALLOW_DOWNLOADS=1 turns them on)."
+    )
+
+
+def _check_vit(model: torch.nn.Module, name: str) -> torch.nn.Module:
+    from timm.models.vision_transformer import VisionTransformer
+
+    if not isinstance(model, VisionTransformer):
+        raise ModelLoadError(
+            f"Model {name!r} is a {type(model).__name__}, not a timm VisionTransformer; "
+            f"attention extraction supports ViTs (e.g. {', '.join(REGISTRY)})."
+        )
+    return model
+
+
+def _load_hub(timm_name: str) -> torch.nn.Module:
+    import timm
+
+    repo = hub_id(timm_name)
+    fix = (
+        f"Download it once with `hf download {repo}` where the hub "
+        f"is reachable, then run with the same HF_HOME; offline, pick '{OFFLINE_MODEL}', which ships with the app."
+    )
+    cached = is_cached(timm_name)
+    if not cached and not hub_reachable():
+        from huggingface_hub import constants
+
+        why = "HF_HUB_OFFLINE=1 is set" if constants.HF_HUB_OFFLINE else "the Hugging Face Hub cannot be reached"
+        raise ModelLoadError(f"Weights of {timm_name!r} ({repo}) are not in the local cache and {why}. {fix}")
+    try:
+        model = timm.create_model(timm_name, pretrained=True, num_classes=0, dynamic_img_size=True)
+    except Exception as e:  # hub, network, file or config errors: all become one readable error
+        raise ModelLoadError(
+            f"Could not load weights of {timm_name!r} ({repo}): {type(e).__name__}: {str(e).rstrip('.')}. {fix}"
+        ) from e
+    return _check_vit(model, timm_name)
+
+
+def local_config(alias: str) -> dict:
+    """The json config of shipped weights `weights/<alias>.json` (architecture, model_args, pretrained_cfg)."""
+    path = WEIGHTS_DIR / f"{alias}.json"
+    try:
+        return json.loads(path.read_text())
+    except OSError as e:
+        raise ModelLoadError(f"Shipped weights config {path} is missing ({e}); reinstall the app's files.") from e
+
+
+def build_local(cfg: dict) -> torch.nn.Module:
+    """A randomly initialised timm model from a shipped config (used to train, then to load)."""
+    import timm
+
+    model = timm.create_model(cfg["architecture"], pretrained=False, dynamic_img_size=True, **cfg["model_args"])
+    model.pretrained_cfg = {**model.pretrained_cfg, **cfg["pretrained_cfg"]}
+    return model
+
+
+def _load_local(alias: str) -> torch.nn.Module:
+    from safetensors.torch import load_file
+
+    model = build_local(local_config(alias))
+    path = WEIGHTS_DIR / f"{alias}.safetensors"
+    try:
+        model.load_state_dict(load_file(path))
+    except (OSError, RuntimeError) as e:
+        raise ModelLoadError(f"Shipped weights {path} cannot be loaded: {e}") from e
+    return _check_vit(model, alias)
+
+
+def clear_cache() -> None:
+    """Forget every loaded model (tests; freeing memory)."""
+    with _lock:
+        _cache.clear()
+    net.forget()

@@ -1,0 +1,314 @@
+"""One visitor's view of a ViT: the last forward pass, queries on it, and the start-up model choice.
+
+A `Pass` is one forward pass of one image through one model at one resolution, with every
+layer's q and k kept. Changing the layer, view, head, threshold, opacity or colormap, or the
+query patch, reuses it: a new query is one row per layer from the kept q/k, rollout is
+computed once per (query, layer). An app keeps one Pass per visitor (Gradio: a `gr.State`);
+nothing in a Pass is shared between visitors, only the loaded models are (read-only).
+
+    p = get_pass("cat.jpg", "mnist_vit", "auto")           # forward pass
+    p = get_pass("cat.jpg", "mnist_vit", "auto", p)        # same key: the same Pass, no forward
+    res = p.at(query=(2, 3), layer=-1)                # AttentionMaps for patch (2, 3)
+    roll = p.rollout((2, 3), layer=-1)                # (gh, gw)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from attention.cache import SharedCache
+from attention.config import SETTINGS
+from attention.errors import InputError, as_whole
+from attention.images import ImageSource
+from attention.vit.extract import AttentionMaps, Query, attention_maps, norm_query, rollout_map
+from attention.vit.models import (
+    DEFAULT_MODEL,
+    OFFLINE_MODEL,
+    REGISTRY,
+    available,
+    check_allowed,
+    hub_id,
+    is_loaded,
+    load_vit,
+)
+
+Progress = Callable[[float, str], None]  # (fraction 0..1, description)
+
+
+def gpu(fn: Callable | None = None, *, duration: int = 60):
+    """`spaces.GPU(duration=...)` when the `spaces` package is importable (ZeroGPU), else a no-op.
+
+    Use as `@gpu` or `@gpu(duration=120)` on functions that run a model.
+    """
+    try:
+        import spaces  # type: ignore[import-not-found]
+    except ImportError:
+        spaces = None
+
+    def wrap(f: Callable) -> Callable:
+        return spaces.GPU(duration=duration)(f) if spaces is not None else f
+
+    return wrap(fn) if fn is not None else wrap
+
+
+@dataclass(frozen=True)
+class Startup:
+    """The model the app starts with and, when it is not the default, a notice saying why."""
+
+    model: str
+    default_available: bool
+    notice: str | None
+
+
+def startup_model(default: str = DEFAULT_MODEL, fallback: str = OFFLINE_MODEL) -> Startup:
+    """Pick the start-up model cheaply: `default` when its weights are cached or the hub is
+    reachable (one short connect, none at all under HF_HUB_OFFLINE=1), else `fallback`."""
+    if available(default):
+        return Startup(default, True, None)
+    repo = hub_id(default)
+    spec = REGISTRY.get(fallback)
+    what = spec.description.split(" (")[0] if spec else fallback
+    return Startup(
+        fallback,
+        False,
+        f"Offline: the weights of {default} ({repo}) are not in the local Hugging Face cache and the hub "
+        f"cannot be reached, so the app starts with {fallback} ({what}) and digit examples. "
+        f"Any model whose weights are cached still works: pick it in the Model box.",
+    )
+
+
+def file_digest(src: ImageSource) -> str:
+    """A content digest of an image source: sha1 of the file, the bytes, or the pixels with their
+    shape and mode (never an object's identity, which Python reuses once an object is freed)."""
+    if isinstance(src, (str, os.PathLike)):
+        h = hashlib.sha1()
+        try:
+            with open(src, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+        except OSError:
+            return f"path:{os.fspath(src)}"  # load_image will report it
+        return h.hexdigest()
+    if isinstance(src, (bytes, bytearray)):
+        return hashlib.sha1(src).hexdigest()
+    if isinstance(src, np.ndarray):
+        a = np.ascontiguousarray(src)
+        return hashlib.sha1(f"{a.shape}{a.dtype}".encode() + a.tobytes()).hexdigest()
+    return hashlib.sha1(f"{src.size}{src.mode}".encode() + src.tobytes()).hexdigest()  # PIL image
+
+
+def parse_query(row: float | int | None, col: float | int | None) -> Query:
+    """(row, col) numbers -> a query: both empty (None or NaN) means CLS, else a patch (int, int).
+
+    Raises InputError when only one is given or a value is not a whole number.
+    """
+
+    def empty(v) -> bool:
+        return v is None or (isinstance(v, float) and np.isnan(v)) or (isinstance(v, str) and not v.strip())
+
+    if empty(row) and empty(col):
+        return "cls"
+    if empty(row) or empty(col):
+        raise InputError("Give both query_row and query_col for a patch query, or leave both empty for the CLS token.")
+    r, c = as_whole(row), as_whole(col)
+    if r is None or c is None:
+        raise InputError(
+            f"Query ({row!r}, {col!r}) must be a pair of whole numbers: the row and column of a patch "
+            "on the grid, or both empty for the CLS token."
+        )
+    return r, c
+
+
+def parse_index(value: float | int | str, what: str = "Layer") -> int:
+    """A whole number (layer or head index; negative counts from the end). InputError otherwise."""
+    v = as_whole(value)
+    if v is None:
+        raise InputError(f"{what} {value!r} is not a whole number; accepted: 0, 1, 2, ... or -1 for the last.")
+    return v
+
+
+@gpu
+def forward(
+    model: str,
+    image: ImageSource,
+    resolution: int | str | None,
+    query: Query = "cls",
+    keep_qk: bool = True,
+    shared: bool = False,
+) -> tuple[AttentionMaps, str]:
+    """One forward pass of `image` through `model` (rows of `query`, q/k kept unless told not to)
+    and the device it ran on. shared: as a server for many visitors, so only models they may load
+    (`models.check_allowed`) and within the device's compute budget (`SETTINGS.budget_gflop`)."""
+    if shared:
+        check_allowed(model)
+    vit = load_vit(model)
+    device = str(next(vit.parameters()).device)
+    res = attention_maps(
+        vit,
+        image,
+        resolution=resolution,
+        query=query,
+        keep_qk=keep_qk,
+        max_gflop=SETTINGS.budget_gflop(device) if shared else None,
+    )
+    return res, device
+
+
+def depth(model: str) -> tuple[int, int]:
+    """(layers, heads) of `model`, loading it once if needed (cached; no forward pass)."""
+    vit = load_vit(model)
+    return len(vit.blocks), int(vit.blocks[0].attn.num_heads)
+
+
+@dataclass
+class Pass:
+    """A cached forward pass (see the module docstring). `base` has the CLS query and q/k kept."""
+
+    key: tuple[str, str, str]  # (image digest, model, resolution)
+    model: str
+    base: AttentionMaps
+    device: str
+    _queries: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _rollouts: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # the memos are shared
+
+    MEMO = 8  # queries and rollouts remembered per pass
+
+    @property
+    def ref(self) -> Ref:
+        """What a visitor's state keeps of this pass: its key and shape (the pass lives in a PassCache)."""
+        return Ref(self.key, self.base.grid, self.num_layers, self.num_heads)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes this pass can hold: kept q/k, its rows, the image, and full memos of queries and rollouts."""
+        b = self.base
+        qk = sum(q.nbytes + k.nbytes for q, k in b.qk or [])
+        rows = b.scores.nbytes + b.weights.nbytes
+        return qk + rows * (1 + self.MEMO) + b.image.width * b.image.height * 3 + self.MEMO * b.weights.shape[-1] * 4
+
+    @property
+    def num_layers(self) -> int:
+        return self.base.weights.shape[0]
+
+    @property
+    def num_heads(self) -> int:
+        return self.base.weights.shape[1]
+
+    def at(self, query: Query = "cls", layer: int = -1) -> AttentionMaps:
+        """The pass seen from `query` at `layer` (no new forward). Raises InputError off the grid/depth."""
+        q = norm_query(query)
+        with self._lock:
+            if q not in self._queries:
+                self._queries[q] = self.base if q == self.base.query else self.base.requery(q)
+                while len(self._queries) > self.MEMO:
+                    self._queries.popitem(last=False)
+            res = self._queries[q]
+        return res.at_layer(layer)
+
+    def rollout(self, query: Query = "cls", layer: int = -1) -> np.ndarray:
+        """float32 (gh, gw): attention rollout of `query` through layers 0..layer, memoised."""
+        res = self.at(query, layer)
+        key = (res.query, res.layer)
+        with self._lock:
+            if key not in self._rollouts:
+                self._rollouts[key] = rollout_map(res)
+                while len(self._rollouts) > self.MEMO:
+                    self._rollouts.popitem(last=False)
+            return self._rollouts[key]
+
+
+def pass_key(image: ImageSource, model: str, resolution: int | str | None) -> tuple[str, str, str]:
+    """What identifies a forward pass: image content, model name, resolution."""
+    return file_digest(image), (model or "").strip(), str(resolution).strip().lower()
+
+
+def get_pass(
+    image: ImageSource | None,
+    model: str,
+    resolution: int | str | None = "auto",
+    previous: Pass | None = None,
+    progress: Progress | None = None,
+    *,
+    query: Query = "cls",
+    keep_qk: bool = True,
+    cache: SharedCache[Pass] | None = None,
+    shared: bool = False,
+) -> Pass:
+    """The Pass of (image, model, resolution): `previous` when it has that key, else a new forward.
+
+    query, keep_qk: the token whose rows the forward records, and whether it keeps every layer's
+    q/k. The defaults suit a session (any query, rollout, later). A one-off request that knows its
+    query and needs no rollout passes `query=` and `keep_qk=False`: the pass is then cheaper, and
+    it answers only that query (`Pass.at` of another raises InputError).
+
+    cache: a server's store of passes (`PASSES`): a full pass of the same key is taken from it (a
+    one-query request too), and a new full pass is computed once however many visitors ask at
+    once, then kept there. shared: see `forward` (model allow-list and compute budget).
+
+    Raises InputError when there is no image, and the engine's typed errors (ImageError,
+    ModelLoadError, InputError) for bad images, models and resolutions.
+    """
+    if image is None or (isinstance(image, str) and not image):
+        raise InputError("No image: upload one (PNG, JPEG, WebP, GIF, BMP or TIFF) or pick an example.")
+    model = (model or "").strip()
+    if not model:
+        raise InputError(f"No model given; accepted: {', '.join(REGISTRY)}, a timm ViT name or 'hf-hub:org/repo'.")
+    key = pass_key(image, model, resolution)
+    if (
+        previous is not None
+        and previous.key == key
+        and (previous.base.qk is not None or (not keep_qk and previous.base.query == query))
+    ):
+        return previous
+    if cache is not None and (kept := cache.get(key)) is not None:
+        return kept
+
+    def compute() -> Pass:
+        if progress is not None:
+            progress(0.05, f"Loading {model}…" if not is_loaded(model) else f"Running {model}…")
+        res, device = forward(model, image, resolution, query, keep_qk, shared)
+        if progress is not None:
+            progress(0.9, "Rendering…")
+        return Pass(key=key, model=model, base=res, device=device)
+
+    return cache.get_or_run(key, compute) if cache is not None and keep_qk else compute()
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A visitor's handle on their pass: a few bytes in their session; the pass itself is in a
+    SharedCache, whose byte budget bounds every visitor's passes together."""
+
+    key: tuple[str, str, str]
+    grid: tuple[int, int]
+    num_layers: int
+    num_heads: int
+
+
+PASSES: SharedCache[Pass] = SharedCache(int(SETTINGS.state_mb * 2**20), SETTINGS.state_ttl)
+"""The server's passes, every visitor's together: ATTENTION_STATE_MB, least recently used out
+first, each dropped after ATTENTION_STATE_TTL seconds unused. A dropped pass is recomputed when
+its visitor next needs it."""
+
+
+def map_query(query: Query, src: tuple[int, int], dst: tuple[int, int]) -> Query:
+    """The patch of grid `dst` (rows, cols) under the centre of `query`'s patch on grid `src`
+    (same image, another model or resolution)."""
+    if isinstance(query, str):
+        return query
+    (r, c), (gh, gw), (dh, dw) = query, src, dst
+    return (min(dh - 1, int((r + 0.5) / gh * dh)), min(dw - 1, int((c + 0.5) / gw * dw)))
+
+
+def map_layer(layer: int, n_src: int, n_dst: int) -> int:
+    """The layer of a model with `n_dst` layers at the same relative depth as `layer` of `n_src`."""
+    layer = layer % n_src
+    return 0 if n_src == 1 else int(round(layer * (n_dst - 1) / (n_src - 1)))

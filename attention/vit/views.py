@@ -1,0 +1,298 @@
+"""What the attention viewer shows: overlay tiles per view, the clickable query image, the
+details line, the scores-vs-weights table and the colour legend; `frame` composes them all for
+one view of a cached pass, with its files (written by `attention.vit.outputs`).
+
+Everything is numpy and PIL (no matplotlib figure): tiles are uint8 (H, W, 3) arrays,
+encoded to PNG once and both served and packed into the download.
+
+    res = p.at(query, layer)                                  # see attention.vit.session
+    ts = tiles(res, "heads", alpha=0.6, cmap="inferno")       # [Tile(image, caption, name), ...]
+    f = frame(p, query=(2, 3), layer=-1, view="heads")        # f.outputs.pngs, f.outputs.npz, f.details, ...
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from attention.errors import InputError, as_whole
+from attention.render import colormap, mark_patch, mask_overlay, overlay, overlays, png_bytes, upsample
+from attention.vit.extract import AttentionMaps, Query, threshold_masks
+from attention.vit.outputs import SHEET_TILE, Outputs, Tile, write_outputs
+from attention.vit.session import Pass
+
+VIEWS: dict[str, str] = {
+    "heads": "Per-head grid",
+    "mean": "Mean of heads",
+    "rollout": "Rollout",
+    "masks": "Threshold masks",
+}
+MIN_DISPLAY = 224  # px: smaller images (MNIST's 28) are shown enlarged by a whole factor
+QUERY_COLOR = (0, 255, 255)  # cyan square around the query patch
+
+
+def check_view(view: str) -> str:
+    """Normalise a view name; raises InputError listing the accepted ones."""
+    v = (view or "").strip().lower()
+    for key, label in VIEWS.items():
+        if v in (key, label.lower()):
+            return key
+    raise InputError(f"Unknown view {view!r}; accepted: {', '.join(VIEWS)}.")
+
+
+def check_style(threshold: float, alpha: float, cmap: str) -> None:
+    """Validate threshold (0, 1], opacity [0, 1] and colormap name; InputError says what is accepted."""
+    try:
+        threshold, alpha = float(threshold), float(alpha)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"Threshold {threshold!r} and opacity {alpha!r} must be numbers: threshold in (0, 1], opacity in [0, 1]."
+        ) from None
+    if not 0 < threshold <= 1:
+        raise InputError(
+            f"Threshold {threshold} is out of range; "
+            "accepted: more than 0, at most 1 (the share of each head's attention the mask keeps)."
+        )
+    if not 0 <= alpha <= 1:
+        raise InputError(f"Opacity {alpha} is out of range; accepted: 0 (image only) to 1 (map only).")
+    colormap(cmap)
+
+
+def display_scale(res: AttentionMaps) -> int:
+    """Whole enlargement factor so the shorter side is at least MIN_DISPLAY px (1 for photos)."""
+    w, h = res.image.size
+    return max(1, -(-MIN_DISPLAY // min(w, h)))
+
+
+def _finish(img: np.ndarray, res: AttentionMaps, scale: int, shrink: int = 1) -> np.ndarray:
+    """Enlarge by `scale` (or, drawn `shrink` times smaller, leave as is) and mark the query patch."""
+    out = upsample(img, scale) if scale > 1 else img
+    if not isinstance(res.query, str):
+        out = mark_patch(out, res.query, res.patch_size * scale // shrink, color=QUERY_COLOR)
+    return np.ascontiguousarray(out)
+
+
+def sheet_shrink(res: AttentionMaps, max_side: int = SHEET_TILE) -> int:
+    """The whole factor that brings `res`'s tiles to `max_side` px or less for a contact sheet,
+    when it divides the patch size (so `tiles(..., shrink=k)` can draw them small); else 1."""
+    w, h = res.image.size
+    k = max(1, -(-max(w, h) * display_scale(res) // max_side))
+    return k if display_scale(res) == 1 and res.patch_size % k == 0 else 1
+
+
+def _prefix_names(res: AttentionMaps) -> list[str]:
+    return ["CLS"] + [f"register {i}" for i in range(1, res.num_prefix_tokens)]
+
+
+def _share_caption(res: AttentionMaps, head: int) -> str:
+    share = float(res.prefix_share[res.layer, head])
+    where = "CLS" if res.num_prefix_tokens == 1 else "CLS+reg"
+    return f"{share:.0%} {where}"
+
+
+def tiles(
+    res: AttentionMaps,
+    view: str,
+    *,
+    rollout: np.ndarray | None = None,
+    threshold: float = 0.6,
+    alpha: float = 0.6,
+    cmap: str = "inferno",
+    shrink: int = 1,
+) -> list[Tile]:
+    """The pictures of `view` for `res` (its query and layer), the query patch marked.
+
+    heads: one overlay per head, then the mean of heads; mean: the mean of heads;
+    rollout: the rollout map (pass `rollout`, (gh, gw), from `Pass.rollout`);
+    masks: per head, the patches holding `threshold` of its attention (DINO's masks).
+    Each map is min-max scaled on its own (colour = where a head looks, not how much).
+    Tiles are the image's size times `display_scale(res)`; `shrink` > 1 (a divisor of the patch
+    size, see `sheet_shrink`) draws them that many times smaller, on the box-averaged image.
+    """
+    view = check_view(view)
+    check_style(threshold, alpha, cmap)
+    s = display_scale(res)
+    if shrink > 1 and (s > 1 or res.patch_size % shrink):
+        raise InputError(f"Cannot draw {res.patch_size} px patches {shrink} times smaller; use sheet_shrink(res).")
+    img = np.asarray(res.image if shrink == 1 else res.image.reduce(shrink), dtype=np.uint8)
+
+    def fin(a: np.ndarray) -> np.ndarray:
+        return _finish(a, res, s, shrink)
+
+    if view == "heads":
+        ims = [fin(o) for o in overlays(img, np.concatenate([res.maps, res.mean[None]]), alpha=alpha, cmap=cmap)]
+        out = [Tile(ims[h], f"head {h} · {_share_caption(res, h)}", f"head_{h:02d}") for h in range(len(res.maps))]
+        return out + [Tile(ims[-1], "mean of heads", "mean")]
+    if view == "mean":
+        return [Tile(fin(overlay(img, res.mean, alpha=alpha, cmap=cmap)), f"mean of {res.maps.shape[0]} heads", "mean")]
+    if view == "rollout":
+        if rollout is None:
+            raise InputError("The rollout view needs the rollout map: compute it with Pass.rollout(query, layer).")
+        return [
+            Tile(fin(overlay(img, rollout, alpha=alpha, cmap=cmap)), f"rollout through layers 0-{res.layer}", "rollout")
+        ]
+    masks = threshold_masks(res.maps, threshold)
+    n = masks[0].size
+    return [
+        Tile(fin(mask_overlay(img, m)), f"head {h} · {int(m.sum())}/{n} patches hold {threshold:.0%}", f"mask_{h:02d}")
+        for h, m in enumerate(masks)
+    ]
+
+
+def query_image(
+    res: AttentionMaps, *, rollout: np.ndarray | None = None, alpha: float = 0.6, cmap: str = "inferno"
+) -> np.ndarray:
+    """The clickable picture: the mean map (or `rollout` when given) over the image, query marked,
+    enlarged by `display_scale(res)`. uint8 (H*s, W*s, 3)."""
+    m = res.mean if rollout is None else rollout
+    return _finish(overlay(np.asarray(res.image, dtype=np.uint8), m, alpha=alpha, cmap=cmap), res, display_scale(res))
+
+
+def patch_at(x: float, y: float, res: AttentionMaps) -> tuple[int, int]:
+    """(row, col) of the patch under pixel (x, y) of `query_image(res)` (clamped to the grid)."""
+    step = res.patch_size * display_scale(res)
+    gh, gw = res.grid
+    return min(gh - 1, max(0, int(y // step))), min(gw - 1, max(0, int(x // step)))
+
+
+def query_label(res: AttentionMaps) -> str:
+    """Markdown naming the query token."""
+    if isinstance(res.query, str):
+        return "**Query: the CLS token.** Click a patch of the image to make it the query."
+    r, c = res.query
+    return f"**Query: patch (row {r}, col {c})**, token {res.query_index}, marked by a cyan square."
+
+
+def details(res: AttentionMaps, *, model: str, device: str) -> str:
+    """One markdown line: model, patch, grid, tokens, depth, device, milliseconds."""
+    gh, gw = res.grid
+    L, H, N = res.weights.shape
+    w, h = res.image.size
+    return (
+        f"`{model}` · patch {res.patch_size} px · grid {gh}×{gw} · {N} tokens ({res.num_prefix_tokens} prefix) · "
+        f"layer {res.layer}/{L - 1} · {H} heads · input {w}×{h} px · {device} · forward {res.seconds * 1000:.0f} ms"
+    )
+
+
+def token_name(res: AttentionMaps, j: int) -> str:
+    """Readable name of token j: CLS, register i, or patch (r, c)."""
+    P = res.num_prefix_tokens
+    if j < P:
+        return _prefix_names(res)[j]
+    r, c = divmod(j - P, res.grid[1])
+    return f"patch ({r}, {c})"
+
+
+SCORE_HEADERS = ["rank", "token", "raw score q·k/√d", "softmax weight"]
+
+
+def scores_table(res: AttentionMaps, head: int, top: int = 10) -> tuple[str, list[list]]:
+    """The query row of one head at the selected layer, as DINO's tutorial prints it: raw scores
+    and their softmax weights. Returns (markdown summary, rows of SCORE_HEADERS) with the prefix
+    tokens (CLS, registers) first, then the `top` patches by weight."""
+    H = res.weights.shape[1]
+    if (h := as_whole(head)) is None:
+        raise InputError(f"Head {head!r} is not a whole number; accepted: 0 to {H - 1}.")
+    head = h
+    if not 0 <= head < H:
+        raise InputError(f"Head {head} is out of range; this model has {H} heads: 0 to {H - 1}.")
+    s, w = res.scores[res.layer, head], res.weights[res.layer, head]
+    P = res.num_prefix_tokens
+    order = P + np.argsort(-w[P:], kind="stable")[:top]
+    rank = np.empty(len(w), int)
+    rank[np.argsort(-w, kind="stable")] = np.arange(1, len(w) + 1)
+    rows = [
+        [int(rank[j]), token_name(res, j), round(float(s[j]), 3), round(float(w[j]), 4)] for j in [*range(P), *order]
+    ]
+    share = float(w[:P].sum())
+    regs = float(w[1:P].sum()) if P > 1 else None
+    ent = float(-(w * np.log(np.maximum(w, 1e-30))).sum())
+    summary = (
+        f"Head {head}, layer {res.layer}, query {token_name(res, res.query_index) if res.query_index else 'CLS'}: "
+        f"softmax over all {len(w)} tokens; **{share:.1%} of the weight on the prefix** "
+        f"(CLS {float(w[0]):.1%}" + (f", registers {regs:.1%}" if regs is not None else "") + "); "
+        f"scores span {float(s.min()):.2f} to {float(s.max()):.2f}; entropy {ent:.2f} nats "
+        f"(uniform: {np.log(len(w)):.2f})."
+    )
+    return summary, rows
+
+
+def legend_html(cmap: str = "inferno") -> str:
+    """A small HTML colour bar for `cmap` with how to read the maps."""
+    lut = colormap(cmap)
+    stops = ", ".join(
+        f"rgb({r},{g},{b}) {i / 10:.0%}" for i, (r, g, b) in enumerate(lut[np.linspace(0, 255, 11).astype(int)])
+    )
+    return (
+        '<div class="attn-legend" style="display:flex;align-items:center;gap:8px;font-size:0.85em">'
+        "<span>low</span>"
+        '<span style="flex:0 0 180px;height:12px;border-radius:3px;'
+        f'background:linear-gradient(to right, {stops})"></span>'
+        "<span>high attention</span>"
+        '<span style="opacity:0.75">· each map is scaled to its own range · '
+        '<span style="color:#0aa">▢</span> query patch</span></div>'
+    )
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Everything the viewer shows for one (pass, query, layer, view, style)."""
+
+    res: AttentionMaps  # the pass at this query and layer
+    outputs: Outputs  # tile PNGs and the .npz
+    query_png: str | None  # the clickable picture (see `query_image`), a PNG path
+    details: str
+    query_label: str
+    scores_summary: str
+    scores_rows: list[list]
+    seconds: float = 0.0  # wall time of `frame`: drawing, encoding and writing the files (no forward pass)
+
+
+def frame(
+    p: Pass,
+    *,
+    query: Query = "cls",
+    layer: int = -1,
+    view: str = "heads",
+    head: int = 0,
+    threshold: float = 0.6,
+    alpha: float = 0.6,
+    cmap: str = "inferno",
+    with_query_image: bool = True,
+    root: str | os.PathLike | None = None,
+    sheet_only: bool = False,
+) -> Frame:
+    """Compose one view of a cached pass `p` (no forward pass): tiles, files, texts, scores.
+    `sheet_only`: a contact sheet and the raw arrays instead of tile files (see `write_outputs`).
+
+    Raises InputError for a bad view, style, layer, head or query (each message says what is accepted).
+    """
+    t0 = time.perf_counter()
+    view = check_view(view)
+    check_style(threshold, alpha, cmap)
+    res = p.at(query, layer)
+    roll = p.rollout(res.query, res.layer) if view == "rollout" else None
+    summary, rows = scores_table(res, head)
+    shrink = sheet_shrink(res) if sheet_only else 1  # the sheet's tiles are drawn small, not drawn then reduced
+    ts = tiles(res, view, rollout=roll, threshold=threshold, alpha=alpha, cmap=cmap, shrink=shrink)
+    out = write_outputs(
+        res, ts, model=p.model, view=view, threshold=threshold, rollout=roll, root=root, sheet_only=sheet_only
+    )
+    qpng = None
+    if with_query_image:
+        qpng = os.path.join(os.path.dirname(out.npz), "query.png")
+        Path(qpng).write_bytes(png_bytes(query_image(res, rollout=roll, alpha=alpha, cmap=cmap)))
+    return Frame(
+        res,
+        out,
+        qpng,
+        details(res, model=p.model, device=p.device),
+        query_label(res),
+        summary,
+        rows,
+        seconds=time.perf_counter() - t0,
+    )

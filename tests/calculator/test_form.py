@@ -1,0 +1,133 @@
+"""attention.calculator.form: the calculator's form labels, presets in the form, text <-> tables."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attention.calculator import attend_from_x
+from attention.calculator.form import (
+    MASK_LABELS,
+    MATRICES,
+    MODE_LABELS,
+    SCALE_LABELS,
+    custom_mask_start,
+    first_matrices,
+    needed,
+    preset_form,
+    readable,
+    run_form,
+    table,
+)
+from attention.calculator.matrices import parse_matrix
+from attention.calculator.presets import PRESETS
+from attention.calculator.report import compute
+from attention.errors import InputError
+
+DIRECT_LABEL, X_LABEL = list(MODE_LABELS)
+
+
+def test_labels_cover_every_setting_run_accepts():
+    for scale in SCALE_LABELS:
+        for mask in MASK_LABELS:
+            r = run_form(
+                {"Q": "1 0; 0 1", "K": "1 0; 0 1", "V": "1; 2"},
+                mode_label=DIRECT_LABEL,
+                scale_label=scale,
+                scale=0.5,
+                mask_label=mask,
+                mask="1 0; 1 1",
+            )
+            assert r.steps.weights.shape == (1, 2, 2)
+
+
+def test_the_mode_decides_which_matrices_are_read():
+    assert needed(DIRECT_LABEL, use_wo=True) == ("Q", "K", "V")
+    assert needed(X_LABEL) == ("X", "W_q", "W_k", "W_v") and needed(X_LABEL, True)[-1] == "W_o"
+    form = {"Q": "1", "K": "1", "V": "5", "X": "not read", "W_q": "", "W_k": "", "W_v": "", "W_o": ""}
+    assert run_form(form, mode_label=DIRECT_LABEL).steps.output.tolist() == [[5.0]]
+
+
+def test_w_o_is_used_only_when_ticked():
+    rng = np.random.default_rng(0)
+    x, wq, wk, wv, wo = (rng.normal(size=(3, 2)), *(rng.normal(size=(2, 2)) for _ in range(3)), 2 * np.eye(2, 3))
+    form = dict(zip(MATRICES["x"], (x, wq, wk, wv, wo)))
+    plain, projected = (run_form(form, mode_label=X_LABEL, use_wo=u).projected for u in (False, True))
+    assert plain.w_o is None and plain.output.shape == (3, 2)
+    np.testing.assert_allclose(projected.output, 2 * np.hstack([plain.output, np.zeros((3, 1))]))
+
+
+def test_unknown_labels_name_the_offered_ones():
+    with pytest.raises(InputError, match="causal"):
+        run_form({"Q": "1", "K": "1", "V": "1"}, mode_label=DIRECT_LABEL, mask_label="diagonal")
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_a_preset_in_the_form_computes_what_the_preset_describes(name):
+    p, f = PRESETS[name], preset_form(PRESETS[name])
+    assert f["description"] == p.description and f["use_wo"] == ("W_o" in p.matrices)
+    r = run_form(
+        f["matrices"],
+        mode_label=f["mode_label"],
+        use_wo=f["use_wo"],
+        heads=f["heads"],
+        scale_label=f["scale_label"],
+        scale=f["scale"],
+        mask_label=f["mask_label"],
+        mask=f["mask"],
+    )
+    expected = compute(
+        p.matrices,
+        mode=p.mode,
+        heads=p.heads,
+        scale_mode=p.scale_mode,
+        scale=p.scale,
+        mask_mode=p.mask_mode,
+        mask=p.mask,
+    )
+    np.testing.assert_allclose(r.steps.weights, expected.steps.weights)
+    if "W_o" in p.matrices:
+        m = p.matrices
+        direct = attend_from_x(m["X"], m["W_q"], m["W_k"], m["W_v"], m["W_o"], heads=p.heads)
+        np.testing.assert_allclose(r.projected.output, direct.output)
+
+
+def test_table_shows_the_numbers_and_numbers_the_columns():
+    a = np.array([[1.0, -0.5, 2e-5], [3.25, 0.0, 7.0]])
+    t = table(a)
+    assert t["headers"] == ["1", "2", "3"] and t["value"][0] == ["1", "-0.5", "0"]
+    np.testing.assert_allclose(parse_matrix(t["value"]), np.round(a, 4))
+
+
+def test_first_matrices_takes_each_name_from_the_first_preset_having_it():
+    start = first_matrices(PRESETS)
+    assert set(start) == {n for ns in MATRICES.values() for n in ns}
+    first = next(iter(PRESETS.values()))
+    for n, a in first.matrices.items():
+        assert start[n] is a
+
+
+def test_readable_keeps_what_parses_and_drops_the_rest():
+    out = readable({"Q": "1 2; 3 4", "K": "1 x", "V": [["1", "2"], ["", ""]], "X": ""})
+    assert set(out) == {"Q", "V"}
+    np.testing.assert_array_equal(out["V"], [[1, 2]])
+
+
+def test_a_custom_mask_starts_from_the_causal_pattern_of_the_current_shapes():
+    custom = "custom 0/1"
+    m = custom_mask_start(custom, "", DIRECT_LABEL, {"Q": "1; 2", "K": "1; 2; 3"})
+    np.testing.assert_array_equal(parse_matrix(m), [[1, 0, 0], [1, 1, 0]])
+    m = custom_mask_start(custom, "  ", X_LABEL, {"X": np.ones((3, 5))})
+    np.testing.assert_array_equal(parse_matrix(m), np.tril(np.ones((3, 3))))
+
+
+@pytest.mark.parametrize(
+    "mask_label, mask, matrices",
+    [
+        ("causal", "", {"Q": "1", "K": "1"}),  # not the custom mask
+        ("custom 0/1", "1 0; 1 1", {"Q": "1", "K": "1"}),  # the visitor's mask is kept
+        ("custom 0/1", "", {"Q": "1 oops", "K": "1"}),  # no shape to start from
+    ],
+)
+def test_no_starting_mask(mask_label, mask, matrices):
+    assert custom_mask_start(mask_label, mask, DIRECT_LABEL, matrices) is None

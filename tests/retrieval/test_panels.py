@@ -1,0 +1,155 @@
+"""What the retrieval tab shows: each section's pictures and JSON agree with the lookup they show."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from attention import retrieval
+from attention.errors import ImageError, InputError
+from attention.retrieval import models, panels
+from attention.retrieval.plots import PAD_GRAY
+
+POOL = retrieval.pools(full=True)
+
+
+def _tile(sheet: np.ndarray, i: int, ncols: int, k: int, pad: int = 2) -> np.ndarray:
+    """Digit i of a padded sheet (make_grid layout), downscaled back to 28 x 28."""
+    r, c = divmod(i, ncols)
+    y, x = k * (pad + r * (28 + pad)), k * (pad + c * (28 + pad))
+    return sheet[y : y + 28 * k : k, x : x + 28 * k : k]
+
+
+@pytest.mark.parametrize("n,ncols,k", [(23, 10, 3), (401, 40, 1)])
+def test_database_sheet_puts_item_i_where_the_note_says(n, ncols, k):
+    sheet, note = panels.database_view(n, 5)
+    db = panels.database(n, 5)
+    for i in (0, 9, 10, n - 1):
+        np.testing.assert_array_equal(_tile(sheet, i, ncols, k), db.images[i])
+    rows = -(-n // ncols)
+    assert sheet.shape == (k * (rows * 30 + 2), k * (ncols * 30 + 2))
+    assert sheet[0, 0] == PAD_GRAY
+    assert f"**{n}**" in note and "seed 5" in note and db.source in note
+    assert f"{len(POOL.train):,}" in note and f"{len(POOL.heldout):,}" in note
+
+
+@pytest.mark.parametrize("n,index", [(7, 6), (50, 0)])
+def test_hard_view_shows_the_one_key_the_query_hits_and_says_the_answer_is_exact(n, index):
+    view = panels.hard_view(n, 42, index, 3)
+    row, info = view.info["row_in_shuffled_store"], view.info
+    assert info["index"] == index and info["order"][row] == index
+    assert info["retrieved_equals_database_image"] is True
+    assert info["label"] == int(panels.database(n, 42).labels[index])
+    k = view.keys.shape[0] // n
+    keys = view.keys[::k, ::k] / 255  # the key matrix shown, one row per store row
+    np.testing.assert_array_equal(keys, np.eye(n)[info["order"]])
+    assert keys[row, index] == 1 and keys[:, index].sum() == 1
+    assert f"row {row}" in view.figure.axes[0].get_title()
+
+
+@pytest.mark.parametrize("scale", [0.0, 3.0])
+def test_soft_view_info_is_a_weighting_and_its_image_is_the_weighted_average(scale):
+    view = panels.soft_view(40, 1, 8, 2, scale)
+    w = np.array(view.info["weights"])
+    assert len(w) == 40 and w.sum() == pytest.approx(1.0) and view.info["sum"] == pytest.approx(1.0)
+    assert view.info["argmax"] == int(np.argmax(w)) and view.info["max_weight"] == w.max()
+    assert 1.0 <= view.info["effective_items"] <= 40
+    if scale == 0:
+        assert view.info["effective_items"] == pytest.approx(40)  # equal weights: all items count
+    average = w @ panels.database(40, 1).images.reshape(40, -1).astype(float)
+    k = panels.DIGIT_SCALE
+    np.testing.assert_allclose(view.retrieved[::k, ::k].ravel(), average, atol=0.51)
+
+
+def test_many_view_shows_one_retrieval_per_query_row_by_row():
+    grid, info = panels.many_view(30, 2, 8, 1, 2.0, 10)
+    lk = retrieval.multi_lookup(panels.database(30, 2), 10, 8, 1, 2.0)
+    assert info["num_q"] == 10 and np.allclose(info["sums"], 1)
+    np.testing.assert_allclose(info["max_weights"], lk.weights.max(1))
+    for q in (0, 7, 8, 9):  # 8 a row: query 8 starts the second row
+        np.testing.assert_array_equal(_tile(grid, q, 8, 3), lk.retrieved_images()[q])
+
+
+def _visitor_copy(name: str, seed: int) -> panels.Retrained:
+    """A visitor's state holding an untrained copy of `name`, initialised from `seed`."""
+    config = models.load(name)[1]
+    torch.manual_seed(seed)
+    return {name: (config, models.build(config).state_dict())}
+
+
+def test_models_chooser_gives_each_visitor_their_own_copy_and_everyone_else_the_shipped_ones():
+    mine, theirs = _visitor_copy("lab", 1), _visitor_copy("lab", 2)
+    shipped = {name: models.load(name)[0] for name in models.MODEL_NAMES}
+    for state in (None, {}):
+        assert panels.models_for(state) == {n: (m, panels.SHIPPED) for n, m in shipped.items()}
+    chosen = panels.models_for(mine)
+    assert chosen["lab"][1] == panels.MINE and chosen["cnn"] == (shipped["cnn"], panels.SHIPPED)
+    assert not chosen["lab"][0].training
+    for key, value in chosen["lab"][0].state_dict().items():
+        assert torch.equal(value, mine["lab"][1][key])
+    other = panels.models_for(theirs)["lab"][0]
+    assert not torch.equal(other.embedding.weight, chosen["lab"][0].embedding.weight)
+    assert not torch.equal(shipped["lab"].embedding.weight, chosen["lab"][0].embedding.weight)
+
+
+def test_trained_view_captions_and_plots_agree_with_its_json():
+    out = panels.trained_view(60, 3, 5, _visitor_copy("lab", 1))
+    names = models.MODEL_NAMES
+    assert list(out.models) == list(names)
+    info = out.info
+    query, label = retrieval.heldout_query(5, POOL)
+    np.testing.assert_array_equal(out.query[:: panels.DIGIT_SCALE, :: panels.DIGIT_SCALE], query)
+    assert info["query_label"] == label
+    db = panels.database(60, 3)
+    for name in names:
+        _retrieved, fig, gallery = out.models[name]
+        top = info[name]["top10"]
+        assert info[name]["origin"] == (panels.MINE if name == "lab" else panels.SHIPPED)
+        assert [c for _, c in gallery] == [f"#{r + 1} · {m['label']} · {m['weight']:.2f}" for r, m in enumerate(top)]
+        for (img, _), m in zip(gallery, top):
+            np.testing.assert_array_equal(img[:: panels.MATCH_SCALE, :: panels.MATCH_SCALE], db.images[m["position"]])
+        assert fig.axes[0].get_title().startswith(f"{name} ({info[name]['origin']})")
+
+
+def test_a_sketch_is_the_same_query_as_a_bare_image_or_an_editor_value():
+    q, _ = retrieval.heldout_query(3, POOL)
+    drawing = np.kron(255 - q, np.ones((8, 8), np.uint8))  # dark ink on white, 224 x 224
+    bare, editor = panels.sketch_view(40, 1, drawing), panels.sketch_view(40, 1, {"composite": drawing, "layers": []})
+    np.testing.assert_array_equal(bare[0], editor[0])
+    assert bare[-1] == editor[-1] and bare[-1]["query_label"] is None
+    with pytest.raises(ImageError, match="empty"):
+        panels.sketch_view(40, 1, {"composite": None})
+
+
+def test_random_heldout_index_is_seedable_and_in_range():
+    picks = [panels.random_heldout_index(random.Random(s)) for s in range(200)]
+    assert picks == [panels.random_heldout_index(random.Random(s)) for s in range(200)]
+    count = panels.heldout_count()
+    assert count == len(POOL.heldout)
+    assert all(0 <= p < count for p in picks) and max(picks) > 0.9 * count  # spans the whole held-out part
+
+
+def test_retrain_streams_progress_then_returns_a_new_state_and_leaves_the_old_one_alone():
+    before = _visitor_copy("cnn", 4)
+    calls = []
+    updates = list(panels.retrain("lab", 1, 3, before, on_step=lambda step, total: calls.append((step, total))))
+    total = calls[-1][1]
+    assert [s for s, _ in calls] == list(range(1, total + 1))
+    *streamed, (final_msg, final_fig, state) = updates
+    assert len(streamed) == total // 10 + (total % 10 > 0)
+    assert all(fig is not None and st is None for _, fig, st in streamed)
+    assert "Done" in final_msg and final_fig is None
+    assert set(before) == {"cnn"} and set(state) == {"cnn", "lab"} and state["cnn"] is before["cnn"]
+    assert state["lab"][0]["epochs"] == 1 and state["lab"][0]["seed"] == 3
+    assert panels.models_for(state)["lab"][1] == panels.MINE
+
+
+@pytest.mark.parametrize(
+    "args,words", [(("lab", 6, 1), "1 to 5"), (("lab", 1, -1), "training seed"), (("vit", 1, 1), "lab")]
+)
+def test_retrain_refuses_bad_arguments_before_training(args, words):
+    with pytest.raises(InputError, match=words):
+        next(panels.retrain(*args, None, on_step=lambda *a: pytest.fail("trained anyway")))

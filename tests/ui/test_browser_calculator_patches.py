@@ -1,0 +1,36 @@
+"""The calculator tab in Chromium: a preset fills the form, and a click on the patch grid chooses a patch."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.ui.test_browser_vit import click_image_at
+
+
+@pytest.mark.browser
+def test_a_preset_fills_the_form_and_recalculates(page):
+    pg = page
+    pg.get_by_role("tab", name="Q/K/V calculator").click()
+    pg.wait_for_selector("#qkv-report .qkv-card")
+    pg.locator("#qkv-preset input").click()
+    pg.get_by_role("option", name="Two heads with an output projection").click()
+    pg.locator("#qkv-report h4", has_text="6. Output projection").wait_for()
+    assert pg.locator("#qkv-use-wo input").is_checked() and pg.locator("#qkv-heads input").input_value() == "2"
+    assert "MultiheadAttention" in pg.locator("#qkv-checks").inner_text()
+
+
+@pytest.mark.browser
+def test_clicking_the_patch_grid_chooses_the_patch_under_the_pointer(page):
+    pg = page
+    pg.get_by_role("tab", name="Q/K/V calculator").click()
+    grid = pg.locator("#qkv-patch-grid img")
+    grid.scroll_into_view_if_needed()
+    info = pg.locator("#qkv-patch-info")
+    rows, cols = map(int, re.search(r"(\d+) x (\d+) = \d+ patches", info.inner_text()).groups())
+    click_image_at(pg, "#qkv-patch-grid img", 0.99, 0.01)  # top right
+    info.get_by_text(f"#{cols - 1} (row 1, column {cols})").wait_for()
+    assert pg.locator("#qkv-patch-index input").first.input_value() == str(cols - 1)
+    click_image_at(pg, "#qkv-patch-grid img", 0.01, 0.99)  # bottom left
+    info.get_by_text(f"#{(rows - 1) * cols} (row {rows}, column 1)").wait_for()

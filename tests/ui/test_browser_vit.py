@@ -1,0 +1,65 @@
+"""In a real browser: the ViT tab offline. Run a digit example on mnist_vit, click a patch to
+make it the query and see the maps change, switch to the rollout view."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import screenshot
+
+
+def click_image_at(page, selector: str, fx: float, fy: float) -> None:
+    """Click at fractions (fx, fy) of the picture shown in an <img> (object-fit: contain)."""
+    img = page.locator(selector)
+    page.wait_for_function(  # the picture is loaded (natural size known)
+        "s => { const e = document.querySelector(s); return e && e.complete && e.naturalWidth > 0 }", arg=selector
+    )
+    w, h, nw, nh = img.evaluate("e => [e.clientWidth, e.clientHeight, e.naturalWidth, e.naturalHeight]")
+    s = min(w / nw, h / nh)
+    x0, y0 = (w - nw * s) / 2, (h - nh * s) / 2
+    img.click(position={"x": x0 + fx * nw * s, "y": y0 + fy * nh * s})
+
+
+def gallery_srcs(page) -> list[str]:
+    return page.locator("#vit-gallery img").evaluate_all("els => els.map(e => e.src)")
+
+
+@pytest.mark.browser
+def test_digit_example_click_a_patch_then_rollout(page):
+    page.locator("#vit-notice").get_by_text("Offline").wait_for()  # says why mnist_vit is the default
+    page.locator("#vit-digit-examples").get_by_role("button").nth(3).click()  # digit 3
+    page.locator("#vit-gallery").get_by_text("mean of heads").first.wait_for()
+    page.locator("#vit-details").get_by_text("mnist_vit").wait_for()
+    assert page.locator("#vit-gallery img").count() >= 5
+    before = gallery_srcs(page)
+    screenshot(page, "vit_digit")
+
+    click_image_at(page, "#vit-query-image img", 0.8, 0.3)
+    page.locator("#vit-query-label").get_by_text(re.compile(r"patch \(row \d, col \d\)")).wait_for()
+    page.wait_for_function(
+        "b => [...document.querySelectorAll('#vit-gallery img')].map(e => e.src).join() != b", arg=",".join(before)
+    )
+    assert gallery_srcs(page) != before
+    label = page.locator("#vit-query-label").inner_text()
+    r, c = map(int, re.search(r"row (\d), col (\d)", label).groups())
+    assert (r, c) == (2, 5)  # 0.3 and 0.8 of a 7x7 grid
+    assert page.locator("#vit-qrow input").input_value() == "2"
+    screenshot(page, "vit_patch_query")
+
+    page.locator("#vit-view").get_by_text("Rollout").click()
+    page.locator("#vit-gallery").get_by_text(re.compile("rollout through layers")).first.wait_for()
+    assert page.locator("#vit-gallery img").count() == 1
+    assert "row 2, col 5" in page.locator("#vit-query-label").inner_text()  # the query is kept
+    assert page.get_by_test_id("toast-body").count() == 0  # no error anywhere
+    screenshot(page, "vit_rollout")
+
+    page.get_by_text("Compare with a second model").click()
+    pick = page.locator("#vit-compare input")
+    pick.fill("mnist_vit")
+    pick.press("Enter")
+    page.locator("#vit-compare-details").get_by_text("mnist_vit").wait_for()
+    page.locator("#vit-compare-gallery").get_by_text(re.compile("rollout through layers")).first.wait_for()
+    assert page.get_by_test_id("toast-body").count() == 0
+    screenshot(page, "vit_compare")

@@ -1,0 +1,39 @@
+"""The shared UI pieces: inputs hand values as sent, and importing the app writes nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import gradio as gr
+
+from attention.ui import components
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_inputs_are_gradios_components_that_pass_values_as_sent():
+    s = components.slider(0, 7, value=3, step=1)
+    assert isinstance(s, gr.Slider) and s.get_block_name() == "slider"
+    assert s.preprocess(100) == 100 and s.preprocess(7.5) == 7.5  # the package's check judges it
+    copy = type(s)(**{**s.constructor_args, "maximum": 3})  # what Gradio builds after a gr.update
+    assert copy.preprocess(100) == 100
+    n = components.number(value=1, precision=0)
+    assert n.preprocess("abc") == "abc" and n.get_block_name() == "number"
+
+
+def test_importing_the_app_writes_no_stub_files():
+    before = set(ROOT.rglob("*.pyi"))
+    subprocess.run([sys.executable, "-c", "import app"], cwd=ROOT, check=True, timeout=120)
+    assert set(ROOT.rglob("*.pyi")) == before == set()
+
+
+def test_each_input_is_drawn_by_its_bases_frontend_component():
+    for ours, base in (
+        (components.sketchpad(), gr.Sketchpad()),
+        (components.image_path(), gr.Image()),
+        (components.slider(), gr.Slider()),
+        (components.number(), gr.Number()),
+    ):
+        assert ours.get_block_name() == base.get_block_name()

@@ -1,0 +1,221 @@
+"""Spec of the ViT tab's API, `/attention_maps`, through gradio_client on the app launched
+in-process (offline: HF_HUB_OFFLINE=1, so the app's default model is the shipped mnist_vit)."""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gradio_client import handle_file
+from gradio_client.exceptions import AppError
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[2]
+DIGIT = str(ROOT / "examples" / "digits" / "digit_3.png")
+PHOTO = str(ROOT / "examples" / "photos" / "chelsea.jpg")
+
+
+def maps(client, image=DIGIT, **kw):
+    """Call /attention_maps; returns (the sheet PNG path, the info dict, np.load of the .npz)."""
+    sheet, npz, info = client.predict(handle_file(image), **kw, api_name="/attention_maps")
+    return sheet, info, np.load(npz)
+
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory):
+    """Every bad upload the issue lists, written as files."""
+    d = tmp_path_factory.mktemp("bad")
+    (d / "notes.txt").write_text("this is not an image")
+    buf = io.BytesIO()
+    Image.open(PHOTO).save(buf, "JPEG")
+    (d / "truncated.jpg").write_bytes(buf.getvalue()[: len(buf.getvalue()) // 3])
+    Image.new("RGB", (1, 1), (200, 10, 10)).save(d / "one_pixel.png")
+    # a 20000x20000 PNG header with a tiny body: must be refused from the header, never decoded
+    ihdr = struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0)
+    (d / "bomb.png").write_bytes(
+        b"\x89PNG\r\n\x1a\n"
+        + png_chunk(b"IHDR", ihdr)
+        + png_chunk(b"IDAT", zlib.compress(b"\x00" * 20001 * 4))
+        + png_chunk(b"IEND", b"")
+    )
+    return d
+
+
+def test_the_endpoint_is_documented_with_defaults_after_image(client):
+    info = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/attention_maps"]
+    params = [(p["parameter_name"], p["parameter_has_default"], p["parameter_default"]) for p in info["parameters"]]
+    assert [p[0] for p in params] == [
+        "image",
+        "model",
+        "layer",
+        "resolution",
+        "view",
+        "threshold",
+        "query_row",
+        "query_col",
+    ]
+    assert not params[0][1] and all(p[1] for p in params[1:])
+    defaults = {p[0]: p[2] for p in params}
+    assert defaults["model"] == "mnist_vit"  # offline start-up choice
+    assert (defaults["layer"], defaults["resolution"], defaults["view"], defaults["threshold"]) == (
+        -1,
+        "auto",
+        "heads",
+        0.6,
+    )
+    assert defaults["query_row"] is None and defaults["query_col"] is None
+
+
+def test_default_call_returns_a_sheet_of_head_overlays_the_raw_maps_and_the_facts(client):
+    sheet, info, d = maps(client)
+    tiles = info["tiles"]
+    assert len(tiles) == 4 + 1  # 4 heads, then their mean
+    assert [t["caption"].split(" · ")[0] for t in tiles] == ["head 0", "head 1", "head 2", "head 3", "mean of heads"]
+    img = Image.open(sheet)  # the 224 px tiles (28 px shown 8x) in rows of 4, captioned
+    assert img.format == "PNG" and img.size == (4 * (224 + 4) + 4, 2 * (224 + 14 + 4) + 4)
+    assert info["model"] == "mnist_vit" and info["grid"] == [7, 7] and info["patch_size"] == 4
+    assert (info["layer"], info["num_layers"], info["num_heads"], info["query"]) == (3, 4, 4, "cls")
+    assert info["tokens"] == 50 and info["device"] == "cpu" and info["forward_ms"] > 0 and info["render_ms"] > 0
+    assert d["maps"].dtype == np.float32 and d["maps"].shape == (4, 7, 7) and d["image"].shape == (28, 28, 3)
+    np.testing.assert_allclose(d["maps"].mean(0), d["mean"], rtol=1e-6)
+    assert d["layers"].shape == (4, 4, 7, 7) and int(d["layer"]) == 3
+    assert d["query"].tolist() == [-1, -1] and str(d["model"]) == "mnist_vit"
+    assert not [n for n in d.files if n.startswith("png/")]  # the arrays alone: the overlays are the sheet
+
+
+def test_a_client_given_one_tls_context_loads_no_certificates_per_call(app_url, client, monkeypatch):
+    """The README's speed tip: gradio_client hands `ssl_verify` to httpx, which takes an SSLContext,
+    so one context serves every request of every call instead of the CA bundle loaded per request."""
+    import ssl
+
+    from gradio_client import Client
+
+    fast = Client(app_url, verbose=False, ssl_verify=ssl.create_default_context())
+    loads = []
+    real = ssl.SSLContext.load_verify_locations
+    monkeypatch.setattr(
+        ssl.SSLContext, "load_verify_locations", lambda self, *a, **k: loads.append(1) or real(self, *a, **k)
+    )
+    _, info, d = maps(fast, query_row=3, query_col=4)
+    assert loads == [] and info["query"] == [3, 4]
+    _, _, default = maps(client, query_row=3, query_col=4)
+    assert len(loads) >= 3  # the default client: upload, join, stream, download each load the CA bundle
+    np.testing.assert_array_equal(d["maps"], default["maps"])
+
+
+def test_a_patch_query_returns_other_maps_than_cls(client):
+    _, _, cls = maps(client, layer=1)
+    _, info, patch = maps(client, layer=1, query_row=3, query_col=4)
+    assert patch["query"].tolist() == [3, 4] and int(patch["layer"]) == 1 and info["query"] == [3, 4]
+    assert cls["maps"].shape == patch["maps"].shape
+    assert np.abs(cls["maps"] - patch["maps"]).max() > 1e-3
+    np.testing.assert_allclose(patch["weights"].sum(-1), 1, rtol=1e-4)
+
+
+def test_rollout_of_a_patch_query_differs_from_the_cls_rollout(client):
+    _, _, cls = maps(client, view="rollout")
+    _, info, patch = maps(client, view="Rollout", query_row=1, query_col=5)  # the view's label works too
+    assert info["view"] == "rollout" and patch["rollout"].shape == cls["rollout"].shape == (7, 7)
+    assert np.abs(cls["rollout"] - patch["rollout"]).max() > 1e-3
+
+
+@pytest.mark.parametrize("view, n", [("mean", 1), ("rollout", 1), ("masks", 4)])
+def test_each_view(client, view, n):
+    _, info, d = maps(client, view=view, threshold=0.5)
+    assert len(info["tiles"]) == n and str(d["view"]) == view == info["view"]
+    assert ("rollout" in d.files) == (view == "rollout")
+    if view == "masks":
+        assert d["masks"].shape == (4, 7, 7) and all("hold 50%" in t["caption"] for t in info["tiles"])
+
+
+def test_resolution_changes_the_grid(client):
+    _, _, d = maps(client, resolution="56")
+    assert d["maps"].shape == (4, 14, 14) and d["image"].shape == (56, 56, 3)
+
+
+@pytest.mark.parametrize("mode", ["CMYK", "I;16", "RGBA", "L", "P"])
+def test_any_image_mode_is_accepted(client, tmp_path, mode):
+    digit = Image.open(DIGIT).convert("L")
+    if mode == "I;16":
+        img = Image.fromarray(np.asarray(digit).astype(np.uint16) * 257)
+    elif mode == "RGBA":
+        img = digit.convert("RGBA")
+        img.putalpha(200)
+    else:
+        img = digit.convert(mode)
+    path = tmp_path / f"digit.{'jpg' if mode == 'CMYK' else 'png'}"
+    img.save(path)
+    assert Image.open(path).mode.startswith(mode[:3])
+    _, info, d = maps(client, image=str(path))
+    assert len(info["tiles"]) == 5 and d["maps"].shape == (4, 7, 7)
+
+
+@pytest.mark.parametrize(
+    "case, fragment",
+    [
+        ("notes.txt", "not an image PIL can read"),
+        ("truncated.jpg", "truncated or corrupt"),
+        ("one_pixel.png", "smaller than one 4x4 patch"),
+        ("bomb.png", "over the limit"),
+        (dict(model="no_such_vit"), "Unknown model 'no_such_vit'"),
+        (dict(model="dino_vits16"), "HF_HUB_OFFLINE"),  # weights not cached, offline
+        (dict(layer=4), "Layer 4 is out of range; this model has 4 layers"),
+        (dict(layer=1.5), "whole number"),
+        (dict(resolution="huge"), "Resolution 'huge' is not accepted"),
+        (dict(resolution="100000"), "out of range"),
+        (dict(view="cube"), "Unknown view 'cube'"),
+        (dict(threshold=0), "Threshold 0"),
+        (dict(query_row=2), "Give both query_row and query_col"),
+        (dict(query_row=9, query_col=0), "off the 7x7 grid"),
+    ],
+)
+def test_bad_input_gets_a_clear_message_and_the_server_serves_the_next_request(client, bad_files, case, fragment):
+    kw = case if isinstance(case, dict) else {}
+    image = DIGIT if isinstance(case, dict) else str(bad_files / case)
+    with pytest.raises(AppError) as e:
+        client.predict(handle_file(image), **kw, api_name="/attention_maps")
+    assert fragment in str(e.value), str(e.value)
+    assert "Traceback" not in str(e.value)
+    _, info, d = maps(client)  # still serving
+    assert len(info["tiles"]) == 5
+
+
+def test_the_queue_looks_for_jobs_every_10_ms_and_a_bad_setting_is_named(app_url):
+    import app
+
+    assert app.demo._queue.sleep_when_free == app.QUEUE_POLL == 0.01  # Gradio's 1 ms loop costs torch CPU here
+    env = {**os.environ, "ATTENTION_QUEUE_POLL": "soon", "HF_HUB_OFFLINE": "1"}
+    r = subprocess.run(
+        [sys.executable, "-c", "import app"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 1 and "ATTENTION_QUEUE_POLL='soon' is not accepted; expected a float >= 0" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_a_request_over_the_compute_budget_is_refused_at_once_naming_what_fits(client, monkeypatch):
+    import dataclasses
+    import time
+
+    from attention.vit import session
+
+    monkeypatch.setattr(session, "SETTINGS", dataclasses.replace(session.SETTINGS, gflop_cpu=2.0))
+    t0 = time.perf_counter()
+    with pytest.raises(AppError) as e:
+        client.predict(handle_file(PHOTO), model="mnist_vit", resolution="2000", api_name="/attention_maps")
+    assert time.perf_counter() - t0 < 1.0
+    msg = str(e.value)
+    assert "over this server's budget of 2 GFLOP per pass on cpu" in msg and "largest resolution that fits" in msg
+    best = int(msg.split("image is ")[1].split(" px")[0])
+    _, info, _ = maps(client, PHOTO, model="mnist_vit", resolution=str(best))  # what it names runs
+    assert info["grid"]

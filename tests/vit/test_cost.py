@@ -1,0 +1,51 @@
+"""Spec of attention.vit.cost: a forward pass's compute is estimated before it runs, and a request
+over the budget is refused at once with the largest resolution that fits."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import timm
+
+from attention.errors import BudgetError
+from attention.vit.cost import check_budget, forward_gflop, largest_resolution, patch_tokens
+from attention.vit.extract import attention_maps
+from attention.vit.models import load_vit
+
+
+def test_the_estimate_counts_projections_mlp_and_the_quadratic_attention():
+    model = timm.create_model("vit_small_patch16_224", pretrained=False, num_classes=0)  # D 384, M 1536, 12 blocks
+    n, d, m = 197, 384, 1536
+    block = 2 * n * (4 * d * d + 2 * d * m) + 4 * n * n * d
+    assert forward_gflop(model, 196) == pytest.approx((12 * block + 2 * 196 * 3 * 256 * d) / 1e9)
+    # attention dominates at large token counts: 4x the tokens costs far more than 4x
+    assert forward_gflop(model, 16_384) > 8 * forward_gflop(model, 4_096)
+
+
+def test_the_largest_fitting_resolution_fits_and_one_more_pixel_does_not():
+    model = load_vit("mnist_vit", device="cpu")
+    size, budget = (300, 200), 2.0
+    best = largest_resolution(model, size, budget)
+    assert best is not None
+    assert forward_gflop(model, patch_tokens(size, 4, best)) <= budget
+    assert forward_gflop(model, patch_tokens(size, 4, best + 4)) > budget
+    assert check_budget(model, size, best, budget) <= budget
+
+
+def test_a_pass_over_budget_is_refused_at_once_naming_what_fits():
+    model = load_vit("mnist_vit", device="cpu")
+    t0 = time.perf_counter()
+    with pytest.raises(BudgetError) as e:
+        attention_maps(model, _photo(), resolution=2000, max_gflop=2.0)
+    assert time.perf_counter() - t0 < 1.0
+    msg = str(e.value)
+    best = largest_resolution(model, (300, 200), 2.0)
+    assert f"largest resolution that fits this 300x200 image is {best} px" in msg and "budget of 2 GFLOP" in msg
+    assert attention_maps(model, _photo(), resolution=best, max_gflop=2.0).grid  # what it names does run
+
+
+def _photo():
+    import numpy as np
+
+    return (np.random.default_rng(0).random((200, 300, 3)) * 255).astype("uint8")

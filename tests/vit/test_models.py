@@ -1,0 +1,182 @@
+"""Spec of attention.vit.models: the registry, load_vit through the real timm + huggingface-hub
+path (offline, from a temporary HF cache in the Hub's layout), caching, and clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import timm
+import torch
+from safetensors.torch import save
+
+from attention import mnist
+from attention.errors import ModelLoadError
+from attention.vit.models import (
+    REGISTRY,
+    available,
+    default_device,
+    default_resolution,
+    is_cached,
+    load_vit,
+    resolve,
+)
+from tests.hub_cache import add_to_hub_cache
+
+TINY = {  # a timm hub config.json: a 2-layer ViT with patch 8
+    "architecture": "vit_tiny_patch16_224",
+    "num_classes": 0,
+    "model_args": {"embed_dim": 32, "depth": 2, "num_heads": 2, "img_size": 32, "patch_size": 8},
+    "pretrained_cfg": {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25], "input_size": [3, 32, 32], "num_classes": 0},
+}
+
+
+@pytest.fixture
+def hub_cache(tmp_path, monkeypatch):
+    """A fresh HF_HOME; `add(repo, files)` puts files into its hub cache exactly as a download would
+    (blobs named by hash, snapshot symlinks, refs/main: `add_to_hub_cache`). HF_HUB_OFFLINE=1 stays set."""
+    from huggingface_hub import constants
+
+    from attention.vit import models
+
+    home = tmp_path / "hf_home"
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setattr(constants, "HF_HOME", str(home))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
+    assert constants.HF_HUB_OFFLINE
+    models.clear_cache()
+
+    def add(repo: str, files: dict[str, bytes]) -> None:
+        snap = add_to_hub_cache(repo, files)
+        assert snap.parent.parent == home / "hub" / f"models--{repo.replace('/', '--')}"
+
+    yield add
+    models.clear_cache()
+
+
+def _safetensors_bytes(model: torch.nn.Module) -> bytes:
+    return save({k: v.contiguous() for k, v in model.state_dict().items()})
+
+
+def test_registry_has_the_documented_aliases():
+    assert {
+        "dino_vits16",
+        "dino_vits8",
+        "dino_vitb16",
+        "dino_vitb8",
+        "dinov2_vits14",
+        "dinov2_vits14_reg",
+        "mnist_vit",
+    } <= set(REGISTRY)
+    assert resolve("dino_vits16")[0] == "vit_small_patch16_224.dino"
+    assert resolve("dinov2_vits14_reg")[0] == "vit_small_patch14_reg4_dinov2.lvd142m"
+    assert resolve("hf-hub:org/repo") == ("hf-hub:org/repo", None)
+
+
+def test_hf_hub_model_loads_offline_from_the_cache(hub_cache):
+    ref = timm.create_model(TINY["architecture"], pretrained=False, num_classes=0, **TINY["model_args"])
+    hub_cache(
+        "testorg/tiny-vit", {"config.json": json.dumps(TINY).encode(), "model.safetensors": _safetensors_bytes(ref)}
+    )
+    model = load_vit("hf-hub:testorg/tiny-vit", device="cpu")
+    assert not model.training and len(model.blocks) == 2
+    assert model.pretrained_cfg["std"] == (0.25, 0.25, 0.25) or list(model.pretrained_cfg["std"]) == [0.25] * 3
+    for k, v in ref.state_dict().items():  # the cached weights, not a random init
+        if k in model.state_dict():
+            torch.testing.assert_close(model.state_dict()[k], v)
+    assert load_vit("hf-hub:testorg/tiny-vit", device="cpu") is model  # cached: never loads twice
+    out = model.forward_features(torch.randn(1, 3, 48, 64))  # any image size (pos-embed interpolated)
+    assert out.shape == (1, 1 + 6 * 8, 32)
+
+
+def test_default_alias_loads_through_timm_tag_offline(hub_cache):
+    """`dino_vits16` goes timm `vit_small_patch16_224.dino` -> hub repo timm/vit_small_patch16_224.dino."""
+    ref = timm.create_model("vit_small_patch16_224.dino", pretrained=False, num_classes=0)
+    hub_cache("timm/vit_small_patch16_224.dino", {"model.safetensors": _safetensors_bytes(ref)})
+    assert is_cached("dino_vits16") and available("dino_vits16")
+    model = load_vit("dino_vits16", device="cpu")
+    torch.testing.assert_close(model.blocks[3].attn.qkv.weight, ref.blocks[3].attn.qkv.weight)
+    assert default_resolution(model) == 480
+
+
+def test_empty_cache_offline_gives_a_clear_error(hub_cache):
+    assert not available("dino_vits16")
+    with pytest.raises(ModelLoadError) as e:
+        load_vit("dino_vits16", device="cpu")
+    msg = str(e.value)
+    assert "timm/vit_small_patch16_224.dino" in msg and "HF_HUB_OFFLINE" in msg
+    assert "hf download" in msg and "mnist_vit" in msg
+
+
+def test_corrupt_cached_weights_give_a_clear_error(hub_cache):
+    hub_cache("testorg/broken", {"config.json": json.dumps(TINY).encode(), "model.safetensors": b"not safetensors"})
+    with pytest.raises(ModelLoadError, match="testorg/broken"):
+        load_vit("hf-hub:testorg/broken", device="cpu")
+
+
+@pytest.mark.parametrize(
+    "name, fragment", [("nope_model", "Unknown model"), ("", "Unknown model"), ("resnet18", "not a plain ViT")]
+)
+def test_unknown_or_unsupported_names_are_refused_without_network(name, fragment):
+    with pytest.raises(ModelLoadError, match=fragment) as e:
+        load_vit(name, device="cpu")
+    assert "dino_vits16" in str(e.value)  # says what is accepted
+
+
+def test_device_is_cuda_when_present_else_cpu():
+    assert default_device().type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_mnist_vit_ships_and_classifies_heldout_digits():
+    model = load_vit("mnist_vit", device="cpu")
+    assert default_resolution(model) == 28 and model.patch_embed.patch_size == (4, 4)
+    d = mnist.load_subset()
+    _, held = mnist.split(len(d))
+    x = (torch.from_numpy(d.images[held]).float()[:, None] / 255 - mnist.MEAN) / mnist.STD
+    with torch.no_grad():
+        acc = (model(x).argmax(-1).numpy() == d.labels[held]).mean()
+    assert acc >= 0.95, acc
+
+
+def test_is_loaded_follows_the_cache_without_loading():
+    from attention.vit import models
+
+    models.clear_cache()
+    assert not models.is_loaded("mnist_vit") and not models.is_loaded("no_such_model")
+    load_vit("mnist_vit", device="cpu")
+    assert models.is_loaded("mnist_vit")
+
+
+def test_at_most_max_models_stay_resident_least_recently_used_out_first(hub_cache, monkeypatch):
+    import dataclasses
+
+    from attention.vit import models
+
+    monkeypatch.setattr(models, "SETTINGS", dataclasses.replace(models.SETTINGS, max_models=2))
+    ref = timm.create_model(TINY["architecture"], pretrained=False, num_classes=0, **TINY["model_args"])
+    for repo in ("testorg/a", "testorg/b"):
+        hub_cache(repo, {"config.json": json.dumps(TINY).encode(), "model.safetensors": _safetensors_bytes(ref)})
+    a = load_vit("hf-hub:testorg/a", device="cpu")
+    load_vit("mnist_vit", device="cpu")
+    assert load_vit("hf-hub:testorg/a", device="cpu") is a  # used again: now the most recent
+    load_vit("hf-hub:testorg/b", device="cpu")  # a third: mnist_vit, the least recently used, goes
+    assert models.is_loaded("hf-hub:testorg/a") and models.is_loaded("hf-hub:testorg/b")
+    assert not models.is_loaded("mnist_vit")
+
+
+def test_a_shared_server_offers_the_registry_and_cached_models_and_downloads_only_when_allowed(hub_cache):
+    from attention.vit.models import check_allowed
+
+    assert check_allowed("mnist_vit") == "mnist_vit" and check_allowed(" dino_vits16 ") == "dino_vits16"
+    with pytest.raises(ModelLoadError, match="not offered by this server.*ATTENTION_ALLOW_DOWNLOADS=1"):
+        check_allowed("hf-hub:someone/big-model", allow_downloads=False)
+    assert check_allowed("hf-hub:someone/big-model", allow_downloads=True)
+    hub_cache("testorg/tiny-vit", {"config.json": json.dumps(TINY).encode(), "model.safetensors": b"x"})
+    assert check_allowed("hf-hub:testorg/tiny-vit", allow_downloads=False)  # already on disk
+
+
+@pytest.mark.parametrize("name", ["hf-hub:../../etc", "hf-hub:x/y@main", "hf-hub:a b/c", "hf-hub:x//y"])
+def test_malformed_hub_ids_are_refused_before_any_lookup(name):
+    with pytest.raises(ModelLoadError, match="not a Hugging Face repo id; accepted: 'hf-hub:org/repo'"):
+        resolve(name)
+    assert not available(name)

@@ -1,0 +1,148 @@
+"""Spec of attention.vit.views: tiles per view, the clickable query image, scores vs weights,
+the legend and the frame of one view (its files: test_outputs.py). Offline, mnist_vit."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from attention.errors import InputError
+from attention.render import colormap
+from attention.vit import session, views
+from attention.vit.extract import threshold_masks
+from tests.conftest import DIGIT
+
+CYAN = np.array(views.QUERY_COLOR, np.uint8)
+
+
+def cyan_box(img: np.ndarray) -> tuple[int, int, int, int] | None:
+    """Bounding box (y0, x0, y1, x1) of the cyan query mark, or None."""
+    ys, xs = np.nonzero((img == CYAN).all(-1))
+    return None if ys.size == 0 else (ys.min(), xs.min(), ys.max(), xs.max())
+
+
+@pytest.mark.parametrize("view, count", [("heads", 5), ("mean", 1), ("rollout", 1), ("masks", 4)])
+def test_each_view_gives_its_tiles_enlarged_for_small_images(digit_pass, view, count):
+    res = digit_pass.at((1, 5), -1)
+    roll = digit_pass.rollout((1, 5), -1) if view == "rollout" else None
+    ts = views.tiles(res, view, rollout=roll)
+    assert len(ts) == count and len({t.name for t in ts}) == count
+    assert views.display_scale(res) == 8  # 28 px -> 224 px
+    for t in ts:
+        assert t.image.shape == (224, 224, 3) and t.image.dtype == np.uint8 and t.caption
+        assert cyan_box(t.image) == (8 * 4, 5 * 32, 2 * 32 - 1, 6 * 32 - 1)  # row 1, col 5, 32 px patches
+
+
+def test_heads_tiles_show_each_heads_map_and_the_cls_query_is_not_marked(digit_pass):
+    res = digit_pass.at("cls", -1)
+    ts = views.tiles(res, "heads", alpha=1.0, cmap="gray")
+    for h, t in enumerate(ts[:-1]):  # alpha 1: the tile is the map itself, patch by patch
+        cell = t.image[::32, ::32, 0].astype(float)
+        m = res.maps[h]
+        expect = np.round((m - m.min()) / (m.max() - m.min()) * 255)
+        np.testing.assert_allclose(cell, expect, atol=1)
+        assert cyan_box(t.image) is None
+    assert ts[-1].name == "mean" and "CLS" in ts[0].caption
+
+
+def test_masks_keep_the_threshold_share(digit_pass):
+    res = digit_pass.at("cls", -1)
+    loose, tight = views.tiles(res, "masks", threshold=0.9), views.tiles(res, "masks", threshold=0.2)
+    n_loose = [int(t.caption.split(" · ")[1].split("/")[0]) for t in loose]
+    n_tight = [int(t.caption.split(" · ")[1].split("/")[0]) for t in tight]
+    assert all(a > b for a, b in zip(n_loose, n_tight))
+    masks = threshold_masks(res.maps, 0.9)
+    for t, m, n in zip(loose, masks, n_loose):
+        tinted = t.image[16::32, 16::32, 0] >= 100  # kept patches are tinted red, the rest darkened
+        np.testing.assert_array_equal(tinted, m)
+        assert m.sum() == n
+
+
+def test_rollout_view_needs_the_rollout_map(digit_pass):
+    with pytest.raises(InputError, match="rollout"):
+        views.tiles(digit_pass.at("cls"), "rollout")
+
+
+@pytest.mark.parametrize(
+    "view, threshold, alpha, cmap, fragment",
+    [
+        ("cube", 0.6, 0.6, "inferno", "heads, mean, rollout, masks"),
+        ("heads", 0.0, 0.6, "inferno", "more than 0"),
+        ("heads", 1.5, 0.6, "inferno", "at most 1"),
+        ("heads", 0.6, -0.1, "inferno", "0 (image only)"),
+        ("heads", 0.6, 0.5, "nocmap", "inferno"),
+    ],
+)
+def test_bad_view_or_style_is_refused_with_what_is_accepted(digit_pass, view, threshold, alpha, cmap, fragment):
+    with pytest.raises(InputError, match=re.escape(fragment)):
+        views.tiles(digit_pass.at("cls"), view, threshold=threshold, alpha=alpha, cmap=cmap)
+
+
+def test_view_labels_are_accepted_too():
+    assert views.check_view("Per-head grid") == "heads" and views.check_view(" ROLLOUT ") == "rollout"
+
+
+def test_a_click_on_the_query_image_selects_the_patch_under_it(digit_pass):
+    res = digit_pass.at("cls")
+    img = views.query_image(res)
+    assert img.shape == (224, 224, 3)
+    for r, c in [(0, 0), (3, 4), (6, 6)]:
+        assert views.patch_at(c * 32 + 16, r * 32 + 5, res) == (r, c)
+    assert views.patch_at(-3, 500, res) == (6, 0)  # clamped to the grid
+    marked = views.query_image(digit_pass.at((3, 4)))
+    assert cyan_box(marked)[:2] == (96, 128)
+
+
+def test_scores_table_prints_raw_scores_and_their_softmax(digit_pass):
+    res = digit_pass.at((2, 2), 2)
+    summary, rows = views.scores_table(res, head=1, top=5)
+    assert len(rows) == 1 + 5 and rows[0][1] == "CLS"
+    s, w = res.scores[2, 1], res.weights[2, 1]
+    np.testing.assert_allclose(w, np.exp(s - s.max()) / np.exp(s - s.max()).sum(), rtol=1e-4)
+    weights = [r[3] for r in rows[1:]]
+    assert weights == sorted(weights, reverse=True) and weights[0] == pytest.approx(w[1:].max(), abs=1e-4)
+    token = rows[1][1]  # "patch (r, c)" with the largest weight
+    r, c = map(int, token[len("patch (") : -1].split(", "))
+    assert rows[1][2] == pytest.approx(s[1 + r * 7 + c], abs=1e-3)
+    assert f"{res.prefix_share[2, 1]:.1%} of the weight on the prefix" in summary and "patch (2, 2)" in summary
+    with pytest.raises(InputError, match="0 to 3"):
+        views.scores_table(res, head=4)
+    with pytest.raises(InputError, match="Head 1.5 is not a whole number"):
+        views.scores_table(res, head=1.5)
+
+
+def test_legend_shows_the_colormap_ends():
+    html = views.legend_html("viridis")
+    lo, hi = colormap("viridis")[0], colormap("viridis")[255]
+    assert f"rgb({lo[0]},{lo[1]},{lo[2]}) 0%" in html and f"rgb({hi[0]},{hi[1]},{hi[2]}) 100%" in html
+
+
+def test_tiles_drawn_small_match_full_tiles_reduced(tmp_path):
+    big = session.get_pass(DIGIT, "mnist_vit", "224").at((10, 20), -1)  # 224 px, 56x56 patches of 4 px: shown 1:1
+    assert views.display_scale(big) == 1 and views.sheet_shrink(big) == 1 and views.sheet_shrink(big, max_side=112) == 2
+    full, small = views.tiles(big, "heads"), views.tiles(big, "heads", shrink=2)
+    for f, sm in zip(full, small):
+        assert sm.image.shape == (112, 112, 3) and sm.caption == f.caption
+        reduced = np.asarray(Image.fromarray(f.image).reduce(2)).astype(int)
+        unmarked = ~(sm.image == CYAN).all(-1) & (np.abs(reduced - views.QUERY_COLOR).max(-1) > 60)
+        assert np.abs(reduced[unmarked] - sm.image[unmarked]).max() <= 1  # box average and blend commute
+        assert cyan_box(sm.image) == (10 * 2, 20 * 2, 11 * 2 - 1, 21 * 2 - 1)  # the query marked at 2 px patches
+    with pytest.raises(InputError, match="smaller"):
+        views.tiles(big, "mean", shrink=3)
+    with pytest.raises(InputError, match="smaller"):
+        views.tiles(session.get_pass(DIGIT, "mnist_vit", "auto").at(), "mean", shrink=2)  # 28 px: shown enlarged
+
+
+def test_frame_composes_a_view_from_the_cached_pass(digit_pass, tmp_path, monkeypatch):
+    monkeypatch.setattr(session, "forward", lambda *a: pytest.fail("no forward pass for a new view"))
+    f = views.frame(digit_pass, query=(0, 0), layer=-1, view="rollout", head=2, cmap="viridis", root=tmp_path)
+    assert f.res.query == (0, 0) and f.res.layer == 3 and len(f.outputs.pngs) == 1
+    np.testing.assert_allclose(np.load(f.outputs.npz)["rollout"], digit_pass.rollout((0, 0), 3))
+    assert np.asarray(Image.open(f.query_png)).shape == (224, 224, 3)
+    assert "mnist_vit" in f.details and "7×7" in f.details and "50 tokens" in f.details and "ms" in f.details
+    assert 0 < f.seconds < 60  # the drawing's own wall time (the API reports it as render_ms)
+    assert "patch (row 0, col 0)" in f.query_label and "Head 2" in f.scores_summary
+    assert views.frame(digit_pass, view="mean", with_query_image=False, root=tmp_path).query_png is None
