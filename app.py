@@ -14,13 +14,13 @@ from attention.ui import calculator_tab, retrieval_tab, vit_tab
 
 # Files Gradio serves (sheets, .npz, plots) are deleted every 5 minutes once older than
 # ATTENTION_FILE_TTL seconds, so its temp dir is bounded by traffic x age.
-with gr.Blocks(title="Attention Explorer", delete_cache=(300, int(SETTINGS.cache_age))) as demo:
+with gr.Blocks(title="Attention Explorer", fill_width=True, delete_cache=(300, int(SETTINGS.cache_age))) as demo:
     gr.Markdown(
         "# Attention Explorer\nSee what attention looks at: in vision transformers, in a digit database, "
         "and step by step."
     )
-    with gr.Tab("ViT attention maps", id="vit"):
-        vit_tab.build()
+    with gr.Tab("ViT attention", id="vit"):
+        vit_tab.build(demo)
     with gr.Tab("MNIST retrieval", id="retrieval"):
         retrieval_tab.build()
     with gr.Tab("Q/K/V calculator", id="calculator"):

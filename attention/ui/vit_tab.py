@@ -22,6 +22,12 @@ from attention.vit import views as vit_views
 VIT_STARTUP = vit_session.startup_model()  # cheap: cache lookup, no network under HF_HUB_OFFLINE=1
 VIT_DEFAULTS = {"resolution": "auto", "view": "heads", "threshold": 0.6, "alpha": 0.6, "cmap": "inferno"}
 VIT_NONE = "(none)"
+# the first screen: a photo through DINO when its weights are at hand, else a digit through mnist_vit
+START_IMAGE = str(
+    EXAMPLES_DIR / "photos" / "chelsea.jpg"
+    if VIT_STARTUP.default_available
+    else EXAMPLES_DIR / "digits" / "digit_3.png"
+)
 VIT_PHOTOS = [
     "chelsea",
     "astronaut",
@@ -60,13 +66,15 @@ def _vit_frame(p, qrow, qcol, layer, view, head, threshold, alpha, cmap):
 VIT_CSS = (resources.files("attention.ui") / "vit_tab.css").read_text()
 
 
-def build() -> None:
-    """The ViT attention maps tab, inside the caller's `gr.Tab`; registers /attention_maps."""
+def build(demo: gr.Blocks | None = None) -> None:
+    """The ViT attention maps tab, inside the caller's `gr.Tab`; registers /attention_maps.
+    `demo`: the app, whose page load shows the start example's maps at once."""
     s = VIT_STARTUP
     gr.Markdown(
         "Upload an image or pick an example: every head's attention from the **query token** (the CLS token, "
         "or any patch you click) is laid over the image. Changing layer, view, head, threshold, opacity or "
-        "colours reuses your last forward pass, so it answers at once."
+        "colours reuses your last forward pass, so it answers at once.",
+        elem_id="vit-intro",
     )
     if s.notice:
         gr.HTML(
@@ -75,37 +83,35 @@ def build() -> None:
             elem_id="vit-notice",
         )
     state, cstate = gr.State(None, time_to_live=1800), gr.State(None, time_to_live=1800)
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=4, min_width=320):
+    depth = vit_session.depth(s.model)
+    with gr.Row(equal_height=False, elem_id="vit-main"):
+        with gr.Column(scale=2, min_width=280, elem_id="vit-controls"):
             image = image_path(
                 type="filepath",
                 image_mode=None,
                 label="Image",
                 format="png",
                 sources=["upload", "clipboard"],
-                height=260,
+                height=220,
                 elem_id="vit-image",
             )
             examples_slot = gr.Column()
-            with gr.Row():
-                model = gr.Dropdown(
-                    [(f"{a} · {sp.description}", a) for a, sp in vit_models.REGISTRY.items()],
-                    value=s.model,
-                    allow_custom_value=True,
-                    label="Model",
-                    scale=3,
-                    info="an alias, a timm ViT name, or hf-hub:org/repo",
-                    elem_id="vit-model",
-                )
-                resolution = gr.Dropdown(
-                    ["auto", "native", "224", "320", "480", "640", "800"],
-                    value=VIT_DEFAULTS["resolution"],
-                    allow_custom_value=True,
-                    label="Resolution",
-                    scale=1,
-                    info="shorter side, px",
-                    elem_id="vit-resolution",
-                )
+            model = gr.Dropdown(
+                [(f"{a} · {sp.description}", a) for a, sp in vit_models.REGISTRY.items()],
+                value=s.model,
+                allow_custom_value=True,
+                label="Model",
+                info="an alias, a timm ViT name, or hf-hub:org/repo",
+                elem_id="vit-model",
+            )
+            resolution = gr.Dropdown(
+                ["auto", "native", "224", "320", "480", "640", "800"],
+                value=VIT_DEFAULTS["resolution"],
+                allow_custom_value=True,
+                label="Resolution",
+                info="shorter side, px",
+                elem_id="vit-resolution",
+            )
             view = gr.Radio(
                 [(label, key) for key, label in vit_views.VIEWS.items()],
                 value=VIT_DEFAULTS["view"],
@@ -113,64 +119,74 @@ def build() -> None:
                 elem_id="vit-view",
             )
             layer = slider(
-                0, 11, value=11, step=1, label="Layer", info="0 = first; starts at the last", elem_id="vit-layer"
+                0,
+                depth[0] - 1,
+                value=depth[0] - 1,
+                step=1,
+                label="Layer",
+                info="0 = first; starts at the last",
+                elem_id="vit-layer",
             )
-            with gr.Row():
-                threshold = slider(
-                    0.05,
-                    1.0,
-                    value=VIT_DEFAULTS["threshold"],
-                    step=0.05,
-                    label="Mask threshold",
-                    info="share of attention each mask keeps",
-                    elem_id="vit-threshold",
-                )
-                alpha = slider(
-                    0.0,
-                    1.0,
-                    value=VIT_DEFAULTS["alpha"],
-                    step=0.05,
-                    label="Overlay opacity",
-                    info="0 = image only",
-                    elem_id="vit-alpha",
-                )
+            head = slider(
+                0, depth[1] - 1, value=0, step=1, label="Head", info="or click a head's map", elem_id="vit-head"
+            )
+            threshold = slider(
+                0.05,
+                1.0,
+                value=VIT_DEFAULTS["threshold"],
+                step=0.05,
+                label="Mask threshold",
+                info="share of attention each mask keeps",
+                elem_id="vit-threshold",
+            )
+            alpha = slider(
+                0.0,
+                1.0,
+                value=VIT_DEFAULTS["alpha"],
+                step=0.05,
+                label="Overlay opacity",
+                info="0 = image only",
+                elem_id="vit-alpha",
+            )
             cmap = gr.Dropdown(
                 list(vit_render.COLORMAPS), value=VIT_DEFAULTS["cmap"], label="Colormap", elem_id="vit-cmap"
             )
-        with gr.Column(scale=7, min_width=480):
-            details = gr.Markdown("Pick an example or upload an image to start.", elem_id="vit-details")
+        with gr.Column(scale=8, min_width=340, elem_id="vit-results"):
+            details = gr.Markdown("Loading the first example...", elem_id="vit-details")
             with gr.Row(equal_height=False):
-                with gr.Column(scale=4, min_width=240):
+                with gr.Column(scale=7, min_width=320):
                     qimg = gr.Image(
-                        label="Click a patch to make it the query",
+                        label="The chosen head's map: click a patch to make it the query",
                         format="png",
                         interactive=False,
-                        height=300,
+                        height=540,
                         elem_id="vit-query-image",
                         buttons=["download", "fullscreen"],
-                    )
-                    qlabel = gr.Markdown("**Query: the CLS token.**", elem_id="vit-query-label")
-                    with gr.Row(equal_height=False):
-                        qrow = number(None, label="Query row", precision=0, minimum=0, min_width=70, elem_id="vit-qrow")
-                        qcol = number(None, label="Query col", precision=0, minimum=0, min_width=70, elem_id="vit-qcol")
-                        cls_btn = gr.Button("Back to CLS", size="sm", min_width=90, elem_id="vit-cls")
-                with gr.Column(scale=5, min_width=300):
-                    gallery = gr.Gallery(
-                        label="Attention maps",
-                        format="png",
-                        columns=3,
-                        height="auto",
-                        object_fit="contain",
-                        interactive=False,
-                        elem_id="vit-gallery",
                     )
                     legend = gr.HTML(
                         vit_views.legend_html(VIT_DEFAULTS["cmap"]),
                         elem_id="vit-legend",
                         head=f"<style>{VIT_CSS}</style>",
                     )  # tab-local CSS (css= needs launch())
-            with gr.Accordion("Scores vs weights: the query row of one head, before and after softmax", open=True):
-                head = slider(0, 5, value=0, step=1, label="Head", elem_id="vit-head")
+                    qlabel = gr.Markdown("**Query: the CLS token.**", elem_id="vit-query-label")
+                    with gr.Row(equal_height=False):
+                        qrow = number(None, label="Query row", precision=0, min_width=70, elem_id="vit-qrow")
+                        qcol = number(None, label="Query col", precision=0, min_width=70, elem_id="vit-qcol")
+                        cls_btn = gr.Button("Back to CLS", size="sm", min_width=90, elem_id="vit-cls")
+                with gr.Column(scale=5, min_width=300):
+                    gallery = gr.Gallery(
+                        label="Every head (click one to show it large)",
+                        format="png",
+                        columns=2,
+                        height="auto",
+                        object_fit="contain",
+                        interactive=False,
+                        allow_preview=False,
+                        elem_id="vit-gallery",
+                    )
+            with gr.Accordion(
+                "Scores vs weights: the query row of the chosen head, before and after softmax", open=False
+            ):
                 scores_md = gr.Markdown("", elem_id="vit-scores-summary")
                 scores_df = gr.Dataframe(
                     headers=vit_views.SCORE_HEADERS, interactive=False, elem_id="vit-scores", max_height=260
@@ -178,6 +194,7 @@ def build() -> None:
             download = gr.File(
                 label="Download: raw float32 maps + the PNGs, one .npz (np.load it, or unzip it)",
                 interactive=False,
+                height=60,
                 elem_id="vit-download",
             )
     with gr.Accordion("Compare with a second model (same image, same query)", open=False):
@@ -208,7 +225,7 @@ def build() -> None:
 
     def shown(f, p, cm, plain=False) -> dict:
         """A Frame as the display outputs. `plain`: values only, no gr.update (cached example outputs
-        cannot hold updates in Gradio 6.31; `limits` fits the sliders after them)."""
+        cannot hold updates in Gradio 6.31; `adopt` fits the sliders after them)."""
         q = None if isinstance(f.res.query, str) else f.res.query
         out = {
             qimg: f.query_png,
@@ -234,22 +251,49 @@ def build() -> None:
     def progress_cb(progress):
         return lambda frac, desc: progress(frac, desc=desc)
 
+    def fit(p, st, lay, hd, qr, qc):
+        """The visitor's layer, head and query fitted to pass `p`: a new model starts at its last
+        layer, a new grid at CLS; otherwise (no state yet, as after an example) values are kept when
+        they fit, so the first change after an example is not thrown away."""
+        lay, hd = vit_session.parse_index(lay, "Layer"), vit_session.parse_index(hd or 0, "Head")
+        if st is not None and p.key[1] != st.key[1]:
+            lay = p.num_layers - 1
+        if st is not None and p.base.grid != st.grid:
+            qr = qc = None
+        q = vit_session.parse_query(qr, qc)
+        if q != "cls" and not (0 <= q[0] < p.base.grid[0] and 0 <= q[1] < p.base.grid[1]) and st is None:
+            qr = qc = None
+        return min(lay, p.num_layers - 1) if lay >= 0 else lay, min(hd, p.num_heads - 1), qr, qc
+
     @user_errors
     def update(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, progress=gr.Progress()):
         p = vit_pass(img, mdl, res, progress_cb(progress))
-        if st is None or p.key[1] != st.key[1]:
-            lay = p.num_layers - 1  # a new model starts at its last layer
-        if st is None or p.base.grid != st.grid:
-            qr = qc = None  # a new grid: back to CLS
-        hd = min(vit_session.parse_index(hd or 0, "Head"), p.num_heads - 1)
+        lay, hd, qr, qc = fit(p, st, lay, hd, qr, qc)
         return shown(_vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm), p, cm)
 
     @user_errors
     def click(img, mdl, res, lay, vw, hd, thr, al, cm, st, evt: gr.SelectData):
         p = vit_pass(img, mdl, res)
         r, c = vit_views.patch_at(evt.index[0], evt.index[1], p.base)
-        lay, hd = vit_session.parse_index(lay, "Layer"), vit_session.parse_index(hd or 0, "Head")
-        return shown(_vit_frame(p, r, c, min(lay, p.num_layers - 1), vw, min(hd, p.num_heads - 1), thr, al, cm), p, cm)
+        lay, hd, _, _ = fit(p, st, lay, hd, None, None)
+        return shown(_vit_frame(p, r, c, lay, vw, hd, thr, al, cm), p, cm)
+
+    @user_errors
+    def pick_head(img, mdl, res, qr, qc, lay, vw, thr, al, cm, st, evt: gr.SelectData):
+        """A click on a head's tile shows that head large (the mean's tile shows the mean view)."""
+        p = vit_pass(img, mdl, res)
+        if evt.index >= p.num_heads:
+            vw = "mean"
+        lay, hd, qr, qc = fit(p, st, lay, min(evt.index, p.num_heads - 1), qr, qc)
+        return {**shown(_vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm), p, cm), head: hd, view: vw}
+
+    @user_errors
+    def first_screen(progress=gr.Progress()):
+        """What a new visitor sees at once: the start example's maps (the pass is shared by all)."""
+        p = vit_pass(START_IMAGE, s.model, VIT_DEFAULTS["resolution"], progress_cb(progress))
+        d = VIT_DEFAULTS
+        f = _vit_frame(p, None, None, -1, d["view"], 0, d["threshold"], d["alpha"], d["cmap"])
+        return {**shown(f, p, d["cmap"]), image: START_IMAGE}
 
     @user_errors
     def example(img, mdl, res, vw, thr, al, cm):
@@ -257,14 +301,16 @@ def build() -> None:
         return shown(_vit_frame(p, None, None, -1, vw, 0, thr, al, cm), p, cm, plain=True)
 
     @user_errors
-    def limits(mdl):
-        """Layer and head sliders fitted to a model (loaded once, cached; no forward pass); query: CLS."""
-        L, H = vit_session.depth(mdl)
+    def adopt(img, mdl, res):
+        """After an example is shown (from the examples cache): the visitor's pass (computed now if no
+        longer kept, so the next change is instant), sliders fitted to the model, query CLS."""
+        p = vit_pass(img, mdl, res)
         return {
-            layer: gr.update(maximum=L - 1, value=L - 1),
-            head: gr.update(maximum=H - 1, value=0),
+            layer: gr.update(maximum=p.num_layers - 1, value=p.num_layers - 1),
+            head: gr.update(maximum=p.num_heads - 1, value=0),
             qrow: None,
             qcol: None,
+            state: p.ref,
         }
 
     def compare_update(img, cmp, res, qr, qc, lay, vw, thr, al, cm, st, cst, progress=gr.Progress()):
@@ -310,6 +356,14 @@ def build() -> None:
     qimg.select(click, [image, model, resolution, *style, state], [*show, state], **fast).success(
         compare_update, cmp_in, cmp_out, **fast
     )
+    gallery.select(
+        pick_head,
+        [image, model, resolution, qrow, qcol, layer, view, threshold, alpha, cmap, state],
+        [*show, state, view],
+        **fast,
+    )
+    if demo is not None:
+        demo.load(first_screen, None, [*show, state, image], **fast)
     cls_btn.click(lambda: (None, None), None, [qrow, qcol], api_visibility="private", queue=False).then(
         update, inputs, [*show, state], **fast
     ).success(compare_update, cmp_in, cmp_out, **fast)
@@ -339,7 +393,7 @@ def build() -> None:
                 api_visibility="private",
                 elem_id=api.replace("_", "-"),
             )
-            ex.load_input_event.then(limits, [model], [layer, head, qrow, qcol], **fast)
+            ex.load_input_event.then(adopt, [image, model, resolution], [layer, head, qrow, qcol, state], **fast)
 
     # API: /attention_maps (stateless; hidden inputs so every parameter after `image` has a default)
     with gr.Row(visible=False):

@@ -32,6 +32,7 @@ VIEWS: dict[str, str] = {
     "masks": "Threshold masks",
 }
 MIN_DISPLAY = 224  # px: smaller images (MNIST's 28) are shown enlarged by a whole factor
+BIG_DISPLAY = 480  # px: the large map's shorter side is at least this (enlarged by a whole factor)
 QUERY_COLOR = (0, 255, 255)  # cyan square around the query patch
 
 
@@ -143,18 +144,53 @@ def tiles(
     ]
 
 
+def big_scale(res: AttentionMaps) -> int:
+    """Whole enlargement factor of the large map: its shorter side at least BIG_DISPLAY px."""
+    w, h = res.image.size
+    return max(1, -(-BIG_DISPLAY // min(w, h)))
+
+
+def crosshair(img: np.ndarray, patch: tuple[int, int], step: int, color=QUERY_COLOR, reach: float = 2.5) -> np.ndarray:
+    """Mark patch (row, col) of a picture whose patches are `step` px: a square around it and four
+    arms `reach` patches long pointing at it, cyan with a dark edge so they show on any colour."""
+    out = np.array(img, copy=True)
+    H, W = out.shape[:2]
+    r, c = patch
+    y, x = r * step + step // 2, c * step + step // 2
+    t, arm = max(1, step // 12), int(reach * step)
+    for pad, value in ((1, (0, 0, 0)), (0, color)):  # dark edge, then the colour over it
+        w = t + pad
+        for y0, y1, x0, x1 in (
+            (y - w, y + w + 1, max(0, x - step // 2 - arm), max(0, x - step // 2)),  # left arm
+            (y - w, y + w + 1, min(W, x + step // 2 + 1), min(W, x + step // 2 + 1 + arm)),  # right arm
+            (max(0, y - step // 2 - arm), max(0, y - step // 2), x - w, x + w + 1),  # top arm
+            (min(H, y + step // 2 + 1), min(H, y + step // 2 + 1 + arm), x - w, x + w + 1),  # bottom arm
+        ):
+            out[max(0, y0) : max(0, y1), max(0, x0) : max(0, x1)] = value
+    return mark_patch(out, patch, step, color=color)
+
+
 def query_image(
-    res: AttentionMaps, *, rollout: np.ndarray | None = None, alpha: float = 0.6, cmap: str = "inferno"
+    res: AttentionMaps,
+    *,
+    head: int | None = None,
+    rollout: np.ndarray | None = None,
+    alpha: float = 0.6,
+    cmap: str = "inferno",
 ) -> np.ndarray:
-    """The clickable picture: the mean map (or `rollout` when given) over the image, query marked,
-    enlarged by `display_scale(res)`. uint8 (H*s, W*s, 3)."""
-    m = res.mean if rollout is None else rollout
-    return _finish(overlay(np.asarray(res.image, dtype=np.uint8), m, alpha=alpha, cmap=cmap), res, display_scale(res))
+    """The large, clickable map: head `head`'s map (None: the mean of heads; `rollout` when given) over
+    the image, the query patch marked by a crosshair, enlarged by `big_scale(res)`. uint8 (H*s, W*s, 3)."""
+    m = rollout if rollout is not None else res.mean if head is None else res.maps[head]
+    s = big_scale(res)
+    out = upsample(overlay(np.asarray(res.image, dtype=np.uint8), m, alpha=alpha, cmap=cmap), s)
+    if not isinstance(res.query, str):
+        out = crosshair(out, res.query, res.patch_size * s)
+    return np.ascontiguousarray(out)
 
 
 def patch_at(x: float, y: float, res: AttentionMaps) -> tuple[int, int]:
     """(row, col) of the patch under pixel (x, y) of `query_image(res)` (clamped to the grid)."""
-    step = res.patch_size * display_scale(res)
+    step = res.patch_size * big_scale(res)
     gh, gw = res.grid
     return min(gh - 1, max(0, int(y // step))), min(gw - 1, max(0, int(x // step)))
 
@@ -285,7 +321,8 @@ def frame(
     qpng = None
     if with_query_image:
         qpng = os.path.join(os.path.dirname(out.npz), "query.png")
-        Path(qpng).write_bytes(png_bytes(query_image(res, rollout=roll, alpha=alpha, cmap=cmap)))
+        big_head = head if view in ("heads", "masks") else None
+        Path(qpng).write_bytes(png_bytes(query_image(res, head=big_head, rollout=roll, alpha=alpha, cmap=cmap)))
     return Frame(
         res,
         out,

@@ -63,3 +63,51 @@ def test_digit_example_click_a_patch_then_rollout(page):
     page.locator("#vit-compare-gallery").get_by_text(re.compile("rollout through layers")).first.wait_for()
     assert page.get_by_test_id("toast-body").count() == 0
     screenshot(page, "vit_compare")
+
+
+def big_map_src(page) -> str:
+    return page.locator("#vit-query-image img").get_attribute("src") or ""
+
+
+@pytest.mark.browser
+def test_the_first_screen_shows_finished_maps_without_a_click(page):
+    page.locator("#vit-gallery").get_by_text("mean of heads").first.wait_for()  # no click: the start example
+    assert page.locator("#vit-gallery img").count() == 5  # mnist_vit offline: 4 heads and their mean
+    assert page.locator("#vit-details").get_by_text("mnist_vit").count() == 1
+    assert page.locator("#vit-image img").count() == 1  # the start image is in the input too
+    assert page.locator("#vit-layer input[type=number]").input_value() == "3"  # sliders fit the model (4 layers)
+    assert page.locator("#vit-layer input[type=range]").get_attribute("max") == "3"
+    assert page.locator("#vit-head input[type=range]").get_attribute("max") == "3"
+    assert page.locator("#vit-qrow input").input_value() == "" == page.locator("#vit-qcol input").input_value()
+    width = page.locator("#vit-query-image img").evaluate("e => e.getBoundingClientRect().width")
+    assert width >= 480  # the large map
+    tile = page.locator("#vit-gallery img").first.evaluate("e => e.getBoundingClientRect().width")
+    assert tile >= 180
+    screenshot(page, "vit_first_screen")
+
+
+@pytest.mark.browser
+def test_clicking_a_head_tile_shows_that_head_large(page):
+    page.locator("#vit-gallery").get_by_text("mean of heads").first.wait_for()
+    before = big_map_src(page)
+    page.locator("#vit-gallery .thumbnail-item").nth(2).click()
+    page.wait_for_function("b => document.querySelector('#vit-query-image img').src !== b", arg=before)
+    assert page.locator("#vit-head input[type=number]").input_value() == "2"
+    assert page.get_by_test_id("toast-body").count() == 0
+
+
+@pytest.mark.browser
+def test_the_first_change_after_an_example_is_kept(page):
+    page.locator("#vit-gallery").get_by_text("mean of heads").first.wait_for()
+    page.locator("#vit-digit-examples").get_by_role("button").nth(7).click()  # digit 7
+    page.locator("#vit-details").get_by_text("layer 3/3").wait_for()
+    page.wait_for_timeout(1500)  # the example's follow-up (the visitor's pass, sliders) has landed
+    before = big_map_src(page)
+    rng = page.locator("#vit-layer input[type=range]")
+    box = rng.bounding_box()
+    rng.click(position={"x": 2, "y": box["height"] / 2})  # the slider's left end: layer 0
+    page.locator("#vit-details").get_by_text("layer 0/3").wait_for()
+    page.wait_for_function("b => document.querySelector('#vit-query-image img').src !== b", arg=before)
+    page.wait_for_timeout(1000)
+    assert page.locator("#vit-layer input[type=number]").input_value() == "0"  # no snap back to the last layer
+    assert page.locator("#vit-details").get_by_text("layer 0/3").count() == 1

@@ -85,15 +85,34 @@ def test_view_labels_are_accepted_too():
     assert views.check_view("Per-head grid") == "heads" and views.check_view(" ROLLOUT ") == "rollout"
 
 
-def test_a_click_on_the_query_image_selects_the_patch_under_it(digit_pass):
+def render_overlay(res, m):
+    from attention.render import overlay
+
+    return overlay(np.asarray(res.image, dtype=np.uint8), m, alpha=1.0)
+
+
+def test_the_large_map_is_at_least_480_px_and_a_click_selects_the_patch_under_it(digit_pass):
     res = digit_pass.at("cls")
     img = views.query_image(res)
-    assert img.shape == (224, 224, 3)
+    assert img.shape == (504, 504, 3)  # 28 px x 18: the shorter side at least BIG_DISPLAY
+    step = 4 * 18  # patch 4 px, enlarged 18 times
     for r, c in [(0, 0), (3, 4), (6, 6)]:
-        assert views.patch_at(c * 32 + 16, r * 32 + 5, res) == (r, c)
-    assert views.patch_at(-3, 500, res) == (6, 0)  # clamped to the grid
+        assert views.patch_at(c * step + step // 2, r * step + 5, res) == (r, c)
+    assert views.patch_at(-3, 5000, res) == (6, 0)  # clamped to the grid
     marked = views.query_image(digit_pass.at((3, 4)))
-    assert cyan_box(marked)[:2] == (96, 128)
+    y0, x0 = 3 * step, 4 * step
+    assert (marked[y0, x0 : x0 + step] == views.QUERY_COLOR).all()  # the square around the query patch
+    left_arm = marked[y0 + step // 2, x0 - 2 * step : x0 - 1]
+    assert (left_arm == views.QUERY_COLOR).all()  # an arm points at the query patch
+
+
+def test_the_large_map_shows_the_chosen_head(digit_pass):
+    res = digit_pass.at("cls")
+    heads = [views.query_image(res, head=h, alpha=1.0) for h in range(res.maps.shape[0])]
+    assert not np.array_equal(heads[0], heads[1])
+    assert np.array_equal(views.query_image(res, alpha=1.0), views.query_image(res, head=None, alpha=1.0))
+    small = render_overlay(res, res.maps[2])
+    assert np.array_equal(heads[2][::18, ::18], small)  # the head's own overlay, enlarged
 
 
 def test_scores_table_prints_raw_scores_and_their_softmax(digit_pass):
@@ -141,7 +160,7 @@ def test_frame_composes_a_view_from_the_cached_pass(digit_pass, tmp_path, monkey
     f = views.frame(digit_pass, query=(0, 0), layer=-1, view="rollout", head=2, cmap="viridis", root=tmp_path)
     assert f.res.query == (0, 0) and f.res.layer == 3 and len(f.outputs.pngs) == 1
     np.testing.assert_allclose(np.load(f.outputs.npz)["rollout"], digit_pass.rollout((0, 0), 3))
-    assert np.asarray(Image.open(f.query_png)).shape == (224, 224, 3)
+    assert np.asarray(Image.open(f.query_png)).shape == (504, 504, 3)  # the large map
     assert "mnist_vit" in f.details and "7×7" in f.details and "50 tokens" in f.details and "ms" in f.details
     assert 0 < f.seconds < 60  # the drawing's own wall time (the API reports it as render_ms)
     assert "patch (row 0, col 0)" in f.query_label and "Head 2" in f.scores_summary
