@@ -20,6 +20,12 @@ from PIL import Image, ImageDraw, ImageFont
 from attention.errors import InputError
 
 COLORMAPS = ("inferno", "viridis", "magma", "plasma", "turbo", "jet", "gray", "hot")
+# one colour per head (matplotlib's tab10, then tab20's light half): masks of many heads over one image
+HEAD_COLORS = (
+    (31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189), (140, 86, 75),
+    (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207), (174, 199, 232), (255, 187, 120),
+    (152, 223, 138), (255, 152, 150), (197, 176, 213), (196, 156, 148),
+)  # fmt: skip
 
 
 @lru_cache(maxsize=32)
@@ -95,13 +101,44 @@ def overlay(image, amap: np.ndarray, *, alpha: float = 0.6, cmap: str = "inferno
     return overlays(image, amap[None], alpha=alpha, cmap=cmap)[0]
 
 
+def _edges(m: np.ndarray, width: int) -> np.ndarray:
+    """Pixels of bool mask `m` (H, W) within `width` px inside its boundary."""
+    inner = m.copy()
+    for _ in range(width):  # erode by one pixel per step (4-neighbourhood)
+        e = inner.copy()
+        e[1:] &= inner[:-1]
+        e[:-1] &= inner[1:]
+        e[:, 1:] &= inner[:, :-1]
+        e[:, :-1] &= inner[:, 1:]
+        inner = e
+    return m & ~inner
+
+
 def mask_overlay(image, mask: np.ndarray, *, color=(255, 64, 64), alpha: float = 0.5) -> np.ndarray:
-    """Tint the patches where `mask` (gh, gw) bool is True, darken the rest. uint8 (H, W, 3)."""
+    """Tint the patches where `mask` (gh, gw) bool is True and outline them, darken the rest.
+    uint8 (H, W, 3)."""
     img = _rgb(image).astype(np.float32)
     p = img.shape[0] // mask.shape[0]
-    m = upsample(mask, p)[..., None]
+    m = upsample(np.asarray(mask, bool), p)
     tinted = img * (1 - alpha) + np.asarray(color, np.float32) * alpha
-    return np.where(m, tinted, img * 0.35).round().astype(np.uint8)
+    out = np.where(m[..., None], tinted, img * 0.35)
+    out[_edges(m, max(1, p // 8))] = color
+    return out.round().astype(np.uint8)
+
+
+def masks_figure(image, masks: np.ndarray, *, alpha: float = 0.35) -> np.ndarray:
+    """Every head's mask over one image, as in DINO's Fig. 3: head h's patches (masks (K, gh, gw)
+    bool) tinted and outlined in HEAD_COLORS[h]. uint8 (H, W, 3)."""
+    img = _rgb(image)
+    out = img.astype(np.float32)
+    p = img.shape[0] // masks.shape[1]
+    ms = [upsample(np.asarray(m, bool), p) for m in masks]
+    for h, m in enumerate(ms):
+        c = np.asarray(HEAD_COLORS[h % len(HEAD_COLORS)], np.float32)
+        out[m] = out[m] * (1 - alpha) + c * alpha
+    for h, m in enumerate(ms):
+        out[_edges(m, max(1, p // 8))] = HEAD_COLORS[h % len(HEAD_COLORS)]
+    return out.round().astype(np.uint8)
 
 
 def mark_patch(image, patch: tuple[int, int], patch_size: int, color=(0, 255, 255)) -> np.ndarray:

@@ -12,7 +12,7 @@ import gradio as gr
 
 from attention import render as vit_render
 from attention.config import EXAMPLES_DIR
-from attention.errors import AttentionError
+from attention.errors import AttentionError, as_whole
 from attention.ui.components import image_path, number, slider, user_errors
 from attention.vit import models as vit_models
 from attention.vit import outputs as vit_outputs
@@ -197,28 +197,37 @@ def build(demo: gr.Blocks | None = None) -> None:
                 height=60,
                 elem_id="vit-download",
             )
-    with gr.Accordion("Compare with a second model (same image, same query)", open=False):
-        gr.Markdown(
-            "For instance DINOv2 with and without registers (`dinov2_vits14` vs `dinov2_vits14_reg`): "
-            "registers soak up the attention that DINOv2 otherwise spends on a few background patches."
-        )
-        compare = gr.Dropdown(
-            [VIT_NONE] + list(vit_models.REGISTRY),
-            value=VIT_NONE,
-            allow_custom_value=True,
-            label="Second model",
-            elem_id="vit-compare",
-        )
-        cdetails = gr.Markdown("", elem_id="vit-compare-details")
-        cgallery = gr.Gallery(
-            label="Second model",
-            format="png",
-            columns=5,
-            height="auto",
-            object_fit="contain",
-            interactive=False,
-            elem_id="vit-compare-gallery",
-        )
+    with gr.Row(equal_height=False, elem_id="vit-compare-row"):
+        with gr.Column(scale=2, min_width=280):
+            compare = gr.Dropdown(
+                [VIT_NONE] + list(vit_models.REGISTRY),
+                value=VIT_NONE,
+                allow_custom_value=True,
+                label="Compare with a second model (same image, same query, same head)",
+                info="e.g. dinov2_vits14 vs dinov2_vits14_reg: registers soak up the attention DINOv2 otherwise "
+                "spends on a few background patches",
+                elem_id="vit-compare",
+            )
+        with gr.Column(scale=8, min_width=340):
+            cdetails = gr.Markdown("", elem_id="vit-compare-details")
+            with gr.Row(equal_height=True, visible=False) as cpair:
+                cmain = gr.Image(
+                    label="Main model", format="png", interactive=False, height=420, elem_id="vit-cmp-main"
+                )
+                cimg = gr.Image(
+                    label="Second model", format="png", interactive=False, height=420, elem_id="vit-cmp-img"
+                )
+            with gr.Accordion("Second model: every head", open=False, visible=False) as cacc:
+                cgallery = gr.Gallery(
+                    label="Second model",
+                    format="png",
+                    columns=4,
+                    height="auto",
+                    object_fit="contain",
+                    interactive=False,
+                    allow_preview=False,
+                    elem_id="vit-compare-gallery",
+                )
 
     show = [qimg, gallery, details, qlabel, scores_md, scores_df, download, legend, layer, head, qrow, qcol]
     style = [layer, view, head, threshold, alpha, cmap]
@@ -235,7 +244,7 @@ def build(demo: gr.Blocks | None = None) -> None:
             scores_md: f.scores_summary,
             scores_df: f.scores_rows,
             download: f.outputs.npz,
-            legend: vit_views.legend_html(cm),
+            legend: f.legend,
         }
         if plain:
             return {**out, layer: f.res.layer, head: 0}
@@ -264,6 +273,19 @@ def build(demo: gr.Blocks | None = None) -> None:
         if q != "cls" and not (0 <= q[0] < p.base.grid[0] and 0 <= q[1] < p.base.grid[1]) and st is None:
             qr = qc = None
         return min(lay, p.num_layers - 1) if lay >= 0 else lay, min(hd, p.num_heads - 1), qr, qc
+
+    def check_query(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st):
+        """Validator of the query fields: only the field at fault is marked, the last maps stay."""
+        grid = st.grid if st is not None else None
+        verdicts = []
+        for value, other, name, i in ((qr, qc, "row", 0), (qc, qr, "column", 1)):
+            empty, other_empty = vit_session.is_empty(value), vit_session.is_empty(other)
+            top = f"0 to {grid[i] - 1}" if grid else "0 or more"
+            v = as_whole(value)
+            ok = (empty and other_empty) or (not empty and v is not None and v >= 0 and (not grid or v < grid[i]))
+            msg = "" if ok else f"Query {name} {value!r}: accepted a whole number {top}, or both fields empty for CLS."
+            verdicts.append(gr.validate(ok, msg))
+        return [gr.validate(True, "")] * 3 + verdicts + [gr.validate(True, "")] * 7
 
     @user_errors
     def update(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, progress=gr.Progress()):
@@ -313,23 +335,33 @@ def build(demo: gr.Blocks | None = None) -> None:
             state: p.ref,
         }
 
-    def compare_update(img, cmp, res, qr, qc, lay, vw, thr, al, cm, st, cst, progress=gr.Progress()):
+    def compare_update(img, cmp, res, qr, qc, lay, vw, hd, thr, al, cm, st, cst, main, progress=gr.Progress()):
+        """The second model beside the main one: its large map at the same size, for the same query
+        (mapped to its grid), the same head (clamped) and the matching layer."""
+        off = {cdetails: "", cgallery: [], cmain: None, cimg: None, cstate: None}
         if not cmp or cmp == VIT_NONE or st is None:
-            return {cdetails: "", cgallery: [], cstate: None}
+            return {**off, cpair: gr.update(visible=False), cacc: gr.update(visible=False)}
         try:
             c = vit_pass(img, cmp, res, progress_cb(progress))
             q = vit_session.map_query(vit_session.parse_query(qr, qc), st.grid, c.base.grid)
             lay_c = vit_session.map_layer(vit_session.parse_index(lay, "Layer"), st.num_layers, c.num_layers)
-            f = vit_views.frame(
-                c, query=q, layer=lay_c, view=vw, threshold=thr, alpha=al, cmap=cm, with_query_image=False
-            )
+            hd_c = min(vit_session.parse_index(hd or 0, "Head"), c.num_heads - 1)
+            f = vit_views.frame(c, query=q, layer=lay_c, view=vw, head=hd_c, threshold=thr, alpha=al, cmap=cm)
         except AttentionError as e:
-            return {cdetails: f"⚠️ {e}", cgallery: [], cstate: cst}
-        return {cdetails: f.details, cgallery: list(zip(f.outputs.pngs, f.outputs.captions)), cstate: c.ref}
+            return {**off, cdetails: f"⚠️ {e}", cstate: cst, cpair: gr.update(visible=False)}
+        return {
+            cdetails: f.details,
+            cgallery: list(zip(f.outputs.pngs, f.outputs.captions)),
+            cmain: main,
+            cimg: f.query_png,
+            cstate: c.ref,
+            cpair: gr.update(visible=True),
+            cacc: gr.update(visible=True),
+        }
 
     inputs = [image, model, resolution, qrow, qcol, *style, state]
-    cmp_in = [image, compare, resolution, qrow, qcol, layer, view, threshold, alpha, cmap, state, cstate]
-    cmp_out = [cdetails, cgallery, cstate]
+    cmp_in = [image, compare, resolution, qrow, qcol, layer, view, head, threshold, alpha, cmap, state, cstate, qimg]
+    cmp_out = [cdetails, cgallery, cmain, cimg, cstate, cpair, cacc]
     fast = dict(show_progress="minimal", api_visibility="private")
     # one listener, one job per change: a dropdown's `input` fires twice for one pick (on the pick and
     # again on blur), its `change` once; "always_last" runs the latest change after a running one
@@ -340,8 +372,6 @@ def build(demo: gr.Blocks | None = None) -> None:
             resolution.change,
             view.input,
             cmap.input,
-            qrow.submit,
-            qcol.submit,
             layer.release,
             head.release,
             threshold.release,
@@ -353,6 +383,9 @@ def build(demo: gr.Blocks | None = None) -> None:
         trigger_mode="always_last",
         **fast,
     ).success(compare_update, cmp_in, cmp_out, **fast)
+    gr.on(  # typed query fields: checked first, so only the field at fault is marked
+        [qrow.submit, qcol.submit], update, inputs, [*show, state], validator=check_query, **fast
+    ).success(compare_update, cmp_in, cmp_out, **fast)
     qimg.select(click, [image, model, resolution, *style, state], [*show, state], **fast).success(
         compare_update, cmp_in, cmp_out, **fast
     )
@@ -361,7 +394,7 @@ def build(demo: gr.Blocks | None = None) -> None:
         [image, model, resolution, qrow, qcol, layer, view, threshold, alpha, cmap, state],
         [*show, state, view],
         **fast,
-    )
+    ).success(compare_update, cmp_in, cmp_out, **fast)
     if demo is not None:
         demo.load(first_screen, None, [*show, state, image], **fast)
     cls_btn.click(lambda: (None, None), None, [qrow, qcol], api_visibility="private", queue=False).then(

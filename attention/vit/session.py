@@ -104,18 +104,20 @@ def file_digest(src: ImageSource) -> str:
     return hashlib.sha1(f"{src.size}{src.mode}".encode() + src.tobytes()).hexdigest()  # PIL image
 
 
+def is_empty(v) -> bool:
+    """An empty query field: None, NaN or blank text."""
+    return v is None or (isinstance(v, float) and np.isnan(v)) or (isinstance(v, str) and not v.strip())
+
+
 def parse_query(row: float | int | None, col: float | int | None) -> Query:
     """(row, col) numbers -> a query: both empty (None or NaN) means CLS, else a patch (int, int).
 
     Raises InputError when only one is given or a value is not a whole number.
     """
 
-    def empty(v) -> bool:
-        return v is None or (isinstance(v, float) and np.isnan(v)) or (isinstance(v, str) and not v.strip())
-
-    if empty(row) and empty(col):
+    if is_empty(row) and is_empty(col):
         return "cls"
-    if empty(row) or empty(col):
+    if is_empty(row) or is_empty(col):
         raise InputError("Give both query_row and query_col for a patch query, or leave both empty for the CLS token.")
     r, c = as_whole(row), as_whole(col)
     if r is None or c is None:

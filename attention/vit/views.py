@@ -20,7 +20,17 @@ from pathlib import Path
 import numpy as np
 
 from attention.errors import InputError, as_whole
-from attention.render import colormap, mark_patch, mask_overlay, overlay, overlays, png_bytes, upsample
+from attention.render import (
+    HEAD_COLORS,
+    colormap,
+    mark_patch,
+    mask_overlay,
+    masks_figure,
+    overlay,
+    overlays,
+    png_bytes,
+    upsample,
+)
 from attention.vit.extract import AttentionMaps, Query, threshold_masks
 from attention.vit.outputs import SHEET_TILE, Outputs, Tile, write_outputs
 from attention.vit.session import Pass
@@ -30,6 +40,7 @@ VIEWS: dict[str, str] = {
     "mean": "Mean of heads",
     "rollout": "Rollout",
     "masks": "Threshold masks",
+    "fig3": "All masks (DINO Fig. 3)",
 }
 MIN_DISPLAY = 224  # px: smaller images (MNIST's 28) are shown enlarged by a whole factor
 BIG_DISPLAY = 480  # px: the large map's shorter side is at least this (enlarged by a whole factor)
@@ -109,7 +120,8 @@ def tiles(
 
     heads: one overlay per head, then the mean of heads; mean: the mean of heads;
     rollout: the rollout map (pass `rollout`, (gh, gw), from `Pass.rollout`);
-    masks: per head, the patches holding `threshold` of its attention (DINO's masks).
+    masks: per head, the patches holding `threshold` of its attention (DINO's masks), outlined;
+    fig3: every head's mask over one image in its own colour, as in DINO's Fig. 3.
     Each map is min-max scaled on its own (colour = where a head looks, not how much).
     Tiles are the image's size times `display_scale(res)`; `shrink` > 1 (a divisor of the patch
     size, see `sheet_shrink`) draws them that many times smaller, on the box-averaged image.
@@ -137,6 +149,9 @@ def tiles(
             Tile(fin(overlay(img, rollout, alpha=alpha, cmap=cmap)), f"rollout through layers 0-{res.layer}", "rollout")
         ]
     masks = threshold_masks(res.maps, threshold)
+    if view == "fig3":
+        caption = f"every head's mask at {threshold:.0%}, one colour per head"
+        return [Tile(fin(masks_figure(img, masks)), caption, "fig3")]
     n = masks[0].size
     return [
         Tile(fin(mask_overlay(img, m)), f"head {h} · {int(m.sum())}/{n} patches hold {threshold:.0%}", f"mask_{h:02d}")
@@ -177,12 +192,16 @@ def query_image(
     rollout: np.ndarray | None = None,
     alpha: float = 0.6,
     cmap: str = "inferno",
+    picture: np.ndarray | None = None,
 ) -> np.ndarray:
     """The large, clickable map: head `head`'s map (None: the mean of heads; `rollout` when given) over
-    the image, the query patch marked by a crosshair, enlarged by `big_scale(res)`. uint8 (H*s, W*s, 3)."""
+    the image, or `picture` (uint8, the image's size: a mask view), the query patch marked by a
+    crosshair, enlarged by `big_scale(res)`. uint8 (H*s, W*s, 3)."""
     m = rollout if rollout is not None else res.mean if head is None else res.maps[head]
     s = big_scale(res)
-    out = upsample(overlay(np.asarray(res.image, dtype=np.uint8), m, alpha=alpha, cmap=cmap), s)
+    if picture is None:
+        picture = overlay(np.asarray(res.image, dtype=np.uint8), m, alpha=alpha, cmap=cmap)
+    out = upsample(picture, s)
     if not isinstance(res.query, str):
         out = crosshair(out, res.query, res.patch_size * s)
     return np.ascontiguousarray(out)
@@ -257,20 +276,38 @@ def scores_table(res: AttentionMaps, head: int, top: int = 10) -> tuple[str, lis
     return summary, rows
 
 
-def legend_html(cmap: str = "inferno") -> str:
-    """A small HTML colour bar for `cmap` with how to read the maps."""
+def legend_html(cmap: str = "inferno", view: str = "heads", heads: int = 0, threshold: float = 0.6) -> str:
+    """A small HTML legend matching `view`: a colour bar for `cmap` (heads, mean, rollout), the
+    tint and outline of the masks (masks), or each head's colour (fig3, `heads` of them)."""
+    query = '<span style="color:#0aa">✛</span> query patch'
+    style = '<div class="attn-legend" style="display:flex;align-items:center;gap:8px;font-size:0.85em">'
+    if view == "masks":
+        return (
+            f'{style}<span style="display:inline-block;width:14px;height:12px;background:#ff4040;'
+            f'opacity:.75;border:2px solid #ff4040"></span><span>the patches holding {threshold:.0%} of the '
+            "chosen head's attention (outlined); the rest darkened</span>"
+            f'<span style="opacity:0.75">· {query}</span></div>'
+        )
+    if view == "fig3":
+        swatches = "".join(
+            f'<span style="white-space:nowrap"><span style="display:inline-block;width:12px;height:12px;'
+            f'border-radius:2px;background:rgb{HEAD_COLORS[h % len(HEAD_COLORS)]}"></span> head {h}</span>'
+            for h in range(heads)
+        )
+        return (
+            f"{style}<span>each head's {threshold:.0%} mask, tinted and outlined:</span>{swatches}"
+            f'<span style="opacity:0.75">· {query}</span></div>'
+        )
     lut = colormap(cmap)
     stops = ", ".join(
         f"rgb({r},{g},{b}) {i / 10:.0%}" for i, (r, g, b) in enumerate(lut[np.linspace(0, 255, 11).astype(int)])
     )
     return (
-        '<div class="attn-legend" style="display:flex;align-items:center;gap:8px;font-size:0.85em">'
-        "<span>low</span>"
+        f"{style}<span>low</span>"
         '<span style="flex:0 0 180px;height:12px;border-radius:3px;'
         f'background:linear-gradient(to right, {stops})"></span>'
         "<span>high attention</span>"
-        '<span style="opacity:0.75">· each map is scaled to its own range · '
-        '<span style="color:#0aa">▢</span> query patch</span></div>'
+        f'<span style="opacity:0.75">· each map is scaled to its own range · {query}</span></div>'
     )
 
 
@@ -285,6 +322,7 @@ class Frame:
     query_label: str
     scores_summary: str
     scores_rows: list[list]
+    legend: str = ""  # `legend_html` for this view and style
     seconds: float = 0.0  # wall time of `frame`: drawing, encoding and writing the files (no forward pass)
 
 
@@ -322,7 +360,16 @@ def frame(
     if with_query_image:
         qpng = os.path.join(os.path.dirname(out.npz), "query.png")
         big_head = head if view in ("heads", "masks") else None
-        Path(qpng).write_bytes(png_bytes(query_image(res, head=big_head, rollout=roll, alpha=alpha, cmap=cmap)))
+        img = np.asarray(res.image, dtype=np.uint8)
+        picture = (
+            mask_overlay(img, threshold_masks(res.maps[head : head + 1], threshold)[0])
+            if view == "masks"
+            else masks_figure(img, threshold_masks(res.maps, threshold))
+            if view == "fig3"
+            else None
+        )
+        big = query_image(res, head=big_head, rollout=roll, alpha=alpha, cmap=cmap, picture=picture)
+        Path(qpng).write_bytes(png_bytes(big))
     return Frame(
         res,
         out,
@@ -331,5 +378,6 @@ def frame(
         query_label(res),
         summary,
         rows,
+        legend=legend_html(cmap, view, res.maps.shape[0], threshold),
         seconds=time.perf_counter() - t0,
     )

@@ -55,11 +55,14 @@ def test_digit_example_click_a_patch_then_rollout(page):
     assert page.get_by_test_id("toast-body").count() == 0  # no error anywhere
     screenshot(page, "vit_rollout")
 
-    page.get_by_text("Compare with a second model").click()
     pick = page.locator("#vit-compare input")
     pick.fill("mnist_vit")
     pick.press("Enter")
     page.locator("#vit-compare-details").get_by_text("mnist_vit").wait_for()
+    page.locator("#vit-cmp-img img").wait_for()  # the second model's large map beside the main one
+    main, second = (page.locator(f"{s} img").bounding_box() for s in ("#vit-cmp-main", "#vit-cmp-img"))
+    assert abs(main["width"] - second["width"]) < 2 and abs(main["y"] - second["y"]) < 2  # side by side, same size
+    page.get_by_text("Second model: every head").click()
     page.locator("#vit-compare-gallery").get_by_text(re.compile("rollout through layers")).first.wait_for()
     assert page.get_by_test_id("toast-body").count() == 0
     screenshot(page, "vit_compare")
@@ -111,3 +114,18 @@ def test_the_first_change_after_an_example_is_kept(page):
     page.wait_for_timeout(1000)
     assert page.locator("#vit-layer input[type=number]").input_value() == "0"  # no snap back to the last layer
     assert page.locator("#vit-details").get_by_text("layer 0/3").count() == 1
+
+
+@pytest.mark.browser
+def test_a_bad_query_row_marks_only_that_field_and_keeps_the_maps(page):
+    page.locator("#vit-gallery").get_by_text("mean of heads").first.wait_for()
+    before, big = gallery_srcs(page), big_map_src(page)
+    page.locator("#vit-qcol input").fill("2")
+    row = page.locator("#vit-qrow input")
+    row.fill("99")
+    row.press("Enter")
+    page.locator("#vit-qrow").get_by_text(re.compile("accepted a whole number 0 to 6")).wait_for()
+    assert page.locator("#vit-qcol").get_by_text("accepted").count() == 0  # the column is fine
+    page.wait_for_timeout(500)
+    assert gallery_srcs(page) == before and big_map_src(page) == big  # the last good maps stay
+    screenshot(page, "vit_bad_query")

@@ -24,7 +24,7 @@ def cyan_box(img: np.ndarray) -> tuple[int, int, int, int] | None:
     return None if ys.size == 0 else (ys.min(), xs.min(), ys.max(), xs.max())
 
 
-@pytest.mark.parametrize("view, count", [("heads", 5), ("mean", 1), ("rollout", 1), ("masks", 4)])
+@pytest.mark.parametrize("view, count", [("heads", 5), ("mean", 1), ("rollout", 1), ("masks", 4), ("fig3", 1)])
 def test_each_view_gives_its_tiles_enlarged_for_small_images(digit_pass, view, count):
     res = digit_pass.at((1, 5), -1)
     roll = digit_pass.rollout((1, 5), -1) if view == "rollout" else None
@@ -165,3 +165,26 @@ def test_frame_composes_a_view_from_the_cached_pass(digit_pass, tmp_path, monkey
     assert 0 < f.seconds < 60  # the drawing's own wall time (the API reports it as render_ms)
     assert "patch (row 0, col 0)" in f.query_label and "Head 2" in f.scores_summary
     assert views.frame(digit_pass, view="mean", with_query_image=False, root=tmp_path).query_png is None
+
+
+def test_each_view_has_a_legend_that_matches_it(digit_pass):
+    assert "linear-gradient" in views.legend_html("viridis", "heads")
+    masks = views.legend_html("inferno", "masks", 4, 0.6)
+    assert "60%" in masks and "linear-gradient" not in masks
+    fig3 = views.legend_html("inferno", "fig3", 4, 0.5)
+    assert "linear-gradient" not in fig3 and fig3.count("head ") == 4 and "50%" in fig3
+    f = views.frame(digit_pass, view="fig3", threshold=0.5)
+    assert f.legend == fig3 and f.outputs.captions == ["every head's mask at 50%, one colour per head"]
+
+
+def test_the_fig3_view_tints_and_outlines_each_heads_mask_in_its_own_colour(digit_pass):
+    from attention.render import HEAD_COLORS, masks_figure
+
+    res = digit_pass.at()
+    masks = threshold_masks(res.maps, 0.6)
+    fig = masks_figure(np.asarray(res.image), masks)
+    for h in range(len(masks)):
+        assert (fig == HEAD_COLORS[h]).all(-1).any()  # every head's outline is drawn in its colour
+    p = res.patch_size
+    outside = (~masks.any(0)).repeat(p, 0).repeat(p, 1)  # pixels of patches in no mask
+    assert np.array_equal(fig[outside], np.asarray(res.image)[outside])  # left untouched
