@@ -9,6 +9,7 @@ from __future__ import annotations
 from importlib import resources
 
 import gradio as gr
+import pandas as pd
 
 from attention import render as vit_render
 from attention.config import EXAMPLES_DIR
@@ -188,6 +189,25 @@ def build(demo: gr.Blocks | None = None) -> None:
                 "Scores vs weights: the query row of the chosen head, before and after softmax", open=False
             ):
                 scores_md = gr.Markdown("", elem_id="vit-scores-summary")
+                with gr.Row():
+                    score_bars = gr.BarPlot(
+                        x="token",
+                        y="raw score",
+                        color="token kind",
+                        title="raw score q·k/√d",
+                        height=300,
+                        x_label_angle=-40,
+                        elem_id="vit-score-bars",
+                    )
+                    weight_bars = gr.BarPlot(
+                        x="token",
+                        y="softmax weight",
+                        color="token kind",
+                        title="softmax weight",
+                        height=300,
+                        x_label_angle=-40,
+                        elem_id="vit-weight-bars",
+                    )
                 scores_df = gr.Dataframe(
                     headers=vit_views.SCORE_HEADERS, interactive=False, elem_id="vit-scores", max_height=260
                 )
@@ -229,8 +249,36 @@ def build(demo: gr.Blocks | None = None) -> None:
                     elem_id="vit-compare-gallery",
                 )
 
-    show = [qimg, gallery, details, qlabel, scores_md, scores_df, download, legend, layer, head, qrow, qcol]
+    show = [
+        qimg,
+        gallery,
+        details,
+        qlabel,
+        scores_md,
+        score_bars,
+        weight_bars,
+        scores_df,
+        download,
+        legend,
+        layer,
+        head,
+        qrow,
+        qcol,
+    ]
     style = [layer, view, head, threshold, alpha, cmap]
+
+    def score_plots(rows) -> dict:
+        """The top tokens of the scores table as two bar charts (drawn in the browser), in rank order
+        ("#01 ..." names sort as ranks; plain values, so cached example outputs can hold them)."""
+        data = pd.DataFrame(
+            {
+                "token": [f"#{r[0]:02d} {r[1]}" for r in rows],
+                "raw score": [r[2] for r in rows],
+                "softmax weight": [r[3] for r in rows],
+                "token kind": ["patch" if r[1].startswith("patch") else "CLS / register" for r in rows],
+            }
+        )
+        return {score_bars: data, weight_bars: data}
 
     def shown(f, p, cm, plain=False) -> dict:
         """A Frame as the display outputs. `plain`: values only, no gr.update (cached example outputs
@@ -242,6 +290,7 @@ def build(demo: gr.Blocks | None = None) -> None:
             details: f.details,
             qlabel: f.query_label,
             scores_md: f.scores_summary,
+            **score_plots(f.scores_rows),
             scores_df: f.scores_rows,
             download: f.outputs.npz,
             legend: f.legend,

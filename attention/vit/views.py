@@ -247,8 +247,9 @@ SCORE_HEADERS = ["rank", "token", "raw score q·k/√d", "softmax weight"]
 
 def scores_table(res: AttentionMaps, head: int, top: int = 10) -> tuple[str, list[list]]:
     """The query row of one head at the selected layer, as DINO's tutorial prints it: raw scores
-    and their softmax weights. Returns (markdown summary, rows of SCORE_HEADERS) with the prefix
-    tokens (CLS, registers) first, then the `top` patches by weight."""
+    and their softmax weights. Returns (markdown summary, rows of SCORE_HEADERS): the `top` tokens
+    by weight in rank order, CLS and registers among them where their weight ranks them (the
+    summary gives their share)."""
     H = res.weights.shape[1]
     if (h := as_whole(head)) is None:
         raise InputError(f"Head {head!r} is not a whole number; accepted: 0 to {H - 1}.")
@@ -257,12 +258,8 @@ def scores_table(res: AttentionMaps, head: int, top: int = 10) -> tuple[str, lis
         raise InputError(f"Head {head} is out of range; this model has {H} heads: 0 to {H - 1}.")
     s, w = res.scores[res.layer, head], res.weights[res.layer, head]
     P = res.num_prefix_tokens
-    order = P + np.argsort(-w[P:], kind="stable")[:top]
-    rank = np.empty(len(w), int)
-    rank[np.argsort(-w, kind="stable")] = np.arange(1, len(w) + 1)
-    rows = [
-        [int(rank[j]), token_name(res, j), round(float(s[j]), 3), round(float(w[j]), 4)] for j in [*range(P), *order]
-    ]
+    order = np.argsort(-w, kind="stable")[:top]
+    rows = [[r + 1, token_name(res, j), round(float(s[j]), 3), round(float(w[j]), 4)] for r, j in enumerate(order)]
     share = float(w[:P].sum())
     regs = float(w[1:P].sum()) if P > 1 else None
     ent = float(-(w * np.log(np.maximum(w, 1e-30))).sum())

@@ -115,17 +115,17 @@ def test_the_large_map_shows_the_chosen_head(digit_pass):
     assert np.array_equal(heads[2][::18, ::18], small)  # the head's own overlay, enlarged
 
 
-def test_scores_table_prints_raw_scores_and_their_softmax(digit_pass):
+def test_scores_table_prints_raw_scores_and_their_softmax_in_rank_order(digit_pass):
     res = digit_pass.at((2, 2), 2)
     summary, rows = views.scores_table(res, head=1, top=5)
-    assert len(rows) == 1 + 5 and rows[0][1] == "CLS"
+    order = np.argsort(-res.weights[2, 1], kind="stable")[:5]
     s, w = res.scores[2, 1], res.weights[2, 1]
     np.testing.assert_allclose(w, np.exp(s - s.max()) / np.exp(s - s.max()).sum(), rtol=1e-4)
-    weights = [r[3] for r in rows[1:]]
-    assert weights == sorted(weights, reverse=True) and weights[0] == pytest.approx(w[1:].max(), abs=1e-4)
-    token = rows[1][1]  # "patch (r, c)" with the largest weight
-    r, c = map(int, token[len("patch (") : -1].split(", "))
-    assert rows[1][2] == pytest.approx(s[1 + r * 7 + c], abs=1e-3)
+    assert [r[0] for r in rows] == [1, 2, 3, 4, 5]  # ranks, nothing pinned above rank 1
+    weights = [r[3] for r in rows]
+    assert weights == sorted(weights, reverse=True) and weights[0] == pytest.approx(w.max(), abs=1e-4)
+    for row, j in zip(rows, order):
+        assert row[2] == pytest.approx(s[j], abs=1e-3) and row[1] == views.token_name(res, j)
     assert f"{res.prefix_share[2, 1]:.1%} of the weight on the prefix" in summary and "patch (2, 2)" in summary
     with pytest.raises(InputError, match="0 to 3"):
         views.scores_table(res, head=4)
