@@ -286,7 +286,7 @@ def build(demo: gr.Blocks | None = None) -> None:
         q = None if isinstance(f.res.query, str) else f.res.query
         out = {
             qimg: f.query_png,
-            gallery: list(zip(f.outputs.pngs, f.outputs.captions)),
+            gallery: list(zip(f.outputs.thumbs, f.outputs.captions)),
             details: f.details,
             qlabel: f.query_label,
             scores_md: f.scores_summary,
@@ -400,7 +400,7 @@ def build(demo: gr.Blocks | None = None) -> None:
             return {**off, cdetails: f"⚠️ {e}", cstate: cst, cpair: gr.update(visible=False)}
         return {
             cdetails: f.details,
-            cgallery: list(zip(f.outputs.pngs, f.outputs.captions)),
+            cgallery: list(zip(f.outputs.thumbs, f.outputs.captions)),
             cmain: main,
             cimg: f.query_png,
             cstate: c.ref,

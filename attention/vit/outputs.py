@@ -44,10 +44,15 @@ def sheet(ts: list[Tile], *, max_side: int = SHEET_TILE, ncols: int = 4) -> np.n
     """All tiles on one captioned contact sheet, uint8 (H, W, 3): rows of `ncols`, each tile
     reduced by the smallest whole factor (box average) that brings its longer side to `max_side`
     or less. One picture to look at (the raw arrays remake any tile at full size)."""
-    h, w = ts[0].image.shape[:2]
-    k = max(1, -(-max(h, w) // max_side))
-    small = [t.image if k == 1 else np.asarray(Image.fromarray(t.image).reduce(k)) for t in ts]
+    small = [reduced(t.image, max_side) for t in ts]
     return grid(small, ncols=min(ncols, len(ts)), labels=[t.caption for t in ts])
+
+
+def reduced(img: np.ndarray, max_side: int) -> np.ndarray:
+    """`img` uint8 (H, W, 3) reduced by the smallest whole factor (box average) that brings its
+    longer side to `max_side` or less (unchanged when it already fits)."""
+    k = max(1, -(-max(img.shape[:2]) // max_side))
+    return img if k == 1 else np.asarray(Image.fromarray(img).reduce(k))
 
 
 OUTPUT_ROOT = Path(tempfile.gettempdir()) / "attention-explorer"
@@ -84,6 +89,7 @@ class Outputs:
     names: list[str]  # file-safe tile names: the .npz holds png/<name>.png
     npz: str
     sheet: str | None = None
+    thumbs: list[str] | None = None  # the tiles at gallery size (`thumb_side`), else the pngs themselves
 
 
 def maps_arrays(
@@ -131,14 +137,16 @@ def write_outputs(
     rollout: np.ndarray | None = None,
     root: str | os.PathLike | None = None,
     sheet_only: bool = False,
+    thumb_side: int | None = None,
 ) -> Outputs:
     """The files of one render, in a fresh folder under `root` (default: the temp dir; folders
     older than an hour are removed).
 
     Default (the app's view and download): each tile as a PNG file, and one .npz holding the raw
-    maps and the same PNG bytes (each tile is encoded once). `sheet_only` (an API answer): one
-    contact-sheet PNG (`sheet`) and an .npz of the raw arrays alone, from which every overlay can
-    be remade exactly (`render.overlay(d["image"], d["maps"][h])`).
+    maps and the same PNG bytes (each tile is encoded once); with `thumb_side`, also each tile
+    reduced to that longer side for a gallery (`Outputs.thumbs`: fewer bytes per click).
+    `sheet_only` (an API answer): one contact-sheet PNG (`sheet`) and an .npz of the raw arrays
+    alone, from which every overlay can be remade exactly (`render.overlay(d["image"], d["maps"][h])`).
     """
     d = _new_dir(Path(root) if root else OUTPUT_ROOT)
     paths, encoded, sheet_path = [], {}, None
@@ -152,6 +160,13 @@ def write_outputs(
             p = d / f"{name}.png"
             p.write_bytes(data)
             paths.append(os.fspath(p))
+    thumbs = list(paths)
+    if thumb_side and not sheet_only and max(ts[0].image.shape[:2]) > thumb_side:  # what the gallery shows
+        thumbs = []
+        for t in ts:
+            p = d / f"{t.name}_small.png"
+            p.write_bytes(png_bytes(reduced(t.image, thumb_side)))
+            thumbs.append(os.fspath(p))
     q = "cls" if isinstance(res.query, str) else f"r{res.query[0]}c{res.query[1]}"
     safe_model = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model)[:60]
     npz = save_npz(
@@ -159,7 +174,8 @@ def write_outputs(
         maps_arrays(res, model=model, view=view, threshold=threshold, rollout=rollout),
         encoded,
     )
-    return Outputs(paths, [t.caption for t in ts], [t.name for t in ts], npz, sheet_path and os.fspath(sheet_path))
+    captions, names = [t.caption for t in ts], [t.name for t in ts]
+    return Outputs(paths, captions, names, npz, sheet_path and os.fspath(sheet_path), thumbs)
 
 
 def describe(

@@ -44,6 +44,7 @@ VIEWS: dict[str, str] = {
 }
 MIN_DISPLAY = 224  # px: smaller images (MNIST's 28) are shown enlarged by a whole factor
 BIG_DISPLAY = 480  # px: the large map's shorter side is at least this (enlarged by a whole factor)
+THUMB_SIDE = 400  # px: the gallery's copies of the tiles are reduced to at most this longer side
 QUERY_COLOR = (0, 255, 255)  # cyan square around the query patch
 
 
@@ -351,7 +352,15 @@ def frame(
     shrink = sheet_shrink(res) if sheet_only else 1  # the sheet's tiles are drawn small, not drawn then reduced
     ts = tiles(res, view, rollout=roll, threshold=threshold, alpha=alpha, cmap=cmap, shrink=shrink)
     out = write_outputs(
-        res, ts, model=p.model, view=view, threshold=threshold, rollout=roll, root=root, sheet_only=sheet_only
+        res,
+        ts,
+        model=p.model,
+        view=view,
+        threshold=threshold,
+        rollout=roll,
+        root=root,
+        sheet_only=sheet_only,
+        thumb_side=THUMB_SIDE if with_query_image else None,  # the tab's gallery
     )
     qpng = None
     if with_query_image:

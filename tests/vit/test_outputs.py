@@ -99,3 +99,17 @@ def test_outputs_older_than_an_hour_are_swept_at_most_once_a_minute(digit_pass, 
     old = stale_folder()
     fresh = outputs.write_outputs(res, ts, model="m", view="mean", threshold=0.6, root=tmp_path)
     assert old.exists() and Path(fresh.npz).exists()  # swept a moment ago: not again within the minute
+
+
+def test_the_gallery_gets_tiles_reduced_to_its_size_and_the_download_keeps_them_full(digit_pass, tmp_path):
+    img = np.random.default_rng(0).integers(0, 255, (480, 720, 3), dtype=np.uint8)
+    ts = [outputs.Tile(img, "head 0", "head_00"), outputs.Tile(img[::-1].copy(), "mean of heads", "mean")]
+    res = digit_pass.at()  # the arrays of the .npz (the tiles' size does not depend on them)
+    out = outputs.write_outputs(res, ts, model="m", view="heads", threshold=0.6, root=tmp_path, thumb_side=400)
+    for t, thumb, full in zip(ts, out.thumbs, out.pngs):
+        small = np.asarray(Image.open(thumb))
+        assert small.shape == (240, 360, 3)  # reduced by 2: the longer side at most 400
+        np.testing.assert_array_equal(small, np.asarray(Image.fromarray(t.image).reduce(2)))
+        np.testing.assert_array_equal(np.asarray(Image.open(full)), t.image)  # full size kept
+    same = outputs.write_outputs(res, ts, model="m", view="heads", threshold=0.6, root=tmp_path, thumb_side=800)
+    assert same.thumbs == same.pngs  # already small enough: no second copy
