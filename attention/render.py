@@ -9,6 +9,7 @@ Everything returns uint8 arrays (H, W, 3) ready for PNG; no matplotlib figure is
 
 from __future__ import annotations
 
+import io
 import struct
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -181,6 +182,15 @@ def grid(
             draw.text((x + 2, y), text, fill=(0, 0, 0), font=_label_font())
         out = np.asarray(pil)
     return out
+
+
+def jpeg_bytes(img: np.ndarray, quality: int = 92) -> bytes:
+    """A uint8 (H, W, 3) picture as JPEG without chroma subsampling (4:4:4, so patch edges keep
+    their colour): for overlays on photos about 6.5x smaller than PNG, 10x faster to encode, within
+    7 grey levels of every pixel (bench/bench_formats.py); enlarged pixel maps stay PNG."""
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(img)).save(buf, format="JPEG", quality=quality, subsampling=0)
+    return buf.getvalue()
 
 
 def _png_chunk(kind: bytes, data: bytes) -> bytes:

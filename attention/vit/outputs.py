@@ -25,7 +25,7 @@ import numpy as np
 from PIL import Image
 
 from attention.config import SETTINGS
-from attention.render import grid, png_bytes
+from attention.render import grid, jpeg_bytes, png_bytes
 from attention.vit.extract import AttentionMaps
 
 SHEET_TILE = 448  # px: longest side of a tile on the contact sheet (larger tiles are reduced by a whole factor)
@@ -138,13 +138,15 @@ def write_outputs(
     root: str | os.PathLike | None = None,
     sheet_only: bool = False,
     thumb_side: int | None = None,
+    thumb_jpeg: bool = False,
 ) -> Outputs:
     """The files of one render, in a fresh folder under `root` (default: the temp dir; folders
     older than an hour are removed).
 
     Default (the app's view and download): each tile as a PNG file, and one .npz holding the raw
     maps and the same PNG bytes (each tile is encoded once); with `thumb_side`, also each tile
-    reduced to that longer side for a gallery (`Outputs.thumbs`: fewer bytes per click).
+    reduced to that longer side for a gallery (`Outputs.thumbs`: fewer bytes per click; JPEG with
+    `thumb_jpeg`, for photos).
     `sheet_only` (an API answer): one contact-sheet PNG (`sheet`) and an .npz of the raw arrays
     alone, from which every overlay can be remade exactly (`render.overlay(d["image"], d["maps"][h])`).
     """
@@ -161,11 +163,12 @@ def write_outputs(
             p.write_bytes(data)
             paths.append(os.fspath(p))
     thumbs = list(paths)
-    if thumb_side and not sheet_only and max(ts[0].image.shape[:2]) > thumb_side:  # what the gallery shows
+    if thumb_side and not sheet_only and (thumb_jpeg or max(ts[0].image.shape[:2]) > thumb_side):  # the gallery's
         thumbs = []
         for t in ts:
-            p = d / f"{t.name}_small.png"
-            p.write_bytes(png_bytes(reduced(t.image, thumb_side)))
+            small = reduced(t.image, thumb_side)
+            p = d / f"{t.name}_small.{'jpg' if thumb_jpeg else 'png'}"
+            p.write_bytes(jpeg_bytes(small) if thumb_jpeg else png_bytes(small))
             thumbs.append(os.fspath(p))
     q = "cls" if isinstance(res.query, str) else f"r{res.query[0]}c{res.query[1]}"
     safe_model = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model)[:60]

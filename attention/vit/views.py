@@ -23,6 +23,7 @@ from attention.errors import InputError, as_whole
 from attention.render import (
     HEAD_COLORS,
     colormap,
+    jpeg_bytes,
     mark_patch,
     mask_overlay,
     masks_figure,
@@ -349,6 +350,7 @@ def frame(
     res = p.at(query, layer)
     roll = p.rollout(res.query, res.layer) if view == "rollout" else None
     summary, rows = scores_table(res, head)
+    photo = display_scale(res) == 1  # shown at its own size: JPEG for display (enlarged pixel maps: PNG)
     shrink = sheet_shrink(res) if sheet_only else 1  # the sheet's tiles are drawn small, not drawn then reduced
     ts = tiles(res, view, rollout=roll, threshold=threshold, alpha=alpha, cmap=cmap, shrink=shrink)
     out = write_outputs(
@@ -361,10 +363,11 @@ def frame(
         root=root,
         sheet_only=sheet_only,
         thumb_side=THUMB_SIDE if with_query_image else None,  # the tab's gallery
+        thumb_jpeg=photo,
     )
     qpng = None
     if with_query_image:
-        qpng = os.path.join(os.path.dirname(out.npz), "query.png")
+        qpng = os.path.join(os.path.dirname(out.npz), "query.jpg" if photo else "query.png")
         big_head = head if view in ("heads", "masks") else None
         img = np.asarray(res.image, dtype=np.uint8)
         picture = (
@@ -375,7 +378,7 @@ def frame(
             else None
         )
         big = query_image(res, head=big_head, rollout=roll, alpha=alpha, cmap=cmap, picture=picture)
-        Path(qpng).write_bytes(png_bytes(big))
+        Path(qpng).write_bytes(jpeg_bytes(big) if photo else png_bytes(big))
     return Frame(
         res,
         out,

@@ -13,7 +13,9 @@ from attention.errors import InputError
 from attention.render import colormap
 from attention.vit import session, views
 from attention.vit.extract import threshold_masks
-from tests.conftest import DIGIT
+from tests.conftest import DIGIT, ROOT
+
+PHOTO = ROOT / "examples" / "photos" / "chelsea.jpg"
 
 CYAN = np.array(views.QUERY_COLOR, np.uint8)
 
@@ -188,3 +190,15 @@ def test_the_fig3_view_tints_and_outlines_each_heads_mask_in_its_own_colour(digi
     p = res.patch_size
     outside = (~masks.any(0)).repeat(p, 0).repeat(p, 1)  # pixels of patches in no mask
     assert np.array_equal(fig[outside], np.asarray(res.image)[outside])  # left untouched
+
+
+def test_photos_are_shown_as_jpeg_and_enlarged_maps_as_png(digit_pass, tmp_path):
+    photo = session.get_pass(str(PHOTO), "mnist_vit", "240")  # 240 px: shown at its own size
+    f = views.frame(photo, query=(3, 4), root=tmp_path)
+    assert f.query_png.endswith(".jpg") and all(t.endswith(".jpg") for t in f.outputs.thumbs)
+    big = np.asarray(Image.open(f.query_png), dtype=int)
+    exact = views.query_image(photo.at((3, 4)), head=0)
+    assert big.shape == exact.shape and np.abs(big - exact).mean() < 2  # 4:4:4 JPEG: close to exact
+    assert all(p.endswith(".png") for p in f.outputs.pngs)  # the download keeps exact PNGs
+    g = views.frame(digit_pass, root=tmp_path)  # a digit, enlarged: PNG, exact
+    assert g.query_png.endswith(".png") and all(t.endswith(".png") for t in g.outputs.thumbs)
