@@ -50,7 +50,8 @@ def vit_pass(image, model, resolution, progress=None):
     return vit_session.get_pass(image, model, resolution, progress=progress, cache=vit_session.PASSES, shared=True)
 
 
-def _vit_frame(p, qrow, qcol, layer, view, head, threshold, alpha, cmap):
+def _vit_frame(p, qrow, qcol, layer, view, head, threshold, alpha, cmap, download=False):
+    """One view of pass `p` as the tab shows it; `download`: also the .npz (made only when asked)."""
     query = vit_session.parse_query(qrow, qcol)
     return vit_views.frame(
         p,
@@ -61,6 +62,8 @@ def _vit_frame(p, qrow, qcol, layer, view, head, threshold, alpha, cmap):
         threshold=threshold,
         alpha=alpha,
         cmap=cmap,
+        with_query_image=not download,
+        download=download,
     )
 
 
@@ -211,9 +214,13 @@ def build(demo: gr.Blocks | None = None) -> None:
                 scores_df = gr.Dataframe(
                     headers=vit_views.SCORE_HEADERS, interactive=False, elem_id="vit-scores", max_height=260
                 )
+            dl_btn = gr.Button(
+                "Download this view: raw float32 maps + every picture, one .npz", size="sm", elem_id="vit-download-btn"
+            )
             download = gr.File(
-                label="Download: raw float32 maps + the PNGs, one .npz (np.load it, or unzip it)",
+                label="The .npz: np.load it, or unzip it for the PNGs",
                 interactive=False,
+                visible=False,
                 height=60,
                 elem_id="vit-download",
             )
@@ -292,11 +299,11 @@ def build(demo: gr.Blocks | None = None) -> None:
             scores_md: f.scores_summary,
             **score_plots(f.scores_rows),
             scores_df: f.scores_rows,
-            download: f.outputs.npz,
+            download: None,  # a new view: the last download no longer matches it
             legend: f.legend,
         }
-        if plain:
-            return {**out, layer: f.res.layer, head: 0}
+        if plain:  # (Gradio 6.31 cannot read an empty File back from the examples cache: no download key)
+            return {k: v for k, v in out.items() if k is not download} | {layer: f.res.layer, head: 0}
         return {
             **out,
             layer: gr.update(maximum=p.num_layers - 1, value=f.res.layer),
@@ -359,6 +366,14 @@ def build(demo: gr.Blocks | None = None) -> None:
         return {**shown(_vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm), p, cm), head: hd, view: vw}
 
     @user_errors
+    def make_download(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st):
+        """The .npz of the view on screen (raw float32 maps, scores, weights, image, every picture)."""
+        p = vit_pass(img, mdl, res)
+        lay, hd, qr, qc = fit(p, st, lay, hd, qr, qc)
+        f = _vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, download=True)
+        return gr.update(value=f.outputs.npz, visible=True)
+
+    @user_errors
     def first_screen(progress=gr.Progress()):
         """What a new visitor sees at once: the start example's maps (the pass is shared by all)."""
         p = vit_pass(START_IMAGE, s.model, VIT_DEFAULTS["resolution"], progress_cb(progress))
@@ -395,7 +410,9 @@ def build(demo: gr.Blocks | None = None) -> None:
             q = vit_session.map_query(vit_session.parse_query(qr, qc), st.grid, c.base.grid)
             lay_c = vit_session.map_layer(vit_session.parse_index(lay, "Layer"), st.num_layers, c.num_layers)
             hd_c = min(vit_session.parse_index(hd or 0, "Head"), c.num_heads - 1)
-            f = vit_views.frame(c, query=q, layer=lay_c, view=vw, head=hd_c, threshold=thr, alpha=al, cmap=cm)
+            f = vit_views.frame(
+                c, query=q, layer=lay_c, view=vw, head=hd_c, threshold=thr, alpha=al, cmap=cm, download=False
+            )
         except AttentionError as e:
             return {**off, cdetails: f"⚠️ {e}", cstate: cst, cpair: gr.update(visible=False)}
         return {
@@ -444,6 +461,7 @@ def build(demo: gr.Blocks | None = None) -> None:
         [*show, state, view],
         **fast,
     ).success(compare_update, cmp_in, cmp_out, **fast)
+    dl_btn.click(make_download, inputs, download, **fast)
     if demo is not None:
         demo.load(first_screen, None, [*show, state, image], **fast)
     cls_btn.click(lambda: (None, None), None, [qrow, qcol], api_visibility="private", queue=False).then(
@@ -464,7 +482,7 @@ def build(demo: gr.Blocks | None = None) -> None:
             ex = gr.Examples(
                 rows,
                 ex_in,
-                show[:-2],
+                [c for c in show if c not in (download, qrow, qcol)],
                 fn=example,
                 cache_examples=True,
                 cache_mode="lazy",

@@ -87,7 +87,7 @@ class Outputs:
     pngs: list[str]  # empty when written sheet_only
     captions: list[str]
     names: list[str]  # file-safe tile names: the .npz holds png/<name>.png
-    npz: str
+    npz: str | None  # None when written for display only (download=False)
     sheet: str | None = None
     thumbs: list[str] | None = None  # the tiles at gallery size (`thumb_side`), else the pngs themselves
 
@@ -137,25 +137,26 @@ def write_outputs(
     rollout: np.ndarray | None = None,
     root: str | os.PathLike | None = None,
     sheet_only: bool = False,
+    download: bool = True,
     thumb_side: int | None = None,
     thumb_jpeg: bool = False,
 ) -> Outputs:
     """The files of one render, in a fresh folder under `root` (default: the temp dir; folders
     older than an hour are removed).
 
-    Default (the app's view and download): each tile as a PNG file, and one .npz holding the raw
-    maps and the same PNG bytes (each tile is encoded once); with `thumb_side`, also each tile
-    reduced to that longer side for a gallery (`Outputs.thumbs`: fewer bytes per click; JPEG with
-    `thumb_jpeg`, for photos).
-    `sheet_only` (an API answer): one contact-sheet PNG (`sheet`) and an .npz of the raw arrays
-    alone, from which every overlay can be remade exactly (`render.overlay(d["image"], d["maps"][h])`).
+    Default (a download): each tile as a PNG file, and one .npz holding the raw maps and the same
+    PNG bytes (each tile is encoded once). `sheet_only` (an API answer): one contact-sheet PNG
+    (`sheet`) and an .npz of the raw arrays alone, from which every overlay can be remade exactly
+    (`render.overlay(d["image"], d["maps"][h])`). `thumb_side`: also (with `download=False`,
+    only) each tile reduced to that longer side for a gallery (`Outputs.thumbs`; JPEG with
+    `thumb_jpeg`, for photos): what the tab sends on every click, the .npz made when asked for.
     """
     d = _new_dir(Path(root) if root else OUTPUT_ROOT)
-    paths, encoded, sheet_path = [], {}, None
+    paths, encoded, sheet_path, npz = [], {}, None, None
     if sheet_only:
         sheet_path = d / "sheet.png"
         sheet_path.write_bytes(png_bytes(sheet(ts), threads=min(4, os.cpu_count() or 1)))
-    else:
+    elif download:
         with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:  # zlib releases the GIL
             encoded = dict(zip((t.name for t in ts), pool.map(png_bytes, (t.image for t in ts))))
         for name, data in encoded.items():
@@ -163,20 +164,21 @@ def write_outputs(
             p.write_bytes(data)
             paths.append(os.fspath(p))
     thumbs = list(paths)
-    if thumb_side and not sheet_only and (thumb_jpeg or max(ts[0].image.shape[:2]) > thumb_side):  # the gallery's
+    if thumb_side and not sheet_only and (not paths or thumb_jpeg or max(ts[0].image.shape[:2]) > thumb_side):
         thumbs = []
         for t in ts:
             small = reduced(t.image, thumb_side)
             p = d / f"{t.name}_small.{'jpg' if thumb_jpeg else 'png'}"
             p.write_bytes(jpeg_bytes(small) if thumb_jpeg else png_bytes(small))
             thumbs.append(os.fspath(p))
-    q = "cls" if isinstance(res.query, str) else f"r{res.query[0]}c{res.query[1]}"
-    safe_model = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model)[:60]
-    npz = save_npz(
-        d / f"attention_{safe_model}_L{res.layer}_{q}_{view}.npz",
-        maps_arrays(res, model=model, view=view, threshold=threshold, rollout=rollout),
-        encoded,
-    )
+    if sheet_only or download:
+        q = "cls" if isinstance(res.query, str) else f"r{res.query[0]}c{res.query[1]}"
+        safe_model = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model)[:60]
+        npz = save_npz(
+            d / f"attention_{safe_model}_L{res.layer}_{q}_{view}.npz",
+            maps_arrays(res, model=model, view=view, threshold=threshold, rollout=rollout),
+            encoded,
+        )
     captions, names = [t.caption for t in ts], [t.name for t in ts]
     return Outputs(paths, captions, names, npz, sheet_path and os.fspath(sheet_path), thumbs)
 

@@ -338,9 +338,11 @@ def frame(
     with_query_image: bool = True,
     root: str | os.PathLike | None = None,
     sheet_only: bool = False,
+    download: bool = True,
 ) -> Frame:
     """Compose one view of a cached pass `p` (no forward pass): tiles, files, texts, scores.
     `sheet_only`: a contact sheet and the raw arrays instead of tile files (see `write_outputs`).
+    `download=False`: only what the tab shows (gallery pictures, the large map), no .npz.
 
     Raises InputError for a bad view, style, layer, head or query (each message says what is accepted).
     """
@@ -362,12 +364,13 @@ def frame(
         rollout=roll,
         root=root,
         sheet_only=sheet_only,
-        thumb_side=THUMB_SIDE if with_query_image else None,  # the tab's gallery
+        download=download,
+        thumb_side=None if sheet_only else THUMB_SIDE,  # the gallery's pictures
         thumb_jpeg=photo,
     )
     qpng = None
     if with_query_image:
-        qpng = os.path.join(os.path.dirname(out.npz), "query.jpg" if photo else "query.png")
+        qpng = os.path.join(os.path.dirname(out.npz or out.thumbs[0]), "query.jpg" if photo else "query.png")
         big_head = head if view in ("heads", "masks") else None
         img = np.asarray(res.image, dtype=np.uint8)
         picture = (

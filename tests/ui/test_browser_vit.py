@@ -129,3 +129,13 @@ def test_a_bad_query_row_marks_only_that_field_and_keeps_the_maps(page):
     page.wait_for_timeout(500)
     assert gallery_srcs(page) == before and big_map_src(page) == big  # the last good maps stay
     screenshot(page, "vit_bad_query")
+
+
+@pytest.mark.browser
+def test_the_download_is_made_when_asked_for_the_view_on_screen(page):
+    page.locator("#vit-gallery").get_by_text("mean of heads").first.wait_for()
+    assert page.locator("#vit-download").is_hidden()  # nothing written until asked
+    page.locator("#vit-download-btn").click()
+    link = page.locator("#vit-download a").first
+    link.wait_for()
+    assert re.search(r"attention_mnist_vit_L3_cls_heads\s*\.npz", page.locator("#vit-download").inner_text())
