@@ -418,13 +418,12 @@ def browse(b: Browser, i: int) -> str | None:
         return f"upload: empty outputs, or layer {out['vit-layer']} is not the last (3)"
     for elem, event in [("vit-layer", "release")] + ([("vit-qrow", "submit")] if i % 2 else []):
         q, layer, view = (rng.randrange(7), rng.randrange(7)), rng.randrange(4), rng.choice(VIEWS)
-        out = b.event(
-            session,
-            elem,
-            event,
-            {"vit-image": image, "vit-layer": layer, "vit-qrow": q[0], "vit-qcol": q[1], "vit-view": view},
-        )
-        npz = np.load(io.BytesIO(b.http.get(out["vit-download"]["url"]).raise_for_status().content))
+        values = {"vit-image": image, "vit-layer": layer, "vit-qrow": q[0], "vit-qcol": q[1], "vit-view": view}
+        out = b.event(session, elem, event, values)
+        if not (out["vit-gallery"] and out["vit-query-image"]):
+            return f"{elem}.{event}: empty outputs"
+        out = b.event(session, "vit-download-btn", "click", values)  # the download of the view on screen
+        npz = np.load(io.BytesIO(b.http.get(out["vit-download"]["value"]["url"]).raise_for_status().content))
         if wrong := check_maps(npz, path, q, layer, view):
             return f"{elem}.{event}, layer {layer}, query {q}, view {view}: {wrong}"
     return None

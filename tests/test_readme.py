@@ -34,9 +34,10 @@ def test_spaces_front_matter_matches_requirements_and_registry():
     assert re.search(r'^python_version: "3\.\d+"$', front, re.M)
     assert "sdk: gradio" in front and "app_file: app.py" in front
     hub_ids = {s.hub_id for s in REGISTRY.values() if s.hub_id}
-    listed = set(re.findall(r"^  - (\S+)$", front.split("preload_from_hub:")[0], re.M))
-    assert listed == hub_ids
-    assert f"  - {REGISTRY[DEFAULT_MODEL].hub_id}" in front.split("preload_from_hub:")[1]
+    models, preload = front.split("preload_from_hub:")
+    assert set(re.findall(r"^  - (\S+)$", models, re.M)) == hub_ids  # the model cards the Space links to
+    assert set(re.findall(r"^  - (\S+)$", preload, re.M)) == hub_ids  # every model it offers is in the image
+    assert REGISTRY[DEFAULT_MODEL].hub_id in hub_ids
 
 
 def test_requirements_pin_the_torch_on_this_disk_and_gradio_with_file_serving_fixes():

@@ -181,7 +181,7 @@ def test_gpu_is_a_no_op_without_spaces_and_wraps_with_spaces_gpu(monkeypatch):
     fake = types.SimpleNamespace(GPU=lambda duration: lambda fn: seen.append(duration) or (lambda *a: ("gpu", fn(*a))))
     monkeypatch.setitem(sys.modules, "spaces", fake)
     assert session.gpu(f)(1) == ("gpu", 2) and session.gpu(duration=120)(f)(1) == ("gpu", 2)
-    assert seen == [60, 120]
+    assert seen == [session.GPU_SECONDS, 120]
 
 
 def test_depth_reads_layers_and_heads_without_a_forward(forwards):
