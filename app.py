@@ -33,9 +33,13 @@ QUEUE_POLL = SETTINGS.queue_poll  # ATTENTION_QUEUE_POLL (Gradio's own: 0.001)
 if hasattr(demo._queue, "sleep_when_free"):  # a private attribute of Gradio 6's Queue: set only if there
     demo._queue.sleep_when_free = QUEUE_POLL
 
-# What launch() needs wherever the app is served (here, tests, benches): the upload cap and how
-# many sessions' state Gradio keeps (the oldest forgotten first).
-LAUNCH = dict(max_file_size=int(SETTINGS.max_upload_mb * 2**20), state_session_capacity=SETTINGS.max_sessions)
+# What launch() needs wherever the app is served (here, tests, benches): the upload cap, how many
+# sessions' state Gradio keeps (the oldest forgotten first), and the API endpoints as MCP tools.
+LAUNCH = dict(
+    max_file_size=int(SETTINGS.max_upload_mb * 2**20),
+    state_session_capacity=SETTINGS.max_sessions,
+    mcp_server=SETTINGS.mcp,
+)
 
 if __name__ == "__main__":
     demo.launch(server_name=SETTINGS.server_name, **LAUNCH)

@@ -71,6 +71,7 @@ class Settings:
     concurrency: int = 2  # jobs computed at once: ATTENTION_CONCURRENCY
     server_name: str = "127.0.0.1"  # GRADIO_SERVER_NAME
     offline: bool = field(default=False)  # ATTENTION_OFFLINE=1: never try to download full MNIST
+    mcp: bool = True  # serve the API endpoints as MCP tools at /gradio_api/mcp/: ATTENTION_MCP=0 turns it off
 
     def budget_gflop(self, device: str) -> float:
         """The compute budget (GFLOP per forward pass) on a device type ("cpu", "cuda", ...)."""
@@ -95,6 +96,7 @@ class Settings:
             concurrency=int(_read("ATTENTION_CONCURRENCY", cls.concurrency, int, 1)),
             server_name=os.environ.get("GRADIO_SERVER_NAME", cls.server_name).strip() or cls.server_name,
             offline=_flag("ATTENTION_OFFLINE"),
+            mcp=os.environ.get("ATTENTION_MCP", "1").strip().lower() not in {"0", "false", "no", "off"},
         )
 
 

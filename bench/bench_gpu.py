@@ -105,7 +105,9 @@ def clicks(model: torch.nn.Module, alias: str, img_path: str, device: torch.devi
     p = one_pass()
     out["patch click"] = timed(lambda: frame(p, query=(7, 11), layer=-1, root=root, download=False), device, repeats)
     out["layer change"] = timed(lambda: frame(p, query="cls", layer=3, root=root, download=False), device, repeats)
-    out["head change"] = timed(lambda: frame(p, query="cls", layer=-1, head=2, root=root, download=False), device, repeats)
+    out["head change"] = timed(
+        lambda: frame(p, query="cls", layer=-1, head=2, root=root, download=False), device, repeats
+    )
     return out
 
 
@@ -132,14 +134,17 @@ def main() -> None:
     for name in a.models:
         base = peaked(name)
         models = {dt: copy.deepcopy(base).to(device, dt) for dt in dtypes}
-        print(f"\n## {name} (random weights, peaked), {patch_tokens(img.size, 16 if 'patch16' in name else 8, 480)} tokens")
+        tokens = patch_tokens(img.size, base.patch_embed.patch_size[0], 480)
+        print(f"\n## {name} (random weights, peaked), {tokens} tokens")
         if len(models) > 1:
             for dt, (mx, med, agree) in precision(models, img, device).items():
                 print(f"precision {dt:9s}: max {mx:.3f}% of peak, median {med:.3f}%, same peak patch {agree:.1%}")
         from attention.images import to_tensor
 
         cfg = base.pretrained_cfg
-        x, _ = to_tensor(img, patch_size=base.patch_embed.patch_size[0], mean=cfg["mean"], std=cfg["std"], resolution=480)
+        x, _ = to_tensor(
+            img, patch_size=base.patch_embed.patch_size[0], mean=cfg["mean"], std=cfg["std"], resolution=480
+        )
         for dt, m in models.items():
             xd = x.to(device, dt)
             rows = timed(lambda m=m, xd=xd: query_rows(m, xd), device, a.repeats)

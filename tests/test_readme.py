@@ -29,7 +29,7 @@ def test_ci_runs_the_readme_test_command_verbatim():
 
 def test_spaces_front_matter_matches_requirements_and_registry():
     front = README.split("---")[1]
-    pinned = re.search(r"^gradio==([\d.]+)$", (ROOT / "requirements.txt").read_text(), re.M).group(1)
+    pinned = re.search(r"^gradio\[mcp\]==([\d.]+)$", (ROOT / "requirements.txt").read_text(), re.M).group(1)
     assert re.search(rf"^sdk_version: {re.escape(pinned)}$", front, re.M)
     assert re.search(r'^python_version: "3\.\d+"$', front, re.M)
     assert "sdk: gradio" in front and "app_file: app.py" in front
@@ -43,7 +43,7 @@ def test_spaces_front_matter_matches_requirements_and_registry():
 def test_requirements_pin_the_torch_on_this_disk_and_gradio_with_file_serving_fixes():
     req = (ROOT / "requirements.txt").read_text()
     assert "torch==2.14.1" in req and "torchvision==0.29.1" in req
-    major, minor = (int(v) for v in re.search(r"gradio==(\d+)\.(\d+)", req).groups())
+    major, minor = (int(v) for v in re.search(r"gradio\[mcp\]==(\d+)\.(\d+)", req).groups())
     assert (major, minor) >= (6, 25)
     assert "pillow>=10,<13" in req
 

@@ -1,7 +1,7 @@
 """The ViT attention maps tab: an image, a model and a query token in; every head's map out.
 
 Every control reuses the visitor's pass from the server's shared store (`session.PASSES`); the
-stateless `/attention_maps` endpoint serves API callers.
+stateless endpoints for API and MCP callers are in `vit_api`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import pandas as pd
 from attention import render as vit_render
 from attention.config import EXAMPLES_DIR
 from attention.errors import AttentionError, as_whole
+from attention.ui import vit_api
 from attention.ui.components import image_path, number, slider, user_errors
 from attention.vit import models as vit_models
-from attention.vit import outputs as vit_outputs
 from attention.vit import session as vit_session
 from attention.vit import views as vit_views
+from attention.vit.modelview import model_view
 
 VIT_STARTUP = vit_session.startup_model()  # cheap: cache lookup, no network under HF_HUB_OFFLINE=1
 VIT_DEFAULTS = {"resolution": "auto", "view": "heads", "threshold": 0.6, "alpha": 0.6, "cmap": "inferno"}
@@ -214,6 +215,15 @@ def build(demo: gr.Blocks | None = None) -> None:
                 scores_df = gr.Dataframe(
                     headers=vit_views.SCORE_HEADERS, interactive=False, elem_id="vit-scores", max_height=260
                 )
+            with gr.Accordion("Model view: every layer × every head for this query, on one sheet", open=False):
+                mv_btn = gr.Button("Draw the model view", size="sm", elem_id="vit-model-view-btn")
+                mv_img = gr.Image(
+                    label="Rows: layers (first at the top); columns: heads. Full screen to zoom; download as PNG",
+                    format="png",
+                    interactive=False,
+                    buttons=["download", "fullscreen"],
+                    elem_id="vit-model-view",
+                )
             dl_btn = gr.Button(
                 "Download this view: raw float32 maps + every picture, one .npz", size="sm", elem_id="vit-download-btn"
             )
@@ -374,6 +384,13 @@ def build(demo: gr.Blocks | None = None) -> None:
         return gr.update(value=f.outputs.npz, visible=True)
 
     @user_errors
+    def model_sheet(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st):
+        """Every layer x every head of the visitor's query, from their pass (no new forward)."""
+        p = vit_pass(img, mdl, res)
+        _, _, qr, qc = fit(p, st, lay, hd, qr, qc)
+        return model_view(p, vit_session.parse_query(qr, qc), alpha=al, cmap=cm)
+
+    @user_errors
     def first_screen(progress=gr.Progress()):
         """What a new visitor sees at once: the start example's maps (the pass is shared by all)."""
         p = vit_pass(START_IMAGE, s.model, VIT_DEFAULTS["resolution"], progress_cb(progress))
@@ -462,6 +479,7 @@ def build(demo: gr.Blocks | None = None) -> None:
         **fast,
     ).success(compare_update, cmp_in, cmp_out, **fast)
     dl_btn.click(make_download, inputs, download, **fast)
+    mv_btn.click(model_sheet, inputs, mv_img, **fast)
     if demo is not None:
         demo.load(first_screen, None, [*show, state, image], **fast)
     cls_btn.click(lambda: (None, None), None, [qrow, qcol], api_visibility="private", queue=False).then(
@@ -494,58 +512,4 @@ def build(demo: gr.Blocks | None = None) -> None:
                 elem_id=api.replace("_", "-"),
             )
             ex.load_input_event.then(adopt, [image, model, resolution], [layer, head, qrow, qcol, state], **fast)
-
-    # API: /attention_maps (stateless; hidden inputs so every parameter after `image` has a default)
-    with gr.Row(visible=False):
-        a_img = image_path(type="filepath", image_mode=None, label="image")
-        a_model = gr.Textbox(s.model, label="model")
-        a_layer = number(-1, label="layer")
-        a_res = gr.Textbox(VIT_DEFAULTS["resolution"], label="resolution")
-        a_view = gr.Textbox(VIT_DEFAULTS["view"], label="view")
-        a_thr = number(VIT_DEFAULTS["threshold"], label="threshold")
-        a_qr = number(None, label="query_row")
-        a_qc = number(None, label="query_col")
-        a_sheet = gr.Image(format="png", type="filepath", label="overlays")
-        a_file = gr.File(label="maps")
-        a_info = gr.JSON(label="info")
-        a_btn = gr.Button("attention_maps")
-
-    @user_errors
-    def attention_maps(
-        image,
-        model=s.model,
-        layer=-1,
-        resolution=VIT_DEFAULTS["resolution"],
-        view=VIT_DEFAULTS["view"],
-        threshold=VIT_DEFAULTS["threshold"],
-        query_row=None,
-        query_col=None,
-    ):
-        """Attention maps of one image. Returns (overlays, maps, info): one PNG sheet of the captioned
-        overlays (one per head then their mean, or the chosen view); one .npz of the raw float32
-        maps, scores, weights and the image they were computed on; a dict of the facts (model,
-        grid, layer, query, tiles with captions). query_row/query_col both empty = the CLS token."""
-        query = vit_session.parse_query(query_row, query_col)
-        view = vit_views.check_view(view)
-        threshold = VIT_DEFAULTS["threshold"] if threshold is None else threshold
-        vit_views.check_style(threshold, VIT_DEFAULTS["alpha"], VIT_DEFAULTS["cmap"])
-        layer = vit_session.parse_index(-1 if layer is None else layer, "Layer")
-        # one request, one query: the forward records that query's rows and keeps q/k only for rollout
-        p = vit_session.get_pass(
-            image, model, resolution, query=query, keep_qk=view == "rollout", cache=vit_session.PASSES, shared=True
-        )
-        f = vit_views.frame(
-            p, query=query, layer=layer, view=view, threshold=threshold, with_query_image=False, sheet_only=True
-        )
-        info = vit_outputs.describe(
-            f.res, f.outputs, model=p.model, device=p.device, view=view, threshold=threshold, render_seconds=f.seconds
-        )
-        return f.outputs.sheet, f.outputs.npz, info
-
-    a_btn.click(
-        attention_maps,
-        [a_img, a_model, a_layer, a_res, a_view, a_thr, a_qr, a_qc],
-        [a_sheet, a_file, a_info],
-        api_name="attention_maps",
-        api_visibility="public",
-    )
+    vit_api.build(s.model, VIT_DEFAULTS)

@@ -1,0 +1,90 @@
+"""The ViT tab's stateless endpoints, for `gradio_client` and MCP callers: /attention_maps.
+
+Each takes an image and plain parameters with defaults, answers with one picture sheet, one data
+file and a JSON of facts, and keeps nothing for the caller (passes are shared through the server's
+bounded store, `session.PASSES`). The docstrings' `Args:` describe each parameter to MCP clients.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from attention.ui.components import image_path, number, user_errors
+from attention.vit import outputs as vit_outputs
+from attention.vit import session as vit_session
+from attention.vit import views as vit_views
+
+
+def attention_maps_fn(model_default: str, defaults: dict):
+    """The /attention_maps handler, its defaults bound (the start-up model, the tab's style)."""
+
+    @user_errors
+    def attention_maps(
+        image,
+        model=model_default,
+        layer=-1,
+        resolution=defaults["resolution"],
+        view=defaults["view"],
+        threshold=defaults["threshold"],
+        query_row=None,
+        query_col=None,
+    ):
+        """Per-head self-attention maps of a vision transformer (DINO, DINOv2, any timm ViT) for one image.
+
+        Returns (overlays, maps, info): one PNG sheet of the captioned overlays (one per head, then
+        their mean, or the chosen view); one .npz of the raw float32 maps (heads, rows, cols), scores,
+        weights and the image they were computed on; a dict of the facts (model, grid, layer, query,
+        tiles with captions, forward_ms, render_ms).
+
+        Args:
+            image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF; EXIF orientation honoured).
+            model: dino_vits16, dino_vits8, dino_vitb16, dino_vitb8, dinov2_vits14, dinov2_vits14_reg or mnist_vit.
+            layer: the layer whose attention is shown: 0 = first, -1 = last (negative counts from the end).
+            resolution: 'auto' (480 px for DINO), 'native' (as DINO's script), 'dino480' (480x480), or px.
+            view: 'heads', 'mean', 'masks' (DINO's thresholded masks), 'fig3' (coloured masks) or 'rollout'.
+            threshold: the share of attention each mask keeps, in (0, 1] (the masks and fig3 views).
+            query_row: the query patch's row on the patch grid; query_row and query_col empty = the CLS token.
+            query_col: the query patch's column on the patch grid (give both, or neither for the CLS token).
+        """
+        query = vit_session.parse_query(query_row, query_col)
+        view = vit_views.check_view(view)
+        threshold = defaults["threshold"] if threshold is None else threshold
+        vit_views.check_style(threshold, defaults["alpha"], defaults["cmap"])
+        layer = vit_session.parse_index(-1 if layer is None else layer, "Layer")
+        # one request, one query: the forward records that query's rows and keeps q/k only for rollout
+        p = vit_session.get_pass(
+            image, model, resolution, query=query, keep_qk=view == "rollout", cache=vit_session.PASSES, shared=True
+        )
+        f = vit_views.frame(
+            p, query=query, layer=layer, view=view, threshold=threshold, with_query_image=False, sheet_only=True
+        )
+        info = vit_outputs.describe(
+            f.res, f.outputs, model=p.model, device=p.device, view=view, threshold=threshold, render_seconds=f.seconds
+        )
+        return f.outputs.sheet, f.outputs.npz, info
+
+    return attention_maps
+
+
+def build(model_default: str, defaults: dict) -> None:
+    """Register /attention_maps (hidden inputs, so every parameter after `image` has a default)."""
+    with gr.Row(visible=False):
+        a_img = image_path(type="filepath", image_mode=None, label="image")
+        a_model = gr.Textbox(model_default, label="model")
+        a_layer = number(-1, label="layer")
+        a_res = gr.Textbox(defaults["resolution"], label="resolution")
+        a_view = gr.Textbox(defaults["view"], label="view")
+        a_thr = number(defaults["threshold"], label="threshold")
+        a_qr = number(None, label="query_row")
+        a_qc = number(None, label="query_col")
+        a_sheet = gr.Image(format="png", type="filepath", label="overlays")
+        a_file = gr.File(label="maps")
+        a_info = gr.JSON(label="info")
+        a_btn = gr.Button("attention_maps")
+    a_btn.click(
+        attention_maps_fn(model_default, defaults),
+        [a_img, a_model, a_layer, a_res, a_view, a_thr, a_qr, a_qc],
+        [a_sheet, a_file, a_info],
+        api_name="attention_maps",
+        api_visibility="public",
+    )

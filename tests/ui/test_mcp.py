@@ -1,0 +1,35 @@
+"""MCP: the app serves its API endpoints as tools, each parameter described for the assistant."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import app
+
+
+def schema(app_url: str) -> dict[str, dict]:
+    with urllib.request.urlopen(app_url.rstrip("/") + "/gradio_api/mcp/schema", timeout=30) as r:
+        return {t["name"]: t for t in json.load(r)}
+
+
+def test_the_mcp_server_is_on_by_default():
+    assert app.LAUNCH["mcp_server"] is True
+
+
+def test_the_attention_map_tool_describes_every_parameter(app_url):
+    tools = schema(app_url)
+    assert "attention_maps" in tools
+    tool = tools["attention_maps"]
+    assert "self-attention" in tool["description"]
+    props = tool["inputSchema"]["properties"]
+    assert set(props) == {"image", "model", "layer", "resolution", "view", "threshold", "query_row", "query_col"}
+    for name, prop in props.items():
+        if name != "image":  # gradio describes file inputs itself
+            assert len(prop["description"]) > 20, name
+    assert "CLS" in props["query_row"]["description"] and "dino480" in props["resolution"]["description"]
+
+
+def test_private_ui_events_are_not_tools(app_url):
+    tools = schema(app_url)
+    assert not any(name.startswith(("update", "click", "pick_head", "first_screen", "lambda")) for name in tools)
