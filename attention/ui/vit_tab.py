@@ -17,6 +17,7 @@ from attention.errors import AttentionError, as_whole
 from attention.ui import vit_api
 from attention.ui.components import image_path, number, slider, user_errors
 from attention.vit import models as vit_models
+from attention.vit import permalink
 from attention.vit import session as vit_session
 from attention.vit import views as vit_views
 from attention.vit.modelview import model_view
@@ -224,6 +225,17 @@ def build(demo: gr.Blocks | None = None) -> None:
                     buttons=["download", "fullscreen"],
                     elem_id="vit-model-view",
                 )
+            with gr.Row(equal_height=True):
+                link_btn = gr.Button("Link to this view", size="sm", scale=0, min_width=170, elem_id="vit-link-btn")
+                link_box = gr.Textbox(
+                    show_label=False,
+                    interactive=False,
+                    visible=False,
+                    buttons=["copy"],
+                    container=False,
+                    elem_id="vit-link",
+                )
+                page_url = gr.Textbox(visible=False)  # the page's address, filled in by the browser
             dl_btn = gr.Button(
                 "Download this view: raw float32 maps + every picture, one .npz", size="sm", elem_id="vit-download-btn"
             )
@@ -391,12 +403,47 @@ def build(demo: gr.Blocks | None = None) -> None:
         return model_view(p, vit_session.parse_query(qr, qc), alpha=al, cmap=cm)
 
     @user_errors
-    def first_screen(progress=gr.Progress()):
-        """What a new visitor sees at once: the start example's maps (the pass is shared by all)."""
-        p = vit_pass(START_IMAGE, s.model, VIT_DEFAULTS["resolution"], progress_cb(progress))
+    def first_screen(request: gr.Request, progress=gr.Progress()):
+        """What a new visitor sees at once: the start example's maps (the pass is shared by all), or
+        the view a permalink names (`?example=chelsea&layer=9&q=5,7`; a bad parameter is named in a
+        warning and the start screen shown)."""
         d = VIT_DEFAULTS
-        f = _vit_frame(p, None, None, -1, d["view"], 0, d["threshold"], d["alpha"], d["cmap"])
-        return {**shown(f, p, d["cmap"]), image: START_IMAGE}
+        try:
+            link = permalink.parse(dict(request.query_params) if request is not None else {})
+        except AttentionError as e:
+            gr.Warning(f"This link could not be opened as given: {e}")
+            link = permalink.Link()
+        img = str(permalink.examples()[link.example]) if link.example else START_IMAGE
+        digit = link.example is not None and link.example.startswith("digit_")
+        mdl = link.model or (vit_models.OFFLINE_MODEL if digit else s.model)
+        res, vw = link.resolution or d["resolution"], link.view or d["view"]
+        qr, qc = (None, None) if link.query in (None, "cls") else link.query
+        p = vit_pass(img, mdl, res, progress_cb(progress))
+        lay, hd, qr, qc = fit(p, None, -1 if link.layer is None else link.layer, link.head or 0, qr, qc)
+        f = _vit_frame(p, qr, qc, lay, vw, hd, d["threshold"], d["alpha"], d["cmap"])
+        head_up = gr.update(maximum=p.num_heads - 1, value=hd)
+        return {**shown(f, p, d["cmap"]), image: img, model: mdl, resolution: res, view: vw, head: head_up}
+
+    @user_errors
+    def make_link(img, mdl, res, qr, qc, lay, vw, hd, url):
+        """The address of the view on screen (an uploaded image is not part of it: links name examples)."""
+        q = vit_session.parse_query(qr, qc)
+        link = permalink.Link(
+            example=permalink.example_name(img),
+            model=(mdl or "").strip() or None,
+            resolution=str(res),
+            layer=vit_session.parse_index(lay, "Layer"),
+            head=vit_session.parse_index(hd or 0, "Head"),
+            view=vit_views.check_view(vw),
+            query=q,
+        )
+        if link.example is None and img is not None:
+            gr.Info(
+                "Uploaded images are not part of links (the server keeps no one's files): this link opens "
+                "the same model, layer, head, view and query on the start image."
+            )
+        base = (url or "").split("?")[0].split("#")[0]
+        return gr.update(value=f"{base}?{permalink.query_string(link)}", visible=True)
 
     @user_errors
     def example(img, mdl, res, vw, thr, al, cm):
@@ -480,8 +527,15 @@ def build(demo: gr.Blocks | None = None) -> None:
     ).success(compare_update, cmp_in, cmp_out, **fast)
     dl_btn.click(make_download, inputs, download, **fast)
     mv_btn.click(model_sheet, inputs, mv_img, **fast)
+    link_btn.click(
+        make_link,
+        [image, model, resolution, qrow, qcol, layer, view, head, page_url],
+        link_box,
+        js="(...args) => [...args.slice(0, -1), window.location.href]",
+        **fast,
+    )
     if demo is not None:
-        demo.load(first_screen, None, [*show, state, image], **fast)
+        demo.load(first_screen, None, [*show, state, image, model, resolution, view], **fast)
     cls_btn.click(lambda: (None, None), None, [qrow, qcol], api_visibility="private", queue=False).then(
         update, inputs, [*show, state], **fast
     ).success(compare_update, cmp_in, cmp_out, **fast)

@@ -139,3 +139,58 @@ def test_the_download_is_made_when_asked_for_the_view_on_screen(page):
     link = page.locator("#vit-download a").first
     link.wait_for()
     assert re.search(r"attention_mnist_vit_L3_cls_heads\s*\.npz", page.locator("#vit-download").inner_text())
+
+
+def vit_state(page) -> dict:
+    """What the ViT tab's controls show."""
+    return {
+        "layer": page.locator("#vit-layer input[type=number]").input_value(),
+        "head": page.locator("#vit-head input[type=number]").input_value(),
+        "view": page.locator("#vit-view input:checked").get_attribute("value"),
+        "q": (page.locator("#vit-qrow input").input_value(), page.locator("#vit-qcol input").input_value()),
+        "label": page.locator("#vit-query-label").inner_text(),
+    }
+
+
+@pytest.mark.browser
+def test_a_permalink_opens_its_view_and_the_link_button_gives_it_back(page, app_url):
+    page.goto(app_url.rstrip("/") + "/?example=digit_5&layer=1&head=2&view=mean&q=3,4")
+    page.locator("#vit-query-label").get_by_text("row 3, col 4").wait_for()
+    want = {"layer": "1", "head": "2", "view": "mean", "q": ("3", "4")}
+    assert {k: v for k, v in vit_state(page).items() if k != "label"} == want
+    assert page.locator("#vit-details").get_by_text("mnist_vit").count() == 1  # a digit: the digit model
+
+    page.locator("#vit-link-btn").click()
+    box = page.locator("#vit-link textarea")
+    box.wait_for()
+    page.wait_for_function("() => document.querySelector('#vit-link textarea').value.includes('?')")
+    link = box.input_value()
+    for part in ("example=digit_5", "model=mnist_vit", "layer=1", "head=2", "view=mean", "q=3,4"):
+        assert part in link, link
+    assert page.get_by_test_id("toast-body").count() == 0
+    screenshot(page, "vit_permalink")
+
+    page.goto(link)  # the round trip
+    page.locator("#vit-query-label").get_by_text("row 3, col 4").wait_for()
+    assert {k: v for k, v in vit_state(page).items() if k != "label"} == want
+
+
+@pytest.mark.browser
+def test_a_bad_permalink_says_which_parameter_and_shows_the_start_screen(page, app_url):
+    page.goto(app_url.rstrip("/") + "/?layer=nine")
+    page.get_by_test_id("toast-body").get_by_text("layer='nine'").wait_for()
+    page.locator("#vit-gallery").get_by_text("mean of heads").first.wait_for()
+
+
+@pytest.mark.browser
+def test_the_model_view_shows_every_layer_and_head_on_one_sheet(page):
+    page.locator("#vit-gallery").get_by_text("mean of heads").first.wait_for()
+    page.get_by_text("Model view: every layer").click()
+    page.locator("#vit-model-view-btn").click()
+    img = page.locator("#vit-model-view img")
+    img.wait_for()
+    page.wait_for_function("() => document.querySelector('#vit-model-view img').naturalWidth > 0")
+    w, h = img.evaluate("e => [e.naturalWidth, e.naturalHeight]")
+    assert (w, h) == (4 + 4 * (154 + 4), 4 + 4 * (154 + 14 + 4))  # mnist_vit: 4 layers x 4 heads, 22 px a patch
+    assert page.get_by_test_id("toast-body").count() == 0
+    screenshot(page, "vit_model_view")

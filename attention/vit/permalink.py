@@ -1,0 +1,103 @@
+"""Permalinks: a view of the ViT tab as URL parameters, and back.
+
+    ?example=chelsea&model=dino_vits16&layer=9&head=2&view=heads&q=5,7&res=auto
+
+Every parameter is optional (the start screen's value when absent). An uploaded image is not in a
+link (the server keeps no visitor's files): links name a shipped example, by file name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from urllib.parse import urlencode
+
+from attention.config import EXAMPLES_DIR
+from attention.errors import InputError, as_whole
+from attention.images import ImageSource
+from attention.vit.extract import Query
+from attention.vit.session import file_digest
+from attention.vit.views import check_view
+
+KEYS = ("example", "model", "res", "layer", "head", "view", "q")
+
+
+@dataclass(frozen=True)
+class Link:
+    """A view as a link carries it; None = not given (the start screen's value)."""
+
+    example: str | None = None  # a shipped example's name, e.g. "chelsea" or "digit_3"
+    model: str | None = None
+    resolution: str | None = None
+    layer: int | None = None
+    head: int | None = None
+    view: str | None = None
+    query: Query | None = None  # "cls" or (row, col)
+
+
+@lru_cache(maxsize=1)
+def examples() -> dict[str, Path]:
+    """Every shipped example image by name (file name without extension): photos and digits."""
+    return {p.stem: p for d in ("photos", "digits") for p in sorted((EXAMPLES_DIR / d).glob("*.*"))}
+
+
+@lru_cache(maxsize=1)
+def _by_digest() -> dict[str, str]:
+    return {file_digest(str(p)): name for name, p in examples().items()}
+
+
+def example_name(image: ImageSource | None) -> str | None:
+    """The name of the shipped example `image` is (by content, so a served copy counts), else None."""
+    if image is None:
+        return None
+    return _by_digest().get(file_digest(image))
+
+
+def _whole(params: Mapping[str, str], key: str, what: str) -> int | None:
+    raw = params.get(key)
+    if raw is None or not str(raw).strip():
+        return None
+    v = as_whole(str(raw).strip())
+    if v is None:
+        raise InputError(f"Link parameter {key}={raw!r} is not a whole number; accepted: {what}.")
+    return v
+
+
+def parse(params: Mapping[str, str]) -> Link:
+    """URL parameters -> a Link. Unknown parameters are ignored; a known one with a bad value raises
+    InputError naming it and what it accepts (view names are checked by `views.check_view`)."""
+    name = (params.get("example") or "").strip() or None
+    if name is not None and name not in examples():
+        raise InputError(
+            f"Link parameter example={name!r} is not a shipped example; accepted: {', '.join(examples())}."
+        )
+    q_raw = (params.get("q") or "").strip().lower()
+    query: Query | None = None
+    if q_raw in ("cls",):
+        query = "cls"
+    elif q_raw:
+        parts = [as_whole(v.strip()) for v in q_raw.split(",")]
+        if len(parts) != 2 or any(v is None or v < 0 for v in parts):
+            raise InputError(f"Link parameter q={q_raw!r} is not a patch; accepted: 'row,col' (e.g. q=5,7) or q=cls.")
+        query = (parts[0], parts[1])
+    view = (params.get("view") or "").strip() or None
+    if view is not None:
+        view = check_view(view)
+    return Link(
+        example=name,
+        model=(params.get("model") or "").strip() or None,
+        resolution=(params.get("res") or "").strip() or None,
+        layer=_whole(params, "layer", "0, 1, 2, ... or -1 for the last"),
+        head=_whole(params, "head", "0, 1, 2, ..."),
+        view=view,
+        query=query,
+    )
+
+
+def query_string(link: Link) -> str:
+    """A Link as URL parameters ("example=chelsea&layer=9&q=5,7"), only the fields that are set."""
+    q = None if link.query is None else "cls" if link.query == "cls" else f"{link.query[0]},{link.query[1]}"
+    values = [link.example, link.model, link.resolution, link.layer, link.head, link.view, q]
+    return urlencode({k: v for k, v in zip(KEYS, values) if v is not None}, safe=",:/")
