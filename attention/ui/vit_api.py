@@ -1,4 +1,4 @@
-"""The ViT tab's stateless endpoints, for `gradio_client` and MCP callers: /attention_maps.
+"""The ViT tab's stateless endpoints, for `gradio_client` and MCP callers: /attention_maps, /feature_maps.
 
 Each takes an image and plain parameters with defaults, answers with one picture sheet, one data
 file and a JSON of facts, and keeps nothing for the caller (passes are shared through the server's
@@ -13,6 +13,7 @@ from attention.ui.components import image_path, number, user_errors
 from attention.vit import outputs as vit_outputs
 from attention.vit import session as vit_session
 from attention.vit import views as vit_views
+from attention.vit.feature_views import write_feature_outputs
 
 
 def attention_maps_fn(model_default: str, defaults: dict):
@@ -66,6 +67,37 @@ def attention_maps_fn(model_default: str, defaults: dict):
     return attention_maps
 
 
+def feature_maps_fn(model_default: str, defaults: dict):
+    """The /feature_maps handler, its defaults bound."""
+
+    @user_errors
+    def feature_maps(
+        image, model=model_default, layer=-1, resolution=defaults["resolution"], query_row=None, query_col=None
+    ):
+        """Feature views of a vision transformer's patch tokens for one image: PCA colours, similarity, norms.
+
+        Returns (picture, features, info): one PNG of the three views side by side; one .npz with exactly
+        pca (rows, cols, 3) in [0, 1], similarity (rows, cols), norms (rows, cols) (float32), image and grid;
+        a dict of the facts (model, grid, layer, query, the high-norm patches, what each view shows).
+
+        Args:
+            image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF; EXIF orientation honoured).
+            model: dino_vits16, dino_vits8, dino_vitb16, dino_vitb8, dinov2_vits14, dinov2_vits14_reg or mnist_vit.
+            layer: whose output tokens: 0 = first block, -1 = last (after the final norm, as forward_features).
+            resolution: 'auto' (480 px for DINO), 'native' (as DINO's script), 'dino480' (480x480), or px.
+            query_row: the row of the patch whose similarity to every patch is shown; both empty = the CLS token.
+            query_col: the column of that patch (give both, or neither for the CLS token).
+        """
+        query = vit_session.parse_query(query_row, query_col)
+        layer = vit_session.parse_index(-1 if layer is None else layer, "Layer")
+        p = vit_session.get_pass(
+            image, model, resolution, query=query, keep_qk=False, cache=vit_session.PASSES, shared=True
+        )
+        return write_feature_outputs(p, query, layer)
+
+    return feature_maps
+
+
 def build(model_default: str, defaults: dict) -> None:
     """Register /attention_maps (hidden inputs, so every parameter after `image` has a default)."""
     with gr.Row(visible=False):
@@ -86,5 +118,23 @@ def build(model_default: str, defaults: dict) -> None:
         [a_img, a_model, a_layer, a_res, a_view, a_thr, a_qr, a_qc],
         [a_sheet, a_file, a_info],
         api_name="attention_maps",
+        api_visibility="public",
+    )
+    with gr.Row(visible=False):
+        f_img = image_path(type="filepath", image_mode=None, label="image")
+        f_model = gr.Textbox(model_default, label="model")
+        f_layer = number(-1, label="layer")
+        f_res = gr.Textbox(defaults["resolution"], label="resolution")
+        f_qr = number(None, label="query_row")
+        f_qc = number(None, label="query_col")
+        f_pic = gr.Image(format="png", type="filepath", label="picture")
+        f_file = gr.File(label="features")
+        f_info = gr.JSON(label="info")
+        f_btn = gr.Button("feature_maps")
+    f_btn.click(
+        feature_maps_fn(model_default, defaults),
+        [f_img, f_model, f_layer, f_res, f_qr, f_qc],
+        [f_pic, f_file, f_info],
+        api_name="feature_maps",
         api_visibility="public",
     )

@@ -16,6 +16,7 @@ from attention.config import EXAMPLES_DIR
 from attention.errors import AttentionError, as_whole
 from attention.ui import vit_api
 from attention.ui.components import image_path, number, slider, user_errors
+from attention.ui.vit_panels import ComparePanel, FeaturePanel, Main
 from attention.vit import models as vit_models
 from attention.vit import permalink
 from attention.vit import session as vit_session
@@ -24,7 +25,6 @@ from attention.vit.modelview import model_view
 
 VIT_STARTUP = vit_session.startup_model()  # cheap: cache lookup, no network under HF_HUB_OFFLINE=1
 VIT_DEFAULTS = {"resolution": "auto", "view": "heads", "threshold": 0.6, "alpha": 0.6, "cmap": "inferno"}
-VIT_NONE = "(none)"
 # the first screen: a photo through DINO when its weights are at hand, else a digit through mnist_vit
 START_IMAGE = str(
     EXAMPLES_DIR / "photos" / "chelsea.jpg"
@@ -69,6 +69,21 @@ def _vit_frame(p, qrow, qcol, layer, view, head, threshold, alpha, cmap, downloa
     )
 
 
+def fit(p, st, lay, hd, qr, qc):
+    """The visitor's layer, head and query fitted to pass `p`: a new model starts at its last
+    layer, a new grid at CLS; otherwise (no state yet, as after an example) values are kept when
+    they fit, so the first change after an example is not thrown away."""
+    lay, hd = vit_session.parse_index(lay, "Layer"), vit_session.parse_index(hd or 0, "Head")
+    if st is not None and p.key[1] != st.key[1]:
+        lay = p.num_layers - 1
+    if st is not None and p.base.grid != st.grid:
+        qr = qc = None
+    q = vit_session.parse_query(qr, qc)
+    if q != "cls" and not (0 <= q[0] < p.base.grid[0] and 0 <= q[1] < p.base.grid[1]) and st is None:
+        qr = qc = None
+    return min(lay, p.num_layers - 1) if lay >= 0 else lay, min(hd, p.num_heads - 1), qr, qc
+
+
 VIT_CSS = (resources.files("attention.ui") / "vit_tab.css").read_text()
 
 
@@ -88,7 +103,7 @@ def build(demo: gr.Blocks | None = None) -> None:
             f'padding:8px 12px">⚠️ {s.notice}</div>',
             elem_id="vit-notice",
         )
-    state, cstate = gr.State(None, time_to_live=1800), gr.State(None, time_to_live=1800)
+    state = gr.State(None, time_to_live=1800)
     depth = vit_session.depth(s.model)
     with gr.Row(equal_height=False, elem_id="vit-main"):
         with gr.Column(scale=2, min_width=280, elem_id="vit-controls"):
@@ -111,7 +126,7 @@ def build(demo: gr.Blocks | None = None) -> None:
                 elem_id="vit-model",
             )
             resolution = gr.Dropdown(
-                ["auto", "native", "224", "320", "480", "640", "800"],
+                ["auto", "native", "dino480", "224", "320", "480", "640", "800"],
                 value=VIT_DEFAULTS["resolution"],
                 allow_custom_value=True,
                 label="Resolution",
@@ -225,6 +240,7 @@ def build(demo: gr.Blocks | None = None) -> None:
                     buttons=["download", "fullscreen"],
                     elem_id="vit-model-view",
                 )
+            feats = FeaturePanel(vit_pass, fit)
             with gr.Row(equal_height=True):
                 link_btn = gr.Button("Link to this view", size="sm", scale=0, min_width=170, elem_id="vit-link-btn")
                 link_box = gr.Textbox(
@@ -246,37 +262,7 @@ def build(demo: gr.Blocks | None = None) -> None:
                 height=60,
                 elem_id="vit-download",
             )
-    with gr.Row(equal_height=False, elem_id="vit-compare-row"):
-        with gr.Column(scale=2, min_width=280):
-            compare = gr.Dropdown(
-                [VIT_NONE] + list(vit_models.REGISTRY),
-                value=VIT_NONE,
-                allow_custom_value=True,
-                label="Compare with a second model (same image, same query, same head)",
-                info="e.g. dinov2_vits14 vs dinov2_vits14_reg: registers soak up the attention DINOv2 otherwise "
-                "spends on a few background patches",
-                elem_id="vit-compare",
-            )
-        with gr.Column(scale=8, min_width=340):
-            cdetails = gr.Markdown("", elem_id="vit-compare-details")
-            with gr.Row(equal_height=True, visible=False) as cpair:
-                cmain = gr.Image(
-                    label="Main model", format="png", interactive=False, height=420, elem_id="vit-cmp-main"
-                )
-                cimg = gr.Image(
-                    label="Second model", format="png", interactive=False, height=420, elem_id="vit-cmp-img"
-                )
-            with gr.Accordion("Second model: every head", open=False, visible=False) as cacc:
-                cgallery = gr.Gallery(
-                    label="Second model",
-                    format="png",
-                    columns=4,
-                    height="auto",
-                    object_fit="contain",
-                    interactive=False,
-                    allow_preview=False,
-                    elem_id="vit-compare-gallery",
-                )
+    cmp = ComparePanel(vit_pass)
 
     show = [
         qimg,
@@ -337,20 +323,6 @@ def build(demo: gr.Blocks | None = None) -> None:
 
     def progress_cb(progress):
         return lambda frac, desc: progress(frac, desc=desc)
-
-    def fit(p, st, lay, hd, qr, qc):
-        """The visitor's layer, head and query fitted to pass `p`: a new model starts at its last
-        layer, a new grid at CLS; otherwise (no state yet, as after an example) values are kept when
-        they fit, so the first change after an example is not thrown away."""
-        lay, hd = vit_session.parse_index(lay, "Layer"), vit_session.parse_index(hd or 0, "Head")
-        if st is not None and p.key[1] != st.key[1]:
-            lay = p.num_layers - 1
-        if st is not None and p.base.grid != st.grid:
-            qr = qc = None
-        q = vit_session.parse_query(qr, qc)
-        if q != "cls" and not (0 <= q[0] < p.base.grid[0] and 0 <= q[1] < p.base.grid[1]) and st is None:
-            qr = qc = None
-        return min(lay, p.num_layers - 1) if lay >= 0 else lay, min(hd, p.num_heads - 1), qr, qc
 
     def check_query(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st):
         """Validator of the query fields: only the field at fault is marked, the last maps stay."""
@@ -463,68 +435,43 @@ def build(demo: gr.Blocks | None = None) -> None:
             state: p.ref,
         }
 
-    def compare_update(img, cmp, res, qr, qc, lay, vw, hd, thr, al, cm, st, cst, main, progress=gr.Progress()):
-        """The second model beside the main one: its large map at the same size, for the same query
-        (mapped to its grid), the same head (clamped) and the matching layer."""
-        off = {cdetails: "", cgallery: [], cmain: None, cimg: None, cstate: None}
-        if not cmp or cmp == VIT_NONE or st is None:
-            return {**off, cpair: gr.update(visible=False), cacc: gr.update(visible=False)}
-        try:
-            c = vit_pass(img, cmp, res, progress_cb(progress))
-            q = vit_session.map_query(vit_session.parse_query(qr, qc), st.grid, c.base.grid)
-            lay_c = vit_session.map_layer(vit_session.parse_index(lay, "Layer"), st.num_layers, c.num_layers)
-            hd_c = min(vit_session.parse_index(hd or 0, "Head"), c.num_heads - 1)
-            f = vit_views.frame(
-                c, query=q, layer=lay_c, view=vw, head=hd_c, threshold=thr, alpha=al, cmap=cm, download=False
-            )
-        except AttentionError as e:
-            return {**off, cdetails: f"⚠️ {e}", cstate: cst, cpair: gr.update(visible=False)}
-        return {
-            cdetails: f.details,
-            cgallery: list(zip(f.outputs.thumbs, f.outputs.captions)),
-            cmain: main,
-            cimg: f.query_png,
-            cstate: c.ref,
-            cpair: gr.update(visible=True),
-            cacc: gr.update(visible=True),
-        }
-
     inputs = [image, model, resolution, qrow, qcol, *style, state]
-    cmp_in = [image, compare, resolution, qrow, qcol, layer, view, head, threshold, alpha, cmap, state, cstate, qimg]
-    cmp_out = [cdetails, cgallery, cmain, cimg, cstate, cpair, cacc]
     fast = dict(show_progress="minimal", api_visibility="private")
     # one listener, one job per change: a dropdown's `input` fires twice for one pick (on the pick and
     # again on blur), its `change` once; "always_last" runs the latest change after a running one
-    gr.on(
-        [
-            image.upload,
-            model.change,
-            resolution.change,
-            view.input,
-            cmap.input,
-            layer.release,
-            head.release,
-            threshold.release,
-            alpha.release,
-        ],
-        update,
-        inputs,
-        [*show, state],
-        trigger_mode="always_last",
-        **fast,
-    ).success(compare_update, cmp_in, cmp_out, **fast)
-    gr.on(  # typed query fields: checked first, so only the field at fault is marked
-        [qrow.submit, qcol.submit], update, inputs, [*show, state], validator=check_query, **fast
-    ).success(compare_update, cmp_in, cmp_out, **fast)
-    qimg.select(click, [image, model, resolution, *style, state], [*show, state], **fast).success(
-        compare_update, cmp_in, cmp_out, **fast
-    )
-    gallery.select(
-        pick_head,
-        [image, model, resolution, qrow, qcol, layer, view, threshold, alpha, cmap, state],
-        [*show, state, view],
-        **fast,
-    ).success(compare_update, cmp_in, cmp_out, **fast)
+    changes = [
+        gr.on(
+            [
+                image.upload,
+                model.change,
+                resolution.change,
+                view.input,
+                cmap.input,
+                layer.release,
+                head.release,
+                threshold.release,
+                alpha.release,
+            ],
+            update,
+            inputs,
+            [*show, state],
+            trigger_mode="always_last",
+            **fast,
+        ),
+        gr.on(  # typed query fields: checked first, so only the field at fault is marked
+            [qrow.submit, qcol.submit], update, inputs, [*show, state], validator=check_query, **fast
+        ),
+        qimg.select(click, [image, model, resolution, *style, state], [*show, state], **fast),
+        gallery.select(
+            pick_head,
+            [image, model, resolution, qrow, qcol, layer, view, threshold, alpha, cmap, state],
+            [*show, state, view],
+            **fast,
+        ),
+        cls_btn.click(lambda: (None, None), None, [qrow, qcol], api_visibility="private", queue=False).then(
+            update, inputs, [*show, state], **fast
+        ),
+    ]
     dl_btn.click(make_download, inputs, download, **fast)
     mv_btn.click(model_sheet, inputs, mv_img, **fast)
     link_btn.click(
@@ -536,10 +483,9 @@ def build(demo: gr.Blocks | None = None) -> None:
     )
     if demo is not None:
         demo.load(first_screen, None, [*show, state, image, model, resolution, view], **fast)
-    cls_btn.click(lambda: (None, None), None, [qrow, qcol], api_visibility="private", queue=False).then(
-        update, inputs, [*show, state], **fast
-    ).success(compare_update, cmp_in, cmp_out, **fast)
-    compare.input(user_errors(compare_update), cmp_in, cmp_out, **fast)
+    main = Main(image, resolution, qrow, qcol, layer, view, head, threshold, alpha, cmap, state, qimg, model)
+    cmp.follow(changes, main)
+    feats.follow(changes, main)
 
     ex_in = [image, model, resolution, view, threshold, alpha, cmap]
     d = VIT_DEFAULTS

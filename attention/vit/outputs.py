@@ -62,7 +62,7 @@ KEEP_SECONDS = SETTINGS.cache_age  # ATTENTION_FILE_TTL: Gradio serves its own c
 _last_sweep: dict[Path, float] = {}
 
 
-def _new_dir(root: Path) -> Path:
+def new_dir(root: Path) -> Path:
     """A fresh folder under `root`; at most once a minute per root, folders older than KEEP_SECONDS go."""
     root.mkdir(parents=True, exist_ok=True)
     now = time.time()
@@ -151,7 +151,7 @@ def write_outputs(
     only) each tile reduced to that longer side for a gallery (`Outputs.thumbs`; JPEG with
     `thumb_jpeg`, for photos): what the tab sends on every click, the .npz made when asked for.
     """
-    d = _new_dir(Path(root) if root else OUTPUT_ROOT)
+    d = new_dir(Path(root) if root else OUTPUT_ROOT)
     paths, encoded, sheet_path, npz = [], {}, None, None
     if sheet_only:
         sheet_path = d / "sheet.png"

@@ -27,6 +27,7 @@ from attention.cache import SharedCache
 from attention.config import SETTINGS
 from attention.errors import InputError, as_whole
 from attention.images import ImageSource
+from attention.vit import features
 from attention.vit.extract import AttentionMaps, Query, attention_maps, norm_query, rollout_map
 from attention.vit.models import (
     DEFAULT_MODEL,
@@ -151,23 +152,25 @@ def forward(
     query: Query = "cls",
     keep_qk: bool = True,
     shared: bool = False,
-) -> tuple[AttentionMaps, str]:
-    """One forward pass of `image` through `model` (rows of `query`, q/k kept unless told not to)
-    and the device it ran on. shared: as a server for many visitors, so only models they may load
+) -> tuple[AttentionMaps, str, np.ndarray]:
+    """One forward pass of `image` through `model` (rows of `query`, q/k kept unless told not to),
+    the device it ran on, and the tokens every block output (float16 (L, N, d), `features`).
+    shared: as a server for many visitors, so only models they may load
     (`models.check_allowed`) and within the device's compute budget (`SETTINGS.budget_gflop`)."""
     if shared:
         check_allowed(model)
     vit = load_vit(model)
     device = str(next(vit.parameters()).device)
-    res = attention_maps(
-        vit,
-        image,
-        resolution=resolution,
-        query=query,
-        keep_qk=keep_qk,
-        max_gflop=SETTINGS.budget_gflop(device) if shared else None,
-    )
-    return res, device
+    with features.recording(vit) as rec:  # the same pass records every block's output tokens
+        res = attention_maps(
+            vit,
+            image,
+            resolution=resolution,
+            query=query,
+            keep_qk=keep_qk,
+            max_gflop=SETTINGS.budget_gflop(device) if shared else None,
+        )
+    return res, device, rec.tokens
 
 
 def depth(model: str) -> tuple[int, int]:
@@ -184,6 +187,7 @@ class Pass:
     model: str
     base: AttentionMaps
     device: str
+    tokens: np.ndarray | None = field(default=None, repr=False)  # float16 (L, N, d): every block's output
     _queries: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _rollouts: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # the memos are shared
@@ -197,11 +201,19 @@ class Pass:
 
     @property
     def nbytes(self) -> int:
-        """Bytes this pass can hold: kept q/k, its rows, the image, and full memos of queries and rollouts."""
+        """Bytes this pass can hold: kept q/k, the block outputs, its rows, the image, full memos of
+        queries and rollouts."""
         b = self.base
         qk = sum(q.nbytes + k.nbytes for q, k in b.qk or [])
         rows = b.scores.nbytes + b.weights.nbytes
-        return qk + rows * (1 + self.MEMO) + b.image.width * b.image.height * 3 + self.MEMO * b.weights.shape[-1] * 4
+        tokens = 0 if self.tokens is None else self.tokens.nbytes
+        return (
+            qk
+            + tokens
+            + rows * (1 + self.MEMO)
+            + b.image.width * b.image.height * 3
+            + self.MEMO * b.weights.shape[-1] * 4
+        )
 
     @property
     def num_layers(self) -> int:
@@ -221,6 +233,14 @@ class Pass:
                     self._queries.popitem(last=False)
             res = self._queries[q]
         return res.at_layer(layer)
+
+    def feature_maps(self, query: Query = "cls", layer: int = -1) -> dict[str, np.ndarray]:
+        """float32 pca (gh, gw, 3), similarity to `query` (gh, gw) and norms (gh, gw) of layer `layer`'s
+        output tokens (`features.feature_maps`), from this pass. InputError off the depth or grid."""
+        if self.tokens is None:
+            raise InputError("This pass kept no features; run it again through `get_pass`.")
+        b = self.base
+        return features.feature_maps(self.tokens, b.grid, b.num_prefix_tokens, layer, norm_query(query))
 
     def rollout(self, query: Query = "cls", layer: int = -1) -> np.ndarray:
         """float32 (gh, gw): attention rollout of `query` through layers 0..layer, memoised."""
@@ -283,10 +303,10 @@ def get_pass(
     def compute() -> Pass:
         if progress is not None:
             progress(0.05, f"Loading {model}…" if not is_loaded(model) else f"Running {model}…")
-        res, device = forward(model, image, resolution, query, keep_qk, shared)
+        res, device, tokens = forward(model, image, resolution, query, keep_qk, shared)
         if progress is not None:
             progress(0.9, "Rendering…")
-        return Pass(key=key, model=model, base=res, device=device)
+        return Pass(key=key, model=model, base=res, device=device, tokens=tokens)
 
     return cache.get_or_run(key, compute) if cache is not None and keep_qk else compute()
 

@@ -194,3 +194,17 @@ def test_the_model_view_shows_every_layer_and_head_on_one_sheet(page):
     assert (w, h) == (4 + 4 * (154 + 4), 4 + 4 * (154 + 14 + 4))  # mnist_vit: 4 layers x 4 heads, 22 px a patch
     assert page.get_by_test_id("toast-body").count() == 0
     screenshot(page, "vit_model_view")
+
+
+@pytest.mark.browser
+def test_the_feature_views_open_and_follow_the_query(page):
+    page.locator("#vit-gallery").get_by_text("mean of heads").first.wait_for()
+    page.get_by_text("Features of this layer").click()
+    feats = page.locator("#vit-features")
+    feats.get_by_text("similarity to the CLS token").wait_for()
+    assert feats.locator("img").count() == 3
+    feats.get_by_text("PCA of layer 3").wait_for()
+    click_image_at(page, "#vit-query-image img", 0.5, 0.5)  # patch (3, 3) of the 7x7 digit grid
+    feats.get_by_text("similarity to patch (3, 3)").wait_for()
+    assert page.get_by_test_id("toast-body").count() == 0
+    screenshot(page, "vit_features")

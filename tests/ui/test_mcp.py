@@ -19,7 +19,7 @@ def test_the_mcp_server_is_on_by_default():
 
 def test_the_attention_map_tool_describes_every_parameter(app_url):
     tools = schema(app_url)
-    assert "attention_maps" in tools
+    assert "attention_maps" in tools and "feature_maps" in tools
     tool = tools["attention_maps"]
     assert "self-attention" in tool["description"]
     props = tool["inputSchema"]["properties"]

@@ -1,0 +1,163 @@
+"""Two panels of the ViT tab that follow the main view: a second model side by side, and the
+feature views (PCA, similarity to the query, token norms) of the chosen layer.
+
+Each is laid out by its `build` inside the tab, then `follow`s the main view: after every change
+of image, model, layer or query the panel redraws from the visitor's cached pass (no forward pass
+for the features; one for the second model when its pass is not kept).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import gradio as gr
+
+from attention.errors import AttentionError
+from attention.ui.components import user_errors
+from attention.vit import models as vit_models
+from attention.vit import session as vit_session
+from attention.vit import views as vit_views
+from attention.vit.feature_views import EXPLAIN, feature_pictures
+from attention.vit.outputs import reduced
+from attention.vit.views import THUMB_SIDE
+
+VIT_NONE = "(none)"
+FAST = dict(show_progress="minimal", api_visibility="private")
+
+
+@dataclass
+class Main:
+    """The main view's components a panel reads."""
+
+    image: gr.Image
+    resolution: gr.Dropdown
+    qrow: gr.Number
+    qcol: gr.Number
+    layer: gr.Slider
+    view: gr.Radio
+    head: gr.Slider
+    threshold: gr.Slider
+    alpha: gr.Slider
+    cmap: gr.Dropdown
+    state: gr.State
+    qimg: gr.Image
+    model: gr.Dropdown
+
+
+class ComparePanel:
+    """A second model beside the main one: its large map at the same size, for the same query
+    (mapped to its grid), the same head (clamped) and the matching layer."""
+
+    def __init__(self, vit_pass: Callable):
+        self.vit_pass = vit_pass
+        self.cstate = gr.State(None, time_to_live=1800)
+        with gr.Row(equal_height=False, elem_id="vit-compare-row"):
+            with gr.Column(scale=2, min_width=280):
+                self.compare = gr.Dropdown(
+                    [VIT_NONE] + list(vit_models.REGISTRY),
+                    value=VIT_NONE,
+                    allow_custom_value=True,
+                    label="Compare with a second model (same image, same query, same head)",
+                    info="e.g. dinov2_vits14 vs dinov2_vits14_reg: registers soak up the attention DINOv2 otherwise "
+                    "spends on a few background patches",
+                    elem_id="vit-compare",
+                )
+            with gr.Column(scale=8, min_width=340):
+                self.cdetails = gr.Markdown("", elem_id="vit-compare-details")
+                with gr.Row(equal_height=True, visible=False) as self.cpair:
+                    self.cmain = gr.Image(
+                        label="Main model", format="png", interactive=False, height=420, elem_id="vit-cmp-main"
+                    )
+                    self.cimg = gr.Image(
+                        label="Second model", format="png", interactive=False, height=420, elem_id="vit-cmp-img"
+                    )
+                with gr.Accordion("Second model: every head", open=False, visible=False) as self.cacc:
+                    self.cgallery = gr.Gallery(
+                        label="Second model",
+                        format="png",
+                        columns=4,
+                        height="auto",
+                        object_fit="contain",
+                        interactive=False,
+                        allow_preview=False,
+                        elem_id="vit-compare-gallery",
+                    )
+
+    def update(self, img, cmp, res, qr, qc, lay, vw, hd, thr, al, cm, st, cst, main, progress=gr.Progress()):
+        off = {self.cdetails: "", self.cgallery: [], self.cmain: None, self.cimg: None, self.cstate: None}
+        if not cmp or cmp == VIT_NONE or st is None:
+            return {**off, self.cpair: gr.update(visible=False), self.cacc: gr.update(visible=False)}
+        try:
+            c = self.vit_pass(img, cmp, res, lambda frac, desc: progress(frac, desc=desc))
+            q = vit_session.map_query(vit_session.parse_query(qr, qc), st.grid, c.base.grid)
+            lay_c = vit_session.map_layer(vit_session.parse_index(lay, "Layer"), st.num_layers, c.num_layers)
+            hd_c = min(vit_session.parse_index(hd or 0, "Head"), c.num_heads - 1)
+            f = vit_views.frame(
+                c, query=q, layer=lay_c, view=vw, head=hd_c, threshold=thr, alpha=al, cmap=cm, download=False
+            )
+        except AttentionError as e:
+            return {**off, self.cdetails: f"⚠️ {e}", self.cstate: cst, self.cpair: gr.update(visible=False)}
+        return {
+            self.cdetails: f.details,
+            self.cgallery: list(zip(f.outputs.thumbs, f.outputs.captions)),
+            self.cmain: main,
+            self.cimg: f.query_png,
+            self.cstate: c.ref,
+            self.cpair: gr.update(visible=True),
+            self.cacc: gr.update(visible=True),
+        }
+
+    def follow(self, events: list, m: Main) -> None:
+        """Redraw after each of `events` succeeds, and when the second model is picked."""
+        ins = [m.image, self.compare, m.resolution, m.qrow, m.qcol, m.layer, m.view, m.head, m.threshold]
+        ins += [m.alpha, m.cmap, m.state, self.cstate, m.qimg]
+        outs = [self.cdetails, self.cgallery, self.cmain, self.cimg, self.cstate, self.cpair, self.cacc]
+        for ev in events:
+            ev.success(self.update, ins, outs, **FAST)
+        self.compare.input(user_errors(self.update), ins, outs, **FAST)
+
+
+class FeaturePanel:
+    """The chosen layer's feature views, drawn only while the panel is open."""
+
+    def __init__(self, vit_pass: Callable, fit: Callable):
+        self.vit_pass, self.fit = vit_pass, fit
+        self.open = gr.State(False)
+        with gr.Accordion(
+            "Features of this layer: PCA colours, similarity to the query, token norms", open=False
+        ) as self.acc:
+            gr.Markdown(
+                "\n".join(f"- **{k}**: {v}." for k, v in EXPLAIN.items())
+                + "\n\nClick a patch of the large map to move the similarity's query.",
+                elem_id="vit-features-help",
+            )
+            self.gallery = gr.Gallery(
+                label="Feature views of the chosen layer",
+                format="png",
+                columns=3,
+                height="auto",
+                object_fit="contain",
+                interactive=False,
+                allow_preview=False,
+                elem_id="vit-features",
+            )
+
+    @user_errors
+    def update(self, is_open, img, mdl, res, qr, qc, lay, hd, al, cm, st):
+        if not is_open:
+            return gr.skip()
+        p = self.vit_pass(img, mdl, res)
+        lay, _, qr, qc = self.fit(p, st, lay, hd, qr, qc)
+        tiles, _ = feature_pictures(p, vit_session.parse_query(qr, qc), lay, alpha=al, cmap=cm)
+        return [(reduced(t.image, THUMB_SIDE), t.caption) for t in tiles]
+
+    def follow(self, events: list, m: Main) -> None:
+        """Redraw after each of `events` succeeds (while open), and when the panel opens."""
+        ins = [self.open, m.image, m.model, m.resolution, m.qrow, m.qcol, m.layer, m.head, m.alpha, m.cmap, m.state]
+        for ev in events:
+            ev.success(self.update, ins, self.gallery, **FAST)
+        self.acc.expand(lambda: True, None, self.open, queue=False, api_visibility="private").then(
+            self.update, ins, self.gallery, **FAST
+        )
+        self.acc.collapse(lambda: False, None, self.open, queue=False, api_visibility="private")

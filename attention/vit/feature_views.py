@@ -1,0 +1,97 @@
+"""Feature views drawn: PCA as colours, similarity to the query and token norms over the image.
+
+pics = feature_pictures(p, query=(5, 7), layer=-1)   # p: a session.Pass
+[(t.caption, t.image.shape) for t in pics]           # three Tiles: pca, similarity, norms
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from attention.render import colorize, grid, mark_patch, overlay, png_bytes, upsample
+from attention.vit.extract import Query
+from attention.vit.features import high_norm
+from attention.vit.outputs import OUTPUT_ROOT, SHEET_TILE, Tile, new_dir, reduced
+from attention.vit.session import Pass
+from attention.vit.views import QUERY_COLOR, display_scale
+
+HIGH_NORM_COLOR = (255, 48, 48)  # red outline around high-norm tokens
+
+# One line each: what the view shows (README, the tab's captions and the API's facts).
+EXPLAIN = {
+    "pca": "the first three principal components of the layer's patch features as red, green and blue: "
+    "patches with similar features get similar colours (DINOv2's part segmentation look)",
+    "similarity": "cosine similarity of the query's feature to every patch's: which patches the layer "
+    "represents alike (1 at the query)",
+    "norms": "the length of each patch token, coloured from 0 to the largest; outlined in red, tokens over "
+    "twice the median: the high-norm artifact tokens that registers remove",
+}
+
+
+def feature_pictures(
+    p: Pass, query: Query = "cls", layer: int = -1, *, alpha: float = 0.6, cmap: str = "inferno"
+) -> tuple[list[Tile], dict[str, np.ndarray]]:
+    """The three feature views of `layer` as pictures (uint8 (H, W, 3), enlarged like the attention
+    views) and their raw float32 arrays (pca (gh, gw, 3), similarity (gh, gw), norms (gh, gw)).
+    No new forward. Raises InputError off the depth or grid."""
+    res = p.at(query, layer)
+    maps = p.feature_maps(res.query, res.layer)
+    s = display_scale(res)
+    img = upsample(np.asarray(res.image.convert("RGB")), s) if s > 1 else np.asarray(res.image.convert("RGB"))
+    patch = res.patch_size * s
+    pca = upsample((maps["pca"] * 255).round().astype(np.uint8), patch)
+    sim = overlay(img, maps["similarity"], alpha=alpha, cmap=cmap)
+    if res.query != "cls":
+        sim = mark_patch(sim, res.query, patch, color=QUERY_COLOR)
+    n = maps["norms"]  # coloured from 0 to the largest norm (not min-max: near-equal norms look alike)
+    colour = upsample(colorize(n / max(float(n.max()), 1e-12), cmap, normalized=True), patch)
+    nrm = (img * (1 - alpha) + colour * alpha).round().astype(np.uint8)
+    outliers = np.argwhere(high_norm(maps["norms"]))
+    for r, c in outliers:
+        nrm = mark_patch(nrm, (int(r), int(c)), patch, color=HIGH_NORM_COLOR)
+    who = "the CLS token" if res.query == "cls" else f"patch ({res.query[0]}, {res.query[1]})"
+    tiles = [
+        Tile(pca, f"PCA of layer {res.layer}'s patch features", "pca"),
+        Tile(sim, f"similarity to {who}, layer {res.layer}", "similarity"),
+        Tile(nrm, f"token norms, layer {res.layer} · {len(outliers)} high-norm", "norms"),
+    ]
+    return tiles, maps
+
+
+def write_feature_outputs(
+    p: Pass, query: Query = "cls", layer: int = -1, *, root: str | os.PathLike | None = None
+) -> tuple[str, str, dict]:
+    """The /feature_maps answer: one PNG sheet of the three pictures, one .npz with exactly the
+    arrays pca (gh, gw, 3), similarity (gh, gw), norms (gh, gw) (float32), image (H, W, 3) uint8 and
+    grid (2,), and the facts as JSON-ready data. Returns (sheet path, npz path, facts)."""
+    t0 = time.perf_counter()
+    tiles, maps = feature_pictures(p, query, layer)
+    res = p.at(query, layer)
+    d = new_dir(Path(root) if root else OUTPUT_ROOT)
+    sheet_path = d / "features.png"
+    sheet_path.write_bytes(
+        png_bytes(grid([reduced(t.image, SHEET_TILE) for t in tiles], ncols=3, labels=[t.caption for t in tiles]))
+    )
+    npz_path = d / "features.npz"
+    arrays = {**maps, "image": np.asarray(res.image.convert("RGB")), "grid": np.array(res.grid)}
+    np.savez(npz_path, **arrays)
+    n = maps["norms"]
+    facts = {
+        "model": p.model,
+        "device": p.device,
+        "grid": list(res.grid),
+        "layer": res.layer,
+        "query": res.query if isinstance(res.query, str) else list(res.query),
+        "high_norm_patches": [[int(r), int(c)] for r, c in np.argwhere(high_norm(n))],
+        "norm_median": round(float(np.median(n)), 4),
+        "norm_max": round(float(n.max()), 4),
+        "captions": [t.caption for t in tiles],
+        "explain": EXPLAIN,
+        "forward_ms": round(res.seconds * 1000, 1),
+        "render_ms": round((time.perf_counter() - t0) * 1000, 1),
+    }
+    return str(sheet_path), str(npz_path), facts

@@ -1,0 +1,46 @@
+"""/feature_maps through gradio_client: one picture, one .npz with exactly the feature arrays, the facts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gradio_client import handle_file
+
+from attention.vit import session
+from tests.conftest import DIGIT
+
+
+def features(client, **kw):
+    pic, npz, info = client.predict(handle_file(DIGIT), **kw, api_name="/feature_maps")
+    return pic, np.load(npz), info
+
+
+def test_feature_maps_answers_one_picture_one_npz_and_the_facts(client):
+    pic, arrays, info = features(client, model="mnist_vit", query_row=3, query_col=2)
+    assert pic.endswith(".png")
+    assert sorted(arrays.files) == ["grid", "image", "norms", "pca", "similarity"]
+    assert arrays["pca"].shape == (7, 7, 3) and arrays["pca"].dtype == np.float32
+    assert arrays["similarity"].shape == arrays["norms"].shape == (7, 7)
+    assert arrays["similarity"][3, 2] == pytest.approx(1.0, abs=1e-6)
+    assert arrays["grid"].tolist() == [7, 7] and arrays["image"].shape == (28, 28, 3)
+    assert info["query"] == [3, 2] and info["layer"] == 3 and set(info["explain"]) == {"pca", "similarity", "norms"}
+
+
+def test_feature_maps_equal_the_packages(client):
+    _, arrays, _ = features(client, model="mnist_vit", layer=1)
+    want = session.get_pass(DIGIT, "mnist_vit", "auto").feature_maps("cls", 1)
+    for k in ("pca", "similarity", "norms"):
+        np.testing.assert_array_equal(arrays[k], want[k])
+
+
+@pytest.mark.parametrize(
+    "kw, fragment",
+    [
+        (dict(layer=7), "Layer 7 is out of range"),
+        (dict(query_row=9, query_col=0), "off the 7x7 grid"),
+        (dict(query_row=2), "Give both query_row and query_col"),
+    ],
+)
+def test_bad_feature_requests_say_what_is_accepted(client, kw, fragment):
+    with pytest.raises(Exception, match=fragment):
+        features(client, model="mnist_vit", **kw)
