@@ -10,7 +10,7 @@ import torch
 
 from attention.errors import InputError
 from attention.images import to_tensor
-from attention.vit import features, session
+from attention.vit import features
 from attention.vit.extract import attention_maps
 from attention.vit.models import load_vit
 from tests.conftest import DIGIT
