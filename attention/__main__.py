@@ -1,7 +1,9 @@
-"""Command line: `python -m attention maps IMAGE... [options]`.
+"""Command line: `python -m attention maps|features IMAGE... [options]`.
 
-Writes, per image, each head's map, the mean and the threshold masks as PNG overlays and
+maps: writes, per image, each head's map, the mean and the threshold masks as PNG overlays and
 the raw arrays as .npz (as DINO's visualize_attention.py does), into OUT/<image name>/.
+features: the feature views (pca.png, similarity.png, norms.png, features.npz) and the model view
+(model_view.png: every layer x head of the query), from the same one forward pass.
 A bad file gets one clear line; the other images are still processed.
 """
 
@@ -28,6 +30,14 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass kept by masks (default 0.6)")
     m.add_argument("--cmap", default="inferno", help="matplotlib colormap (default inferno)")
     m.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
+    f = sub.add_parser("features", help="write feature views (PCA, similarity, norms) and the model view of images")
+    f.add_argument("images", nargs="+", type=Path, help="image files")
+    f.add_argument("--model", default="dino_vits16", help="alias, timm name or hf-hub:org/repo")
+    f.add_argument("--layer", type=int, default=-1, help="layer whose output tokens (default: last, after the norm)")
+    f.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
+    f.add_argument("--query", default="cls", help="the similarity's query: 'cls' or ROW,COL (default: cls)")
+    f.add_argument("--cmap", default="inferno", help="colormap (default inferno)")
+    f.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
     return p
 
 
@@ -83,9 +93,42 @@ def maps(args) -> int:
     return 1 if failed else 0
 
 
+def features(args) -> int:
+    import numpy as np
+
+    from attention.render import png_bytes
+    from attention.vit.feature_views import feature_pictures
+    from attention.vit.modelview import model_view
+    from attention.vit.session import get_pass
+
+    try:
+        query = _query(args.query)
+    except AttentionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    failed = 0
+    for path in args.images:
+        try:
+            p = get_pass(path, args.model, args.resolution)
+            tiles, arrays = feature_pictures(p, query, args.layer, cmap=args.cmap)
+            out = args.out / path.stem
+            out.mkdir(parents=True, exist_ok=True)
+            for t in tiles:
+                (out / f"{t.name}.png").write_bytes(png_bytes(t.image))
+            (out / "model_view.png").write_bytes(png_bytes(model_view(p, query, cmap=args.cmap)))
+            res = p.at(query, args.layer)
+            np.savez(out / "features.npz", **arrays, image=np.asarray(res.image), grid=np.array(res.grid))
+            print(f"{path}: layer {res.layer}, grid {res.grid[0]}x{res.grid[1]} -> {out}/")
+        except AttentionError as e:
+            failed += 1
+            print(f"{path}: skipped: {e}", file=sys.stderr)
+    print(f"{len(args.images) - failed} of {len(args.images)} images written to {args.out}/")
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return {"maps": maps}[args.command](args)
+    return {"maps": maps, "features": features}[args.command](args)
 
 
 if __name__ == "__main__":

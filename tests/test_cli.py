@@ -50,3 +50,20 @@ def test_unknown_model_is_one_clear_line(tmp_path):
         timeout=120,
     )
     assert r.returncode == 2 and r.stderr.startswith("error: Unknown model 'nope'") and "Traceback" not in r.stderr
+
+
+def test_features_writes_the_three_views_the_model_view_and_the_arrays(tmp_path, capsys):
+    from attention.vit.session import get_pass
+
+    a = digit_png(tmp_path / "a.png", 0)
+    out = tmp_path / "out"
+    code = main(["features", str(a), str(tmp_path / "missing.png"), "--model", "mnist_vit", "--out", str(out)])
+    assert code == 1 and "missing.png: skipped" in capsys.readouterr().err
+    names = {p.name for p in (out / "a").iterdir()}
+    assert names == {"pca.png", "similarity.png", "norms.png", "model_view.png", "features.npz"}
+    with np.load(out / "a" / "features.npz") as z:
+        assert sorted(z.files) == ["grid", "image", "norms", "pca", "similarity"]
+        want = get_pass(str(a), "mnist_vit", "auto").feature_maps("cls", -1)
+        for k in ("pca", "similarity", "norms"):
+            np.testing.assert_array_equal(z[k], want[k])
+    assert Image.open(out / "a" / "pca.png").size == (224, 224)
