@@ -3,6 +3,13 @@
 img = load_image("photo.jpg")                       # RGB PIL image, EXIF-rotated
 x, shown = to_tensor(img, patch_size=16, mean=..., std=..., resolution=480)
 # x: float32 (1, C, H, W), H and W multiples of 16; `shown` is the RGB image x shows
+x, shown = to_tensor(img, patch_size=16, mean=..., std=..., resolution=None, crop="top-left")
+# DINO's own preprocessing of a 500x375 photo: no resize, the top-left 496x368 px, a 23x31 grid
+
+Resolutions: an int (shorter side, px, aspect kept, bicubic), None / "native" (no resize), or
+"dino480" (squashed to 480 x 480 px, bilinear: DINO's visualize_attention.py default,
+`transforms.Resize((480, 480))` on a PIL image). Crops: "center" (timm's) or "top-left" (DINO's
+`img[:, :h - h % p, :w - w % p]`).
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -23,9 +31,13 @@ MAX_PIXELS = SETTINGS.max_pixels  # ATTENTION_MAX_PIXELS
 # Cap on patch tokens per image (a 1024 px ViT-S/16 input is 4,096; DINO#213's frame was 14,400).
 MAX_TOKENS = SETTINGS.max_tokens  # ATTENTION_MAX_TOKENS
 MAX_RESOLUTION = 4096
+DINO480 = "dino480"  # the named resolution: squashed to DINO_SQUARE x DINO_SQUARE px as DINO's script does
+DINO_SQUARE = 480
 
 ImageSource = str | os.PathLike | bytes | Image.Image | np.ndarray
 Resolution = int | str | None
+Crop = Literal["top-left", "center"]
+CROPS = ("top-left", "center")
 
 
 def load_image(src: ImageSource, *, max_pixels: int = MAX_PIXELS) -> Image.Image:
@@ -111,32 +123,38 @@ def target_size(
 ) -> tuple[tuple[int, int], tuple[int, int]]:
     """Resized size (W, H) and then cropped size (W', H'), multiples of `patch_size`.
 
-    resolution: int, the shorter side in pixels (aspect kept); None or "native" keeps the size.
+    resolution: int, the shorter side in pixels (aspect kept); None keeps the size; "dino480"
+    (DINO480) is 480 x 480 whatever the aspect. (As returned by `check_resolution`.)
     """
     w, h = size
     if resolution is None:
         rw, rh = w, h
+    elif resolution == DINO480:
+        rw, rh = DINO_SQUARE, DINO_SQUARE
     else:
         s = resolution / min(w, h)
         rw, rh = max(1, round(w * s)), max(1, round(h * s))
     return (rw, rh), (rw // patch_size * patch_size, rh // patch_size * patch_size)
 
 
-def check_resolution(resolution: Resolution, patch_size: int) -> int | None:
-    """Validate a resolution argument: an int in [patch_size, 4096], None or "native" (-> None)."""
+def check_resolution(resolution: Resolution, patch_size: int) -> int | str | None:
+    """Validate a resolution argument: an int in [patch_size, 4096], None or "native" (-> None),
+    or "dino480" (-> DINO480). ("auto" is the caller's to resolve: it depends on the model.)"""
     if resolution is None or (isinstance(resolution, str) and resolution.strip().lower() in ("native", "none", "")):
         return None
+    if isinstance(resolution, str) and resolution.strip().lower() == DINO480:
+        return DINO480
     try:
         r = int(resolution)
     except (TypeError, ValueError):
         raise InputError(
             f"Resolution {resolution!r} is not accepted; "
-            f"use 'auto', 'native' or a number of pixels ({patch_size}-{MAX_RESOLUTION})."
+            f"use 'auto', 'native', '{DINO480}' or a number of pixels ({patch_size}-{MAX_RESOLUTION})."
         ) from None
     if not patch_size <= r <= MAX_RESOLUTION:
         raise InputError(
             f"Resolution {r} px is out of range; "
-            f"accepted: {patch_size} (one patch) to {MAX_RESOLUTION} px, 'auto' or 'native'."
+            f"accepted: {patch_size} (one patch) to {MAX_RESOLUTION} px, 'auto', 'native' or '{DINO480}'."
         )
     return r
 
@@ -147,17 +165,23 @@ def to_tensor(
     patch_size: int,
     mean: tuple[float, ...],
     std: tuple[float, ...],
-    resolution: int | None,
+    resolution: int | str | None,
+    crop: Crop = "center",
     max_tokens: int = MAX_TOKENS,
 ):
-    """Resize (shorter side to `resolution`, bicubic), centre-crop to multiples of the patch,
-    normalise with `mean`/`std` (1 or 3 channels).
+    """Resize (shorter side to `resolution`, bicubic; "dino480": 480 x 480, bilinear; None: not at
+    all), crop to multiples of the patch (`crop`: "center", or "top-left" as DINO), normalise with
+    `mean`/`std` (1 or 3 channels).
 
     Returns (x, shown): x float32 tensor (1, C, H', W'); shown, the RGB PIL image of size
     (W', H') that x shows, so maps on the (H'/p, W'/p) grid align with it pixel for pixel.
-    Raises ImageError when the image is smaller than one patch or over `max_tokens` patches.
+    Raises ImageError when the image is smaller than one patch or over `max_tokens` patches,
+    InputError for an unknown crop.
     """
     import torch
+
+    if crop not in CROPS:
+        raise InputError(f"Crop {crop!r} is not accepted; accepted: {', '.join(map(repr, CROPS))}.")
 
     w, h = img.size
     if min(w, h) < patch_size:
@@ -173,9 +197,9 @@ def to_tensor(
             f"At this resolution the image makes {cw // patch_size}x{ch // patch_size} = {tokens:,} patches, "
             f"over the cap of {max_tokens:,}; choose a smaller resolution (at most about {fits} px)."
         )
-    if (rw, rh) != (w, h):
-        img = img.resize((rw, rh), Image.BICUBIC)
-    left, top = (rw - cw) // 2, (rh - ch) // 2
+    if (rw, rh) != (w, h):  # PIL filters antialias when shrinking, as torchvision's Resize on PIL images
+        img = img.resize((rw, rh), Image.BILINEAR if resolution == DINO480 else Image.BICUBIC)
+    left, top = ((rw - cw) // 2, (rh - ch) // 2) if crop == "center" else (0, 0)
     shown = img.crop((left, top, left + cw, top + ch))
     src = shown.convert("L") if len(mean) == 1 else shown
     a = torch.from_numpy(np.array(src))  # uint8 (H', W'[, C]): the smallest copy to reorder

@@ -5,6 +5,9 @@ with HF_HUB_OFFLINE=1."""
 from __future__ import annotations
 
 import hashlib
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from huggingface_hub import constants
@@ -31,3 +34,35 @@ def add_to_hub_cache(
         link.unlink(missing_ok=True)
         link.symlink_to(f"../../blobs/{blob.name}")
     return snap
+
+
+def safetensors_bytes(model) -> bytes:
+    """`model`'s state dict as a model.safetensors file's bytes (what the Hub serves for timm models)."""
+    from safetensors.torch import save
+
+    return save({k: v.contiguous() for k, v in model.state_dict().items()})
+
+
+@contextmanager
+def temporary_hf_home(home: str | Path) -> Iterator[Callable[[str, dict[str, bytes]], Path]]:
+    """For the duration, HF_HOME is `home` (in the environment and in huggingface_hub's constants, which
+    are read once at import) and loaded models are forgotten on entry and exit; yields `add(repo, files)`,
+    `add_to_hub_cache` into that cache. HF_HUB_OFFLINE stays as it is (the test suite sets it to 1)."""
+    from attention.vit import models
+
+    home = Path(home)
+    saved_env = os.environ.get("HF_HOME")
+    saved = {k: getattr(constants, k) for k in ("HF_HOME", "HF_HUB_CACHE")}
+    os.environ["HF_HOME"] = str(home)
+    constants.HF_HOME, constants.HF_HUB_CACHE = str(home), str(home / "hub")
+    models.clear_cache()
+    try:
+        yield add_to_hub_cache
+    finally:
+        models.clear_cache()
+        for k, v in saved.items():
+            setattr(constants, k, v)
+        if saved_env is None:
+            os.environ.pop("HF_HOME", None)
+        else:
+            os.environ["HF_HOME"] = saved_env

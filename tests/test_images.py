@@ -104,7 +104,40 @@ def test_resolution_values(value, expected):
     assert check_resolution(value, 16) == expected
 
 
-@pytest.mark.parametrize("value", ["huge", 8, 5000, -1])
+@pytest.mark.parametrize("value", ["huge", 8, 5000, -1, "dino224"])
 def test_bad_resolutions_are_refused(value):
-    with pytest.raises(InputError, match="Resolution"):
+    with pytest.raises(InputError, match="Resolution .*'auto', 'native',? (or )?'dino480'"):
         check_resolution(value, 16)
+
+
+def test_dino480_squashes_to_480_square_and_is_accepted_by_name():
+    assert check_resolution("dino480", 16) == "dino480" and check_resolution(" DINO480 ", 14) == "dino480"
+    assert target_size((500, 375), 16, "dino480") == ((480, 480), (480, 480))
+    assert target_size((500, 375), 14, "dino480") == ((480, 480), (476, 476))
+
+
+def test_dino480_equals_torchvision_resize_as_in_dinos_script():
+    """visualize_attention.py: transforms.Resize((480, 480)) on the PIL image, ToTensor, Normalize."""
+    from torchvision import transforms
+
+    img = Image.fromarray((np.random.default_rng(3).random((375, 500, 3)) * 255).astype(np.uint8))
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    x, shown = to_tensor(img, patch_size=14, mean=mean, std=std, resolution="dino480", crop="top-left")
+    ref = transforms.Compose([transforms.Resize((480, 480)), transforms.ToTensor(), transforms.Normalize(mean, std)])(
+        img
+    )
+    assert x.shape == (1, 3, 476, 476) and shown.size == (476, 476)
+    np.testing.assert_allclose(x[0].numpy(), ref[:, :476, :476].numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("crop, left, top", [("center", 2, 1), ("top-left", 0, 0)])
+def test_crop_to_the_patch_grid_from_the_centre_or_the_top_left(crop, left, top):
+    a = (np.random.default_rng(4).random((75, 101, 3)) * 255).astype(np.uint8)
+    x, shown = to_tensor(Image.fromarray(a), patch_size=8, mean=(0, 0, 0), std=(1, 1, 1), resolution=None, crop=crop)
+    assert shown.size == (96, 72) and np.array_equal(np.asarray(shown), a[top : top + 72, left : left + 96])
+    np.testing.assert_allclose(x[0].permute(1, 2, 0).numpy() * 255, a[top : top + 72, left : left + 96], atol=1e-3)
+
+
+def test_unknown_crop_is_refused():
+    with pytest.raises(InputError, match="Crop 'middle' is not accepted; accepted: 'top-left', 'center'"):
+        to_tensor(Image.new("RGB", (32, 32)), patch_size=8, mean=(0,), std=(1,), resolution=None, crop="middle")

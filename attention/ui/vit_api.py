@@ -29,6 +29,9 @@ def attention_maps_fn(model_default: str, defaults: dict):
         threshold=defaults["threshold"],
         query_row=None,
         query_col=None,
+        head_fusion="mean",
+        discard_ratio=0.0,
+        discard="row",
     ):
         """Per-head self-attention maps of a vision transformer (DINO, DINOv2, any timm ViT) for one image.
 
@@ -46,6 +49,9 @@ def attention_maps_fn(model_default: str, defaults: dict):
             threshold: the share of attention each mask keeps, in (0, 1] (the masks and fig3 views).
             query_row: the query patch's row on the patch grid; query_row and query_col empty = the CLS token.
             query_col: the query patch's column on the patch grid (give both, or neither for the CLS token).
+            head_fusion: rollout view: how each layer's heads are fused, 'mean', 'max' or 'min'.
+            discard_ratio: rollout view: the share of the lowest attention dropped in each layer, 0 to below 1.
+            discard: rollout view: drop the lowest 'row' (in each row) or 'global' (whole matrix, CLS kept).
         """
         query = vit_session.parse_query(query_row, query_col)
         view = vit_views.check_view(view)
@@ -56,8 +62,16 @@ def attention_maps_fn(model_default: str, defaults: dict):
         p = vit_session.get_pass(
             image, model, resolution, query=query, keep_qk=view == "rollout", cache=vit_session.PASSES, shared=True
         )
+        opts = dict(head_fusion=head_fusion, discard_ratio=0.0 if discard_ratio is None else discard_ratio)
         f = vit_views.frame(
-            p, query=query, layer=layer, view=view, threshold=threshold, with_query_image=False, sheet_only=True
+            p,
+            query=query,
+            layer=layer,
+            view=view,
+            threshold=threshold,
+            with_query_image=False,
+            sheet_only=True,
+            rollout_options={**opts, "discard": discard},
         )
         info = vit_outputs.describe(
             f.res, f.outputs, model=p.model, device=p.device, view=view, threshold=threshold, render_seconds=f.seconds
@@ -109,13 +123,16 @@ def build(model_default: str, defaults: dict) -> None:
         a_thr = number(defaults["threshold"], label="threshold")
         a_qr = number(None, label="query_row")
         a_qc = number(None, label="query_col")
+        a_fu = gr.Textbox("mean", label="head_fusion")
+        a_dr = number(0.0, label="discard_ratio")
+        a_du = gr.Textbox("row", label="discard")
         a_sheet = gr.Image(format="png", type="filepath", label="overlays")
         a_file = gr.File(label="maps")
         a_info = gr.JSON(label="info")
         a_btn = gr.Button("attention_maps")
     a_btn.click(
         attention_maps_fn(model_default, defaults),
-        [a_img, a_model, a_layer, a_res, a_view, a_thr, a_qr, a_qc],
+        [a_img, a_model, a_layer, a_res, a_view, a_thr, a_qr, a_qc, a_fu, a_dr, a_du],
         [a_sheet, a_file, a_info],
         api_name="attention_maps",
         api_visibility="public",

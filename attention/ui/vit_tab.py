@@ -52,9 +52,11 @@ def vit_pass(image, model, resolution, progress=None):
     return vit_session.get_pass(image, model, resolution, progress=progress, cache=vit_session.PASSES, shared=True)
 
 
-def _vit_frame(p, qrow, qcol, layer, view, head, threshold, alpha, cmap, download=False):
-    """One view of pass `p` as the tab shows it; `download`: also the .npz (made only when asked)."""
+def _vit_frame(p, qrow, qcol, layer, view, head, threshold, alpha, cmap, rollout=(), download=False):
+    """One view of pass `p` as the tab shows it; `rollout`: (head fusion, discard ratio, discard rule)
+    when set; `download`: also the .npz (made only when asked)."""
     query = vit_session.parse_query(qrow, qcol)
+    opts = dict(zip(("head_fusion", "discard_ratio", "discard"), rollout))
     return vit_views.frame(
         p,
         query=query,
@@ -66,6 +68,7 @@ def _vit_frame(p, qrow, qcol, layer, view, head, threshold, alpha, cmap, downloa
         cmap=cmap,
         with_query_image=not download,
         download=download,
+        rollout_options=opts,
     )
 
 
@@ -139,6 +142,23 @@ def build(demo: gr.Blocks | None = None) -> None:
                 label="View",
                 elem_id="vit-view",
             )
+            with gr.Accordion("Rollout options", open=False, elem_id="vit-rollout-options"):
+                fusion = gr.Radio(["mean", "max", "min"], value="mean", label="Head fusion", elem_id="vit-fusion")
+                discard_ratio = slider(
+                    0.0,
+                    0.95,
+                    value=0.0,
+                    step=0.05,
+                    label="Discard ratio",
+                    info="share of the lowest attention dropped in each layer",
+                    elem_id="vit-discard",
+                )
+                discard_rule = gr.Radio(
+                    [("in each row", "row"), ("whole matrix, CLS kept (vit-explain)", "global")],
+                    value="row",
+                    label="Drop the lowest",
+                    elem_id="vit-discard-rule",
+                )
             layer = slider(
                 0,
                 depth[0] - 1,
@@ -324,7 +344,7 @@ def build(demo: gr.Blocks | None = None) -> None:
     def progress_cb(progress):
         return lambda frac, desc: progress(frac, desc=desc)
 
-    def check_query(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st):
+    def check_query(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, *ro):
         """Validator of the query fields: only the field at fault is marked, the last maps stay."""
         grid = st.grid if st is not None else None
         verdicts = []
@@ -335,40 +355,41 @@ def build(demo: gr.Blocks | None = None) -> None:
             ok = (empty and other_empty) or (not empty and v is not None and v >= 0 and (not grid or v < grid[i]))
             msg = "" if ok else f"Query {name} {value!r}: accepted a whole number {top}, or both fields empty for CLS."
             verdicts.append(gr.validate(ok, msg))
-        return [gr.validate(True, "")] * 3 + verdicts + [gr.validate(True, "")] * 7
+        return [gr.validate(True, "")] * 3 + verdicts + [gr.validate(True, "")] * (7 + len(ro))
 
     @user_errors
-    def update(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, progress=gr.Progress()):
+    def update(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, fu, dr, du, progress=gr.Progress()):
         p = vit_pass(img, mdl, res, progress_cb(progress))
         lay, hd, qr, qc = fit(p, st, lay, hd, qr, qc)
-        return shown(_vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm), p, cm)
+        return shown(_vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, (fu, dr, du)), p, cm)
 
     @user_errors
-    def click(img, mdl, res, lay, vw, hd, thr, al, cm, st, evt: gr.SelectData):
+    def click(img, mdl, res, lay, vw, hd, thr, al, cm, st, fu, dr, du, evt: gr.SelectData):
         p = vit_pass(img, mdl, res)
         r, c = vit_views.patch_at(evt.index[0], evt.index[1], p.base)
         lay, hd, _, _ = fit(p, st, lay, hd, None, None)
-        return shown(_vit_frame(p, r, c, lay, vw, hd, thr, al, cm), p, cm)
+        return shown(_vit_frame(p, r, c, lay, vw, hd, thr, al, cm, (fu, dr, du)), p, cm)
 
     @user_errors
-    def pick_head(img, mdl, res, qr, qc, lay, vw, thr, al, cm, st, evt: gr.SelectData):
+    def pick_head(img, mdl, res, qr, qc, lay, vw, thr, al, cm, st, fu, dr, du, evt: gr.SelectData):
         """A click on a head's tile shows that head large (the mean's tile shows the mean view)."""
         p = vit_pass(img, mdl, res)
         if evt.index >= p.num_heads:
             vw = "mean"
         lay, hd, qr, qc = fit(p, st, lay, min(evt.index, p.num_heads - 1), qr, qc)
-        return {**shown(_vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm), p, cm), head: hd, view: vw}
+        f = _vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, (fu, dr, du))
+        return {**shown(f, p, cm), head: hd, view: vw}
 
     @user_errors
-    def make_download(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st):
+    def make_download(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, fu, dr, du):
         """The .npz of the view on screen (raw float32 maps, scores, weights, image, every picture)."""
         p = vit_pass(img, mdl, res)
         lay, hd, qr, qc = fit(p, st, lay, hd, qr, qc)
-        f = _vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, download=True)
+        f = _vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, (fu, dr, du), download=True)
         return gr.update(value=f.outputs.npz, visible=True)
 
     @user_errors
-    def model_sheet(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st):
+    def model_sheet(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, *ro):
         """Every layer x every head of the visitor's query, from their pass (no new forward)."""
         p = vit_pass(img, mdl, res)
         _, _, qr, qc = fit(p, st, lay, hd, qr, qc)
@@ -435,7 +456,8 @@ def build(demo: gr.Blocks | None = None) -> None:
             state: p.ref,
         }
 
-    inputs = [image, model, resolution, qrow, qcol, *style, state]
+    ropts = [fusion, discard_ratio, discard_rule]
+    inputs = [image, model, resolution, qrow, qcol, *style, state, *ropts]
     fast = dict(show_progress="minimal", api_visibility="private")
     # one listener, one job per change: a dropdown's `input` fires twice for one pick (on the pick and
     # again on blur), its `change` once; "always_last" runs the latest change after a running one
@@ -446,6 +468,9 @@ def build(demo: gr.Blocks | None = None) -> None:
                 model.change,
                 resolution.change,
                 view.input,
+                fusion.input,
+                discard_ratio.release,
+                discard_rule.input,
                 cmap.input,
                 layer.release,
                 head.release,
@@ -461,10 +486,10 @@ def build(demo: gr.Blocks | None = None) -> None:
         gr.on(  # typed query fields: checked first, so only the field at fault is marked
             [qrow.submit, qcol.submit], update, inputs, [*show, state], validator=check_query, **fast
         ),
-        qimg.select(click, [image, model, resolution, *style, state], [*show, state], **fast),
+        qimg.select(click, [image, model, resolution, *style, state, *ropts], [*show, state], **fast),
         gallery.select(
             pick_head,
-            [image, model, resolution, qrow, qcol, layer, view, threshold, alpha, cmap, state],
+            [image, model, resolution, qrow, qcol, layer, view, threshold, alpha, cmap, state, *ropts],
             [*show, state, view],
             **fast,
         ),

@@ -1,7 +1,9 @@
 """Attention maps of vision transformers (DINO, DINOv2, timm ViTs, the shipped mnist_vit).
 
 models    the registry, `load_vit` (timm + huggingface-hub), the model allow-list
-extract   one forward pass -> every layer's query row; rollout; threshold masks
+extract   one forward pass -> every layer's query row; threshold masks
+flow      attention rollout from the kept q and k (per-row or vit-explain's global discard)
+posembed  position embeddings resampled to any grid as each family's own code does (DINO, DINOv2)
 cost      a pass's compute, estimated before it runs, and the budget check
 session   a visitor's pass (q/k kept), the server's shared store of passes
 views     a pass drawn as a view (heads, mean, rollout, masks) and its texts
@@ -9,9 +11,11 @@ outputs   the files of a render: tiles, contact sheet, the .npz download
 mnist_vit training the shipped mnist_vit (`python -m attention.vit.mnist_vit --help`)
 """
 
-from attention.vit.extract import AttentionMaps, attention_maps, rollout, rollout_map, threshold_masks
+from attention.vit.extract import AttentionMaps, attention_maps, threshold_masks
+from attention.vit.flow import rollout, rollout_map
 from attention.vit.models import (
     DEFAULT_MODEL,
+    FAMILIES,
     OFFLINE_MODEL,
     REGISTRY,
     ModelSpec,
@@ -28,6 +32,7 @@ __all__ = [
     "threshold_masks",
     "DEFAULT_MODEL",
     "OFFLINE_MODEL",
+    "FAMILIES",
     "REGISTRY",
     "ModelSpec",
     "available",

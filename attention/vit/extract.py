@@ -12,7 +12,7 @@ O(heads x N) per layer instead of heads x N x N. The block's output is unchanged
     res.scores        # (layers, heads, N): raw scores before softmax, all N tokens
 
 With `keep_qk=True` the pass also keeps each layer's q and k (O(layers x heads x N x d)),
-so other queries (`res.requery((r, c))`) and rollout (`rollout(res)`) need no new forward.
+so other queries (`res.requery((r, c))`) and rollout (`flow.rollout(res)`) need no new forward.
 """
 
 from __future__ import annotations
@@ -239,7 +239,9 @@ def attention_maps(
 
     model: a timm VisionTransformer (see `load_vit`). image: path, bytes, PIL image (any mode;
     EXIF honoured) or uint8 array (H, W[, C]). resolution: shorter side in px, "auto" (480 for
-    DINO, else the trained size), or None/"native" (only cropped to the patch grid).
+    DINO, else the trained size), None/"native" (only cropped to the patch grid) or "dino480"
+    (squashed to 480 x 480 as DINO's visualize_attention.py). The crop to the patch grid is the
+    model's family's (`model.crop_rule`, set by `load_vit`: top-left for DINO, else centre).
     query: "cls" or (row, col) of a patch. layer: selected layer (negative counts from the end).
     max_gflop: refuse at once (BudgetError naming the largest resolution that fits) when the pass's
     estimated cost (`attention.vit.cost.forward_gflop`) is over it; None = no compute budget.
@@ -262,7 +264,10 @@ def attention_maps(
             name=getattr(model, "alias", "this model"),
             device=str(next(model.parameters()).device),
         )
-    x, shown = to_tensor(img, patch_size=patch, mean=cfg["mean"], std=cfg["std"], resolution=res, max_tokens=max_tokens)
+    crop = getattr(model, "crop_rule", "center")
+    x, shown = to_tensor(
+        img, patch_size=patch, mean=cfg["mean"], std=cfg["std"], resolution=res, crop=crop, max_tokens=max_tokens
+    )
     grid = (x.shape[2] // patch, x.shape[3] // patch)
     P = model.num_prefix_tokens
     n_layers = len(model.blocks)
@@ -322,62 +327,3 @@ def threshold_masks(maps: np.ndarray, threshold: float = 0.6) -> np.ndarray:
     keep = np.zeros_like(keep_sorted)
     np.put_along_axis(keep, order, keep_sorted, 1)
     return keep.reshape(maps.shape)
-
-
-def rollout(
-    res: AttentionMaps,
-    *,
-    query: Query | None = None,
-    layer: int | None = None,
-    head_fusion: Literal["mean", "max", "min"] = "mean",
-    discard_ratio: float = 0.0,
-    chunk: int = 256,
-) -> np.ndarray:
-    """Attention rollout (Abnar & Zuidema 2020) of one query through layers 0..layer.
-
-    Per layer: fuse heads (mean/max/min), zero the lowest `discard_ratio` of each row's entries
-    (per row, so no N x N is ever held), add the identity for the residual, renormalise rows:
-    A' = (A + I) / rowsum. The query's rollout row is e_q^T A'_layer ... A'_0, computed as
-    row-vector x matrix products over chunks of `chunk` rows: memory O(H x chunk x N).
-
-    res: a result of `attention_maps(..., keep_qk=True)`. query, layer: default res's.
-    Returns float32 (N,): the rollout row over all tokens (prefix first); it sums to 1.
-    Use `rollout_map` for the (gh, gw) patch map.
-    """
-    if res.qk is None:
-        raise InputError("Rollout needs every layer's q and k: extract with keep_qk=True.")
-    if head_fusion not in ("mean", "max", "min"):
-        raise InputError(f"Head fusion {head_fusion!r} is not accepted; use 'mean', 'max' or 'min'.")
-    if not 0 <= discard_ratio < 1:
-        raise InputError(
-            f"Discard ratio {discard_ratio} is out of range; accepted: 0 (keep all) up to, not including, 1."
-        )
-    last = res.layer if layer is None else _layer_index(layer, len(res.qk))
-    i = res.query_index if query is None else token_index(query, res.grid, res.num_prefix_tokens)
-    N = res.qk[0][0].shape[1]
-    r = torch.zeros(N, dtype=torch.float64)
-    r[i] = 1.0
-    for q, k in reversed(res.qk[: last + 1]):  # r <- r A'_l, from the top layer down
-        out = torch.zeros(N, dtype=torch.float64)
-        kt = k.transpose(-2, -1)  # (H, d, N)
-        for s in range(0, N, chunk):
-            e = min(s + chunk, N)
-            if not r[s:e].any():
-                continue
-            a = torch.softmax((q[:, s:e] * res.scale) @ kt, -1)  # (H, c, N)
-            a = {"mean": a.mean(0), "max": a.amax(0), "min": a.amin(0)}[head_fusion].double()  # (c, N)
-            if discard_ratio > 0:
-                n_drop = int(N * discard_ratio)
-                if n_drop:
-                    low = a.topk(n_drop, dim=-1, largest=False).indices
-                    a.scatter_(-1, low, 0.0)
-            a[torch.arange(e - s), torch.arange(s, e)] += 1.0  # residual: + I
-            a /= a.sum(-1, keepdim=True)
-            out += r[s:e] @ a
-        r = out
-    return r.float().numpy()
-
-
-def rollout_map(res: AttentionMaps, **kwargs) -> np.ndarray:
-    """float32 (gh, gw): `rollout(res, **kwargs)` restricted to patch tokens (not renormalised)."""
-    return rollout(res, **kwargs)[res.num_prefix_tokens :].reshape(res.grid)

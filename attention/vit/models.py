@@ -12,9 +12,11 @@ exception is `mnist_vit`, a small ViT trained here whose weights ship in `weight
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Literal
 from urllib.parse import urlparse
 
 import torch
@@ -22,6 +24,45 @@ import torch
 from attention import net
 from attention.config import SETTINGS, WEIGHTS_DIR
 from attention.errors import ModelLoadError
+from attention.vit import posembed
+
+
+@dataclass(frozen=True)
+class Family:
+    """How a family's own code feeds an image of any size to its ViT, so our maps are its maps.
+
+    crop: which part of the image is kept when its size is not a multiple of the patch.
+    pos_embed: how position embeddings are resampled to the patch grid (`posembed.RULES`).
+    resolution: what "auto" means (shorter side, px), None = the model's trained input size.
+    """
+
+    crop: Literal["top-left", "center"]
+    pos_embed: Literal["dino", "dinov2", "dinov2_reg", "timm"]
+    resolution: int | None
+
+
+# The rule, in one place. DINO's visualize_attention.py crops `img[:, :w - w % p, :h - h % p]`
+# (the top-left corner; its default --image_size is (480, 480): our "dino480"); its ViT resamples position
+# embeddings with interpolate_pos_encoding (facebookresearch/dino vision_transformer.py). DINOv2 has
+# no script of its own: people run DINO's, so the same crop, with DINOv2's interpolate_pos_encoding
+# and the settings of its hub models (see posembed.RULES). Any other ViT is fed as timm feeds it
+# (centre crop, timm's resampling). mnist_vit sees 28 x 28 digits, a whole number of patches.
+FAMILIES: dict[str, Family] = {
+    "dino": Family("top-left", "dino", 480),
+    "dinov2": Family("top-left", "dinov2", 480),
+    "dinov2_reg": Family("top-left", "dinov2_reg", 480),
+    "timm": Family("center", "timm", None),
+}
+
+
+def family_of(name: str) -> str:
+    """The family of a timm name or `hf-hub:org/repo`, from its name: a DINOv2 name (with
+    `reg<n>`: registers) -> "dinov2"/"dinov2_reg"; a `dino` tag or word (`vit_small_patch16_224.dino`,
+    `..._dino`) -> "dino"; anything else (DINOv3 included) -> "timm"."""
+    base = name.strip().lower().removeprefix("hf-hub:").rsplit("/", 1)[-1]
+    if "dinov2" in base:
+        return "dinov2_reg" if re.search(r"reg\d", base) else "dinov2"
+    return "dino" if re.search(r"(^|[._-])dino($|[._-])", base) else "timm"
 
 
 @dataclass(frozen=True)
@@ -32,22 +73,37 @@ class ModelSpec:
     timm_name: str  # timm tag, or "local" for weights shipped in weights/
     description: str
     resolution: int  # what "auto" resolution means for this model (shorter side, px)
+    family: str = "timm"  # a key of FAMILIES: how its own code crops and resamples position embeddings
 
     @property
     def hub_id(self) -> str | None:
         return None if self.timm_name == "local" else f"timm/{self.timm_name}"
 
+    @property
+    def crop(self) -> str:
+        """The part of an image kept on the patch grid: "top-left" or "center"."""
+        return FAMILIES[self.family].crop
+
+    @property
+    def pos_embed(self) -> str:
+        """The position-embedding resampling rule (a key of `posembed.RULES`)."""
+        return FAMILIES[self.family].pos_embed
+
 
 REGISTRY: dict[str, ModelSpec] = {
     s.alias: s
     for s in [
-        ModelSpec("dino_vits16", "vit_small_patch16_224.dino", "DINO ViT-S/16", 480),
-        ModelSpec("dino_vits8", "vit_small_patch8_224.dino", "DINO ViT-S/8", 480),
-        ModelSpec("dino_vitb16", "vit_base_patch16_224.dino", "DINO ViT-B/16", 480),
-        ModelSpec("dino_vitb8", "vit_base_patch8_224.dino", "DINO ViT-B/8", 480),
-        ModelSpec("dinov2_vits14", "vit_small_patch14_dinov2.lvd142m", "DINOv2 ViT-S/14", 480),
+        ModelSpec("dino_vits16", "vit_small_patch16_224.dino", "DINO ViT-S/16", 480, "dino"),
+        ModelSpec("dino_vits8", "vit_small_patch8_224.dino", "DINO ViT-S/8", 480, "dino"),
+        ModelSpec("dino_vitb16", "vit_base_patch16_224.dino", "DINO ViT-B/16", 480, "dino"),
+        ModelSpec("dino_vitb8", "vit_base_patch8_224.dino", "DINO ViT-B/8", 480, "dino"),
+        ModelSpec("dinov2_vits14", "vit_small_patch14_dinov2.lvd142m", "DINOv2 ViT-S/14", 480, "dinov2"),
         ModelSpec(
-            "dinov2_vits14_reg", "vit_small_patch14_reg4_dinov2.lvd142m", "DINOv2 ViT-S/14 with 4 registers", 480
+            "dinov2_vits14_reg",
+            "vit_small_patch14_reg4_dinov2.lvd142m",
+            "DINOv2 ViT-S/14 with 4 registers",
+            480,
+            "dinov2_reg",
         ),
         ModelSpec("mnist_vit", "local", "ViT trained here on MNIST digits (ships with the app)", 28),
     ]
@@ -65,10 +121,17 @@ def default_device() -> torch.device:
 
 
 def default_dtype(device: torch.device) -> torch.dtype:
-    """Half precision on CUDA (bfloat16 where supported), float32 on CPU. Softmax always runs in fp32."""
-    if device.type != "cuda":
-        return torch.float32
-    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    """float16 on CUDA, float32 elsewhere. Scores and softmax always run in fp32 (`extract.query_scores`).
+
+    float16, not bfloat16: its 10-bit mantissa (bf16 has 7) keeps the maps close to fp32's. Measured on
+    an H100 (torch 2.11), |w - w_fp32| / head peak over layers and heads, random peaked weights:
+    bench/bench_gpu.py, ViT-S/16 at 480 px: fp16 max 0.70% median 0.30%, bf16 max 5.8% median 2.5%
+    (issue 11 quotes 0.27% vs 2.4%); through load_vit with the DINO/DINOv2/DINOv2-reg fixtures of
+    tests/vit/test_fidelity.py at 500x375 native and auto: fp16 max 0.8-1.2% median 0.33-0.40%, peak
+    patch the same in 97-100% of heads; bf16 max 7-10% median 2.5-3.5%, 87-96%. Re-measure with
+    `python bench/bench_gpu.py` on the target GPU before changing it.
+    """
+    return torch.float16 if device.type == "cuda" else torch.float32
 
 
 def resolve(name: str) -> tuple[str, ModelSpec | None]:
@@ -170,7 +233,9 @@ def load_vit(
     Loaded once per (name, device, dtype) and cached; at most `SETTINGS.max_models`
     (ATTENTION_MAX_MODELS) stay resident, the least recently used is dropped first
     (a caller still holding it keeps it working). Thread-safe. Accepts any image size
-    (position embeddings are interpolated per input: `dynamic_img_size=True`).
+    (position embeddings are interpolated per input: `dynamic_img_size=True`), the way the
+    model's family does it (`FAMILIES`, inferred from the name when it is not in REGISTRY);
+    `model.crop_rule` says how its family crops an image to the patch grid.
 
     Raises ModelLoadError naming the model id, the cause and the fix when weights
     cannot be had (offline and not cached, hub error, unknown name, not a ViT).
@@ -183,12 +248,13 @@ def load_vit(
     with _lock:  # one load per key, even when two visitors ask at once
         if key not in _cache:
             model = _load_local(spec.alias) if spec and spec.timm_name == "local" else _load_hub(timm_name)
-            if spec is not None:
-                model.auto_resolution = spec.resolution
-            elif "dino" in timm_name.lower():
-                model.auto_resolution = 480
-            model.alias = key[0]
-            _cache[key] = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+            family = FAMILIES[spec.family if spec else family_of(timm_name)]
+            auto = spec.resolution if spec else family.resolution
+            if auto:
+                model.auto_resolution = auto
+            model.alias, model.crop_rule = key[0], family.crop
+            model = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+            _cache[key] = posembed.install(model, family.pos_embed)
             while len(_cache) > max(1, SETTINGS.max_models):
                 _cache.popitem(last=False)
         _cache.move_to_end(key)

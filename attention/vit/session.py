@@ -28,7 +28,8 @@ from attention.config import SETTINGS
 from attention.errors import InputError, as_whole
 from attention.images import ImageSource
 from attention.vit import features
-from attention.vit.extract import AttentionMaps, Query, attention_maps, norm_query, rollout_map
+from attention.vit.extract import AttentionMaps, Query, attention_maps, norm_query
+from attention.vit.flow import rollout_map
 from attention.vit.models import (
     DEFAULT_MODEL,
     OFFLINE_MODEL,
@@ -242,13 +243,14 @@ class Pass:
         b = self.base
         return features.feature_maps(self.tokens, b.grid, b.num_prefix_tokens, layer, norm_query(query))
 
-    def rollout(self, query: Query = "cls", layer: int = -1) -> np.ndarray:
-        """float32 (gh, gw): attention rollout of `query` through layers 0..layer, memoised."""
+    def rollout(self, query: Query = "cls", layer: int = -1, **options) -> np.ndarray:
+        """float32 (gh, gw): attention rollout of `query` through layers 0..layer, memoised.
+        options: `flow.rollout`'s head_fusion ("mean", "max", "min"), discard_ratio, discard ("row", "global")."""
         res = self.at(query, layer)
-        key = (res.query, res.layer)
+        key = (res.query, res.layer, tuple(sorted(options.items())))
         with self._lock:
             if key not in self._rollouts:
-                self._rollouts[key] = rollout_map(res)
+                self._rollouts[key] = rollout_map(res, **options)
                 while len(self._rollouts) > self.MEMO:
                     self._rollouts.popitem(last=False)
             return self._rollouts[key]

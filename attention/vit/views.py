@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -325,6 +325,13 @@ class Frame:
     seconds: float = 0.0  # wall time of `frame`: drawing, encoding and writing the files (no forward pass)
 
 
+def rollout_caption(head_fusion: str = "mean", discard_ratio: float = 0.0, discard: str = "row") -> str:
+    """How a rollout was made, for its caption: "max of heads, lowest 90% dropped (whole matrix)"."""
+    where = "per row" if discard == "row" else "whole matrix, CLS kept"
+    dropped = f", lowest {discard_ratio:.0%} dropped ({where})" if discard_ratio > 0 else ""
+    return f"{head_fusion} of heads{dropped}"
+
+
 def frame(
     p: Pass,
     *,
@@ -339,10 +346,12 @@ def frame(
     root: str | os.PathLike | None = None,
     sheet_only: bool = False,
     download: bool = True,
+    rollout_options: dict | None = None,
 ) -> Frame:
     """Compose one view of a cached pass `p` (no forward pass): tiles, files, texts, scores.
     `sheet_only`: a contact sheet and the raw arrays instead of tile files (see `write_outputs`).
     `download=False`: only what the tab shows (gallery pictures, the large map), no .npz.
+    `rollout_options`: `flow.rollout`'s head_fusion, discard_ratio and discard, for the rollout view.
 
     Raises InputError for a bad view, style, layer, head or query (each message says what is accepted).
     """
@@ -350,11 +359,14 @@ def frame(
     view = check_view(view)
     check_style(threshold, alpha, cmap)
     res = p.at(query, layer)
-    roll = p.rollout(res.query, res.layer) if view == "rollout" else None
+    opts = rollout_options or {}
+    roll = p.rollout(res.query, res.layer, **opts) if view == "rollout" else None
     summary, rows = scores_table(res, head)
     photo = display_scale(res) == 1  # shown at its own size: JPEG for display (enlarged pixel maps: PNG)
     shrink = sheet_shrink(res) if sheet_only else 1  # the sheet's tiles are drawn small, not drawn then reduced
     ts = tiles(res, view, rollout=roll, threshold=threshold, alpha=alpha, cmap=cmap, shrink=shrink)
+    if roll is not None and opts:
+        ts = [replace(t, caption=f"{t.caption} · {rollout_caption(**opts)}") for t in ts]
     out = write_outputs(
         res,
         ts,

@@ -23,7 +23,11 @@ def test_the_attention_map_tool_describes_every_parameter(app_url):
     tool = tools["attention_maps"]
     assert "self-attention" in tool["description"]
     props = tool["inputSchema"]["properties"]
-    assert set(props) == {"image", "model", "layer", "resolution", "view", "threshold", "query_row", "query_col"}
+    assert set(props) == {"image", "model", "layer", "resolution", "view", "threshold", "query_row", "query_col"} | {
+        "head_fusion",
+        "discard_ratio",
+        "discard",
+    }
     for name, prop in props.items():
         if name != "image":  # gradio describes file inputs itself
             assert len(prop["description"]) > 20, name

@@ -64,6 +64,9 @@ def test_the_endpoint_is_documented_with_defaults_after_image(client):
         "threshold",
         "query_row",
         "query_col",
+        "head_fusion",
+        "discard_ratio",
+        "discard",
     ]
     assert not params[0][1] and all(p[1] for p in params[1:])
     defaults = {p[0]: p[2] for p in params}
@@ -75,6 +78,7 @@ def test_the_endpoint_is_documented_with_defaults_after_image(client):
         0.6,
     )
     assert defaults["query_row"] is None and defaults["query_col"] is None
+    assert (defaults["head_fusion"], defaults["discard_ratio"], defaults["discard"]) == ("mean", 0.0, "row")
 
 
 def test_default_call_returns_a_sheet_of_head_overlays_the_raw_maps_and_the_facts(client):
@@ -128,6 +132,21 @@ def test_rollout_of_a_patch_query_differs_from_the_cls_rollout(client):
     _, info, patch = maps(client, view="Rollout", query_row=1, query_col=5)  # the view's label works too
     assert info["view"] == "rollout" and patch["rollout"].shape == cls["rollout"].shape == (7, 7)
     assert np.abs(cls["rollout"] - patch["rollout"]).max() > 1e-3
+
+
+def test_rollout_options_are_the_packages(client):
+    from attention.vit.flow import rollout_map
+    from attention.vit.session import get_pass
+
+    opts = dict(head_fusion="max", discard_ratio=0.5, discard="global")
+    _, info, d = maps(client, view="rollout", layer=2, **opts)
+    want = rollout_map(get_pass(DIGIT, "mnist_vit", "auto").at("cls", 2), **opts)
+    np.testing.assert_allclose(d["rollout"], want, rtol=1e-6)
+    assert "max of heads, lowest 50% dropped (whole matrix, CLS kept)" in info["tiles"][0]["caption"]
+    _, _, plain = maps(client, view="rollout", layer=2)
+    assert np.abs(plain["rollout"] - d["rollout"]).max() > 1e-3
+    with pytest.raises(AppError, match="Head fusion 'median' is not accepted"):
+        maps(client, view="rollout", head_fusion="median")
 
 
 @pytest.mark.parametrize("view, n", [("mean", 1), ("rollout", 1), ("masks", 4)])

@@ -5,23 +5,25 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import timm
 import torch
-from safetensors.torch import save
 
 from attention import mnist
-from attention.errors import ModelLoadError
+from attention.errors import InputError, ModelLoadError
 from attention.vit.models import (
     REGISTRY,
     available,
     default_device,
+    default_dtype,
     default_resolution,
+    family_of,
     is_cached,
     load_vit,
     resolve,
 )
-from tests.hub_cache import add_to_hub_cache
+from tests.hub_cache import safetensors_bytes, temporary_hf_home
 
 TINY = {  # a timm hub config.json: a 2-layer ViT with patch 8
     "architecture": "vit_tiny_patch16_224",
@@ -32,30 +34,20 @@ TINY = {  # a timm hub config.json: a 2-layer ViT with patch 8
 
 
 @pytest.fixture
-def hub_cache(tmp_path, monkeypatch):
+def hub_cache(tmp_path):
     """A fresh HF_HOME; `add(repo, files)` puts files into its hub cache exactly as a download would
     (blobs named by hash, snapshot symlinks, refs/main: `add_to_hub_cache`). HF_HUB_OFFLINE=1 stays set."""
     from huggingface_hub import constants
 
-    from attention.vit import models
-
     home = tmp_path / "hf_home"
-    monkeypatch.setenv("HF_HOME", str(home))
-    monkeypatch.setattr(constants, "HF_HOME", str(home))
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
     assert constants.HF_HUB_OFFLINE
-    models.clear_cache()
+    with temporary_hf_home(home) as add_files:
 
-    def add(repo: str, files: dict[str, bytes]) -> None:
-        snap = add_to_hub_cache(repo, files)
-        assert snap.parent.parent == home / "hub" / f"models--{repo.replace('/', '--')}"
+        def add(repo: str, files: dict[str, bytes]) -> None:
+            snap = add_files(repo, files)
+            assert snap.parent.parent == home / "hub" / f"models--{repo.replace('/', '--')}"
 
-    yield add
-    models.clear_cache()
-
-
-def _safetensors_bytes(model: torch.nn.Module) -> bytes:
-    return save({k: v.contiguous() for k, v in model.state_dict().items()})
+        yield add
 
 
 def test_registry_has_the_documented_aliases():
@@ -76,7 +68,7 @@ def test_registry_has_the_documented_aliases():
 def test_hf_hub_model_loads_offline_from_the_cache(hub_cache):
     ref = timm.create_model(TINY["architecture"], pretrained=False, num_classes=0, **TINY["model_args"])
     hub_cache(
-        "testorg/tiny-vit", {"config.json": json.dumps(TINY).encode(), "model.safetensors": _safetensors_bytes(ref)}
+        "testorg/tiny-vit", {"config.json": json.dumps(TINY).encode(), "model.safetensors": safetensors_bytes(ref)}
     )
     model = load_vit("hf-hub:testorg/tiny-vit", device="cpu")
     assert not model.training and len(model.blocks) == 2
@@ -92,7 +84,7 @@ def test_hf_hub_model_loads_offline_from_the_cache(hub_cache):
 def test_default_alias_loads_through_timm_tag_offline(hub_cache):
     """`dino_vits16` goes timm `vit_small_patch16_224.dino` -> hub repo timm/vit_small_patch16_224.dino."""
     ref = timm.create_model("vit_small_patch16_224.dino", pretrained=False, num_classes=0)
-    hub_cache("timm/vit_small_patch16_224.dino", {"model.safetensors": _safetensors_bytes(ref)})
+    hub_cache("timm/vit_small_patch16_224.dino", {"model.safetensors": safetensors_bytes(ref)})
     assert is_cached("dino_vits16") and available("dino_vits16")
     model = load_vit("dino_vits16", device="cpu")
     torch.testing.assert_close(model.blocks[3].attn.qkv.weight, ref.blocks[3].attn.qkv.weight)
@@ -155,7 +147,7 @@ def test_at_most_max_models_stay_resident_least_recently_used_out_first(hub_cach
     monkeypatch.setattr(models, "SETTINGS", dataclasses.replace(models.SETTINGS, max_models=2))
     ref = timm.create_model(TINY["architecture"], pretrained=False, num_classes=0, **TINY["model_args"])
     for repo in ("testorg/a", "testorg/b"):
-        hub_cache(repo, {"config.json": json.dumps(TINY).encode(), "model.safetensors": _safetensors_bytes(ref)})
+        hub_cache(repo, {"config.json": json.dumps(TINY).encode(), "model.safetensors": safetensors_bytes(ref)})
     a = load_vit("hf-hub:testorg/a", device="cpu")
     load_vit("mnist_vit", device="cpu")
     assert load_vit("hf-hub:testorg/a", device="cpu") is a  # used again: now the most recent
@@ -180,3 +172,91 @@ def test_malformed_hub_ids_are_refused_before_any_lookup(name):
     with pytest.raises(ModelLoadError, match="not a Hugging Face repo id; accepted: 'hf-hub:org/repo'"):
         resolve(name)
     assert not available(name)
+
+
+def test_each_family_has_its_crop_and_resampling_rule_in_the_registry():
+    from attention.vit.models import FAMILIES
+
+    rules = {a: (s.crop, s.pos_embed) for a, s in REGISTRY.items()}
+    assert rules["dino_vits16"] == rules["dino_vitb8"] == ("top-left", "dino")
+    assert rules["dinov2_vits14"] == ("top-left", "dinov2")
+    assert rules["dinov2_vits14_reg"] == ("top-left", "dinov2_reg")
+    assert rules["mnist_vit"] == ("center", "timm")
+    assert FAMILIES["timm"].crop == "center"
+    for spec in REGISTRY.values():  # a registered tag typed in full gets the same family
+        if spec.hub_id:
+            assert family_of(spec.timm_name) == family_of(f"hf-hub:{spec.hub_id}") == spec.family
+
+
+@pytest.mark.parametrize(
+    "name, family",
+    [
+        ("vit_small_patch16_224.dino", "dino"),
+        ("vit_base_patch8_224_dino", "dino"),
+        ("hf-hub:timm/vit_small_patch14_reg4_dinov2.lvd142m", "dinov2_reg"),
+        ("vit_large_patch14_dinov2.lvd142m", "dinov2"),
+        ("vit_small_patch16_224.augreg_in21k", "timm"),
+        ("hf-hub:someone/dinosaur-vit", "timm"),
+        ("vit_small_patch16_dinov3.lvd1689m", "timm"),
+    ],
+)
+def test_family_is_inferred_from_any_timm_name_or_hub_id(name, family):
+    assert family_of(name) == family
+
+
+def test_loaded_models_carry_their_familys_rules(hub_cache):
+    cfg = json.dumps(TINY).encode()
+    ref = timm.create_model(TINY["architecture"], pretrained=False, num_classes=0, **TINY["model_args"])
+    hub_cache("testorg/tiny_reg4_dinov2.test", {"config.json": cfg, "model.safetensors": safetensors_bytes(ref)})
+    model = load_vit("hf-hub:testorg/tiny_reg4_dinov2.test", device="cpu")
+    assert (model.crop_rule, model.pos_embed_rule, default_resolution(model)) == ("top-left", "dinov2_reg", 480)
+    mnist = load_vit("mnist_vit", device="cpu")
+    assert (mnist.crop_rule, mnist.pos_embed_rule, default_resolution(mnist)) == ("center", "timm", 28)
+
+
+def test_gpu_default_precision_is_float16_and_cpu_float32():
+    assert default_dtype(torch.device("cuda")) == torch.float16
+    assert default_dtype(torch.device("cpu")) == torch.float32
+
+
+def test_resampled_position_embeddings_are_cached_per_grid_and_refreshed_when_the_weights_change():
+    from attention.vit import posembed
+
+    torch.manual_seed(0)
+    model = timm.create_model(
+        TINY["architecture"], pretrained=False, num_classes=0, dynamic_img_size=True, **TINY["model_args"]
+    )
+    posembed.install(model.eval().requires_grad_(False), "dino")
+    a = posembed.pos_embed_for(model, (5, 7))
+    assert a.shape == (1, 1 + 35, 32) and posembed.pos_embed_for(model, (5, 7)) is a
+    torch.testing.assert_close(a[:, :1], model.pos_embed[:, :1])  # CLS's embedding is never resampled
+    assert posembed.pos_embed_for(model, (4, 4)) is model.pos_embed  # the trained grid: as it is
+    with torch.no_grad():
+        model.pos_embed.mul_(2)
+    torch.testing.assert_close(posembed.pos_embed_for(model, (5, 7)), 2 * a)
+    for g in range(1, 2 * posembed.CACHE_SIZE):
+        posembed.pos_embed_for(model, (g, g + 1))
+    assert len(model._pos_cache[1]) == posembed.CACHE_SIZE  # bounded
+    with pytest.raises(InputError, match="accepted: dino, dinov2, dinov2_reg, timm"):
+        posembed.install(model, "bilinear")
+
+
+def test_family_resampling_is_thread_safe_on_one_shared_model():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from attention.vit import posembed
+    from attention.vit.extract import attention_maps
+
+    torch.manual_seed(0)
+    model = timm.create_model(
+        TINY["architecture"], pretrained=False, num_classes=0, dynamic_img_size=True, **TINY["model_args"]
+    )
+    posembed.install(model.eval().requires_grad_(False), "dinov2")
+    rng = np.random.default_rng(0)
+    images = [(rng.random((24 + 8 * (i % 5), 40 + 8 * (i % 3), 3)) * 255).astype(np.uint8) for i in range(24)]
+    solo = [attention_maps(model, im, resolution=None).weights for im in images]
+    model.__dict__.pop("_pos_cache")
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(lambda im: attention_maps(model, im, resolution=None).weights, images))
+    for a, b in zip(solo, together):
+        np.testing.assert_array_equal(a, b)

@@ -14,7 +14,8 @@ import pytest
 
 from attention.errors import ImageError, InputError, ModelLoadError
 from attention.vit import session
-from attention.vit.extract import attention_maps, rollout_map
+from attention.vit.extract import attention_maps
+from attention.vit.flow import rollout_map
 from attention.vit.models import load_vit
 
 ROOT = Path(__file__).resolve().parents[2]
