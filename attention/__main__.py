@@ -25,7 +25,7 @@ def _parser() -> argparse.ArgumentParser:
         "--model", default="dino_vits16", help="alias (dino_vits16, mnist_vit, ...), timm name or hf-hub:org/repo"
     )
     m.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
-    m.add_argument("--resolution", default="auto", help="shorter side in px, 'auto' or 'native' (default: auto)")
+    m.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
     m.add_argument("--query", default="cls", help="'cls' or ROW,COL of a patch (default: cls)")
     m.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass kept by masks (default 0.6)")
     m.add_argument("--cmap", default="inferno", help="matplotlib colormap (default inferno)")

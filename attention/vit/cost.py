@@ -80,7 +80,13 @@ def check_budget(
     if cost <= max_gflop:
         return cost
     best = largest_resolution(model, size, max_gflop)
-    at = "at its native size" if resolution is None else f"at {resolution} px"
+    at = (
+        "at its native size"
+        if resolution is None
+        else "at dino480 (480x480)"
+        if resolution == "dino480"
+        else f"at {resolution} px"
+    )
     fit = (
         f"The largest resolution that fits this {size[0]}x{size[1]} image is {best} px; accepted: a resolution "
         f"up to {best} px, or 'auto'."
