@@ -182,13 +182,19 @@ class _Recorder:
         q, k = self._q[layer], k[0]
         self._q[layer] = None
         self.rows[layer] = query_scores(q, k, self.index, scale)
-        if self.keep_qk:  # copies (never views of the block's qkv buffer, which would stay alive whole)
-            self.qk[layer] = (_own(q), _own(k))
+        if self.keep_qk:  # copies (never views of the block's qkv buffer, which would stay alive whole),
+            # on the model's device: no GPU sync inside the forward; moved to the CPU once it is done
+            self.qk[layer] = (_compact(q), _compact(k))
 
 
-def _own(t: torch.Tensor) -> torch.Tensor:
-    """A compact float32 CPU copy of `t` (one copy, whatever its device, dtype and strides)."""
-    return t.detach().to("cpu", torch.float32, memory_format=torch.contiguous_format, copy=True)
+def _compact(t: torch.Tensor) -> torch.Tensor:
+    """A compact copy of `t` on its device, in its dtype (not a view of a larger buffer)."""
+    return t.detach().clone(memory_format=torch.contiguous_format)
+
+
+def _on_cpu(t: torch.Tensor) -> torch.Tensor:
+    """`t` as float32 on the CPU: itself when it already is (a compact copy), else one converted copy."""
+    return t if t.device.type == "cpu" and t.dtype == torch.float32 else t.to("cpu", torch.float32)
 
 
 _ACTIVE: ContextVar[_Recorder | None] = ContextVar("attention_recorder", default=None)
@@ -306,7 +312,8 @@ def query_rows(model: torch.nn.Module, x: torch.Tensor, query_index: int = 0, *,
         _ACTIVE.reset(token)
     if any(r is None for r in rec.rows):
         raise InputError("Unsupported attention block: a layer ran without its q_norm/k_norm hooks.")
-    return torch.stack(rec.rows).cpu(), (rec.qk if keep_qk else None)
+    qk = [(_on_cpu(q), _on_cpu(k)) for q, k in rec.qk] if keep_qk else None
+    return torch.stack(rec.rows).float().cpu(), qk
 
 
 def threshold_masks(maps: np.ndarray, threshold: float = 0.6) -> np.ndarray:

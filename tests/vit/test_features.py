@@ -19,6 +19,8 @@ from tests.conftest import DIGIT
 def block_outputs(model: torch.nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
     """Every block's output tokens (1, N, d) by running the model's modules by hand; the last one
     through the final norm, which must equal `forward_features`."""
+    param = next(model.parameters())
+    x = x.to(param.device, param.dtype)  # the model's own device and precision (fp16 on a GPU)
     with torch.no_grad():
         t = model.norm_pre(model.patch_drop(model._pos_embed(model.patch_embed(x))))
         outs = []
@@ -37,7 +39,8 @@ def test_the_pass_records_every_blocks_output_and_the_last_after_the_norm(digit_
     want = block_outputs(model, x)
     assert digit_pass.tokens.dtype == np.float16 and digit_pass.tokens.shape == (4, 50, want[0].shape[-1])
     for layer, w in enumerate(want):
-        np.testing.assert_allclose(digit_pass.tokens[layer].astype(np.float32), w[0].numpy(), rtol=2e-3, atol=2e-3)
+        want = w[0].float().cpu().numpy()
+        np.testing.assert_allclose(digit_pass.tokens[layer].astype(np.float32), want, rtol=2e-3, atol=2e-3)
 
 
 def reference(tokens: np.ndarray, grid, query, P):
@@ -78,7 +81,7 @@ def test_dinov2_with_registers_features_skip_the_registers_and_match_forward_fea
     assert P == 5 and grid == (10, 7)
     cfg = model.pretrained_cfg
     x, _ = to_tensor(res.image, patch_size=14, mean=cfg["mean"], std=cfg["std"], resolution=None)
-    want = block_outputs(model, x)[-1][0].numpy()  # forward_features: (P + 70, d)
+    want = block_outputs(model, x)[-1][0].float().cpu().numpy()  # forward_features: (P + 70, d)
     tokens = rec.tokens
     np.testing.assert_allclose(tokens[-1].astype(np.float32), want, rtol=2e-3, atol=2e-3)
     f = features.feature_maps(tokens, grid, P, -1, (4, 4))
