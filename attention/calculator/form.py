@@ -3,7 +3,8 @@
 The form shows human labels ("1/√d_head", "causal", ...); `run_form` turns them into the
 keys `run` takes and picks the matrices the chosen mode needs. `preset_form` gives the
 values a preset puts in the form. `readable` and `custom_mask_start` help the form carry
-values over between its text and table editors and start a custom mask from the causal one.
+values over between its text and table editors and start a custom mask from the causal one;
+`diagnose` names the inputs to mark when a calculation fails.
 Matrices in the form are text, table rows (lists of cells) or arrays (rows, cols).
 """
 
@@ -16,13 +17,20 @@ import numpy as np
 from attention.calculator.matrices import format_cells, format_matrix, parse_matrix
 from attention.calculator.presets import Preset
 from attention.calculator.report import DIRECT, FROM_X, Result, compute
-from attention.calculator.steps import causal_mask
+from attention.calculator.steps import FieldError, causal_mask
 from attention.errors import AttentionError, InputError
 
 MODE_LABELS = {"Q, K, V directly": DIRECT, "From X: Q = X W_q, K = X W_k, V = X W_v": FROM_X}
 SCALE_LABELS = {"1/√d_head": "default", "none (1)": "none", "custom": "custom"}
 MASK_LABELS = {"none": "none", "causal": "causal", "custom 0/1": "custom"}
 MATRICES = {DIRECT: ("Q", "K", "V"), FROM_X: ("X", "W_q", "W_k", "W_v", "W_o")}  # W_o is optional
+MODE_ABOUT = {  # what a mode computes, shown instead of a preset's description written for the other mode
+    DIRECT: "Your own Q (n x d), K (m x d) and V (m x d_v): each query scores every key, softmax turns each "
+    "row of scores into weights, and each output row is the weighted mix of the rows of V.",
+    FROM_X: "Your own tokens X (n x d_model) and weights W_q, W_k (d_model x d) and W_v (d_model x d_v): "
+    "Q = X W_q, K = X W_k and V = X W_v, then attention as in the direct mode; tick W_o to project the "
+    "concatenated heads.",
+}
 
 
 def _key(labels: dict[str, str], label: str, what: str) -> str:
@@ -70,6 +78,18 @@ def run_form(
     )
 
 
+def diagnose(matrices: Mapping[str, object], **settings: object) -> tuple[str, tuple[str, ...]]:
+    """Why `run_form(matrices, **settings)` fails: its message and the inputs to blame, matrix names
+    ("Q", "W_k", ...) or settings ("heads", "scale", "mask", "dropout", "seed"); ("", ()) when it runs."""
+    try:
+        run_form(matrices, **settings)
+    except FieldError as e:
+        return str(e), e.fields
+    except AttentionError as e:
+        return str(e), ()
+    return "", ()
+
+
 def table(a: np.ndarray) -> dict[str, list]:
     """A matrix (rows, cols) as a table editor shows it: `value` (rows of strings) and `headers` '1'..'cols'."""
     a = np.atleast_2d(a)
@@ -91,6 +111,12 @@ def preset_form(p: Preset) -> dict[str, object]:
         "use_wo": "W_o" in p.matrices,
         "matrices": dict(p.matrices),
     }
+
+
+def about(p: Preset, mode_label: str) -> str:
+    """The text above the matrices: the preset's description while its mode is chosen, else MODE_ABOUT's."""
+    mode = _key(MODE_LABELS, mode_label, "mode")
+    return p.description if p.mode == mode else MODE_ABOUT[mode]
 
 
 def first_matrices(presets: Mapping[str, Preset]) -> dict[str, np.ndarray]:

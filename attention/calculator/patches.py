@@ -18,17 +18,18 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
-from attention.calculator.plots import grid_lines, heatmaps
+from attention.calculator.plots import captioned, grid_lines, heatmaps
 from attention.calculator.steps import Steps, attend
 from attention.errors import ImageError, InputError, check_int
 from attention.images import ImageSource, load_image
-from attention.render import grid, mark_patch, overlay, upsample
+from attention.render import mark_patch, overlay, upsample
 
 WORK_SIZE = 224  # long side of the image after resizing, in pixels
 PATCH_SIZES = (14, 16, 28, 32, 56)
 D_HEAD = 16  # columns of Q, K and V per head
 MAX_HEADS = 8
 ZOOM = 2  # `patch_view` draws the image at twice the working size
+CHOSEN = (0, 255, 255)  # the chosen patch's outline, on the grid and on every map (cyan)
 
 
 def sinusoidal_encoding(n: int, d: int) -> np.ndarray:
@@ -132,10 +133,11 @@ class PatchView:
     """What `patch_view` draws. N patches in a grid (rows, cols) of p px, drawn at ZOOM x.
 
     grid: uint8 (ZOOM*rows*p, ZOOM*cols*p, 3), the image with the patch grid and the chosen
-    patch outlined in red; maps: uint8 RGB, per head the chosen patch's attention laid over
-    the image (2 columns for 4 heads, else up to 3), captioned; matrices: uint8 RGB, the
-    (N, N) weights per head as heatmaps; info: Markdown describing every shape; index: the
-    chosen patch (raster order); count: N.
+    patch outlined in CHOSEN (cyan); maps: uint8 RGB, per head the chosen patch's attention laid
+    over the image with the patch outlined in CHOSEN too (2 columns for 4 heads, else up to 3);
+    matrices: uint8 RGB, the (N, N) weights per head as heatmaps; maps and matrices are captioned
+    'head 1', ... legibly at a phone's width (`plots.captioned`); info: Markdown describing every
+    shape; index: the chosen patch (raster order); count: N.
     """
 
     grid: np.ndarray
@@ -173,10 +175,10 @@ def patch_view(
     index = (rows // 2) * cols + cols // 2 if index is None else check_int(index, "the patch index", 0, n - 1)
     r, c = divmod(index, cols)
     big, p = upsample(pa.image, ZOOM), pa.patch * ZOOM
-    chosen = mark_patch(grid_lines(big, p), (r, c), p, color=(255, 40, 40))
-    maps = [mark_patch(overlay(big, m), (r, c), p, color=(0, 255, 255)) for m in pa.patch_map(index)]
+    chosen = mark_patch(grid_lines(big, p), (r, c), p, color=CHOSEN)
+    maps = [mark_patch(overlay(big, m), (r, c), p, color=CHOSEN) for m in pa.patch_map(index)]
     ncols = 2 if len(maps) == 4 else min(len(maps), 3)
-    maps = grid(maps, ncols=ncols, labels=[f"head {h + 1}" for h in range(len(maps))])
+    maps = captioned(maps, [f"head {h + 1}" for h in range(len(maps))], ncols=ncols)
     mats = heatmaps(pa.attention.weights, ncols=ncols, vmin=0.0, target=260)
     d, dk = pa.tokens.shape[1], pa.q.shape[1]
     info = (
@@ -185,6 +187,6 @@ def patch_view(
         f"(pixels standardised) → **+ sinusoidal positions** (sin on even, cos on odd dimensions, 10000^(2i/{d})) → "
         f"Q, K, V = tokens W (random, seed {seed}): **{n} x {dk}** = {heads} heads x "
         f"{D_HEAD} → attention **{heads} x {n} x {n}**. Chosen patch: **#{index}** "
-        f"(row {r + 1}, column {c + 1}); click the grid to choose another."
+        f"(row {r + 1}, column {c + 1}), outlined in cyan; click the grid to choose another."
     )
     return PatchView(chosen, maps, mats, info, index, n)

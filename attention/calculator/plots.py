@@ -1,16 +1,24 @@
 """Small matrices as heatmaps, and the patch grid, as RGB arrays (numpy, no figures).
 
 Builds on `attention.render` (colormaps, upsampling, overlays, tiling). Masked entries
-(-inf) are hatched grey, so they can never be mistaken for a low value.
+(-inf) are hatched grey, so they can never be mistaken for a low value. Tiles are captioned
+(`captioned`) in a font scaled with the picture, so a caption stays LABEL_PX px tall when
+the picture is shrunk to fit a phone (SHOWN_WIDTH px wide).
 """
 
 from __future__ import annotations
 
+import math
+from functools import lru_cache
+
 import numpy as np
+from PIL import Image, ImageDraw, ImageFont
 
 from attention.render import colorize, grid, upsample
 
 HATCH = np.array([200, 200, 200], dtype=np.uint8), np.array([120, 120, 120], dtype=np.uint8)
+LABEL_PX = 14  # a caption's font size (CSS px) once the picture is shown SHOWN_WIDTH px wide
+SHOWN_WIDTH = 320  # the narrowest a picture of tiles is shown: a phone's column
 
 
 def heatmap(
@@ -44,12 +52,38 @@ def heatmap(
 
 def heatmaps(stack: np.ndarray, title: str = "head", ncols: int | None = None, **kw) -> np.ndarray:
     """(heads, r, c) -> one image: a heatmap per head in a row, captioned 'head 1', 'head 2', ..."""
-    return grid(
-        [heatmap(a, **kw) for a in stack],
-        ncols=ncols or len(stack),
-        pad=8,
-        labels=[f"{title} {i + 1}" for i in range(len(stack))],
+    return captioned(
+        [heatmap(a, **kw) for a in stack], [f"{title} {i + 1}" for i in range(len(stack))], ncols=ncols, pad=8
     )
+
+
+def caption_px(width: int) -> int:
+    """Font size (px) of captions in a picture `width` px wide: LABEL_PX once it is shown SHOWN_WIDTH
+    px wide (at least LABEL_PX)."""
+    return max(LABEL_PX, math.ceil(LABEL_PX * width / SHOWN_WIDTH))
+
+
+@lru_cache(maxsize=16)
+def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
+    try:
+        return ImageFont.load_default(size=size)  # Pillow's bundled sans (FreeType)
+    except TypeError:  # Pillow < 10.1: a fixed bitmap font
+        return ImageFont.load_default()
+
+
+def captioned(tiles: list[np.ndarray], labels: list[str], *, ncols: int | None = None, pad: int = 4) -> np.ndarray:
+    """Equal-sized uint8 tiles (h, w, 3) in rows of `ncols` (default: all in one row), each with its
+    label below in black on white, `caption_px` of the whole picture's width. Returns uint8 (H, W, 3)."""
+    h, w = tiles[0].shape[:2]
+    ncols = ncols or len(tiles)
+    size = caption_px(ncols * (w + pad) + pad)
+    font, cap = _font(size), round(size * 1.4)
+    out = []
+    for tile, text in zip(tiles, labels):
+        strip = Image.new("RGB", (w, cap), "white")
+        ImageDraw.Draw(strip).text((2, (cap - size) // 2), text, fill=(0, 0, 0), font=font)
+        out.append(np.vstack([tile, np.asarray(strip)]))
+    return grid(out, ncols=ncols, pad=pad)
 
 
 def grid_lines(image: np.ndarray, patch: int) -> np.ndarray:

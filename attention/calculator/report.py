@@ -21,7 +21,7 @@ import numpy as np
 from attention.calculator.matrices import MAX_SIZE, format_number, parse_matrix
 from attention.calculator.plots import heatmap
 from attention.calculator.reference import Check, check_mha, check_sdpa
-from attention.calculator.steps import ProjectedSteps, Steps, attend, attend_from_x
+from attention.calculator.steps import FieldError, ProjectedSteps, Steps, attend, attend_from_x, blame
 from attention.errors import InputError, check_int, check_number
 from attention.render import png_bytes
 
@@ -67,6 +67,7 @@ def compute(
     mode "direct": Q, K, V; mode "x": X, W_q, W_k, W_v and optional W_o (blank = none).
     scale_mode: "default" (1/sqrt(d_head)), "none" (1) or "custom" (`scale`);
     mask_mode: "none", "causal" or "custom" (`mask`, an n x m 0/1 matrix).
+    A bad matrix or setting raises `FieldError` (an InputError) naming the inputs at fault.
     """
     if mode not in (DIRECT, FROM_X):
         raise InputError(f"mode '{mode}' is not known; use 'direct' (Q, K, V) or 'x' (X and weights)")
@@ -74,31 +75,41 @@ def compute(
         raise InputError(f"scale mode '{scale_mode}' is not known; use one of {', '.join(SCALE_MODES)}")
     if mask_mode not in MASK_MODES:
         raise InputError(f"mask mode '{mask_mode}' is not known; use one of {', '.join(MASK_MODES)}")
-    heads = check_int(heads, "heads", 1, MAX_SIZE)  # heads split d, which is at most MAX_SIZE
-    seed = check_int(seed, "the dropout seed", 0, 2**31 - 1)
+    with blame("heads"):
+        heads = check_int(heads, "heads", 1, MAX_SIZE)  # heads split d, which is at most MAX_SIZE
+    with blame("seed"):
+        seed = check_int(seed, "the dropout seed", 0, 2**31 - 1)
     if scale_mode == "custom" and scale is None:
-        raise InputError("the custom scale is empty; enter a number such as 0.5")
+        raise FieldError("the custom scale is empty; enter a number such as 0.5", ("scale",))
     if scale_mode == "custom":
-        scale = check_number(scale, "the custom scale", -MAX_SCALE, MAX_SCALE)
+        with blame("scale"):
+            scale = check_number(scale, "the custom scale", -MAX_SCALE, MAX_SCALE)
+    with blame("dropout"):
+        dropout = check_number(dropout or 0.0, "the dropout", 0, 1, below_hi=True)
     opts = dict(
         heads=heads,
         scale={"default": None, "none": 1.0, "custom": scale}[scale_mode],
         mask={"none": None, "causal": "causal", "custom": None}[mask_mode],
-        dropout=check_number(dropout or 0.0, "the dropout", 0, 1, below_hi=True),
+        dropout=dropout,
         seed=seed,
     )
     if mask_mode == "custom":
-        opts["mask"] = parse_matrix(mask, "mask")
+        with blame("mask"):
+            opts["mask"] = parse_matrix(mask, "mask")
     names = ("Q", "K", "V") if mode == DIRECT else ("X", "W_q", "W_k", "W_v")
     missing = [n for n in names if n not in matrices]
     if missing:
         raise InputError(f"missing matrix {', '.join(missing)}; the {mode} mode needs {', '.join(names)}")
-    m = [parse_matrix(matrices[n], n) for n in names]
+    m = []
+    for n in names:
+        with blame(n):
+            m.append(parse_matrix(matrices[n], n))
     if mode == DIRECT:
         steps = attend(*m, **opts)
         return Result(steps, None, (check_sdpa(steps),))
     w_o = matrices.get("W_o")
-    w_o = None if _blank(w_o) else parse_matrix(w_o, "W_o")
+    with blame("W_o"):
+        w_o = None if _blank(w_o) else parse_matrix(w_o, "W_o")
     p = attend_from_x(*m, w_o, **opts)
     return Result(p.attention, p, (check_sdpa(p.attention), check_mha(p)))
 
@@ -262,6 +273,14 @@ def to_html(r: Result, table_max: int | None = TABLE_MAX) -> str:
         )
     )
     return _CSS + note + "<div class='qkv-steps'>" + "".join(cards) + "</div>"
+
+
+def stale_html(message: str) -> str:
+    """The note above results left from the last valid input when a calculation failed with `message`."""
+    return (
+        f"<div class='qkv-stale-box'><b>Not recalculated:</b> {html.escape(message)}<br>The results below are "
+        "for the previous valid input; fix the input outlined in red.</div>"
+    )
 
 
 def report(r: Result, table_max: int | None = TABLE_MAX) -> tuple[str, str, str]:

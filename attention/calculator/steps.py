@@ -11,17 +11,42 @@ h*d/heads .. (h+1)*d/heads - 1, as torch.nn.MultiheadAttention does. A mask is
 None, "causal" (query i sees keys 0..i, like torch's is_causal) or an (n, m) 0/1
 array where 1 means "may attend" (torch's boolean attn_mask convention).
 
-Every array is float64. Bad input raises `InputError` naming the shapes and the rule.
+Every array is float64. Bad input raises `InputError` naming the shapes and the rule;
+inputs that do not fit together raise its subclass `FieldError`, whose `fields` name the
+inputs involved as a form would ("Q", "W_k", "heads", "mask"); `blame` tags other errors so.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from attention.calculator.matrices import MAX_SIZE, check_matrix
 from attention.errors import InputError
+
+
+class FieldError(InputError):
+    """An InputError that names the inputs at fault in `fields`: matrices ("Q", "K", "V", "X",
+    "W_q", "W_k", "W_v", "W_o") or settings ("heads", "scale", "mask", "dropout", "seed")."""
+
+    def __init__(self, message: str, fields: tuple[str, ...]):
+        super().__init__(message)
+        self.fields = fields
+
+
+@contextmanager
+def blame(*fields: str) -> Iterator[None]:
+    """Re-raise an InputError raised inside as a FieldError naming `fields` (same message);
+    a FieldError passes unchanged."""
+    try:
+        yield
+    except FieldError:
+        raise
+    except InputError as e:
+        raise FieldError(str(e), fields) from None
 
 
 @dataclass(frozen=True)
@@ -128,13 +153,15 @@ def _mask(mask: str | np.ndarray | None, n: int, m: int) -> np.ndarray | None:
         raise InputError(f"mask '{mask}' is not known; use None, 'causal' or an n x m array of 0/1")
     a = np.asarray(mask, dtype=np.float64)
     if a.ndim != 2 or a.shape != (n, m):
-        raise InputError(
+        raise FieldError(
             f"the mask is {' x '.join(map(str, a.shape))} but the scores are {n} x {m} "
-            f"(Q rows x K rows): the mask needs one 0/1 entry per query-key pair"
+            f"(Q rows x K rows): the mask needs one 0/1 entry per query-key pair",
+            ("mask",),
         )
     if not np.isin(a, (0.0, 1.0)).all():
-        raise InputError(
-            f"the mask may hold only 0 (blocked) and 1 (may attend); found {a[~np.isin(a, (0.0, 1.0))][0]:g}"
+        raise FieldError(
+            f"the mask may hold only 0 (blocked) and 1 (may attend); found {a[~np.isin(a, (0.0, 1.0))][0]:g}",
+            ("mask",),
         )
     return a.astype(bool)
 
@@ -184,26 +211,29 @@ def attend(
     Q, K, V = (check_matrix(a, nm, max_size=max_size) for a, nm in ((Q, "Q"), (K, "K"), (V, "V")))
     (n, d), (m, dk), (mv, dv) = Q.shape, K.shape, V.shape
     if d != dk:
-        raise InputError(
+        raise FieldError(
             f"Q is {_shape(Q)} and K is {_shape(K)}: Q and K need the same number of columns "
-            f"(d), because the scores are Q K^T"
+            f"(d), because the scores are Q K^T",
+            ("Q", "K"),
         )
     if m != mv:
-        raise InputError(
-            f"K is {_shape(K)} and V is {_shape(V)}: K and V need the same number of rows (one value row per key)"
+        raise FieldError(
+            f"K is {_shape(K)} and V is {_shape(V)}: K and V need the same number of rows (one value row per key)",
+            ("K", "V"),
         )
     if isinstance(heads, bool) or int(heads) != heads or heads < 1:
         raise InputError(f"heads must be a whole number >= 1, got {heads}")
     heads = int(heads)
     if d % heads or dv % heads:
-        raise InputError(
+        raise FieldError(
             f"{heads} heads must split d = {d} (columns of Q and K) and d_v = {dv} (columns of V) "
-            f"evenly; choose a number of heads that divides both"
+            f"evenly; choose a number of heads that divides both",
+            ("heads",),
         )
     if scale is None:
         scale = 1.0 / np.sqrt(d // heads)
     if not np.isfinite(scale):
-        raise InputError(f"the scale must be a finite number, got {scale}")
+        raise FieldError(f"the scale must be a finite number, got {scale}", ("scale",))
     if not 0.0 <= dropout < 1.0:
         raise InputError(f"dropout must be in [0, 1), got {dropout}")
     keep = _mask(mask, n, m)
@@ -265,14 +295,16 @@ def attend_from_x(
     ws = {nm: check_matrix(w, nm, max_size=max_size) for nm, w in (("W_q", W_q), ("W_k", W_k), ("W_v", W_v))}
     for nm, w in ws.items():
         if w.shape[0] != X.shape[1]:
-            raise InputError(
+            raise FieldError(
                 f"X is {_shape(X)} and {nm} is {_shape(w)}: {nm} needs as many rows as X has "
-                f"columns (d_model = {X.shape[1]}), because {nm[-1].upper()} = X {nm}"
+                f"columns (d_model = {X.shape[1]}), because {nm[-1].upper()} = X {nm}",
+                ("X", nm),
             )
     if ws["W_q"].shape[1] != ws["W_k"].shape[1]:
-        raise InputError(
+        raise FieldError(
             f"W_q is {_shape(ws['W_q'])} and W_k is {_shape(ws['W_k'])}: they need the same number "
-            "of columns (d), so that Q and K can be compared in Q K^T"
+            "of columns (d), so that Q and K can be compared in Q K^T",
+            ("W_q", "W_k"),
         )
     q, k, v = X @ ws["W_q"], X @ ws["W_k"], X @ ws["W_v"]
     steps = attend(q, k, v, heads=heads, scale=scale, mask=mask, dropout=dropout, seed=seed, max_size=None)
@@ -280,9 +312,10 @@ def attend_from_x(
     if W_o is not None:
         W_o = check_matrix(W_o, "W_o", max_size=max_size)
         if W_o.shape[0] != v.shape[1]:
-            raise InputError(
+            raise FieldError(
                 f"W_o is {_shape(W_o)} but the concatenated heads are {_shape(output)}: W_o needs "
-                f"as many rows as W_v has columns (d_v = {v.shape[1]}), because output = concat W_o"
+                f"as many rows as W_v has columns (d_v = {v.shape[1]}), because output = concat W_o",
+                ("W_o",),
             )
         output = output @ W_o
     return ProjectedSteps(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from importlib import resources
 
 import gradio as gr
 
@@ -16,6 +17,9 @@ from attention.ui.components import image_path, number, slider, user_errors
 
 QKV_DIRECT, QKV_X = qkv_form.MATRICES[qkv.DIRECT], qkv_form.MATRICES[qkv.FROM_X]
 QKV_TABLES, QKV_TEXT = "Tables", "Text"
+QKV_CSS = "<style>" + (resources.files("attention.calculator") / "tab.css").read_text() + "</style>"
+FAULT, STALE = ["qkv-fault"], ["qkv-stale"]  # classes (tab.css): the input to blame, results kept from before
+QUIET = dict(api_visibility="private")  # UI events: not API endpoints
 QKV_PHOTOS_DIR = os.path.join(EXAMPLES_DIR, "photos")
 QKV_PHOTOS = sorted(
     os.path.join(QKV_PHOTOS_DIR, f)
@@ -112,7 +116,9 @@ def build() -> None:
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=460):
             with gr.Row():
-                preset = gr.Dropdown(list(presets), value=first.name, label="Preset", scale=3, elem_id="qkv-preset")
+                preset = gr.Dropdown(
+                    list(presets), value=first.name, label="Preset", scale=3, min_width=250, elem_id="qkv-preset"
+                )
                 edit_as = gr.Radio(
                     [QKV_TABLES, QKV_TEXT], value=QKV_TABLES, label="Enter matrices as", scale=2, elem_id="qkv-edit-as"
                 )
@@ -123,7 +129,7 @@ def build() -> None:
             tables, texts, boxes = {}, {}, {}
             for group in (QKV_DIRECT, QKV_X):
                 visible = group == QKV_DIRECT
-                with gr.Row(visible=visible) as boxes[group, QKV_TABLES]:
+                with gr.Row(visible=visible, elem_classes=["qkv-matrices"]) as boxes[group, QKV_TABLES]:
                     for n in group:
                         tables[n] = gr.Dataframe(
                             **qkv_form.table(start[n]),
@@ -131,8 +137,9 @@ def build() -> None:
                             type="array",
                             datatype="str",
                             interactive=True,
+                            visible=n != "W_o",
                             min_width=110,
-                            max_height=260,
+                            max_height=300,
                             elem_id=f"qkv-table-{n.lower()}",
                         )
                 with gr.Row(visible=False) as boxes[group, QKV_TEXT]:
@@ -141,7 +148,8 @@ def build() -> None:
                             qkv_matrices.format_matrix(start[n]),
                             label=n,
                             lines=4,
-                            min_width=110,
+                            visible=n != "W_o",
+                            min_width=180 if visible else 240,
                             elem_id=f"qkv-text-{n.lower()}",
                         )
             use_wo = gr.Checkbox(
@@ -156,13 +164,17 @@ def build() -> None:
                     min_width=200,
                     elem_id="qkv-scale-mode",
                 )
-                scale = number(1.0, label="Custom scale", min_width=90, elem_id="qkv-scale")
+                scale = number(1.0, label="Custom scale", min_width=90, interactive=False, elem_id="qkv-scale")
             with gr.Row():
                 mask_mode = gr.Radio(
                     list(qkv_form.MASK_LABELS), value="none", label="Mask", min_width=200, elem_id="qkv-mask-mode"
                 )
                 mask = gr.Textbox(
-                    "", label="Custom mask (n x m, 1 = may attend, 0 = blocked)", lines=2, elem_id="qkv-mask"
+                    "",
+                    label="Custom mask (n x m, 1 = may attend, 0 = blocked)",
+                    lines=2,
+                    interactive=False,
+                    elem_id="qkv-mask",
                 )
             with gr.Row():
                 dropout = slider(
@@ -176,9 +188,11 @@ def build() -> None:
                 seed = number(0, label="Dropout seed", precision=0, min_width=90, elem_id="qkv-seed")
             go = gr.Button("Calculate", variant="primary", elem_id="qkv-go")
         with gr.Column(scale=1, min_width=480):
+            stale = gr.HTML("", visible=False, elem_id="qkv-stale-note")
             checks = gr.Markdown(start_checks, elem_id="qkv-checks")
             notes = gr.Markdown(start_notes, elem_id="qkv-notes")
-            report = gr.HTML(start_report, elem_id="qkv-report")
+            report = gr.HTML(start_report, elem_id="qkv-report", head=QKV_CSS)
+    marked = gr.State([])  # the inputs outlined as at fault: matrix names or setting keys
 
     settings = {
         "mode_label": mode,
@@ -191,26 +205,52 @@ def build() -> None:
         "dropout": dropout,
         "seed": seed,
     }
-    calc_inputs = {edit_as, *tables.values(), *texts.values(), *settings.values()}
+    calc_inputs = {edit_as, marked, *tables.values(), *texts.values(), *settings.values()}
+    blamable = {"heads": [heads], "scale": [scale], "mask": [mask], "dropout": [dropout], "seed": [seed]}
+    blamable |= {n: [tables[n], texts[n]] for n in tables}  # a matrix: outlined in both editors
 
     def matrices(d, to=None):  # name -> value of the editors in use (or of the `to` ones)
         return {n: d[c] for n, c in (tables if (to or d[edit_as]) == QKV_TABLES else texts).items()}
 
+    def outline(old, new):  # outline the inputs `new` (names), clear those of `old` no longer blamed
+        out = {c: gr.update(elem_classes=[]) for f in old if f not in new for c in blamable.get(f, [])}
+        return out | {c: gr.update(elem_classes=FAULT) for f in new for c in blamable.get(f, [])}
+
     @user_errors
     def qkv_ui_calculate(d):
-        return qkv.report(qkv_form.run_form(matrices(d), **{k: d[c] for k, c in settings.items()}))
+        shown = qkv.report(qkv_form.run_form(matrices(d), **{k: d[c] for k, c in settings.items()}))
+        out = {c: gr.update(value=v, elem_classes=[]) for c, v in zip((checks, notes, report), shown)}
+        return out | {stale: gr.update(visible=False), marked: []} | outline(d[marked], [])
+
+    def qkv_ui_stale(d):  # after a failed calculation: blame its inputs, mark the old results as stale
+        message, fields = qkv_form.diagnose(matrices(d), **{k: d[c] for k, c in settings.items()})
+        out = {c: gr.update(elem_classes=STALE) for c in (checks, notes, report)}
+        return (
+            out
+            | {stale: gr.update(value=qkv.stale_html(message), visible=True), marked: list(fields)}
+            | outline(d[marked], fields)
+        )
+
+    calc_outputs = [checks, notes, report, stale, marked, *dict.fromkeys(c for cs in blamable.values() for c in cs)]
+    calc_quiet = dict(QUIET, show_progress_on=[report])
+
+    def calculate(event, **kw):  # `event` runs the calculation; a failure marks the results stale
+        event(qkv_ui_calculate, calc_inputs, calc_outputs, **kw, **calc_quiet).failure(
+            qkv_ui_stale, calc_inputs, calc_outputs, **calc_quiet
+        )
 
     def fill_mask(d):  # "custom" chosen with no mask yet: start from the causal pattern of the current shape
         m = qkv_form.custom_mask_start(d[mask_mode], d[mask], d[mode], matrices(d))
         return gr.update() if m is None else m
 
-    def layout(m, how):
+    def layout(m, how, wo):
         m = qkv_form.MODE_LABELS[m]
-        return [
+        rows = [
             gr.Row(visible=(group == QKV_DIRECT) == (m == qkv.DIRECT) and h == how)
             for group in (QKV_DIRECT, QKV_X)
             for h in (QKV_TABLES, QKV_TEXT)
-        ] + [gr.Checkbox(visible=m == qkv.FROM_X)]
+        ]
+        return rows + [gr.Checkbox(visible=m == qkv.FROM_X), gr.update(visible=wo), gr.update(visible=wo)]
 
     def switch(d):  # carry the values over: tables -> text or text -> tables (unreadable ones stay as they were)
         to_text = d[edit_as] == QKV_TEXT
@@ -228,40 +268,44 @@ def build() -> None:
             out[tables[n]], out[texts[n]] = _qkv_table(a), qkv_matrices.format_matrix(a)
         return out
 
+    def custom_only(scale_label, mask_label):  # the custom scale and mask can be typed only when chosen
+        return gr.update(interactive=scale_label == "custom"), gr.update(interactive=mask_label == "custom 0/1")
+
     gr.api(qkv_calculate, api_name="calculate")  # registered first: they keep their plain names
     gr.api(qkv_calculate_from_x, api_name="calculate_from_x")
-    box_list = [boxes[g, h] for g in (QKV_DIRECT, QKV_X) for h in (QKV_TABLES, QKV_TEXT)] + [use_wo]
-    outs = [checks, notes, report]
-    quiet = dict(api_visibility="private")
-    filled = [
-        about,
-        mode,
-        heads,
-        scale_mode,
-        scale,
-        mask_mode,
-        mask,
-        dropout,
-        use_wo,
-        *tables.values(),
-        *texts.values(),
-    ]
-    preset.change(load, preset, filled, **quiet).then(layout, [mode, edit_as], box_list, **quiet).then(
-        qkv_ui_calculate, calc_inputs, outs, **quiet
-    )
-    mode.change(layout, [mode, edit_as], box_list, **quiet)
+    box_list = [boxes[g, h] for g in (QKV_DIRECT, QKV_X) for h in (QKV_TABLES, QKV_TEXT)]
+    box_list += [use_wo, tables["W_o"], texts["W_o"]]
+    filled = [about, mode, heads, scale_mode, scale, mask_mode, mask, dropout, use_wo, *tables.values()]
+    filled += texts.values()
+    shape = [mode, edit_as, use_wo]
+    calculate(preset.change(load, preset, filled, **QUIET).then(layout, shape, box_list, **QUIET).then)
+    mode.change(layout, shape, box_list, **QUIET)
+    mode.input(lambda name, m: qkv_form.about(presets[name], m), [preset, mode], about, **QUIET)
+    calculate(mode.input, trigger_mode="always_last")
+    use_wo.change(layout, shape, box_list, **QUIET)
     edit_as.change(
-        switch, {edit_as, *tables.values(), *texts.values()}, [*tables.values(), *texts.values()], **quiet
-    ).then(layout, [mode, edit_as], box_list, **quiet)
-    go.click(qkv_ui_calculate, calc_inputs, outs, **quiet)
+        switch, {edit_as, *tables.values(), *texts.values()}, [*tables.values(), *texts.values()], **QUIET
+    ).then(layout, shape, box_list, **QUIET)
+    calculate(go.click)
     for t in tables.values():
-        t.input(qkv_ui_calculate, calc_inputs, outs, trigger_mode="always_last", **quiet)
-    mask_mode.input(fill_mask, {mask_mode, mask, mode, edit_as, *tables.values(), *texts.values()}, mask, **quiet).then(
-        qkv_ui_calculate, calc_inputs, outs, **quiet
+        calculate(t.input, trigger_mode="always_last")
+    for c in (scale_mode, mask_mode):
+        c.change(custom_only, [scale_mode, mask_mode], [scale, mask], **QUIET)
+    calculate(
+        mask_mode.input(
+            fill_mask, {mask_mode, mask, mode, edit_as, *tables.values(), *texts.values()}, mask, **QUIET
+        ).then
     )
     for c in (heads, scale_mode, dropout, use_wo):
-        c.input(qkv_ui_calculate, calc_inputs, outs, trigger_mode="always_last", **quiet)
+        calculate(c.input, trigger_mode="always_last")
+    for c in (scale, seed):
+        calculate(c.submit)
+    calculate(mask.blur)
+    _build_patches()
 
+
+def _build_patches() -> None:
+    """The image -> patches -> Q, K, V part of the tab; registers /patch_attention."""
     p_start = qkv_patches.patch_view(QKV_IMAGE, 16, 4, 0)
     gr.Markdown(
         "### From an image to Q, K and V\nThe image is cut into patches, each flattened to a vector, a "
@@ -335,13 +379,13 @@ def build() -> None:
         return _qkv_patches(image, patch, h, s)
 
     for c in (p_img, p_size):
-        c.change(regrid, p_in[:4], p_out, **quiet)
-    p_heads.change(qkv_patch_attention, p_in, p_out, **quiet)
-    p_seed.submit(qkv_patch_attention, p_in, p_out, **quiet)
-    p_index.release(qkv_patch_attention, p_in, p_out, **quiet)
+        c.change(regrid, p_in[:4], p_out, **QUIET)
+    p_heads.change(qkv_patch_attention, p_in, p_out, **QUIET)
+    p_seed.submit(qkv_patch_attention, p_in, p_out, **QUIET)
+    p_index.release(qkv_patch_attention, p_in, p_out, **QUIET)
 
     @user_errors
     def pick(image, patch, h, s, evt: gr.SelectData):
         return _qkv_patches(image, patch, h, s, click=evt.index)
 
-    p_grid.select(pick, p_in[:4], p_out, **quiet)
+    p_grid.select(pick, p_in[:4], p_out, **QUIET)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -9,9 +11,12 @@ from attention.calculator import attend_from_x
 from attention.calculator.form import (
     MASK_LABELS,
     MATRICES,
+    MODE_ABOUT,
     MODE_LABELS,
     SCALE_LABELS,
+    about,
     custom_mask_start,
+    diagnose,
     first_matrices,
     needed,
     preset_form,
@@ -131,3 +136,55 @@ def test_a_custom_mask_starts_from_the_causal_pattern_of_the_current_shapes():
 )
 def test_no_starting_mask(mask_label, mask, matrices):
     assert custom_mask_start(mask_label, mask, DIRECT_LABEL, matrices) is None
+
+
+GOOD = {"Q": "1 0; 0 1", "K": "1 0; 0 1", "V": "1; 2"}
+GOOD_X = {"X": "1 2; 3 4", "W_q": "1 0; 0 1", "W_k": "1 0; 0 1", "W_v": "1 0; 0 1", "W_o": "1; 1"}
+
+
+@pytest.mark.parametrize(
+    "changes, settings, fields, words",
+    [
+        ({"K": "1 0; 0 x1"}, {}, ("K",), "'x1'"),  # a bad cell: only its matrix
+        ({"V": ""}, {}, ("V",), "empty"),
+        ({"Q": "1 0 0; 0 1 0"}, {}, ("Q", "K"), "same number of columns"),  # a mismatch: both sides
+        ({"V": "1; 2; 3"}, {}, ("K", "V"), "same number of rows"),
+        ({}, {"heads": 3}, ("heads",), "3 heads must split"),
+        ({}, {"heads": 0}, ("heads",), "heads"),
+        ({}, {"mask_label": "custom 0/1", "mask": "1 0 1"}, ("mask",), "mask is 1 x 3"),
+        ({}, {"mask_label": "custom 0/1", "mask": "1 2; 1 1"}, ("mask",), "only 0"),
+        ({}, {"scale_label": "custom", "scale": None}, ("scale",), "custom scale is empty"),
+        ({}, {"dropout": 1.5}, ("dropout",), "dropout"),
+        ({}, {"seed": -1}, ("seed",), "seed"),
+    ],
+)
+def test_diagnose_blames_only_the_inputs_at_fault(changes, settings, fields, words):
+    message, blamed = diagnose({**GOOD, **changes}, mode_label=DIRECT_LABEL, **settings)
+    assert blamed == fields and words in message
+    with pytest.raises(InputError, match=re.escape(message)):  # the same words as the error the visitor sees
+        run_form({**GOOD, **changes}, mode_label=DIRECT_LABEL, **settings)
+
+
+@pytest.mark.parametrize(
+    "changes, use_wo, fields",
+    [
+        ({"W_k": "1 0 0; 0 1 0; 0 0 1"}, False, ("X", "W_k")),
+        ({"W_q": "1 0 0; 0 1 0"}, False, ("W_q", "W_k")),
+        ({"W_v": "1; oops"}, False, ("W_v",)),
+        ({"W_o": "1 1"}, True, ("W_o",)),
+        ({"W_o": "1 1"}, False, ()),  # W_o unticked: not read, so no failure
+    ],
+)
+def test_diagnose_in_the_x_mode(changes, use_wo, fields):
+    assert diagnose({**GOOD_X, **changes}, mode_label=X_LABEL, use_wo=use_wo)[1] == fields
+
+
+def test_diagnose_of_a_valid_form_is_empty():
+    assert diagnose(GOOD, mode_label=DIRECT_LABEL) == ("", ())
+
+
+def test_about_follows_the_mode_the_visitor_picks():
+    direct, x = PRESETS["Binary queries, identity keys"], PRESETS["Two heads with an output projection"]
+    assert about(direct, DIRECT_LABEL) == direct.description and about(x, X_LABEL) == x.description
+    assert about(direct, X_LABEL) == MODE_ABOUT["x"] and "X W_q" in about(direct, X_LABEL)
+    assert about(x, DIRECT_LABEL) == MODE_ABOUT["direct"]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from attention.calculator.patches import (
+    CHOSEN,
     D_HEAD,
     WORK_SIZE,
     ZOOM,
@@ -104,7 +105,6 @@ def test_bad_images():
 
 
 # --- the pictures ------------------------------------------------------------------------------
-RED = (255, 40, 40)
 
 
 def _photo(h: int = 112, w: int = 224) -> np.ndarray:
@@ -118,15 +118,32 @@ def test_patch_under_maps_pixels_to_raster_indices_and_clamps():
     assert patch_under(500, 500, (3, 4), 10) == 11 and patch_under(-5, -5, (3, 4), 10) == 0
 
 
-def test_patch_view_draws_the_grid_at_zoom_with_the_chosen_patch_in_red():
+def test_patch_view_draws_the_grid_at_zoom_with_the_chosen_patch_in_cyan():
     v = patch_view(_photo(), patch=32, heads=2, index=9)
     rows, cols = round(112 * WORK_SIZE / 224) // 32, WORK_SIZE // 32
     assert v.count == rows * cols and v.index == 9
     assert v.grid.shape == (ZOOM * rows * 32, ZOOM * cols * 32, 3) and v.grid.dtype == np.uint8
     r, c = divmod(9, cols)
     step = ZOOM * 32
-    assert tuple(v.grid[r * step + step // 2, c * step + 1]) == RED  # left edge of the chosen patch
-    assert tuple(v.grid[step // 2, 1]) != RED  # patch 0 is not outlined
+    assert CHOSEN == (0, 255, 255)
+    assert tuple(v.grid[r * step + step // 2, c * step + 1]) == CHOSEN  # left edge of the chosen patch
+    assert tuple(v.grid[step // 2, 1]) != CHOSEN  # patch 0 is not outlined
+    assert "outlined in cyan" in v.info
+
+
+def test_the_chosen_patch_has_one_colour_on_the_grid_and_on_every_map():
+    v = patch_view(np.full((112, 224, 3), 128, np.uint8), patch=32, heads=4, index=9)  # grey: only marks are red
+    cols = WORK_SIZE // 32
+    r, c = divmod(9, cols)
+    step, pad = ZOOM * 32, 4  # maps: tiles of the zoomed image, 2 x 2 for 4 heads, 4 px apart
+    tile_w = v.grid.shape[1]
+    tile_h = (v.maps.shape[0] - pad) // 2 - pad  # a map and its caption
+    for h in range(4):
+        y0, x0 = pad + (h // 2) * (tile_h + pad), pad + (h % 2) * (tile_w + pad)
+        edge = v.maps[y0 + r * step + step // 2, x0 + c * step + 1]
+        assert tuple(edge) == tuple(v.grid[r * step + step // 2, c * step + 1]) == CHOSEN, f"head {h + 1}"
+    for picture in (v.grid, v.maps):  # no other outline colour anywhere
+        assert not ((picture[..., 0] > 200) & (picture[..., 1] < 80) & (picture[..., 2] < 80)).any()
 
 
 def test_patch_view_maps_and_matrices_follow_the_heads():

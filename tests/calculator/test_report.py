@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from attention.calculator.report import TABLE_MAX, compute, report, to_html, to_json
+from attention.calculator.report import TABLE_MAX, compute, report, stale_html, to_html, to_json
 from attention.errors import InputError
 
 
@@ -97,3 +97,9 @@ def test_run_refuses_heads_and_seeds_that_are_not_whole_numbers_in_range(kw, fra
     with pytest.raises(InputError) as e:
         compute({"Q": "1 0; 0 1", "K": "1 0; 0 1", "V": "1 2; 2 3"}, **kw)
     assert fragment in str(e.value)
+
+
+def test_the_stale_note_quotes_the_error_and_says_the_results_are_old():
+    note = stale_html("X: '<b>' (row 1, column 1) is not a number")
+    assert "&#x27;&lt;b&gt;&#x27;" in note and "<b>'" not in note  # the visitor's text is escaped
+    assert "previous valid input" in note and "qkv-stale-box" in note

@@ -60,3 +60,78 @@ def test_text_mode_and_a_bad_cell_give_a_clear_error(page):
     q.fill("1 0; 0 1")
     pg.locator("#qkv-go").click()
     pg.get_by_test_id("toast-body").filter(has_text="2 x 2 and K is 4 x 3").wait_for()  # both shapes named
+
+
+def _calculator(browser, app_url, width: int, height: int):
+    """A page at the calculator tab in a `width` x `height` viewport (the caller closes its context)."""
+    ctx = browser.new_context(viewport={"width": width, "height": height})
+    pg = ctx.new_page()
+    pg.set_default_timeout(60_000)
+    pg.goto(app_url)
+    pg.get_by_role("tab", name="Q/K/V calculator").click()
+    pg.wait_for_selector("#qkv-report .qkv-card")
+    return ctx, pg
+
+
+# every header cell's left and right edge against its table's box and the viewport
+_COLUMNS = """n => { const b = document.querySelector('#qkv-table-' + n); const r = b.getBoundingClientRect();
+  return {block: [r.left, r.right], page: document.documentElement.clientWidth,
+          cells: [...b.querySelectorAll('thead th')].map(th => { const c = th.getBoundingClientRect();
+                                                                 return [c.left, c.right]; })}; }"""
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width, height", [(1400, 1000), (390, 844)])
+def test_from_x_shows_every_column_of_x_and_the_weights(browser, app_url, width, height):
+    ctx, pg = _calculator(browser, app_url, width, height)
+    try:
+        pg.locator("#qkv-mode").get_by_label("From X", exact=False).check()
+        pg.locator("#qkv-report h4", has_text="0. Projections").wait_for()  # the mode recalculates
+        assert "X W_q" in pg.locator("#qkv-about").inner_text()  # the text describes the mode, not the preset
+        for n in ("x", "w_q", "w_k", "w_v"):
+            pg.locator(f"#qkv-table-{n} thead th").first.wait_for()
+            box = pg.evaluate(_COLUMNS, n)
+            assert len(box["cells"]) == 4, n
+            (left, right), page = box["block"], box["page"]
+            assert right <= page, f"{n} runs off the page"
+            for a, b in box["cells"]:
+                assert left - 1 <= a and b <= right + 1, f"a column of {n} is hidden: {box}"
+        assert not pg.locator("#qkv-table-w_o").is_visible()  # W_o only once ticked
+        pg.locator("#qkv-use-wo input").check()
+        pg.locator("#qkv-table-w_o").wait_for()
+        screenshot(pg, f"calculator_from_x_{width}")
+    finally:
+        ctx.close()
+
+
+@pytest.mark.browser
+def test_a_bad_cell_is_outlined_and_the_old_results_are_marked_stale_until_fixed(page):
+    pg = page
+    pg.get_by_role("tab", name="Q/K/V calculator").click()
+    pg.wait_for_selector("#qkv-report .qkv-card")
+    weights = _table_text(pg, "4. Softmax weights")
+    assert not pg.locator("#qkv-stale-note").is_visible()
+
+    def edit_k(value: str) -> None:
+        pg.locator("#qkv-about").click()  # leave any open cell
+        pg.locator('#qkv-table-k [data-testid="cell-1-1"]').dblclick()
+        box = pg.locator("#qkv-table-k textarea").first
+        box.fill(value)
+        box.press("Enter")
+
+    edit_k("x1")
+    note = pg.locator("#qkv-stale-note")
+    note.wait_for()
+    assert "'x1' (row 2, column 2)" in note.inner_text() and "previous valid input" in note.inner_text()
+    pg.wait_for_selector("#qkv-report.qkv-stale")  # the old results, dimmed
+    assert _table_text(pg, "4. Softmax weights") == weights
+    assert "qkv-fault" in pg.locator("#qkv-table-k").get_attribute("class")  # only the matrix at fault
+    for other in ("#qkv-table-q", "#qkv-table-v", "#qkv-heads"):
+        assert "qkv-fault" not in pg.locator(other).get_attribute("class"), other
+    screenshot(pg, "calculator_stale")
+
+    edit_k("2")
+    note.wait_for(state="hidden")
+    pg.wait_for_selector("#qkv-report:not(.qkv-stale)")
+    assert "qkv-fault" not in pg.locator("#qkv-table-k").get_attribute("class")
+    assert _table_text(pg, "4. Softmax weights") != weights

@@ -34,3 +34,28 @@ def test_clicking_the_patch_grid_chooses_the_patch_under_the_pointer(page):
     assert pg.locator("#qkv-patch-index input").first.input_value() == str(cols - 1)
     click_image_at(pg, "#qkv-patch-grid img", 0.01, 0.99)  # bottom left
     info.get_by_text(f"#{(rows - 1) * cols} (row {rows}, column 1)").wait_for()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("width, height", [(1400, 1000), (390, 844)])
+def test_head_captions_are_legible_as_shown(browser, app_url, width, height):
+    from attention.calculator.plots import caption_px
+
+    ctx = browser.new_context(viewport={"width": width, "height": height})
+    try:
+        pg = ctx.new_page()
+        pg.set_default_timeout(60_000)
+        pg.goto(app_url)
+        pg.get_by_role("tab", name="Q/K/V calculator").click()
+        for sel in ("#qkv-patch-maps img", "#qkv-patch-matrices img"):
+            pg.locator(sel).scroll_into_view_if_needed()
+            pg.wait_for_function(
+                "s => { const e = document.querySelector(s); return e && e.naturalWidth > 0 }", arg=sel
+            )
+            w, h, nw, nh = pg.locator(sel).evaluate(
+                "e => [e.clientWidth, e.clientHeight, e.naturalWidth, e.naturalHeight]"
+            )
+            shown = min(1.0, w / nw, h / nh)  # object-fit: contain, never enlarged past 1 here
+            assert caption_px(nw) * shown >= 12, f"{sel}: captions {caption_px(nw) * shown:.1f} px as shown"
+    finally:
+        ctx.close()
