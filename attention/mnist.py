@@ -22,6 +22,7 @@ from attention.errors import ImageError
 
 SUBSET_PATH = EXAMPLES_DIR / "mnist_5k.npz"
 MEAN, STD = 0.1307, 0.3081  # the usual MNIST normalisation, on [0, 1] pixels
+RAW_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")  # what torchvision's MNIST reads, in MNIST/raw
 
 
 @dataclass(frozen=True)
@@ -51,11 +52,15 @@ def load_subset() -> Digits:
 def load_full(root: str | os.PathLike | None = None, download: bool = True) -> Digits:
     """The full MNIST training set (60,000 digits) through torchvision, into the user's cache.
 
-    Raises OSError/RuntimeError when it is neither cached nor downloadable.
+    Raises OSError/RuntimeError when it is neither cached nor downloadable. Without `download`,
+    the cache is looked at before torchvision is imported (an offline start pays nothing for it).
     """
+    root = Path(root or cache_root())
+    raw = root / "MNIST" / "raw"
+    if not download and not all((raw / name).exists() for name in RAW_FILES):
+        raise RuntimeError(f"the full MNIST set is not cached in {raw}")
     from torchvision.datasets import MNIST
 
-    root = Path(root or cache_root())
     ds = MNIST(str(root), train=True, download=download)
     return Digits(ds.data.numpy(), ds.targets.numpy().astype(np.int64), "MNIST training set (60,000 digits)")
 

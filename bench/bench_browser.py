@@ -83,7 +83,7 @@ def wait_new(pg, before: str) -> None:
     pg.wait_for_function("() => { const e = document.querySelector('#vit-query-image img'); return e.complete }")
 
 
-def one_visit(browser, url: str, shots: Path | None) -> dict[str, tuple[float, int]]:
+def one_visit(browser, url: str, shots: Path | None) -> dict[str, tuple[float, int, float]]:
     pg = browser.new_page(viewport={"width": 1400, "height": 1000})
     meter = Meter(pg)
     out = {}
@@ -91,17 +91,21 @@ def one_visit(browser, url: str, shots: Path | None) -> dict[str, tuple[float, i
     pg.goto(url)
     pg.wait_for_selector("#vit-gallery img", timeout=120_000)
     pg.wait_for_function("() => [...document.querySelectorAll('#vit-gallery img')].every(e => e.complete)")
-    out["page load -> maps on screen"] = (time.perf_counter() - t, meter.bytes)
+    out["page load -> maps on screen"] = (time.perf_counter() - t, meter.bytes, float("nan"))
     if shots:
         pg.screenshot(path=str(shots / "bench_desktop.png"))
 
     def timed(name: str, act) -> None:
         pg.wait_for_timeout(300)
         before, meter.bytes = big_src(pg), 0
+        t0 = pg.evaluate("performance.now()")
         t = time.perf_counter()
         act()
         wait_new(pg, before)
-        out[name] = (time.perf_counter() - t, meter.bytes)
+        seconds = time.perf_counter() - t
+        # when the browser began to fetch the new map = when the answer had arrived and was applied
+        start = pg.evaluate("s => (performance.getEntriesByName(s)[0] || {}).startTime", big_src(pg))
+        out[name] = (seconds, meter.bytes, (start - t0) / 1000 if start is not None else float("nan"))
 
     img = pg.locator("#vit-query-image img")
     box = img.bounding_box()
@@ -147,11 +151,13 @@ def main() -> None:
     fwd = forward_seconds(home, 3)
     print(f"ViT-S/16 (random weights) on chelsea.jpg 720x480 at 480 px; {args.repeats} fresh pages; 2 cores")
     print(f"one forward pass in-process: {fwd:.3f} s")
-    print(f"{'interaction':40s} {'median s':>9s} {'/ forward':>10s} {'median kB':>10s}")
+    print(f"{'interaction':40s} {'median s':>9s} {'/ forward':>10s} {'median kB':>10s} {'answer in s':>12s}")
     for name in runs[0]:
         s = statistics.median(r[name][0] for r in runs)
         kb = statistics.median(r[name][1] for r in runs) / 1e3
-        print(f"{name:40s} {s:9.3f} {s / fwd:10.2f} {kb:10.0f}")
+        ans = statistics.median(r[name][2] for r in runs)
+        print(f"{name:40s} {s:9.3f} {s / fwd:10.2f} {kb:10.0f} {ans:12.3f}")
+    print("answer in s: from the click until the browser starts fetching the new map (the server's answer applied)")
     print(
         f"screenshots: {args.shots}/bench_desktop.png, bench_desktop_after.png, bench_phone.png, bench_phone_full.png"
     )

@@ -74,6 +74,20 @@ def test_unreachable_host_is_probed_once_then_the_subset_is_used(monkeypatch, of
     assert probes == [1.5]  # one short connect, remembered
 
 
+def test_an_uncached_full_set_is_known_from_the_cache_folder_before_torchvision_is_imported(monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torchvision.datasets", None)  # importing it now raises ImportError
+    with pytest.raises(RuntimeError, match="not cached"):
+        mnist.load_full(tmp_path, download=False)
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for name in mnist.RAW_FILES:
+        (raw / name).write_bytes(b"")
+    with pytest.raises(ImportError):  # cached (as far as the folder says): now torchvision reads it
+        mnist.load_full(tmp_path, download=False)
+
+
 # ---- sketch normalisation -------------------------------------------------------------
 DIGITS = mnist.load_subset()
 

@@ -5,8 +5,9 @@ retrievers.
     lookup   the lookups themselves (hard, soft, many, trained) and their metrics
     models   the trained retrievers (shipped weights in weights/)
     train    retraining them (`python -m attention.retrieval train`)
-    panels   each mode's result ready to show: images, plots, JSON facts
-    plots    digit grids, weight bars, loss curves
+    panels   each mode's result ready to show: images, plots, JSON facts; the tab's first screen
+    answers  the API's answers: one picture and one JSON per call
+    plots    digit grids, weight bars, loss curves (rendered to pixels)
 """
 
 from attention.retrieval.lookup import (

@@ -1,4 +1,5 @@
-"""What the retrieval tab shows: each section's pictures and JSON agree with the lookup they show."""
+"""What the retrieval tab shows: each section's pictures and JSON agree with the lookup they show, and the
+first screen is computed once, when asked for."""
 
 from __future__ import annotations
 
@@ -23,16 +24,17 @@ def _tile(sheet: np.ndarray, i: int, ncols: int, k: int, pad: int = 2) -> np.nda
     return sheet[y : y + 28 * k : k, x : x + 28 * k : k]
 
 
-@pytest.mark.parametrize("n,ncols,k", [(23, 10, 3), (401, 40, 1)])
+@pytest.mark.parametrize("n,ncols,k", [(23, 20, 2), (100, 20, 2), (401, 40, 1)])
 def test_database_sheet_puts_item_i_where_the_note_says(n, ncols, k):
     sheet, note = panels.database_view(n, 5)
     db = panels.database(n, 5)
+    assert panels.database_columns(n) == (ncols, k)
     for i in (0, 9, 10, n - 1):
         np.testing.assert_array_equal(_tile(sheet, i, ncols, k), db.images[i])
     rows = -(-n // ncols)
     assert sheet.shape == (k * (rows * 30 + 2), k * (ncols * 30 + 2))
     assert sheet[0, 0] == PAD_GRAY
-    assert f"**{n}**" in note and "seed 5" in note and db.source in note
+    assert f"**{n}**" in note and "seed 5" in note and db.source in note and f"*i* // {ncols}" in note
     assert f"{len(POOL.train):,}" in note and f"{len(POOL.heldout):,}" in note
 
 
@@ -47,7 +49,7 @@ def test_hard_view_shows_the_one_key_the_query_hits_and_says_the_answer_is_exact
     keys = view.keys[::k, ::k] / 255  # the key matrix shown, one row per store row
     np.testing.assert_array_equal(keys, np.eye(n)[info["order"]])
     assert keys[row, index] == 1 and keys[:, index].sum() == 1
-    assert f"row {row}" in view.figure.axes[0].get_title()
+    assert view.plot.dtype == np.uint8 and view.plot.ndim == 3 and view.plot.shape[2] == 3  # rendered
 
 
 @pytest.mark.parametrize("scale", [0.0, 3.0])
@@ -69,6 +71,7 @@ def test_many_view_shows_one_retrieval_per_query_row_by_row():
     lk = retrieval.multi_lookup(panels.database(30, 2), 10, 8, 1, 2.0)
     assert info["num_q"] == 10 and np.allclose(info["sums"], 1)
     np.testing.assert_allclose(info["max_weights"], lk.weights.max(1))
+    assert info["argmax"] == lk.weights.argmax(1).tolist()
     for q in (0, 7, 8, 9):  # 8 a row: query 8 starts the second row
         np.testing.assert_array_equal(_tile(grid, q, 8, 3), lk.retrieved_images()[q])
 
@@ -102,16 +105,20 @@ def test_trained_view_captions_and_plots_agree_with_its_json():
     info = out.info
     query, label = retrieval.heldout_query(5, POOL)
     np.testing.assert_array_equal(out.query[:: panels.DIGIT_SCALE, :: panels.DIGIT_SCALE], query)
-    assert info["query_label"] == label
+    assert info["query_label"] == label and info["query"] == query.tolist()
     db = panels.database(60, 3)
     for name in names:
-        _retrieved, fig, gallery = out.models[name]
-        top = info[name]["top10"]
+        retrieved, plot, gallery = out.models[name]
+        top, weights = info[name]["top10"], np.array(info[name]["weights"])
         assert info[name]["origin"] == (panels.MINE if name == "lab" else panels.SHIPPED)
         assert [c for _, c in gallery] == [f"#{r + 1} · {m['label']} · {m['weight']:.2f}" for r, m in enumerate(top)]
         for (img, _), m in zip(gallery, top):
             np.testing.assert_array_equal(img[:: panels.MATCH_SCALE, :: panels.MATCH_SCALE], db.images[m["position"]])
-        assert fig.axes[0].get_title().startswith(f"{name} ({info[name]['origin']})")
+        assert len(weights) == 60 and weights.sum() == pytest.approx(1.0)
+        assert [m["weight"] for m in top] == sorted(weights, reverse=True)[:10]  # the JSON holds every weight
+        average = weights @ db.images.reshape(60, -1).astype(float)
+        np.testing.assert_allclose(retrieved[:: panels.DIGIT_SCALE, :: panels.DIGIT_SCALE].ravel(), average, atol=0.51)
+        assert plot.dtype == np.uint8 and plot.shape[2] == 3
 
 
 def test_a_sketch_is_the_same_query_as_a_bare_image_or_an_editor_value():
@@ -138,10 +145,14 @@ def test_retrain_streams_progress_then_returns_a_new_state_and_leaves_the_old_on
     updates = list(panels.retrain("lab", 1, 3, before, on_step=lambda step, total: calls.append((step, total))))
     total = calls[-1][1]
     assert [s for s, _ in calls] == list(range(1, total + 1))
-    *streamed, (final_msg, final_fig, state) = updates
+    *streamed, (final_msg, final_progress, state) = updates
     assert len(streamed) == total // 10 + (total % 10 > 0)
-    assert all(fig is not None and st is None for _, fig, st in streamed)
-    assert "Done" in final_msg and final_fig is None
+    assert all(progress is not None and st is None for _, progress, st in streamed)
+    last = streamed[-1][1]
+    assert last["step"] == last["total"] == total and len(last["losses"]) == total and last["epochs"] == 1
+    assert [len(p["losses"]) for _, p, _ in streamed] == [p["step"] for _, p, _ in streamed]
+    assert panels.loss_plot(last).shape[2] == 3
+    assert "Done" in final_msg and final_progress is None
     assert set(before) == {"cnn"} and set(state) == {"cnn", "lab"} and state["cnn"] is before["cnn"]
     assert state["lab"][0]["epochs"] == 1 and state["lab"][0]["seed"] == 3
     assert panels.models_for(state)["lab"][1] == panels.MINE
@@ -153,3 +164,14 @@ def test_retrain_streams_progress_then_returns_a_new_state_and_leaves_the_old_on
 def test_retrain_refuses_bad_arguments_before_training(args, words):
     with pytest.raises(InputError, match=words):
         next(panels.retrain(*args, None, on_step=lambda *a: pytest.fail("trained anyway")))
+
+
+def test_the_first_screen_is_every_section_at_its_defaults_computed_once():
+    panels.first_screen.cache_clear()
+    first = panels.first_screen()
+    assert panels.first_screen() is first  # cached: every visitor's tab is filled from the same one
+    np.testing.assert_array_equal(first.database.grid, panels.database_view(100, 42).grid)
+    assert first.hard.info == panels.hard_view(100, 42, 7, 0).info
+    assert first.soft.info == panels.soft_view(100, 42, 16, 0, 1.0).info
+    assert first.many.info == panels.many_view(100, 42, 16, 0, 1.0, 16).info
+    assert first.trained.info == panels.trained_view(100, 42, 0).info

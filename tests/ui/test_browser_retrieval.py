@@ -1,4 +1,5 @@
-"""In a real browser: pick a held-out digit or draw one, and see the top-10 matches."""
+"""In a real browser: the tab fills when opened; pick a held-out digit or draw one (the brush is ready, no
+tool to pick first), and see the top-10 matches."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from tests.conftest import screenshot
 
 def _open_trained_section(page):
     page.get_by_role("tab", name="MNIST retrieval").click()
-    page.get_by_role("tab", name=re.compile("Trained retrieval")).click()
+    page.get_by_role("tab", name=re.compile("Trained")).click()
+    _wait_for_top1(page, "cnn", retrieval.heldout_query(0)[1])  # the tab's first screen: held-out digit 0
 
 
 def _wait_for_top1(page, name: str, label: int) -> None:
@@ -38,14 +40,14 @@ def test_draw_a_digit_and_see_the_top10_grid(page):
     _open_trained_section(page)
     canvas = page.locator("#retrieval-sketch canvas").first
     canvas.wait_for()
-    page.locator("#retrieval-sketch").get_by_role("button", name="Brush").click()
-    box = canvas.bounding_box()
+    box = canvas.bounding_box()  # no tool picked: the brush is the sketchpad's starting tool here
     x, y, w, h = box["x"], box["y"], box["width"], box["height"]
     page.mouse.move(x + 0.5 * w, y + 0.2 * h)  # a "1": one vertical stroke
     page.mouse.down()
     for t in range(1, 21):
         page.mouse.move(x + 0.5 * w, y + (0.2 + 0.03 * t) * h)
     page.mouse.up()
+    assert page.evaluate("() => window.getSelection().toString()") == ""  # the drag drew, selected nothing
     page.locator("#retrieval-sketch-btn").click()
     _wait_for_top1(page, "cnn", 1)  # a vertical stroke is a 1
     for name in ("lab", "cnn"):

@@ -1,4 +1,5 @@
-"""The retrieval tab's API: every mode is a named endpoint; bad input gives a message, not a dead server."""
+"""The retrieval tab's API: every mode is a named endpoint answering with one picture and one JSON; bad
+input gives a message, not a dead server. The tab itself costs the app's start-up nothing."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from gradio_client import handle_file
 from PIL import Image
 
 from attention import retrieval
+from attention.retrieval import answers
 
 
 def _gray(path) -> np.ndarray:
@@ -20,17 +22,30 @@ def _down(image: np.ndarray) -> np.ndarray:
     return image[::k, ::k]
 
 
+def test_every_retrieval_endpoint_answers_with_at_most_one_file_and_a_json(client):
+    api = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    names = [n for n in api if n.startswith("/retrieval_")]
+    assert sorted(names) == sorted(
+        f"/retrieval_{m}" for m in ("database", "hard", "soft", "many", "trained", "sketch", "retrain")
+    )
+    for name in names:
+        kinds = [r["component"] for r in api[name]["returns"]]
+        assert sum(k in ("Image", "File", "Gallery") for k in kinds) <= 1 and "Gallery" not in kinds, (name, kinds)
+        assert kinds[-1] == "Json", (name, kinds)
+
+
 def test_database_endpoint_shows_a_padded_grid_of_n_digits(client):
-    img, note = client.predict(25, 42, api_name="/retrieval_database")
+    img, info = client.predict(25, 42, api_name="/retrieval_database")
     grid = _gray(img)
-    k = grid.shape[1] // (10 * 30 + 2)  # 10 per row, 28 px + 2 px padding, as make_grid
-    assert grid.shape == (k * (3 * 30 + 2), k * (10 * 30 + 2))  # 25 digits: 3 rows
-    assert "25" in note and "subset" in note.lower()
+    k = grid.shape[1] // (20 * 30 + 2)  # 20 per row, 28 px + 2 px padding, as make_grid
+    assert info["columns"] == 20 and grid.shape == (k * (2 * 30 + 2), k * (20 * 30 + 2))  # 25 digits: 2 rows
+    assert info["n"] == 25 and "subset" in info["source"].lower() and "25" in info["note"]
+    assert info["labels"] == retrieval.draw_database(25, 42).labels.tolist()
 
 
 @pytest.mark.parametrize("index", [0, 13, 99])
 def test_hard_retrieval_returns_exactly_the_chosen_database_image(client, index):
-    _keys, _plot, img, info = client.predict(100, 42, index, 5, api_name="/retrieval_hard")
+    img, info = client.predict(100, 42, index, 5, api_name="/retrieval_hard")
     db = retrieval.draw_database(100, 42)
     np.testing.assert_array_equal(_down(_gray(img)), db.images[index])
     scores = np.array(info["scores"])
@@ -57,19 +72,18 @@ def test_many_queries_give_one_retrieval_each(client):
     assert grid.shape == (k * (2 * 30 + 2), k * (8 * 30 + 2))  # 12 retrievals, 8 per row
 
 
-def test_trained_retrieval_returns_top10_labels_for_both_models(client):
-    out = client.predict(100, 42, 3, api_name="/retrieval_trained")
-    query, info = out[0], out[-1]
+def test_trained_retrieval_returns_one_sheet_and_top10_labels_for_both_models(client):
+    sheet, info = client.predict(100, 42, 3, api_name="/retrieval_trained")
     q, label = retrieval.heldout_query(3)
-    np.testing.assert_array_equal(_down(_gray(query)), q)
-    assert info["query_label"] == label
+    assert info["query_label"] == label and info["query"] == q.tolist()
+    s = answers.PAD + answers.HEADING  # the sheet opens with the query, 8x
+    np.testing.assert_array_equal(_down(_gray(sheet)[s : s + 224, answers.PAD : answers.PAD + 224]), q)
     db = retrieval.draw_database(100, 42)
-    for name, gallery in (("lab", out[3]), ("cnn", out[6])):
-        top = info[name]["top10"]
-        assert len(top) == 10 and len(gallery) == 10
+    for name in ("lab", "cnn"):
+        top, weights = info[name]["top10"], info[name]["weights"]
+        assert len(top) == 10 and len(weights) == 100 and sum(weights) == pytest.approx(1.0)
         assert [m["label"] for m in top] == [int(db.labels[m["position"]]) for m in top]
-        weights = [m["weight"] for m in top]
-        assert weights == sorted(weights, reverse=True)
+        assert [m["weight"] for m in top] == sorted(weights, reverse=True)[:10]
     assert info["cnn"]["top1_label"] == label  # the better model gets this easy digit right
 
 
@@ -79,10 +93,10 @@ def test_sketch_endpoint_normalises_the_drawing(client, tmp_path):
     path = tmp_path / "sketch.png"
     big.save(path)
     sketch = {"background": None, "layers": [], "composite": handle_file(str(path))}
-    out = client.predict(100, 42, sketch, api_name="/retrieval_sketch")
-    shown = _down(_gray(out[0]))
+    _sheet, info = client.predict(100, 42, sketch, api_name="/retrieval_sketch")
+    shown = np.array(info["query"])
     assert shown.shape == (28, 28) and shown[0].max() == 0 and shown.max() > 200  # white ink on black
-    assert out[-1]["cnn"]["top1_label"] == label
+    assert info["query_label"] is None and info["cnn"]["top1_label"] == label
 
 
 @pytest.mark.parametrize(
@@ -129,6 +143,8 @@ def test_retraining_streams_a_loss_curve_on_the_visitors_own_copy(app_url):
     list(job)
     outputs = job.outputs()  # one update every 10 steps, then the final message
     assert len(outputs) >= 3 and "Done" in outputs[-1][0]
+    progress = outputs[-1][1]  # the losses are numbers in the JSON, not a plot
+    assert progress["model"] == "lab" and progress["step"] == progress["total"] == len(progress["losses"])
     mine = visitor.predict(100, 42, 3, api_name="/retrieval_trained")[-1]
     assert mine["lab"]["origin"] == "your retrained copy" and mine["cnn"]["origin"] == "shipped"
     assert mine["lab"]["top10"] != before["lab"]["top10"]
@@ -140,3 +156,22 @@ def test_retraining_streams_a_loss_curve_on_the_visitors_own_copy(app_url):
 def test_retraining_refuses_bad_arguments(client, args, words):
     with pytest.raises(Exception, match=words):
         client.predict(*args, api_name="/retrieval_retrain")
+
+
+def test_the_tab_is_filled_when_first_opened_not_at_start_up(monkeypatch):
+    import gradio as gr
+
+    from attention.retrieval import panels
+    from attention.ui import retrieval_tab
+
+    def refuse():
+        raise AssertionError("the first screen was computed while building the app")
+
+    monkeypatch.setattr(panels, "first_screen", refuse)
+    with gr.Blocks() as demo:
+        with gr.Tab("MNIST retrieval") as tab:
+            retrieval_tab.build()
+    db = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "retrieval-db")
+    assert db.value is None
+    selects = [d for d in demo.fns.values() if any(t == (tab._id, "select") for t in d.targets)]
+    assert len(selects) == 1 and db in selects[0].outputs  # filled when the tab is selected
