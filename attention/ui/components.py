@@ -101,3 +101,17 @@ def image_path(*args, **kwargs) -> gr.Image:
 def sketchpad(*args, **kwargs) -> gr.Sketchpad:
     """A `gr.Sketchpad` that names a file it cannot read instead of failing inside Gradio."""
     return _Sketchpad(*args, **kwargs)
+
+
+def tiles_gallery(label: str, columns: int, elem_id: str) -> gr.Gallery:
+    """A gallery of pictures to look at (not to upload to): PNG as sent, whole tiles, no lightbox."""
+    return gr.Gallery(
+        label=label,
+        format="png",
+        columns=columns,
+        height="auto",
+        object_fit="contain",
+        interactive=False,
+        allow_preview=False,
+        elem_id=elem_id,
+    )

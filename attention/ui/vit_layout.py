@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from attention import render as vit_render
-from attention.ui.components import image_path, number, slider
+from attention.ui.components import image_path, number, slider, tiles_gallery
 from attention.ui.vit_panels import ComparePanel, FeaturePanel
 from attention.vit import models as vit_models
 from attention.vit import session as vit_session
@@ -189,16 +189,7 @@ def layout(s: Startup, vit_pass: Callable, fit: Callable) -> Layout:
                         qcol = number(None, label="Query col", precision=0, min_width=70, elem_id="vit-qcol")
                         cls_btn = gr.Button("Back to CLS", size="sm", min_width=90, elem_id="vit-cls")
                 with gr.Column(scale=5, min_width=300):
-                    gallery = gr.Gallery(
-                        label="Every head (click one to show it large)",
-                        format="png",
-                        columns=2,
-                        height="auto",
-                        object_fit="contain",
-                        interactive=False,
-                        allow_preview=False,
-                        elem_id="vit-gallery",
-                    )
+                    gallery = tiles_gallery("Every head (click one to show it large)", 2, "vit-gallery")
             with gr.Accordion(
                 "Scores vs weights: the query row of the chosen head, before and after softmax", open=False
             ):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from attention.errors import AttentionError
-from attention.ui.components import user_errors
+from attention.ui.components import tiles_gallery, user_errors
 from attention.vit import models as vit_models
 from attention.vit import session as vit_session
 from attention.vit import views as vit_views
@@ -73,16 +73,7 @@ class ComparePanel:
                         label="Second model", format="png", interactive=False, height=420, elem_id="vit-cmp-img"
                     )
                 with gr.Accordion("Second model: every head", open=False, visible=False) as self.cacc:
-                    self.cgallery = gr.Gallery(
-                        label="Second model",
-                        format="png",
-                        columns=4,
-                        height="auto",
-                        object_fit="contain",
-                        interactive=False,
-                        allow_preview=False,
-                        elem_id="vit-compare-gallery",
-                    )
+                    self.cgallery = tiles_gallery("Second model", 4, "vit-compare-gallery")
 
     def update(self, img, cmp, res, qr, qc, lay, vw, hd, thr, al, cm, st, cst, main, progress=gr.Progress()):
         off = {self.cdetails: "", self.cgallery: [], self.cmain: None, self.cimg: None, self.cstate: None}
@@ -132,16 +123,7 @@ class FeaturePanel:
                 + "\n\nClick a patch of the large map to move the similarity's query.",
                 elem_id="vit-features-help",
             )
-            self.gallery = gr.Gallery(
-                label="Feature views of the chosen layer",
-                format="png",
-                columns=3,
-                height="auto",
-                object_fit="contain",
-                interactive=False,
-                allow_preview=False,
-                elem_id="vit-features",
-            )
+            self.gallery = tiles_gallery("Feature views of the chosen layer", 3, "vit-features")
 
     @user_errors
     def update(self, is_open, img, mdl, res, qr, qc, lay, hd, al, cm, st):
