@@ -85,7 +85,10 @@ def test_dinov2_with_registers_features_skip_the_registers_and_match_forward_fea
     tokens = rec.tokens
     np.testing.assert_allclose(tokens[-1].astype(np.float32), want, rtol=2e-3, atol=2e-3)
     f = features.feature_maps(tokens, grid, P, -1, (4, 4))
-    _, sim, nrm = reference(tokens[-1].astype(np.float32), grid, (4, 4), P)
+    pca, sim, nrm = reference(tokens[-1].astype(np.float32), grid, (4, 4), P)
+    for ch in range(3):  # up to sign, on the patch tokens only (the 4 registers and CLS left out)
+        got = f["pca"][..., ch]
+        assert min(np.abs(got - pca[..., ch]).max(), np.abs(got - (1 - pca[..., ch])).max()) < 1e-4
     np.testing.assert_allclose(f["similarity"], sim, atol=1e-5)
     np.testing.assert_allclose(f["norms"], nrm.numpy(), rtol=1e-5)
 
