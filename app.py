@@ -21,8 +21,8 @@ with gr.Blocks(title="Attention Explorer", fill_width=True, delete_cache=(300, i
     )
     with gr.Tab("ViT attention", id="vit"):
         vit_tab.build(demo)
-    with gr.Tab("MNIST retrieval", id="retrieval"):
-        retrieval_tab.build()
+    with gr.Tab("MNIST retrieval", id="retrieval") as retrieval:
+        retrieval_tab.build(retrieval)
     with gr.Tab("Q/K/V calculator", id="calculator"):
         calculator_tab.build()
 

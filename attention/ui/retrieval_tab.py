@@ -9,7 +9,6 @@ one picture and one JSON each.
 from __future__ import annotations
 
 import gradio as gr
-from gradio.context import Context
 
 from attention.retrieval import lookup as mnist_lookup
 from attention.retrieval import panels as mnist_views
@@ -94,10 +93,10 @@ def _plot(label: str, **kwargs) -> gr.Image:
     return gr.Image(None, label=label, **{**PLOT, **kwargs})
 
 
-def build() -> None:
-    """The MNIST retrieval tab, inside the caller's `gr.Tab` (filled when that tab is first selected);
-    registers the /retrieval_* API endpoints (`retrieval_api`)."""
-    tab = Context.block  # the enclosing gr.Tab
+def build(tab: gr.Tab | None = None, demo: gr.Blocks | None = None) -> None:
+    """The MNIST retrieval tab, inside the caller's `gr.Tab`; registers the /retrieval_* API endpoints
+    (`retrieval_api`). Its content is computed when `tab` is first selected (else on `demo`'s page load),
+    so start-up imports neither matplotlib nor torchvision."""
     gr.Markdown(
         "Attention is a soft database lookup: a query is scored against keys, the scores become "
         "weights, and the answer is the weighted sum of the values. Here the values are MNIST digits."
@@ -263,10 +262,10 @@ def build() -> None:
 
     first_outs = [filled, q_index, db_img, source, *hard_outs, *soft_outs, *many_outs, *trained_outs]
     first = dict(fn=first_screen, inputs=filled, outputs=first_outs, show_progress="minimal", api_visibility="private")
-    if isinstance(tab, gr.Tab):
+    if tab is not None:
         tab.select(**first)
-    elif Context.root_block is not None:  # built outside a tab: fill on page load
-        Context.root_block.load(**first)
+    elif demo is not None:  # built outside a tab: fill on page load
+        demo.load(**first)
 
     hard_args = (show_hard, db_inputs + [index, shuffle_seed], hard_outs)
     soft_args = (show_soft, db_inputs + [d, key_seed, scale], soft_outs)

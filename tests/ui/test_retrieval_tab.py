@@ -170,7 +170,7 @@ def test_the_tab_is_filled_when_first_opened_not_at_start_up(monkeypatch):
     monkeypatch.setattr(panels, "first_screen", refuse)
     with gr.Blocks() as demo:
         with gr.Tab("MNIST retrieval") as tab:
-            retrieval_tab.build()
+            retrieval_tab.build(tab)
     db = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "retrieval-db")
     assert db.value is None
     selects = [d for d in demo.fns.values() if any(t == (tab._id, "select") for t in d.targets)]
