@@ -37,6 +37,9 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
     f.add_argument("--query", default="cls", help="the similarity's query: 'cls' or ROW,COL (default: cls)")
     f.add_argument("--cmap", default="inferno", help="colormap (default inferno)")
+    f.add_argument(
+        "--pca-background", type=float, default=None, help="drop patches whose first PCA component is below this (0-1)"
+    )
     f.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
     return p
 
@@ -110,7 +113,7 @@ def features(args) -> int:
     for path in args.images:
         try:
             p = get_pass(path, args.model, args.resolution)
-            tiles, arrays = feature_pictures(p, query, args.layer, cmap=args.cmap)
+            tiles, arrays = feature_pictures(p, query, args.layer, cmap=args.cmap, background=args.pca_background)
             out = args.out / path.stem
             out.mkdir(parents=True, exist_ok=True)
             for t in tiles:

@@ -86,7 +86,13 @@ def feature_maps_fn(model_default: str, defaults: dict):
 
     @user_errors
     def feature_maps(
-        image, model=model_default, layer=-1, resolution=defaults["resolution"], query_row=None, query_col=None
+        image,
+        model=model_default,
+        layer=-1,
+        resolution=defaults["resolution"],
+        query_row=None,
+        query_col=None,
+        pca_background=0.0,
     ):
         """Feature views of a vision transformer's patch tokens for one image: PCA colours, similarity, norms.
 
@@ -101,13 +107,15 @@ def feature_maps_fn(model_default: str, defaults: dict):
             resolution: 'auto' (480 px for DINO), 'native' (as DINO's script), 'dino480' (480x480), or px.
             query_row: the row of the patch whose similarity to every patch is shown; both empty = the CLS token.
             query_col: the column of that patch (give both, or neither for the CLS token).
+            pca_background: 0 keeps every patch in the PCA; in (0, 1), drops patches whose first component is below it.
         """
         query = vit_session.parse_query(query_row, query_col)
         layer = vit_session.parse_index(-1 if layer is None else layer, "Layer")
         p = vit_session.get_pass(
             image, model, resolution, query=query, keep_qk=False, cache=vit_session.PASSES, shared=True
         )
-        return write_feature_outputs(p, query, layer)
+        background = None if not pca_background else float(pca_background)
+        return write_feature_outputs(p, query, layer, background=background)
 
     return feature_maps
 
@@ -144,13 +152,14 @@ def build(model_default: str, defaults: dict) -> None:
         f_res = gr.Textbox(defaults["resolution"], label="resolution")
         f_qr = number(None, label="query_row")
         f_qc = number(None, label="query_col")
+        f_bg = number(0.0, label="pca_background")
         f_pic = gr.Image(format="png", type="filepath", label="picture")
         f_file = gr.File(label="features")
         f_info = gr.JSON(label="info")
         f_btn = gr.Button("feature_maps")
     f_btn.click(
         feature_maps_fn(model_default, defaults),
-        [f_img, f_model, f_layer, f_res, f_qr, f_qc],
+        [f_img, f_model, f_layer, f_res, f_qr, f_qc, f_bg],
         [f_pic, f_file, f_info],
         api_name="feature_maps",
         api_visibility="public",

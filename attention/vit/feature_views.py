@@ -33,13 +33,20 @@ EXPLAIN = {
 
 
 def feature_pictures(
-    p: Pass, query: Query = "cls", layer: int = -1, *, alpha: float = 0.6, cmap: str = "inferno"
+    p: Pass,
+    query: Query = "cls",
+    layer: int = -1,
+    *,
+    alpha: float = 0.6,
+    cmap: str = "inferno",
+    background: float | None = None,
 ) -> tuple[list[Tile], dict[str, np.ndarray]]:
     """The three feature views of `layer` as pictures (uint8 (H, W, 3), enlarged like the attention
     views) and their raw float32 arrays (pca (gh, gw, 3), similarity (gh, gw), norms (gh, gw)).
-    No new forward. Raises InputError off the depth or grid."""
+    background: PCA without the background (`features.pca`). No new forward. Raises InputError off
+    the depth or grid."""
     res = p.at(query, layer)
-    maps = p.feature_maps(res.query, res.layer)
+    maps = p.feature_maps(res.query, res.layer, background)
     s = display_scale(res)
     img = upsample(np.asarray(res.image.convert("RGB")), s) if s > 1 else np.asarray(res.image.convert("RGB"))
     patch = res.patch_size * s
@@ -63,13 +70,18 @@ def feature_pictures(
 
 
 def write_feature_outputs(
-    p: Pass, query: Query = "cls", layer: int = -1, *, root: str | os.PathLike | None = None
+    p: Pass,
+    query: Query = "cls",
+    layer: int = -1,
+    *,
+    background: float | None = None,
+    root: str | os.PathLike | None = None,
 ) -> tuple[str, str, dict]:
     """The /feature_maps answer: one PNG sheet of the three pictures, one .npz with exactly the
     arrays pca (gh, gw, 3), similarity (gh, gw), norms (gh, gw) (float32), image (H, W, 3) uint8 and
     grid (2,), and the facts as JSON-ready data. Returns (sheet path, npz path, facts)."""
     t0 = time.perf_counter()
-    tiles, maps = feature_pictures(p, query, layer)
+    tiles, maps = feature_pictures(p, query, layer, background=background)
     res = p.at(query, layer)
     d = new_dir(Path(root) if root else OUTPUT_ROOT)
     sheet_path = d / "features.png"

@@ -169,15 +169,23 @@ def high_norm(n: np.ndarray, factor: float = HIGH_NORM) -> np.ndarray:
     return n > factor * float(np.median(n))
 
 
-def feature_maps(tokens: np.ndarray, grid: tuple[int, int], num_prefix: int, layer: int, query: Query):
+def feature_maps(
+    tokens: np.ndarray,
+    grid: tuple[int, int],
+    num_prefix: int,
+    layer: int,
+    query: Query,
+    background: float | None = None,
+):
     """pca (gh, gw, 3), similarity (gh, gw) and norms (gh, gw), float32, of one layer of recorded
-    `tokens` (L, P + gh*gw, d). Raises InputError for a layer off the depth or a query off the grid."""
+    `tokens` (L, P + gh*gw, d); `background`: see `pca`. Raises InputError for a layer off the depth
+    or a query off the grid."""
     L = tokens.shape[0]
     if not -L <= layer < L:
         raise InputError(f"Layer {layer} is out of range; accepted: 0 to {L - 1}, or -1 for the last.")
     t = np.asarray(tokens[layer], dtype=np.float32)
     return {
-        "pca": pca(t[num_prefix:], grid),
+        "pca": pca(t[num_prefix:], grid, background=background),
         "similarity": similarity(t, grid, query, num_prefix),
         "norms": norms(t[num_prefix:], grid),
     }

@@ -33,12 +33,20 @@ def test_feature_maps_equal_the_packages(client):
         np.testing.assert_array_equal(arrays[k], want[k])
 
 
+def test_pca_background_drops_the_low_patches_as_the_package_does(client):
+    _, arrays, _ = features(client, model="mnist_vit", pca_background=0.5)
+    want = session.get_pass(DIGIT, "mnist_vit", "auto").feature_maps("cls", -1, background=0.5)
+    np.testing.assert_array_equal(arrays["pca"], want["pca"])
+    assert (arrays["pca"] == 0).all(-1).any()  # some patches are background
+
+
 @pytest.mark.parametrize(
     "kw, fragment",
     [
         (dict(layer=7), "Layer 7 is out of range"),
         (dict(query_row=9, query_col=0), "off the 7x7 grid"),
         (dict(query_row=2), "Give both query_row and query_col"),
+        (dict(pca_background=1.5), "PCA background threshold 1.5 is out of range"),
     ],
 )
 def test_bad_feature_requests_say_what_is_accepted(client, kw, fragment):
