@@ -5,4 +5,9 @@ vit_tab         ViT attention maps: the events; vit_layout its components; vit_p
 retrieval_tab   MNIST retrieval by attention; retrieval_api its endpoints (/retrieval_*)
 calculator_tab  the Q/K/V calculator (/calculate, /calculate_from_x, /patch_attention)
 components      shared pieces: typed errors as messages, inputs handed over as sent
+app.css         page-wide CSS, given to launch() (APP_CSS)
 """
+
+from importlib import resources
+
+APP_CSS = (resources.files(__name__) / "app.css").read_text()

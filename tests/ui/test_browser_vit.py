@@ -208,3 +208,20 @@ def test_the_feature_views_open_and_follow_the_query(page):
     feats.get_by_text("similarity to patch (3, 3)").wait_for()
     assert page.get_by_test_id("toast-body").count() == 0
     screenshot(page, "vit_features")
+
+
+@pytest.mark.browser
+def test_on_a_phone_all_three_tabs_are_on_one_line_and_the_maps_come_first(browser, app_url):
+    ctx = browser.new_context(viewport={"width": 390, "height": 844})
+    pg = ctx.new_page()
+    pg.set_default_timeout(60_000)
+    try:
+        pg.goto(app_url)
+        pg.locator("#vit-gallery").get_by_text("mean of heads").first.wait_for()
+        for name in ("ViT attention", "MNIST retrieval", "Q/K/V calculator"):
+            assert pg.get_by_role("tab", name=name).is_visible(), f"tab {name!r} is hidden behind the menu"
+        maps, controls = (pg.locator(s).bounding_box() for s in ("#vit-query-image", "#vit-model"))
+        assert maps["y"] < controls["y"]  # results before controls
+        screenshot(pg, "vit_phone")
+    finally:
+        ctx.close()
