@@ -7,15 +7,19 @@ input get the same entry, and nobody can reach an entry without sending its inpu
 
     cache = SharedCache(max_bytes=1 << 30, ttl=1800)
     value = cache.get_or_run(key, lambda: compute())   # computed once, even from 8 threads at once
+
+The files the server writes for Gradio to serve are bounded the same way, by age: `sweep`.
 """
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 
@@ -112,3 +116,24 @@ class SharedCache(Generic[V]):
                 break
             del self._items[key]
             self.nbytes -= size
+
+
+_last_sweep: dict[Path, float] = {}  # root -> when it was last swept
+_sweep_lock = threading.Lock()
+
+
+def sweep(root: Path, max_age: float, every: float = 60.0) -> None:
+    """Delete the files and folders directly under `root` last modified over `max_age` seconds ago,
+    at most once every `every` seconds per root (one thread sweeps; the others go on at once). What a
+    server writes there is then bounded by traffic x age."""
+    now = time.time()
+    with _sweep_lock:
+        if now - _last_sweep.get(root, 0.0) <= every:
+            return
+        _last_sweep[root] = now
+    for old in root.iterdir():
+        try:
+            if now - old.stat().st_mtime > max_age:
+                shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink()
+        except OSError:
+            pass  # gone already (another process's sweep)

@@ -153,9 +153,16 @@ def mark_patch(image, patch: tuple[int, int], patch_size: int, color=(0, 255, 25
     return np.asarray(pil)
 
 
-@lru_cache(maxsize=1)
-def _label_font() -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
-    return ImageFont.load_default()  # loaded once, not on every caption
+@lru_cache(maxsize=16)
+def font(size: int | None = None) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
+    """Pillow's bundled font, loaded once per size: its sans at `size` px (FreeType), or its small
+    bitmap font (size None, or Pillow < 10.1, which has no sizes)."""
+    if size is None:
+        return ImageFont.load_default()
+    try:
+        return ImageFont.load_default(size=size)
+    except TypeError:  # Pillow < 10.1
+        return ImageFont.load_default()
 
 
 def grid(
@@ -179,7 +186,7 @@ def grid(
         draw = ImageDraw.Draw(pil)
         for i, text in enumerate(labels):
             y, x = pad + (i // ncols) * (h + cap + pad) + h + 1, pad + (i % ncols) * (w + pad)
-            draw.text((x + 2, y), text, fill=(0, 0, 0), font=_label_font())
+            draw.text((x + 2, y), text, fill=(0, 0, 0), font=font())
         out = np.asarray(pil)
     return out
 

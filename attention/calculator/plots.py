@@ -9,12 +9,11 @@ the picture is shrunk to fit a phone (SHOWN_WIDTH px wide).
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
-from attention.render import colorize, grid, upsample
+from attention.render import colorize, font, grid, upsample
 
 HATCH = np.array([200, 200, 200], dtype=np.uint8), np.array([120, 120, 120], dtype=np.uint8)
 LABEL_PX = 14  # a caption's font size (CSS px) once the picture is shown SHOWN_WIDTH px wide
@@ -63,25 +62,17 @@ def caption_px(width: int) -> int:
     return max(LABEL_PX, math.ceil(LABEL_PX * width / SHOWN_WIDTH))
 
 
-@lru_cache(maxsize=16)
-def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
-    try:
-        return ImageFont.load_default(size=size)  # Pillow's bundled sans (FreeType)
-    except TypeError:  # Pillow < 10.1: a fixed bitmap font
-        return ImageFont.load_default()
-
-
 def captioned(tiles: list[np.ndarray], labels: list[str], *, ncols: int | None = None, pad: int = 4) -> np.ndarray:
     """Equal-sized uint8 tiles (h, w, 3) in rows of `ncols` (default: all in one row), each with its
     label below in black on white, `caption_px` of the whole picture's width. Returns uint8 (H, W, 3)."""
     h, w = tiles[0].shape[:2]
     ncols = ncols or len(tiles)
     size = caption_px(ncols * (w + pad) + pad)
-    font, cap = _font(size), round(size * 1.4)
+    face, cap = font(size), round(size * 1.4)
     out = []
     for tile, text in zip(tiles, labels):
         strip = Image.new("RGB", (w, cap), "white")
-        ImageDraw.Draw(strip).text((2, (cap - size) // 2), text, fill=(0, 0, 0), font=font)
+        ImageDraw.Draw(strip).text((2, (cap - size) // 2), text, fill=(0, 0, 0), font=face)
         out.append(np.vstack([tile, np.asarray(strip)]))
     return grid(out, ncols=ncols, pad=pad)
 

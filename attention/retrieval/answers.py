@@ -13,31 +13,22 @@ composed onto one sheet (`trained_sheet`).
 from __future__ import annotations
 
 import tempfile
-import threading
-import time
 import uuid
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw
 
+from attention.cache import sweep
 from attention.config import SETTINGS
-from attention.render import png_bytes
+from attention.render import font, png_bytes
 from attention.retrieval import lookup, panels
 
 OUTPUT_DIR = Path(tempfile.gettempdir()) / "attention-explorer-retrieval"  # the endpoints' PNGs
-_swept = [0.0]
-_sweep_lock = threading.Lock()
 
 PAD, GAP, HEADING = 12, 8, 24  # px around the sheet, between pictures, a heading's line
 CAPTION = 18  # px below each top-10 tile
 PLOT_HEIGHT = 2 * (panels.MATCH_SCALE * 28 + CAPTION) + GAP  # a weights plot is as tall as two rows of matches
-
-
-@lru_cache(maxsize=2)
-def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
-    return ImageFont.load_default(size=size)  # Pillow's bundled sans (FreeType), loaded once per size
 
 
 def save_png(img: np.ndarray, name: str) -> str:
@@ -45,18 +36,7 @@ def save_png(img: np.ndarray, name: str) -> str:
     OUTPUT_DIR and return its path. Gradio serves its own copy; at most once a minute, files older than
     ATTENTION_FILE_TTL seconds are deleted, so the folder is bounded by traffic x age."""
     OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
-    now = time.time()
-    with _sweep_lock:
-        sweep = now - _swept[0] > 60
-        if sweep:
-            _swept[0] = now
-    if sweep:
-        for old in OUTPUT_DIR.glob("*.png"):
-            try:
-                if now - old.stat().st_mtime > SETTINGS.cache_age:
-                    old.unlink()
-            except OSError:
-                pass  # another sweep got it first
+    sweep(OUTPUT_DIR, SETTINGS.cache_age)
     path = OUTPUT_DIR / f"{name}-{uuid.uuid4().hex}.png"
     path.write_bytes(png_bytes(np.ascontiguousarray(img)))
     return str(path)
@@ -139,20 +119,20 @@ def trained_sheet(view: panels.TrainedView) -> np.ndarray:
     pictures = [view.query] + [view.models[name].retrieved for name in names]
     for i, (head, pic) in enumerate(zip(heads, pictures)):
         x = PAD + i * (digit + GAP)
-        draw.text((x, PAD), head, fill="black", font=_font(16))
+        draw.text((x, PAD), head, fill="black", font=font(16))
         sheet.paste(Image.fromarray(pic).convert("RGB"), (x, PAD + HEADING))
     y = PAD + HEADING + digit
     for name, plot in zip(names, plots):
         y += GAP * 2
         info = view.info[name]
         head = f"{name} ({info['origin']}): weights over the database; top 10 (#rank · label · weight)"
-        draw.text((PAD, y), head, fill="black", font=_font(16))
+        draw.text((PAD, y), head, fill="black", font=font(16))
         y += HEADING
         sheet.paste(plot, (PAD, y))
         x0 = PAD + plot.width + GAP
         for r, (img, caption) in enumerate(view.models[name].top10):
             x, ty = x0 + (r % 5) * (tile + GAP), y + (r // 5) * (tile + CAPTION + GAP)
             sheet.paste(Image.fromarray(img).convert("RGB"), (x, ty))
-            draw.text((x + 2, ty + tile + 2), caption, fill="black", font=_font(13))
+            draw.text((x + 2, ty + tile + 2), caption, fill="black", font=font(13))
         y += PLOT_HEIGHT
     return np.asarray(sheet)

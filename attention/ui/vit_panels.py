@@ -80,7 +80,7 @@ class ComparePanel:
         if not cmp or cmp == VIT_NONE or st is None:
             return {**off, self.cpair: gr.update(visible=False), self.cacc: gr.update(visible=False)}
         try:
-            c = self.vit_pass(img, cmp, res, lambda frac, desc: progress(frac, desc=desc))
+            c = self.vit_pass(img, cmp, res, progress)
             q = vit_session.map_query(vit_session.parse_query(qr, qc), st.grid, c.base.grid)
             lay_c = vit_session.map_layer(vit_session.parse_index(lay, "Layer"), st.num_layers, c.num_layers)
             hd_c = min(vit_session.parse_index(hd or 0, "Head"), c.num_heads - 1)

@@ -43,10 +43,12 @@ VIT_PHOTOS = [
 ]
 
 
-def vit_pass(image, model, resolution, progress=None):
+def vit_pass(image, model, resolution, progress: gr.Progress | None = None):
     """The visitor's pass from the server's shared, bounded store (`session.PASSES`): computed once
-    per (image content, model, resolution), within the model allow-list and compute budget."""
-    return vit_session.get_pass(image, model, resolution, progress=progress, cache=vit_session.PASSES, shared=True)
+    per (image content, model, resolution), within the model allow-list and compute budget; a new
+    forward reports to `progress` (the event's progress bar)."""
+    report = None if progress is None else (lambda frac, desc: progress(frac, desc=desc))
+    return vit_session.get_pass(image, model, resolution, progress=report, cache=vit_session.PASSES, shared=True)
 
 
 def _vit_frame(p, qrow, qcol, layer, view, head, threshold, alpha, cmap, rollout=(), download=False):
@@ -184,9 +186,6 @@ def build(demo: gr.Blocks | None = None) -> None:
             state: p.ref,
         }
 
-    def progress_cb(progress):
-        return lambda frac, desc: progress(frac, desc=desc)
-
     def check_query(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, *ro):
         """Validator of the query fields: only the field at fault is marked, the last maps stay."""
         grid = st.grid if st is not None else None
@@ -202,7 +201,7 @@ def build(demo: gr.Blocks | None = None) -> None:
 
     @user_errors
     def update(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, fu, dr, du, progress=gr.Progress()):
-        p = vit_pass(img, mdl, res, progress_cb(progress))
+        p = vit_pass(img, mdl, res, progress)
         lay, hd, qr, qc = fit(p, st, lay, hd, qr, qc)
         return shown(_vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, (fu, dr, du)), p, cm)
 
@@ -254,7 +253,7 @@ def build(demo: gr.Blocks | None = None) -> None:
         mdl = link.model or (vit_models.OFFLINE_MODEL if digit else s.model)
         res, vw = link.resolution or d["resolution"], link.view or d["view"]
         qr, qc = (None, None) if link.query in (None, "cls") else link.query
-        p = vit_pass(img, mdl, res, progress_cb(progress))
+        p = vit_pass(img, mdl, res, progress)
         lay, hd, qr, qc = fit(p, None, -1 if link.layer is None else link.layer, link.head or 0, qr, qc)
         f = _vit_frame(p, qr, qc, lay, vw, hd, d["threshold"], d["alpha"], d["cmap"])
         head_up = gr.update(maximum=p.num_heads - 1, value=hd)

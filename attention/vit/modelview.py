@@ -17,9 +17,9 @@ from attention.errors import InputError
 from attention.render import grid, mark_patch, overlays
 from attention.vit.extract import Query
 from attention.vit.session import Pass
+from attention.vit.views import QUERY_COLOR
 
 MODEL_TILE = 160  # px: a tile's longer side (a ViT-B has 144 tiles: about 2,000 px by 1,300)
-QUERY_COLOR = (0, 255, 255)  # cyan, as the query's crosshair in the other views
 
 
 def model_view(

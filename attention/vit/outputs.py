@@ -12,7 +12,6 @@ an hour; and the render's facts as JSON-ready data.
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
 import uuid
@@ -24,6 +23,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from attention.cache import sweep
 from attention.config import SETTINGS
 from attention.render import grid, jpeg_bytes, png_bytes
 from attention.vit.extract import AttentionMaps
@@ -59,21 +59,11 @@ OUTPUT_ROOT = Path(tempfile.gettempdir()) / "attention-explorer"
 KEEP_SECONDS = SETTINGS.cache_age  # ATTENTION_FILE_TTL: Gradio serves its own copy of each file
 
 
-_last_sweep: dict[Path, float] = {}
-
-
 def new_dir(root: Path) -> Path:
-    """A fresh folder under `root`; at most once a minute per root, folders older than KEEP_SECONDS go."""
+    """A fresh folder under `root`; at most once a minute per root, folders older than KEEP_SECONDS go
+    (`cache.sweep`)."""
     root.mkdir(parents=True, exist_ok=True)
-    now = time.time()
-    if now - _last_sweep.get(root, 0.0) > 60:
-        _last_sweep[root] = now
-        for old in root.iterdir():
-            try:
-                if now - old.stat().st_mtime > KEEP_SECONDS:
-                    shutil.rmtree(old, ignore_errors=True)
-            except OSError:
-                pass
+    sweep(root, KEEP_SECONDS)
     d = root / uuid.uuid4().hex
     d.mkdir()
     return d

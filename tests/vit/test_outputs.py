@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from attention import cache
 from attention.render import overlay, upsample
 from attention.vit import outputs, views
 
@@ -93,7 +94,7 @@ def test_outputs_older_than_an_hour_are_swept_at_most_once_a_minute(digit_pass, 
         return old
 
     old = stale_folder()
-    outputs._last_sweep.pop(tmp_path, None)
+    cache._last_sweep.pop(tmp_path, None)  # not swept yet
     outputs.write_outputs(res, ts, model="m", view="mean", threshold=0.6, root=tmp_path)
     assert not old.exists()
     old = stale_folder()
