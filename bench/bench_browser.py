@@ -10,7 +10,8 @@ Serves `python app.py` with random weights of DINO ViT-S/16 in a temporary Huggi
   - a layer change (a click on the Layer slider) -> the updated maps;
   - a head tile click -> the large map shows that head;
 and the bytes the browser fetched for each. Each interaction reuses the visitor's pass (no
-forward); the ratio to one forward pass (measured in-process, same run) is printed.
+forward); the ratio to one forward pass (measured in-process, same run) is printed, for the map the
+browser draws itself (attention/vit/live.py) and for the server's picture that follows it.
 Screenshots at desktop (1400x1000) and phone (390x844) sizes go to `--shots`.
 """
 
@@ -61,29 +62,45 @@ def forward_seconds(home: Path, repeats: int) -> float:
 
 
 class Meter:
-    """Bytes of every response the page receives (body sizes), reset per interaction."""
+    """Bytes the page receives over the network (every response body, the answers' event stream
+    included, as Chrome's DevTools protocol reports them; data: URLs are not fetched), reset per
+    interaction."""
 
     def __init__(self, page) -> None:
-        self.bytes = 0
-        page.on("response", self._count)
+        self.bytes, self._local = 0, set()
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Network.enable")
+        cdp.on("Network.requestWillBeSent", self._sent)
+        cdp.on("Network.dataReceived", self._count)
 
-    def _count(self, response) -> None:
-        try:
-            self.bytes += len(response.body())
-        except Exception:  # noqa: BLE001 - streams and redirects have no body to count
-            pass
+    def _sent(self, event: dict) -> None:
+        if event["request"]["url"].startswith("data:"):
+            self._local.add(event["requestId"])
 
-
-def big_src(pg) -> str:
-    return pg.locator("#vit-query-image img").get_attribute("src") or ""
-
-
-def wait_new(pg, before: str) -> None:
-    pg.wait_for_function("b => (document.querySelector('#vit-query-image img') || {}).src !== b", arg=before)
-    pg.wait_for_function("() => { const e = document.querySelector('#vit-query-image img'); return e.complete }")
+    def _count(self, event: dict) -> None:
+        if event["requestId"] not in self._local:
+            self.bytes += event["dataLength"]
 
 
-def one_visit(browser, url: str, shots: Path | None) -> dict[str, tuple[float, int, float]]:
+WATCH = """() => {
+  const t = (window.__t = { down: null, first: null, server: null });
+  document.addEventListener("pointerdown", () => { t.down = performance.now(); }, { capture: true, once: true });
+  const host = document.querySelector("#vit-query-image"), before = host.querySelector("img").src;
+  new MutationObserver(() => {
+    const e = host.querySelector("img");
+    if (!e || e.src === before) return;
+    const src = e.src;
+    e.decode().then(() => {
+      const now = performance.now();
+      if (t.first === null) t.first = now;
+      if (!src.startsWith("data:") && t.server === null) t.server = now;
+    }).catch(() => {});
+  }).observe(host, { attributes: true, subtree: true, childList: true, attributeFilter: ["src"] });
+}"""
+
+
+def one_visit(browser, url: str, shots: Path | None) -> dict[str, tuple[float, float, int]]:
+    """{interaction: (seconds to the first new map on screen, seconds to the server's map, bytes)}."""
     pg = browser.new_page(viewport={"width": 1400, "height": 1000})
     meter = Meter(pg)
     out = {}
@@ -91,21 +108,23 @@ def one_visit(browser, url: str, shots: Path | None) -> dict[str, tuple[float, i
     pg.goto(url)
     pg.wait_for_selector("#vit-gallery img", timeout=120_000)
     pg.wait_for_function("() => [...document.querySelectorAll('#vit-gallery img')].every(e => e.complete)")
-    out["page load -> maps on screen"] = (time.perf_counter() - t, meter.bytes, float("nan"))
+    seconds = time.perf_counter() - t
+    pg.wait_for_function("() => (window.attentionLive || {}).base", timeout=30_000)  # the background fetch too
+    out["page load -> maps on screen"] = (seconds, seconds, meter.bytes)
     if shots:
         pg.screenshot(path=str(shots / "bench_desktop.png"))
 
     def timed(name: str, act) -> None:
         pg.wait_for_timeout(300)
-        before, meter.bytes = big_src(pg), 0
-        t0 = pg.evaluate("performance.now()")
-        t = time.perf_counter()
+        pg.evaluate(WATCH)
+        meter.bytes = 0
         act()
-        wait_new(pg, before)
-        seconds = time.perf_counter() - t
-        # when the browser began to fetch the new map = when the answer had arrived and was applied
-        start = pg.evaluate("s => (performance.getEntriesByName(s)[0] || {}).startTime", big_src(pg))
-        out[name] = (seconds, meter.bytes, (start - t0) / 1000 if start is not None else float("nan"))
+        pg.wait_for_function("() => window.__t.server !== null", timeout=30_000)
+        pg.wait_for_timeout(1000)  # what the browser fetches after the answer (a new layer's q/k) counts too
+        t = pg.evaluate("({...window.__t, painted: (window.attentionLive || {}).paintedAt || null})")
+        if t["painted"] is not None and t["painted"] > t["down"]:  # drawn here: the frame it was painted in
+            t["first"] = min(t["first"] or t["painted"], t["painted"])
+        out[name] = ((t["first"] - t["down"]) / 1000, (t["server"] - t["down"]) / 1000, meter.bytes)
 
     img = pg.locator("#vit-query-image img")
     box = img.bounding_box()
@@ -115,6 +134,7 @@ def one_visit(browser, url: str, shots: Path | None) -> dict[str, tuple[float, i
     timed("layer change -> updated maps", lambda: rng.click(position={"x": rb["width"] * 0.5, "y": rb["height"] / 2}))
     tiles = pg.locator("#vit-gallery .thumbnail-item")
     timed("head tile click -> that head large", lambda: tiles.nth(3).click())
+    out["drawn in the browser"] = pg.evaluate("window.attentionLive.drawn")
     if shots:
         pg.screenshot(path=str(shots / "bench_desktop_after.png"))
     pg.close()
@@ -151,13 +171,18 @@ def main() -> None:
     fwd = forward_seconds(home, 3)
     print(f"ViT-S/16 (random weights) on chelsea.jpg 720x480 at 480 px; {args.repeats} fresh pages; 2 cores")
     print(f"one forward pass in-process: {fwd:.3f} s")
-    print(f"{'interaction':40s} {'median s':>9s} {'/ forward':>10s} {'median kB':>10s} {'answer in s':>12s}")
+    print(f"{'interaction':36s} {'map s':>7s} {'/ fwd':>6s} {'server s':>9s} {'/ fwd':>6s} {'kB':>7s}")
     for name in runs[0]:
-        s = statistics.median(r[name][0] for r in runs)
-        kb = statistics.median(r[name][1] for r in runs) / 1e3
-        ans = statistics.median(r[name][2] for r in runs)
-        print(f"{name:40s} {s:9.3f} {s / fwd:10.2f} {kb:10.0f} {ans:12.3f}")
-    print("answer in s: from the click until the browser starts fetching the new map (the server's answer applied)")
+        if name == "drawn in the browser":
+            continue
+        first, server = (statistics.median(r[name][i] for r in runs) for i in (0, 1))
+        kb = statistics.median(r[name][2] for r in runs) / 1e3
+        print(f"{name:36s} {first:7.3f} {first / fwd:6.2f} {server:9.3f} {server / fwd:6.2f} {kb:7.0f}")
+    print(f"maps drawn in the browser per visit: {[r['drawn in the browser'] for r in runs]}")
+    print("map s: from the pointer going down until the new large map is on screen (drawn in the browser: the")
+    print("frame it is painted in); server s: until the server's own picture of it is decoded; kB: every response")
+    print("body the interaction caused (the answer's event stream and the maps asked for included; page load: until")
+    print("the base picture for drawing is in)")
     print(
         f"screenshots: {args.shots}/bench_desktop.png, bench_desktop_after.png, bench_phone.png, bench_phone_full.png"
     )

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from attention import render as vit_render
+from attention.ui import vit_live
 from attention.ui.components import image_path, number, slider, tiles_gallery
 from attention.ui.vit_panels import ComparePanel, FeaturePanel
 from attention.vit import models as vit_models
@@ -64,6 +65,7 @@ class Layout(NamedTuple):
     dl_btn: Any
     download: Any
     cmp: Any
+    live: Any  # hidden: the browser's copy of the view, for instant redraws (vit_live)
 
 
 def layout(s: Startup, vit_pass: Callable, fit: Callable) -> Layout:
@@ -248,6 +250,7 @@ def layout(s: Startup, vit_pass: Callable, fit: Callable) -> Layout:
                 elem_id="vit-download",
             )
     cmp = ComparePanel(vit_pass)
+    live = vit_live.component()
     return Layout(
         state,
         depth,
@@ -285,4 +288,5 @@ def layout(s: Startup, vit_pass: Callable, fit: Callable) -> Layout:
         dl_btn,
         download,
         cmp,
+        live,
     )

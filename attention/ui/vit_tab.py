@@ -11,7 +11,7 @@ import pandas as pd
 
 from attention.config import EXAMPLES_DIR
 from attention.errors import AttentionError, as_whole
-from attention.ui import vit_api, vit_layout
+from attention.ui import vit_api, vit_layout, vit_live
 from attention.ui.components import user_errors
 from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_panels import Main
@@ -127,6 +127,7 @@ def build(demo: gr.Blocks | None = None) -> None:
         dl_btn,
         download,
         cmp,
+        live,
     ) = vit_layout.layout(s, vit_pass, fit)
 
     show = [
@@ -144,6 +145,7 @@ def build(demo: gr.Blocks | None = None) -> None:
         head,
         qrow,
         qcol,
+        live,
     ]
     style = [layer, view, head, threshold, alpha, cmap]
 
@@ -160,9 +162,10 @@ def build(demo: gr.Blocks | None = None) -> None:
         )
         return {score_bars: data, weight_bars: data}
 
-    def shown(f, p, cm, plain=False) -> dict:
-        """A Frame as the display outputs. `plain`: values only, no gr.update (cached example outputs
-        cannot hold updates in Gradio 6.31; `adopt` fits the sliders after them)."""
+    def shown(f, p, style, plain=False) -> dict:
+        """A Frame as the display outputs; `style`: (view, head, opacity, colormap) for the browser's
+        copy (#vit-live). `plain`: values only, no gr.update and no browser copy (cached example
+        outputs cannot hold updates in Gradio 6.31; `adopt` fits the sliders and sends the copy)."""
         q = None if isinstance(f.res.query, str) else f.res.query
         out = {
             qimg: f.query_png,
@@ -184,6 +187,7 @@ def build(demo: gr.Blocks | None = None) -> None:
             qrow: None if q is None else q[0],
             qcol: None if q is None else q[1],
             state: p.ref,
+            live: vit_live.value(p, f.res, *style),
         }
 
     def check_query(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, *ro):
@@ -203,14 +207,14 @@ def build(demo: gr.Blocks | None = None) -> None:
     def update(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, fu, dr, du, progress=gr.Progress()):
         p = vit_pass(img, mdl, res, progress)
         lay, hd, qr, qc = fit(p, st, lay, hd, qr, qc)
-        return shown(_vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, (fu, dr, du)), p, cm)
+        return shown(_vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, (fu, dr, du)), p, (vw, hd, al, cm))
 
     @user_errors
     def click(img, mdl, res, lay, vw, hd, thr, al, cm, st, fu, dr, du, evt: gr.SelectData):
         p = vit_pass(img, mdl, res)
         r, c = vit_views.patch_at(evt.index[0], evt.index[1], p.base)
         lay, hd, _, _ = fit(p, st, lay, hd, None, None)
-        return shown(_vit_frame(p, r, c, lay, vw, hd, thr, al, cm, (fu, dr, du)), p, cm)
+        return shown(_vit_frame(p, r, c, lay, vw, hd, thr, al, cm, (fu, dr, du)), p, (vw, hd, al, cm))
 
     @user_errors
     def pick_head(img, mdl, res, qr, qc, lay, vw, thr, al, cm, st, fu, dr, du, evt: gr.SelectData):
@@ -220,7 +224,7 @@ def build(demo: gr.Blocks | None = None) -> None:
             vw = "mean"
         lay, hd, qr, qc = fit(p, st, lay, min(evt.index, p.num_heads - 1), qr, qc)
         f = _vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, (fu, dr, du))
-        return {**shown(f, p, cm), head: hd, view: vw}
+        return {**shown(f, p, (vw, hd, al, cm)), head: hd, view: vw}
 
     @user_errors
     def make_download(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, fu, dr, du):
@@ -257,7 +261,14 @@ def build(demo: gr.Blocks | None = None) -> None:
         lay, hd, qr, qc = fit(p, None, -1 if link.layer is None else link.layer, link.head or 0, qr, qc)
         f = _vit_frame(p, qr, qc, lay, vw, hd, d["threshold"], d["alpha"], d["cmap"])
         head_up = gr.update(maximum=p.num_heads - 1, value=hd)
-        return {**shown(f, p, d["cmap"]), image: img, model: mdl, resolution: res, view: vw, head: head_up}
+        return {
+            **shown(f, p, (vw, hd, d["alpha"], d["cmap"])),
+            image: img,
+            model: mdl,
+            resolution: res,
+            view: vw,
+            head: head_up,
+        }
 
     @user_errors
     def make_link(img, mdl, res, qr, qc, lay, vw, hd, url):
@@ -283,14 +294,16 @@ def build(demo: gr.Blocks | None = None) -> None:
     @user_errors
     def example(img, mdl, res, vw, thr, al, cm):
         p = vit_pass(img, mdl, res)
-        return shown(_vit_frame(p, None, None, -1, vw, 0, thr, al, cm), p, cm, plain=True)
+        return shown(_vit_frame(p, None, None, -1, vw, 0, thr, al, cm), p, (vw, 0, al, cm), plain=True)
 
     @user_errors
-    def adopt(img, mdl, res):
+    def adopt(img, mdl, res, vw, al, cm):
         """After an example is shown (from the examples cache): the visitor's pass (computed now if no
-        longer kept, so the next change is instant), sliders fitted to the model, query CLS."""
+        longer kept, so the next change is instant), sliders fitted to the model, query CLS, and the
+        browser's copy of the view."""
         p = vit_pass(img, mdl, res)
         return {
+            live: vit_live.value(p, p.at("cls", -1), vw, 0, al, cm),
             layer: gr.update(maximum=p.num_layers - 1, value=p.num_layers - 1),
             head: gr.update(maximum=p.num_heads - 1, value=0),
             qrow: None,
@@ -323,16 +336,26 @@ def build(demo: gr.Blocks | None = None) -> None:
             inputs,
             [*show, state],
             trigger_mode="always_last",
+            js=vit_live.AFTER_DRAWING,
             **fast,
         ),
         gr.on(  # typed query fields: checked first, so only the field at fault is marked
             [qrow.submit, qcol.submit], update, inputs, [*show, state], validator=check_query, **fast
         ),
-        qimg.select(click, [image, model, resolution, *style, state, *ropts], [*show, state], **fast),
+        # clicks as changes: the latest runs after a running one (the browser has drawn it already)
+        qimg.select(
+            click,
+            [image, model, resolution, *style, state, *ropts],
+            [*show, state],
+            trigger_mode="always_last",
+            js=vit_live.AFTER_DRAWING,
+            **fast,
+        ),
         gallery.select(
             pick_head,
             [image, model, resolution, qrow, qcol, layer, view, threshold, alpha, cmap, state, *ropts],
             [*show, state, view],
+            trigger_mode="always_last",
             **fast,
         ),
         cls_btn.click(lambda: (None, None), None, [qrow, qcol], api_visibility="private", queue=False).then(
@@ -367,7 +390,7 @@ def build(demo: gr.Blocks | None = None) -> None:
             ex = gr.Examples(
                 rows,
                 ex_in,
-                [c for c in show if c not in (download, qrow, qcol)],
+                [c for c in show if c not in (download, qrow, qcol, live)],
                 fn=example,
                 cache_examples=True,
                 cache_mode="lazy",
@@ -378,5 +401,7 @@ def build(demo: gr.Blocks | None = None) -> None:
                 api_visibility="private",
                 elem_id=api.replace("_", "-"),
             )
-            ex.load_input_event.then(adopt, [image, model, resolution], [layer, head, qrow, qcol, state], **fast)
+            ex.load_input_event.then(
+                adopt, [image, model, resolution, view, alpha, cmap], [layer, head, qrow, qcol, state, live], **fast
+            )
     vit_api.build(s.model, VIT_DEFAULTS)

@@ -1,0 +1,196 @@
+// The large map redrawn in this browser the moment a patch, a layer or a head is picked
+// (attention/vit/live.py says why and what the server sends). Runs as the `js_on_load` of the
+// hidden #vit-live component: `props.value` is the JSON of `live.payload` after every answer;
+// `server.live_maps` / `server.live_base` ask for a view's maps and for the base picture. The
+// drawing repeats the server's (render.overlays, views.query_image) and lies over the <img> until
+// the server's own picture is in. window.attentionLive.drawn counts the maps drawn here (tests).
+const L = (window.attentionLive = window.attentionLive || { drawn: 0, asked: 0 });
+L.server = server;
+
+function bytes(b64) {
+  const s = atob(b64), out = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
+  return out;
+}
+
+async function inflate(b64) {
+  const stream = new Blob([bytes(b64)]).stream().pipeThrough(new DecompressionStream("deflate"));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+async function decodeImage(url) {
+  const img = new Image();
+  img.src = url;
+  await img.decode();
+  const c = document.createElement("canvas");
+  [c.width, c.height] = [img.naturalWidth, img.naturalHeight];
+  const g = c.getContext("2d", { willReadFrequently: true });
+  g.drawImage(img, 0, 0);
+  return g.getImageData(0, 0, c.width, c.height);
+}
+
+// A new answer: the view it shows becomes ours; the base picture is fetched once per pass.
+L.receive = async function (json) {
+  if (!json) return;
+  const p = JSON.parse(json);
+  p.lutBytes = bytes(p.lut);
+  L.p = p;
+  L.cur = { layer: p.layer, head: p.head, view: p.view, query: p.query, maps: null };
+  const maps = await inflate(p.maps);
+  if (L.p !== p) return;
+  L.cur.maps = maps;
+  if (L.baseToken !== p.token) {
+    L.base = null;
+    L.baseToken = p.token;
+    const url = await L.server.live_base(p.token);
+    if (url && L.baseToken === p.token) L.base = await decodeImage(url);
+  }
+};
+
+// A patch or a layer: that view's maps from the server (no queue), drawn if still the latest asked.
+function ask(query, layer) {
+  L.pending = fetchMaps(query, layer).finally(() => (L.pending = null));
+}
+
+// What the tab's events wait for before they go to the server (their `js`): the drawing here first,
+// so the two do not compete for these 2 cores; at most WAIT ms.
+const WAIT = 250;
+L.settled = (args) =>
+  Promise.race([L.pending || Promise.resolve(), new Promise((ok) => setTimeout(ok, WAIT))]).then(() => args);
+
+async function fetchMaps(query, layer) {
+  const p = L.p, n = ++L.asked;
+  Object.assign(L.cur, { query, layer, maps: null });
+  const got = await L.server.live_maps([p.token, query, layer]);
+  if (!got || n !== L.asked || L.p !== p) return;
+  const maps = await inflate(got.maps);
+  if (n !== L.asked || L.p !== p) return;
+  Object.assign(L.cur, { query: got.query, layer: got.layer, maps });
+  show();
+}
+
+function blendTable(alpha) {  // PIL's Image.blend of one channel, in float32 and truncated: [base * 256 + colour]
+  if (L.blend && L.blend.alpha === alpha) return L.blend.table;
+  const a = Math.fround(alpha), t = new Uint8Array(65536);
+  for (let v = 0; v < 256; v++) for (let l = 0; l < 256; l++) t[v * 256 + l] = Math.trunc(Math.fround(v + Math.fround(a * (l - v))));
+  L.blend = { alpha, table: t };
+  return t;
+}
+
+// Map `which` (a head, or H: the mean) of `maps` over the base, enlarged, with the query's crosshair: ImageData.
+function picture(p, maps, which, query) {
+  const base = L.base, s = p.scale, [gh, gw] = p.grid, G = gh * gw, step = p.patch * s, bw = base.width;
+  const W = bw * s, Hh = base.height * s, out = new ImageData(W, Hh), o = new Uint32Array(out.data.buffer);
+  const b = base.data, lut = p.lutBytes, T = blendTable(p.alpha), cell = new Int32Array(W), bx = new Int32Array(W);
+  for (let x = 0; x < W; x++) [cell[x], bx[x]] = [Math.min(gw - 1, Math.floor(x / step)), Math.floor(x / s)];
+  for (let y = 0; y < Hh; y++) {
+    const row = which * G + Math.min(gh - 1, Math.floor(y / step)) * gw, by = Math.floor(y / s) * bw;
+    for (let x = 0; x < W; x++) {
+      const c = maps[row + cell[x]] * 3, i = (by + bx[x]) * 4;
+      o[y * W + x] = 0xff000000 | (T[(b[i + 2] << 8) | lut[c + 2]] << 16) | (T[(b[i + 1] << 8) | lut[c + 1]] << 8) | T[(b[i] << 8) | lut[c]];
+    }
+  }
+  if (query) crosshair(out, query, step);
+  return out;
+}
+
+function fill(img, y0, y1, x0, x1, rgb) {
+  [y0, x0] = [Math.max(0, y0), Math.max(0, x0)];
+  [y1, x1] = [Math.min(img.height, Math.max(0, y1)), Math.min(img.width, Math.max(0, x1))];
+  for (let y = y0; y < y1; y++)
+    for (let x = x0; x < x1; x++) img.data.set(rgb, (y * img.width + x) * 4);
+}
+
+function crosshair(img, [r, c], step) {  // views.crosshair, then render.mark_patch
+  const y = r * step + (step >> 1), x = c * step + (step >> 1), t = Math.max(1, Math.floor(step / 12));
+  const arm = Math.floor(2.5 * step), half = step >> 1, W = img.width, H = img.height;
+  for (const [pad, rgb] of [[1, [0, 0, 0]], [0, [0, 255, 255]]]) {
+    const w = t + pad;
+    fill(img, y - w, y + w + 1, x - half - arm, x - half, rgb);
+    fill(img, y - w, y + w + 1, Math.min(W, x + half + 1), Math.min(W, x + half + 1 + arm), rgb);
+    fill(img, y - half - arm, y - half, x - w, x + w + 1, rgb);
+    fill(img, Math.min(H, y + half + 1), Math.min(H, y + half + 1 + arm), x - w, x + w + 1, rgb);
+  }
+  const w = Math.max(1, step >> 3), [x0, y0, x1, y1] = [c * step, r * step, (c + 1) * step, (r + 1) * step];
+  const cyan = [0, 255, 255];
+  fill(img, y0, y0 + w, x0, x1, cyan);
+  fill(img, y1 - w, y1, x0, x1, cyan);
+  fill(img, y0, y1, x0, x0 + w, cyan);
+  fill(img, y0, y1, x1 - w, x1, cyan);
+}
+
+// Lay the picture over the large map's <img>, as large as the picture it shows, until the server's
+// own picture has loaded there (no encoding: a canvas, not an image URL; clicks go through to the img).
+function show() {
+  const p = L.p, cur = L.cur, img = document.querySelector("#vit-query-image img");
+  if (!img || !L.base || !cur.maps || !img.naturalWidth) return false;
+  const out = picture(p, cur.maps, cur.view === "mean" ? p.heads : cur.head, cur.query);
+  let cv = L.canvas;
+  if (!cv || cv.parentElement !== img.parentElement) {
+    cv = L.canvas = document.createElement("canvas");
+    cv.id = "vit-live-canvas";
+    cv.style.cssText = "position:absolute;pointer-events:none;z-index:1";
+    img.parentElement.style.position ||= "relative";
+    img.parentElement.appendChild(cv);
+  }
+  const n = img.getBoundingClientRect(), box = img.parentElement.getBoundingClientRect();
+  const r = Math.min(n.width / img.naturalWidth, n.height / img.naturalHeight, 1);
+  const [w, h] = [img.naturalWidth * r, img.naturalHeight * r];
+  Object.assign(cv.style, {
+    left: `${n.left - box.left + (n.width - w) / 2}px`, top: `${n.top - box.top + (n.height - h) / 2}px`,
+    width: `${w}px`, height: `${h}px`, display: "block",
+  });
+  [cv.width, cv.height] = [out.width, out.height];
+  cv.getContext("2d").putImageData(out, 0, 0);
+  L.last = out;  // (tests compare it with the server's picture)
+  L.drawn += 1;
+  const shown = (L.shownSrc = img.src);
+  requestAnimationFrame(() => (L.paintedAt = performance.now()));
+  const since = performance.now(), poll = setInterval(() => {  // the server's picture is in (or an error: 10 s)
+    const now = document.querySelector("#vit-query-image img");
+    const replaced = now !== img || (img.src !== shown && img.complete), late = performance.now() - since > 10000;
+    if (L.shownSrc !== shown) clearInterval(poll);  // a newer drawing watches now
+    else if (replaced || late) [cv.style.display] = ["none", clearInterval(poll)];
+  }, 30);
+  return true;
+}
+
+const ready = () => L.p && L.base && L.cur && ["heads", "mean"].includes(L.cur.view);
+
+function onPatch(e) {  // Gradio's own click -> pixel rule (Image's select), then views.patch_at
+  const img = e.target, p = L.p;
+  if (!ready()) return;
+  const n = img.getBoundingClientRect(), r = Math.min(n.width / img.naturalWidth, n.height / img.naturalHeight, 1);
+  const x = Math.round((e.clientX - n.left - (n.width - img.naturalWidth * r) / 2) / r);
+  const y = Math.round((e.clientY - n.top - (n.height - img.naturalHeight * r) / 2) / r);
+  if (x < 0 || x >= img.naturalWidth || y < 0 || y >= img.naturalHeight) return;
+  const step = p.patch * p.scale, [gh, gw] = p.grid;
+  ask([Math.min(gh - 1, Math.floor(y / step)), Math.min(gw - 1, Math.floor(x / step))], L.cur.layer);
+}
+
+function onHead(e) {
+  const tile = e.target.closest(".thumbnail-item");
+  if (!tile || !ready() || !L.cur.maps) return;
+  const i = [...document.querySelectorAll("#vit-gallery .thumbnail-item")].indexOf(tile);
+  if (i < 0 || i > L.p.heads) return;
+  if (i === L.p.heads) L.cur.view = "mean";
+  else L.cur.head = i;
+  show();
+}
+
+function onLayer(e) {
+  const layer = Number(e.target.value);
+  if (!ready() || !Number.isInteger(layer) || layer < 0 || layer >= L.p.layers) return;
+  ask(L.cur.query, layer);
+}
+
+Object.assign(L, { picture, show });  // (for tests and benches)
+
+if (!L.listening) {  // once per page, on the document: Gradio re-renders the elements themselves
+  L.listening = true;
+  document.addEventListener("click", (e) => e.target.matches?.("#vit-query-image img") && onPatch(e), true);
+  document.addEventListener("click", (e) => e.target.closest?.("#vit-gallery") && onHead(e), true);
+  document.addEventListener("change", (e) => e.target.closest?.("#vit-layer") && onLayer(e), true);
+}
+watch("value", () => L.receive(props.value));
+L.receive(props.value);

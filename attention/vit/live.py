@@ -1,0 +1,111 @@
+"""What a browser needs to redraw the large map by itself: patch, layer and head changes at once.
+
+None of those three needs a forward pass, yet any answer through Gradio's queue costs 90-120 ms
+on 2 cores before our work starts (bench/bench_browser.py). So every answer of the ViT tab also
+carries `payload`: how the large map is drawn and the layer's maps of every head, as the very
+colormap indices `render.colorize` picks, and `attention/ui/vit_live.js` draws the large map
+itself: a head change from the payload, a patch click or a layer change from `view_maps`, asked
+of the server directly (a few ms of work, no queue, about 10 kB). The tab's answer follows with
+everything else (head tiles, scores) and the server's own picture, the same one.
+
+A browser names a pass by `token`: its key signed with this server's secret, so it can fetch
+only passes it was given (never a pass of someone else's image by guessing a digest).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import io
+import json
+import secrets
+import zlib
+
+import numpy as np
+from PIL import Image
+
+from attention.render import colormap, jpeg_bytes, normalize
+from attention.vit.extract import AttentionMaps, Query
+from attention.vit.session import PASSES, Pass
+from attention.vit.views import big_scale, display_scale
+
+_SECRET = secrets.token_bytes(32)  # per server process: tokens die with it, as the passes do
+LIVE_VIEWS = ("heads", "mean")  # views the browser redraws itself (the others wait for the server)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def token(key: tuple[str, str, str]) -> str:
+    """A pass's key, signed: '<key as JSON>.<hmac>' (the browser hands it back to fetch data)."""
+    body = json.dumps(list(key), separators=(",", ":"))
+    sig = hmac.new(_SECRET, body.encode(), hashlib.sha256).hexdigest()[:32]
+    return f"{body}.{sig}"
+
+
+def find(tok: str) -> Pass | None:
+    """The kept pass a `token` names; None for a forged or malformed token or a pass no longer kept."""
+    if not isinstance(tok, str) or "." not in tok:
+        return None
+    body, sig = tok.rsplit(".", 1)
+    good = hmac.new(_SECRET, body.encode(), hashlib.sha256).hexdigest()[:32]
+    if not hmac.compare_digest(sig, good):
+        return None
+    return PASSES.get(tuple(json.loads(body)))
+
+
+def indices(maps: np.ndarray) -> np.ndarray:
+    """uint8 (H + 1, gh, gw): the colormap index of every patch in each of `maps` (H, gh, gw) and in
+    their mean, each min-max scaled on its own: exactly what `render.colorize` picks."""
+    maps = np.asarray(maps, dtype=np.float32)
+    return np.stack([(normalize(m) * 255).round().astype(np.uint8) for m in [*maps, maps.mean(0)]])
+
+
+def packed(maps: np.ndarray) -> str:
+    """`indices(maps)`, zlib-compressed, base64: what the browser draws from."""
+    return _b64(zlib.compress(indices(maps).tobytes(), 6))
+
+
+def payload(p: Pass, res: AttentionMaps, *, view: str, head: int, alpha: float, cmap: str) -> dict:
+    """The browser's copy of the view on screen (JSON-able): how to draw it (grid, patch size,
+    enlargement, colormap, opacity, query) and the heads' and mean's maps of the layer (`packed`)."""
+    L, H, N = res.weights.shape
+    return {
+        "token": token(p.key),
+        "grid": list(res.grid),
+        "patch": res.patch_size,
+        "scale": big_scale(res),
+        "layers": L,
+        "heads": H,
+        "layer": res.layer,
+        "head": int(head),
+        "view": view,
+        "query": None if isinstance(res.query, str) else list(res.query),
+        "alpha": float(alpha),
+        "lut": _b64(colormap(cmap).tobytes()),
+        "maps": packed(res.maps),
+    }
+
+
+def view_maps(p: Pass, query: Query, layer: int) -> dict:
+    """The maps of `query` at `layer` from pass `p` (no forward: its kept q/k), as `payload` packs
+    them. Raises InputError off the grid or depth."""
+    res = p.at(query, layer)
+    return {
+        "layer": res.layer,
+        "query": None if isinstance(res.query, str) else list(res.query),
+        "maps": packed(res.maps),
+    }
+
+
+def base_image(p: Pass) -> str:
+    """The picture the maps lie on (the preprocessed image, before enlargement) as a data URL:
+    JPEG (quality 95) for photos, PNG for small images shown enlarged."""
+    img = np.asarray(p.base.image.convert("RGB"), dtype=np.uint8)
+    if display_scale(p.base) == 1:
+        return "data:image/jpeg;base64," + _b64(jpeg_bytes(img, quality=95))
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, format="PNG")
+    return "data:image/png;base64," + _b64(buf.getvalue())

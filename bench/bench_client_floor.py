@@ -1,0 +1,102 @@
+"""What gradio_client's default client adds to any call, whatever the app: the floor under
+`bench/bench_api.py`'s client / in-process ratios.
+
+    python bench/bench_client_floor.py [--rounds 15]
+
+Serves a bare Gradio app (no attention code) in its own process with two endpoints: /echo returns
+its text, /wait sleeps the given seconds. For each, `Client(url).predict(...)` (the default client,
+as bench_api uses it) against calling the same function in this process, in one run. It prints the
+client's added time and the ratio client / in-process, and the smallest in-process time for which
+a ratio <= 1.5 is possible at all (2x the added time). gradio_client (2.x) posts each job with a
+new httpx client (a new TLS context, the CA bundle loaded again) and polls its event queue every
+50 ms (`utils.stream_sse_v1plus`): both are in the client, out of an app's reach.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+
+SERVER = textwrap.dedent(
+    """
+    import sys, time
+    import gradio as gr
+
+    def echo(text: str) -> str:
+        return text
+
+    def wait(seconds: float) -> float:
+        time.sleep(seconds)
+        return seconds
+
+    with gr.Blocks() as demo:
+        t, n = gr.Textbox(), gr.Number()
+        gr.Button("echo").click(echo, t, t, api_name="echo")
+        gr.Button("wait").click(wait, n, n, api_name="wait")
+    demo.queue().launch(server_port=int(sys.argv[1]), server_name="127.0.0.1", quiet=True)
+    """
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def median_seconds(fn, rounds: int) -> float:
+    ts = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=15)
+    args = ap.parse_args()
+    port = free_port()
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"}
+    srv = subprocess.Popen([sys.executable, "-c", SERVER, str(port)], env=env, stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(url, timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        from gradio_client import Client
+
+        client = Client(url, verbose=False)
+        cases = [("/echo", "hello", lambda: "hello")] + [
+            ("/wait", s, lambda s=s: time.sleep(s)) for s in (0.01, 0.05, 0.1, 0.2, 0.4)
+        ]
+        print(f"default gradio_client against the same function in-process; medians of {args.rounds} (2 cores)")
+        print(f"{'endpoint':14s} {'in-process s':>13s} {'client s':>9s} {'added s':>8s} {'ratio':>7s}")
+        added = []
+        for name, arg, local in cases:
+            client.predict(arg, api_name=name)  # warm-up
+            inner = median_seconds(local, args.rounds)
+            outer = median_seconds(lambda a=arg, n=name: client.predict(a, api_name=n), args.rounds)
+            added.append(outer - inner)
+            label = f"{name}({arg})"
+            print(f"{label:14s} {inner:13.4f} {outer:9.3f} {outer - inner:8.3f} {outer / max(inner, 1e-9):7.2f}")
+        floor = statistics.median(added)
+        print(f"the client adds {floor * 1000:.0f} ms to any call here (median over the rows), so client / in-process")
+        print(f"<= 1.5 needs at least {2 * floor * 1000:.0f} ms of work in-process")
+    finally:
+        srv.terminate()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Spec of the ViT tab's browser copy (attention.ui.vit_live): the two server functions its script
+calls directly answer only for a kept pass named by a token this server signed, and never raise."""
+
+from __future__ import annotations
+
+import base64
+import zlib
+
+import numpy as np
+import pytest
+
+from attention.ui import vit_live
+from attention.vit import live, session
+
+
+@pytest.fixture
+def tok(digit_pass):
+    session.PASSES.put(digit_pass.key, digit_pass)
+    return live.token(digit_pass.key)
+
+
+def test_live_maps_answers_a_query_and_layer_of_the_pass(tok, digit_pass):
+    got = vit_live.live_maps([tok, [1, 2], 0])
+    maps = np.frombuffer(zlib.decompress(base64.b64decode(got["maps"])), np.uint8).reshape(5, 7, 7)
+    assert got["query"] == [1, 2] and got["layer"] == 0
+    assert np.array_equal(maps, live.indices(digit_pass.at((1, 2), 0).maps))
+    assert vit_live.live_maps([tok, None, 3])["query"] is None  # CLS
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        None,
+        "x",
+        [],
+        ["forged.token", [1, 2], 0],
+        ["TOKEN", [1, 2], 9],  # off the depth
+        ["TOKEN", [7, 0], 0],  # off the grid
+        ["TOKEN", [1], 0],
+        ["TOKEN", "cls", 0],
+        ["TOKEN", [1, 2], 1.5],
+        ["TOKEN", ["a", "b"], 0],
+        ["TOKEN", [1.0, 2], 0],
+        ["TOKEN", [1, 2], True],
+        ["TOKEN", [1, 2]],
+    ],
+)
+def test_live_maps_answers_nothing_to_what_it_does_not_accept(tok, args):
+    if isinstance(args, list):
+        args = [tok if a == "TOKEN" else a for a in args]
+    assert vit_live.live_maps(args) is None
+
+
+def test_live_base_is_the_picture_of_a_kept_pass_only(tok):
+    assert vit_live.live_base(tok).startswith("data:image/png;base64,")
+    for bad in (None, 3, "", tok + "0", tok.replace("mnist_vit", "dino_vits16")):
+        assert vit_live.live_base(bad) is None
+
+
+def test_the_component_is_in_the_page_but_not_on_screen():
+    c = vit_live.component()
+    assert c.visible == "hidden" and c.elem_id == "vit-live"
+    assert [f.__name__ for f in c.server_fns] == ["live_maps", "live_base"]
