@@ -5,7 +5,7 @@
 
 Serves a bare Gradio app (no attention code) in its own process with two endpoints: /echo returns
 its text, /wait sleeps the given seconds. For each, `Client(url).predict(...)` (the default client,
-as bench_api uses it) against calling the same function in this process, in one run. It prints the
+as bench_api uses it) against calling the same function in this process, interleaved. It prints the
 client's added time and the ratio client / in-process, and the smallest in-process time for which
 a ratio <= 1.5 is possible at all (2x the added time). gradio_client (2.x) posts each job with a
 new httpx client (a new TLS context, the CA bundle loaded again) and polls its event queue every
@@ -23,6 +23,11 @@ import sys
 import textwrap
 import time
 import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.bench_app_roundtrip import interleaved_times  # noqa: E402
 
 SERVER = textwrap.dedent(
     """
@@ -51,15 +56,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def median_seconds(fn, rounds: int) -> float:
-    ts = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=15)
@@ -81,13 +77,12 @@ def main() -> None:
         cases = [("/echo", "hello", lambda: "hello")] + [
             ("/wait", s, lambda s=s: time.sleep(s)) for s in (0.01, 0.05, 0.1, 0.2, 0.4)
         ]
-        print(f"default gradio_client against the same function in-process; medians of {args.rounds} (2 cores)")
+        print(f"the default gradio_client vs the same function in-process; medians of {args.rounds} interleaved rounds")
         print(f"{'endpoint':14s} {'in-process s':>13s} {'client s':>9s} {'added s':>8s} {'ratio':>7s}")
         added = []
         for name, arg, local in cases:
-            client.predict(arg, api_name=name)  # warm-up
-            inner = median_seconds(local, args.rounds)
-            outer = median_seconds(lambda a=arg, n=name: client.predict(a, api_name=n), args.rounds)
+            remote = lambda a=arg, n=name: client.predict(a, api_name=n)  # noqa: E731
+            inner, outer = map(statistics.median, interleaved_times([local, remote], args.rounds))
             added.append(outer - inner)
             label = f"{name}({arg})"
             print(f"{label:14s} {inner:13.4f} {outer:9.3f} {outer - inner:8.3f} {outer / max(inner, 1e-9):7.2f}")
