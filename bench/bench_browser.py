@@ -110,7 +110,7 @@ def one_visit(browser, url: str, shots: Path | None) -> dict[str, tuple[float, f
     pg.wait_for_function("() => [...document.querySelectorAll('#vit-gallery img')].every(e => e.complete)")
     seconds = time.perf_counter() - t
     pg.wait_for_function("() => (window.attentionLive || {}).base", timeout=30_000)  # the background fetch too
-    out["page load -> maps on screen"] = (seconds, seconds, meter.bytes)
+    out["page load -> maps on screen"] = (seconds, seconds, meter.bytes, float("nan"))
     if shots:
         pg.screenshot(path=str(shots / "bench_desktop.png"))
 
@@ -121,10 +121,12 @@ def one_visit(browser, url: str, shots: Path | None) -> dict[str, tuple[float, f
         act()
         pg.wait_for_function("() => window.__t.server !== null", timeout=30_000)
         pg.wait_for_timeout(1000)  # what the browser fetches after the answer (a new layer's q/k) counts too
-        t = pg.evaluate("({...window.__t, painted: (window.attentionLive || {}).paintedAt || null})")
+        live = "(window.attentionLive || {})"
+        t = pg.evaluate(f"({{...window.__t, painted: {live}.paintedAt || null, tiles: {live}.tilesAt || null}})")
         if t["painted"] is not None and t["painted"] > t["down"]:  # drawn here: the frame it was painted in
             t["first"] = min(t["first"] or t["painted"], t["painted"])
-        out[name] = ((t["first"] - t["down"]) / 1000, (t["server"] - t["down"]) / 1000, meter.bytes)
+        tiles = (t["tiles"] - t["down"]) / 1000 if t["tiles"] is not None and t["tiles"] > t["down"] else float("nan")
+        out[name] = ((t["first"] - t["down"]) / 1000, (t["server"] - t["down"]) / 1000, meter.bytes, tiles)
 
     img = pg.locator("#vit-query-image img")
     box = img.bounding_box()
@@ -171,16 +173,18 @@ def main() -> None:
     fwd = forward_seconds(home, 3)
     print(f"ViT-S/16 (random weights) on chelsea.jpg 720x480 at 480 px; {args.repeats} fresh pages; 2 cores")
     print(f"one forward pass in-process: {fwd:.3f} s")
-    print(f"{'interaction':36s} {'map s':>7s} {'/ fwd':>6s} {'server s':>9s} {'/ fwd':>6s} {'kB':>7s}")
+    print(f"{'interaction':36s} {'map s':>7s} {'/ fwd':>6s} {'tiles s':>8s} {'server s':>9s} {'/ fwd':>6s} {'kB':>7s}")
     for name in runs[0]:
         if name == "drawn in the browser":
             continue
-        first, server = (statistics.median(r[name][i] for r in runs) for i in (0, 1))
-        kb = statistics.median(r[name][2] for r in runs) / 1e3
-        print(f"{name:36s} {first:7.3f} {first / fwd:6.2f} {server:9.3f} {server / fwd:6.2f} {kb:7.0f}")
+        first, server, kb, tiles = (statistics.median(r[name][i] for r in runs) for i in range(4))
+        print(
+            f"{name:36s} {first:7.3f} {first / fwd:6.2f} {tiles:8.3f} {server:9.3f} {server / fwd:6.2f} {kb / 1e3:7.0f}"
+        )
     print(f"maps drawn in the browser per visit: {[r['drawn in the browser'] for r in runs]}")
     print("map s: from the pointer going down until the new large map is on screen (drawn in the browser: the")
-    print("frame it is painted in); server s: until the server's own picture of it is decoded; kB: every response")
+    print("frame it is painted in); tiles s: until the browser has drawn the head tiles too (- where it does not:")
+    print("a view change); server s: until the server's own large map is decoded; kB: every response")
     print("body the interaction caused (the answer's event stream and the maps asked for included; page load: until")
     print("the base picture for drawing is in)")
     print(

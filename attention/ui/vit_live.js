@@ -4,7 +4,7 @@
 // `server.live_maps` / `server.live_base` ask for a view's maps and for the base picture. The
 // drawing repeats the server's (render.overlays, views.query_image) and lies over the <img> until
 // the server's own picture is in. window.attentionLive.drawn counts the maps drawn here (tests).
-const L = (window.attentionLive = window.attentionLive || { drawn: 0, asked: 0 });
+const L = (window.attentionLive = window.attentionLive || { drawn: 0, asked: 0, drawings: 0 });
 L.server = server;
 
 function bytes(b64) {
@@ -77,24 +77,32 @@ function blendTable(alpha) {  // PIL's Image.blend of one channel, in float32 an
   return t;
 }
 
-// Map `which` (a head, or H: the mean) of `maps` over the base, enlarged, with the query's crosshair: ImageData.
-function picture(p, maps, which, query) {
-  const base = L.base, s = p.scale, [gh, gw] = p.grid, G = gh * gw, step = p.patch * s, bw = base.width;
-  const W = bw * s, Hh = base.height * s, out = new ImageData(W, Hh), o = new Uint32Array(out.data.buffer);
-  const b = base.data, lut = p.lutBytes, T = blendTable(p.alpha), cell = new Int32Array(W), bx = new Int32Array(W);
-  for (let x = 0; x < W; x++) [cell[x], bx[x]] = [Math.min(gw - 1, Math.floor(x / step)), Math.floor(x / s)];
-  for (let y = 0; y < Hh; y++) {
-    const row = which * G + Math.min(gh - 1, Math.floor(y / step)) * gw, by = Math.floor(y / s) * bw;
-    for (let x = 0; x < W; x++) {
+// Map `which` (a head, or H: the mean) of `maps` over the base, enlarged `s` times, the query patch marked
+// by a crosshair (the large map: views.query_image) or a square (the tiles: views.tiles): ImageData.
+// `size` [w, h]: sampled down to that size (nearest; the tiles, which the server sends reduced).
+function picture(p, maps, which, query, s, mark, size) {
+  const base = L.base, [gh, gw] = p.grid, G = gh * gw, step = p.patch * s, bw = base.width;
+  const W = bw * s, Hh = base.height * s, [w, h] = size || [W, Hh], out = new ImageData(w, h);
+  const o = new Uint32Array(out.data.buffer), b = base.data, lut = p.lutBytes, T = blendTable(p.alpha);
+  const cell = new Int32Array(w), bx = new Int32Array(w);
+  for (let x = 0; x < w; x++) {
+    const X = Math.floor((x * W) / w);
+    [cell[x], bx[x]] = [Math.min(gw - 1, Math.floor(X / step)), Math.floor(X / s)];
+  }
+  for (let y = 0; y < h; y++) {
+    const Y = Math.floor((y * Hh) / h), row = which * G + Math.min(gh - 1, Math.floor(Y / step)) * gw;
+    const by = Math.floor(Y / s) * bw;
+    for (let x = 0; x < w; x++) {
       const c = maps[row + cell[x]] * 3, i = (by + bx[x]) * 4;
-      o[y * W + x] = 0xff000000 | (T[(b[i + 2] << 8) | lut[c + 2]] << 16) | (T[(b[i + 1] << 8) | lut[c + 1]] << 8) | T[(b[i] << 8) | lut[c]];
+      o[y * w + x] = 0xff000000 | (T[(b[i + 2] << 8) | lut[c + 2]] << 16) | (T[(b[i + 1] << 8) | lut[c + 1]] << 8) | T[(b[i] << 8) | lut[c]];
     }
   }
-  if (query) crosshair(out, query, step);
+  if (query) (mark === "crosshair" ? crosshair : square)(out, query, step, [w / W, h / Hh]);
   return out;
 }
 
-function fill(img, y0, y1, x0, x1, rgb) {
+function fill(img, y0, y1, x0, x1, rgb, [kx, ky] = [1, 1]) {  // rows y0..y1, columns x0..x1 (exclusive) of the full size
+  [y0, x0, y1, x1] = [Math.floor(y0 * ky), Math.floor(x0 * kx), Math.ceil(y1 * ky), Math.ceil(x1 * kx)];
   [y0, x0] = [Math.max(0, y0), Math.max(0, x0)];
   [y1, x1] = [Math.min(img.height, Math.max(0, y1)), Math.min(img.width, Math.max(0, x1))];
   for (let y = y0; y < y1; y++)
@@ -111,48 +119,81 @@ function crosshair(img, [r, c], step) {  // views.crosshair, then render.mark_pa
     fill(img, y - half - arm, y - half, x - w, x + w + 1, rgb);
     fill(img, Math.min(H, y + half + 1), Math.min(H, y + half + 1 + arm), x - w, x + w + 1, rgb);
   }
-  const w = Math.max(1, step >> 3), [x0, y0, x1, y1] = [c * step, r * step, (c + 1) * step, (r + 1) * step];
-  const cyan = [0, 255, 255];
-  fill(img, y0, y0 + w, x0, x1, cyan);
-  fill(img, y1 - w, y1, x0, x1, cyan);
-  fill(img, y0, y1, x0, x0 + w, cyan);
-  fill(img, y0, y1, x1 - w, x1, cyan);
+  square(img, [r, c], step);
 }
 
-// Lay the picture over the large map's <img>, as large as the picture it shows, until the server's
-// own picture has loaded there (no encoding: a canvas, not an image URL; clicks go through to the img).
-function show() {
-  const p = L.p, cur = L.cur, img = document.querySelector("#vit-query-image img");
-  if (!img || !L.base || !cur.maps || !img.naturalWidth) return false;
-  const out = picture(p, cur.maps, cur.view === "mean" ? p.heads : cur.head, cur.query);
-  let cv = L.canvas;
-  if (!cv || cv.parentElement !== img.parentElement) {
-    cv = L.canvas = document.createElement("canvas");
-    cv.id = "vit-live-canvas";
+function square(img, [r, c], step, k) {  // render.mark_patch (k: the picture's size over the full size)
+  const w = Math.max(1, step >> 3), [x0, y0, x1, y1] = [c * step, r * step, (c + 1) * step, (r + 1) * step];
+  const cyan = [0, 255, 255];
+  fill(img, y0, y0 + w, x0, x1, cyan, k);
+  fill(img, y1 - w, y1, x0, x1, cyan, k);
+  fill(img, y0, y1, x0, x0 + w, cyan, k);
+  fill(img, y0, y1, x1 - w, x1, cyan, k);
+}
+
+// Where a canvas must lie to cover `img` exactly: its box inside the parent's border, and its object-fit.
+function place(img) {
+  const n = img.getBoundingClientRect(), parent = img.parentElement, box = parent.getBoundingClientRect();
+  return {
+    left: `${n.left - box.left - parent.clientLeft}px`, top: `${n.top - box.top - parent.clientTop}px`,
+    width: `${n.width}px`, height: `${n.height}px`, objectFit: getComputedStyle(img).objectFit, display: "block",
+  };
+}
+
+// Lay `out` over `img` in a canvas placed by `place` (measured before any canvas is touched: one layout),
+// until the img's own picture changes (the server's is in) or 10 s pass (an answer that never came):
+// no encoding, and clicks go through to the img.
+function cover(img, out, where = place(img)) {
+  let cv = img.parentElement.querySelector(":scope > canvas.vit-live");
+  if (!cv) {
+    cv = document.createElement("canvas");
+    cv.className = "vit-live";
     cv.style.cssText = "position:absolute;pointer-events:none;z-index:1";
-    img.parentElement.style.position ||= "relative";
+    if (getComputedStyle(img.parentElement).position === "static") img.parentElement.style.position = "relative";
     img.parentElement.appendChild(cv);
   }
-  const n = img.getBoundingClientRect(), box = img.parentElement.getBoundingClientRect();
-  const r = Math.min(n.width / img.naturalWidth, n.height / img.naturalHeight, 1);
-  const [w, h] = [img.naturalWidth * r, img.naturalHeight * r];
-  Object.assign(cv.style, {
-    left: `${n.left - box.left + (n.width - w) / 2}px`, top: `${n.top - box.top + (n.height - h) / 2}px`,
-    width: `${w}px`, height: `${h}px`, display: "block",
-  });
+  Object.assign(cv.style, where);
   [cv.width, cv.height] = [out.width, out.height];
   cv.getContext("2d").putImageData(out, 0, 0);
+  const shown = img.src, since = performance.now(), mark = (cv.dataset.drawing = String(++L.drawings));
+  const poll = setInterval(() => {
+    const gone = !img.isConnected || (img.src !== shown && img.complete), late = performance.now() - since > 10000;
+    if (cv.dataset.drawing !== mark) clearInterval(poll);  // drawn again: the newer drawing watches
+    else if (gone || late) [cv.style.display] = ["none", clearInterval(poll)];
+  }, 30);
+  return cv;
+}
+
+// The large map now, then (after that frame is painted) the head tiles, one per task, unless only the
+// head changed (`tiles` false: they stay as they are).
+function show(tiles_too = true) {
+  const p = L.p, cur = L.cur, img = document.querySelector("#vit-query-image img");
+  if (!img || !L.base || !cur.maps || !img.naturalWidth) return false;
+  const out = picture(p, cur.maps, cur.view === "mean" ? p.heads : cur.head, cur.query, p.scale, "crosshair");
+  L.canvas = cover(img, out);
   L.last = out;  // (tests compare it with the server's picture)
   L.drawn += 1;
-  const shown = (L.shownSrc = img.src);
-  requestAnimationFrame(() => (L.paintedAt = performance.now()));
-  const since = performance.now(), poll = setInterval(() => {  // the server's picture is in (or an error: 10 s)
-    const now = document.querySelector("#vit-query-image img");
-    const replaced = now !== img || (img.src !== shown && img.complete), late = performance.now() - since > 10000;
-    if (L.shownSrc !== shown) clearInterval(poll);  // a newer drawing watches now
-    else if (replaced || late) [cv.style.display] = ["none", clearInterval(poll)];
-  }, 30);
+  const n = L.drawn;
+  requestAnimationFrame(() => {
+    L.paintedAt = performance.now();
+    if (tiles_too) setTimeout(() => tiles(n), 0);
+  });
   return true;
+}
+
+function tiles(n) {  // the gallery's tiles: heads then mean (heads view) or the mean alone (mean view)
+  const p = L.p, cur = L.cur, imgs = [...document.querySelectorAll("#vit-gallery .thumbnail-item img")];
+  const which = cur.view === "mean" ? [p.heads] : [...Array(p.heads + 1).keys()];
+  L.lastTiles = [];
+  if (n !== L.drawn || imgs.length !== which.length) return;  // newer drawing; or the view changes the tiles
+  const where = imgs.map(place), full = L.base.width * p.tile_scale;
+  imgs.forEach((img, i) => {  // at the size the server sends them (reduced for photos)
+    const size = img.naturalWidth && img.naturalWidth < full ? [img.naturalWidth, img.naturalHeight] : null;
+    const out = picture(p, cur.maps, which[i], cur.query, p.tile_scale, "square", size);
+    cover(img, out, where[i]);
+    L.lastTiles.push(out);
+  });
+  L.tilesAt = performance.now();
 }
 
 const ready = () => L.p && L.base && L.cur && ["heads", "mean"].includes(L.cur.view);
@@ -173,9 +214,10 @@ function onHead(e) {
   if (!tile || !ready() || !L.cur.maps) return;
   const i = [...document.querySelectorAll("#vit-gallery .thumbnail-item")].indexOf(tile);
   if (i < 0 || i > L.p.heads) return;
-  if (i === L.p.heads) L.cur.view = "mean";
+  const mean = i === L.p.heads;
+  if (mean) L.cur.view = "mean";
   else L.cur.head = i;
-  show();
+  show(mean);  // the tiles stay, but the mean view shows one (the server's answer brings it)
 }
 
 function onLayer(e) {

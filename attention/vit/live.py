@@ -76,7 +76,8 @@ def payload(p: Pass, res: AttentionMaps, *, view: str, head: int, alpha: float, 
         "token": token(p.key),
         "grid": list(res.grid),
         "patch": res.patch_size,
-        "scale": big_scale(res),
+        "scale": big_scale(res),  # the large map's enlargement
+        "tile_scale": display_scale(res),  # the head tiles'
         "layers": L,
         "heads": H,
         "layer": res.layer,
