@@ -1,4 +1,5 @@
-// The large map redrawn in this browser the moment a patch, a layer or a head is picked
+// The large map and the head tiles redrawn in this browser the moment a patch, a layer, a head or an
+// opacity is picked
 // (attention/vit/live.py says why and what the server sends). Runs as the `js_on_load` of the
 // hidden #vit-live component: `props.value` is the JSON of `live.payload` after every answer;
 // `server.live_maps` / `server.live_base` ask for a view's maps and for the base picture. The
@@ -220,6 +221,20 @@ function onHead(e) {
   show(mean);  // the tiles stay, but the mean view shows one (the server's answer brings it)
 }
 
+function onHeadSlider(e) {
+  const head = Number(e.target.value);
+  if (!ready() || !L.cur.maps || !Number.isInteger(head) || head < 0 || head >= L.p.heads) return;
+  L.cur.head = head;
+  show(false);
+}
+
+function onOpacity(e) {
+  const alpha = Number(e.target.value);
+  if (!ready() || !L.cur.maps || !(alpha >= 0 && alpha <= 1)) return;
+  L.p.alpha = alpha;
+  show();
+}
+
 function onLayer(e) {
   const layer = Number(e.target.value);
   if (!ready() || !Number.isInteger(layer) || layer < 0 || layer >= L.p.layers) return;
@@ -232,7 +247,12 @@ if (!L.listening) {  // once per page, on the document: Gradio re-renders the el
   L.listening = true;
   document.addEventListener("click", (e) => e.target.matches?.("#vit-query-image img") && onPatch(e), true);
   document.addEventListener("click", (e) => e.target.closest?.("#vit-gallery") && onHead(e), true);
-  document.addEventListener("change", (e) => e.target.closest?.("#vit-layer") && onLayer(e), true);
+  // the sliders' ranges only: a typed number reaches the server on blur (Gradio's `release`), not on Enter
+  const on = { "#vit-layer": onLayer, "#vit-head": onHeadSlider, "#vit-alpha": onOpacity };
+  document.addEventListener("change", (e) => {
+    if (e.target.type !== "range") return;
+    for (const [where, fn] of Object.entries(on)) if (e.target.closest?.(where)) fn(e);
+  }, true);
 }
 watch("value", () => L.receive(props.value));
 L.receive(props.value);

@@ -39,6 +39,13 @@ def ready(page) -> None:
     page.wait_for_function("() => (window.attentionLive || {}).base")
 
 
+def click_range(page, slider: str, x: float) -> None:
+    """Click a slider's range `x` px from its left end (negative: from its right end)."""
+    rng = page.locator(f"{slider} input[type=range]")
+    box = rng.bounding_box()
+    rng.click(position={"x": x if x >= 0 else box["width"] + x, "y": box["height"] / 2})
+
+
 def drawn_then_served(page, act, tiles: int = 5) -> list[int]:
     """Do `act`; check the large map and the `tiles` head tiles were drawn here (canvases over the
     <img>s) before the server's pictures came, then replaced by them; return the pixels where the
@@ -56,18 +63,20 @@ def drawn_then_served(page, act, tiles: int = 5) -> list[int]:
 
 
 @pytest.mark.browser
-def test_patch_layer_and_head_are_drawn_here_first_and_match_the_servers_picture(page):
+def test_patch_layer_head_and_opacity_are_drawn_here_first_and_match_the_servers_pictures(page):
     ready(page)
     assert drawn_then_served(page, lambda: click_image_at(page, MAP, 0.8, 0.3)) == [0] * 6  # crosshair, squares
     assert "row 2, col 5" in page.locator("#vit-query-label").inner_text()
 
-    rng = page.locator("#vit-layer input[type=range]")
-    box = rng.bounding_box()
-    assert drawn_then_served(page, lambda: rng.click(position={"x": 4, "y": box["height"] / 2})) == [0] * 6
+    assert drawn_then_served(page, lambda: click_range(page, "#vit-layer", 4)) == [0] * 6
     assert page.locator("#vit-layer input[type=number]").input_value() == "0"
 
     assert drawn_then_served(page, lambda: page.locator("#vit-gallery .thumbnail-item").nth(2).click()) == [0] * 6
     assert page.locator("#vit-head input[type=number]").input_value() == "2"
+    for slider in ("#vit-head", "#vit-alpha"):  # the head's and the opacity's ranges, at their right end
+        assert drawn_then_served(page, lambda s=slider: click_range(page, s, -4)) == [0] * 6
+    assert page.locator("#vit-head input[type=number]").input_value() == "3"
+    assert float(page.locator("#vit-alpha input[type=number]").input_value()) > 0.9
     # the mean's tile: the large map shows the mean at once; the gallery becomes that one tile (the server's)
     assert drawn_then_served(page, lambda: page.locator("#vit-gallery .thumbnail-item").nth(4).click(), 0) == [0]
     page.locator("#vit-gallery").get_by_text("mean of 4 heads").wait_for()
