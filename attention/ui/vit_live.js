@@ -247,6 +247,11 @@ if (!L.listening) {  // once per page, on the document: Gradio re-renders the el
   L.listening = true;
   document.addEventListener("click", (e) => e.target.matches?.("#vit-query-image img") && onPatch(e), true);
   document.addEventListener("click", (e) => e.target.closest?.("#vit-gallery") && onHead(e), true);
+  // Enter in a slider's number box commits it as leaving the box does (Gradio's `release` fires on blur only)
+  document.addEventListener("keydown", (e) => {
+    const slider = e.target.closest?.("#vit-layer, #vit-head, #vit-threshold, #vit-alpha");
+    if (e.key === "Enter" && e.target.type === "number" && slider) e.target.blur();
+  }, true);
   // the sliders' ranges only: a typed number reaches the server on blur (Gradio's `release`), not on Enter
   const on = { "#vit-layer": onLayer, "#vit-head": onHeadSlider, "#vit-alpha": onOpacity };
   document.addEventListener("change", (e) => {

@@ -112,3 +112,12 @@ def test_quick_clicks_end_on_the_last_one(page):
     page.wait_for_function("() => [...document.querySelectorAll('#vit-gallery img')].every(e => e.complete)")
     page.wait_for_function(SERVED)
     assert page.evaluate(DIFFERING) == [0] * 6  # the last drawings are the last answer's pictures
+
+
+@pytest.mark.browser
+def test_enter_in_a_sliders_number_box_updates_the_maps(page):
+    ready(page)
+    box = page.locator("#vit-layer input[type=number]")
+    box.fill("1")
+    box.press("Enter")  # Gradio alone would wait until the box loses focus
+    page.locator("#vit-details").get_by_text("layer 1/3").wait_for()
