@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -61,3 +62,25 @@ def test_the_component_is_in_the_page_but_not_on_screen():
     c = vit_live.component()
     assert c.visible == "hidden" and c.elem_id == "vit-live"
     assert [f.__name__ for f in c.server_fns] == ["live_maps", "live_base"]
+
+
+def test_concurrent_clients_each_get_their_own_view_over_http(app_url, tok, digit_pass):
+    """16 clients at once on Gradio's route for component functions (what the page's script calls)."""
+    import httpx
+
+    import app
+
+    (cid,) = [i for i, b in app.demo.blocks.items() if getattr(b, "elem_id", None) == "vit-live"]
+    asks = [([r, c], layer) for r in range(7) for c in (0, 3, 6) for layer in range(4)]
+
+    def call(ask):
+        body = {"component_id": cid, "fn_name": "live_maps", "session_hash": "test", "data": [tok, *ask]}
+        with httpx.Client(timeout=30) as http:
+            return http.post(app_url.rstrip("/") + "/gradio_api/component_server/", json=body).json()
+
+    with ThreadPoolExecutor(16) as pool:
+        got = list(pool.map(call, asks))
+    for (query, layer), answer in zip(asks, got):
+        assert answer["query"] == query and answer["layer"] == layer
+        want = live.indices(digit_pass.at(tuple(query), layer).maps)
+        assert np.array_equal(np.frombuffer(zlib.decompress(base64.b64decode(answer["maps"])), np.uint8), want.ravel())
