@@ -183,8 +183,9 @@ def main() -> None:
         )
     print(f"maps drawn in the browser per visit: {[r['drawn in the browser'] for r in runs]}")
     print("map s: from the pointer going down until the new large map is on screen (drawn in the browser: the")
-    print("frame it is painted in); tiles s: until the browser has drawn the head tiles too (- where it does not:")
-    print("a view change); server s: until the server's own large map is decoded; kB: every response")
+    print("frame it is painted in); tiles s: until the browser has drawn the head tiles too (nan: it draws none,")
+    print("a head click leaves them as they are); server s: until the server's own large map is decoded; kB: every")
+    print("response")
     print("body the interaction caused (the answer's event stream and the maps asked for included; page load: until")
     print("the base picture for drawing is in)")
     print(
