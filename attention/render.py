@@ -50,10 +50,16 @@ def normalize(a: np.ndarray) -> np.ndarray:
     return (a - lo) / (hi - lo) if hi > lo else np.zeros_like(a)
 
 
+def color_indices(a: np.ndarray, normalized: bool = False) -> np.ndarray:
+    """(h, w) values -> uint8 (h, w): the row of the colormap each value gets (0..255); min-max
+    normalised unless `normalized` (then clipped to [0, 1])."""
+    v = np.clip(a, 0, 1) if normalized else normalize(a)
+    return (v * 255).round().astype(np.uint8)
+
+
 def colorize(a: np.ndarray, cmap: str = "inferno", normalized: bool = False) -> np.ndarray:
     """(h, w) values -> uint8 (h, w, 3) colours; min-max normalised unless `normalized`."""
-    v = np.clip(a, 0, 1) if normalized else normalize(a)
-    return colormap(cmap)[(v * 255).round().astype(np.intp)]
+    return colormap(cmap)[color_indices(a, normalized)]
 
 
 def upsample(a: np.ndarray, factor: int) -> np.ndarray:

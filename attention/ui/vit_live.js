@@ -1,10 +1,10 @@
 // The large map and the head tiles redrawn in this browser the moment a patch, a layer, a head or an
-// opacity is picked
-// (attention/vit/live.py says why and what the server sends). Runs as the `js_on_load` of the
-// hidden #vit-live component: `props.value` is the JSON of `live.payload` after every answer;
-// `server.live_maps` / `server.live_base` ask for a view's maps and for the base picture. The
-// drawing repeats the server's (render.overlays, views.query_image) and lies over the <img> until
-// the server's own picture is in. window.attentionLive.drawn counts the maps drawn here (tests).
+// opacity is picked (attention/vit/live.py says why and what the server sends). Runs as the
+// `js_on_load` of the hidden #vit-live component: `props.value` is the JSON of `live.payload` after
+// every answer; `server.live_maps` / `server.live_base` ask for a view's maps and for the base
+// picture. The drawings repeat the server's (render.overlays, views.query_image, views.tiles) and lie
+// over the <img>s until the server's own pictures are in. window.attentionLive.drawn counts the large
+// maps drawn here (tests).
 const L = (window.attentionLive = window.attentionLive || { drawn: 0, asked: 0, drawings: 0 });
 L.server = server;
 
@@ -165,13 +165,13 @@ function cover(img, out, where = place(img)) {
   return cv;
 }
 
-// The large map now, then (after that frame is painted) the head tiles, one per task, unless only the
-// head changed (`tiles` false: they stay as they are).
+// The large map now, then (after that frame is painted) the head tiles, in one task, unless only the
+// head changed (`tiles_too` false: they stay as they are).
 function show(tiles_too = true) {
   const p = L.p, cur = L.cur, img = document.querySelector("#vit-query-image img");
   if (!img || !L.base || !cur.maps || !img.naturalWidth) return false;
   const out = picture(p, cur.maps, cur.view === "mean" ? p.heads : cur.head, cur.query, p.scale, "crosshair");
-  L.canvas = cover(img, out);
+  cover(img, out);
   L.last = out;  // (tests compare it with the server's picture)
   L.drawn += 1;
   const n = L.drawn;
@@ -252,7 +252,7 @@ if (!L.listening) {  // once per page, on the document: Gradio re-renders the el
     const slider = e.target.closest?.("#vit-layer, #vit-head, #vit-threshold, #vit-alpha");
     if (e.key === "Enter" && e.target.type === "number" && slider) e.target.blur();
   }, true);
-  // the sliders' ranges only: a typed number reaches the server on blur (Gradio's `release`), not on Enter
+  // the sliders' ranges only: a typed number is drawn by the server alone (committed on blur, above)
   const on = { "#vit-layer": onLayer, "#vit-head": onHeadSlider, "#vit-alpha": onOpacity };
   document.addEventListener("change", (e) => {
     if (e.target.type !== "range") return;

@@ -17,32 +17,37 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import io
 import json
 import secrets
 import zlib
 
 import numpy as np
-from PIL import Image
 
-from attention.render import colormap, jpeg_bytes, normalize
+from attention.render import color_indices, colormap, jpeg_bytes, png_bytes
 from attention.vit.extract import AttentionMaps, Query
 from attention.vit.session import PASSES, Pass
 from attention.vit.views import big_scale, display_scale
 
 _SECRET = secrets.token_bytes(32)  # per server process: tokens die with it, as the passes do
-LIVE_VIEWS = ("heads", "mean")  # views the browser redraws itself (the others wait for the server)
 
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
+def _sign(body: str) -> str:
+    return hmac.new(_SECRET, body.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def _query(res: AttentionMaps) -> list[int] | None:
+    """The query as JSON has it: [row, col], or null for CLS."""
+    return None if isinstance(res.query, str) else list(res.query)
+
+
 def token(key: tuple[str, str, str]) -> str:
     """A pass's key, signed: '<key as JSON>.<hmac>' (the browser hands it back to fetch data)."""
     body = json.dumps(list(key), separators=(",", ":"))
-    sig = hmac.new(_SECRET, body.encode(), hashlib.sha256).hexdigest()[:32]
-    return f"{body}.{sig}"
+    return f"{body}.{_sign(body)}"
 
 
 def find(tok: str) -> Pass | None:
@@ -50,8 +55,7 @@ def find(tok: str) -> Pass | None:
     if not isinstance(tok, str) or "." not in tok:
         return None
     body, sig = tok.rsplit(".", 1)
-    good = hmac.new(_SECRET, body.encode(), hashlib.sha256).hexdigest()[:32]
-    if not hmac.compare_digest(sig, good):
+    if not hmac.compare_digest(sig, _sign(body)):
         return None
     return PASSES.get(tuple(json.loads(body)))
 
@@ -60,7 +64,7 @@ def indices(maps: np.ndarray) -> np.ndarray:
     """uint8 (H + 1, gh, gw): the colormap index of every patch in each of `maps` (H, gh, gw) and in
     their mean, each min-max scaled on its own: exactly what `render.colorize` picks."""
     maps = np.asarray(maps, dtype=np.float32)
-    return np.stack([(normalize(m) * 255).round().astype(np.uint8) for m in [*maps, maps.mean(0)]])
+    return np.stack([color_indices(m) for m in [*maps, maps.mean(0)]])
 
 
 def packed(maps: np.ndarray) -> str:
@@ -83,7 +87,7 @@ def payload(p: Pass, res: AttentionMaps, *, view: str, head: int, alpha: float, 
         "layer": res.layer,
         "head": int(head),
         "view": view,
-        "query": None if isinstance(res.query, str) else list(res.query),
+        "query": _query(res),
         "alpha": float(alpha),
         "lut": _b64(colormap(cmap).tobytes()),
         "maps": packed(res.maps),
@@ -96,7 +100,7 @@ def view_maps(p: Pass, query: Query, layer: int) -> dict:
     res = p.at(query, layer)
     return {
         "layer": res.layer,
-        "query": None if isinstance(res.query, str) else list(res.query),
+        "query": _query(res),
         "maps": packed(res.maps),
     }
 
@@ -107,6 +111,4 @@ def base_image(p: Pass) -> str:
     img = np.asarray(p.base.image.convert("RGB"), dtype=np.uint8)
     if display_scale(p.base) == 1:
         return "data:image/jpeg;base64," + _b64(jpeg_bytes(img, quality=95))
-    buf = io.BytesIO()
-    Image.fromarray(img).save(buf, format="PNG")
-    return "data:image/png;base64," + _b64(buf.getvalue())
+    return "data:image/png;base64," + _b64(png_bytes(img))
