@@ -114,4 +114,5 @@ def tiles_gallery(label: str, columns: int, elem_id: str) -> gr.Gallery:
         interactive=False,
         allow_preview=False,
         elem_id=elem_id,
+        elem_classes=["vit-tiles"],
     )

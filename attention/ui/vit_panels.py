@@ -52,30 +52,28 @@ class ComparePanel:
     def __init__(self, vit_pass: Callable):
         self.vit_pass = vit_pass
         self.cstate = gr.State(None, time_to_live=1800)
-        with gr.Row(equal_height=False, elem_id="vit-compare-row"):
-            with gr.Column(scale=2, min_width=280):
-                self.compare = gr.Dropdown(
-                    [VIT_NONE] + list(vit_models.REGISTRY),
-                    value=VIT_NONE,
-                    allow_custom_value=True,
-                    label="Compare with a second model (same image, same query, same head)",
-                    info="e.g. dinov2_vits14 vs dinov2_vits14_reg: registers soak up the attention DINOv2 otherwise "
-                    "spends on a few background patches",
-                    elem_id="vit-compare",
+        with gr.Accordion("Compare with a second model", open=False, elem_id="vit-compare-row"):
+            self.compare = gr.Dropdown(
+                [VIT_NONE] + list(vit_models.REGISTRY),
+                value=VIT_NONE,
+                allow_custom_value=True,
+                label="Second model (same image, same query, same head)",
+                info="e.g. dinov2_vits14 vs dinov2_vits14_reg: registers soak up the attention DINOv2 otherwise "
+                "spends on a few background patches",
+                elem_id="vit-compare",
+            )
+            self.cdetails = gr.Markdown("", elem_id="vit-compare-details")
+            with gr.Row(equal_height=True, visible=False) as self.cpair:
+                self.cmain = gr.Image(
+                    label="Main model", format="png", interactive=False, min_width=160, elem_id="vit-cmp-main"
                 )
-            with gr.Column(scale=8, min_width=340):
-                self.cdetails = gr.Markdown("", elem_id="vit-compare-details")
-                with gr.Row(equal_height=True, visible=False) as self.cpair:
-                    self.cmain = gr.Image(
-                        label="Main model", format="png", interactive=False, height=420, elem_id="vit-cmp-main"
-                    )
-                    self.cimg = gr.Image(
-                        label="Second model", format="png", interactive=False, height=420, elem_id="vit-cmp-img"
-                    )
-                with gr.Accordion("Second model: every head", open=False, visible=False) as self.cacc:
-                    self.cgallery = tiles_gallery("Second model", 4, "vit-compare-gallery")
+                self.cimg = gr.Image(
+                    label="Second model", format="png", interactive=False, min_width=160, elem_id="vit-cmp-img"
+                )
+            with gr.Accordion("Second model: every head", open=False, visible=False) as self.cacc:
+                self.cgallery = tiles_gallery("Second model", 4, "vit-compare-gallery")
 
-    def update(self, img, cmp, res, qr, qc, lay, vw, hd, thr, al, cm, st, cst, main, progress=gr.Progress()):
+    def update(self, img, mdl, cmp, res, qr, qc, lay, vw, hd, thr, al, cm, st, cst, main, progress=gr.Progress()):
         off = {self.cdetails: "", self.cgallery: [], self.cmain: None, self.cimg: None, self.cstate: None}
         if not cmp or cmp == VIT_NONE or st is None:
             return {**off, self.cpair: gr.update(visible=False), self.cacc: gr.update(visible=False)}
@@ -92,8 +90,8 @@ class ComparePanel:
         return {
             self.cdetails: f.details,
             self.cgallery: list(zip(f.outputs.thumbs, f.outputs.captions)),
-            self.cmain: main,
-            self.cimg: f.query_png,
+            self.cmain: gr.update(value=main, label=f"Main model: {mdl}"),
+            self.cimg: gr.update(value=f.query_png, label=f"Second model: {cmp}"),
             self.cstate: c.ref,
             self.cpair: gr.update(visible=True),
             self.cacc: gr.update(visible=True),
@@ -101,12 +99,13 @@ class ComparePanel:
 
     def follow(self, events: list, m: Main) -> None:
         """Redraw after each of `events` succeeds, and when the second model is picked."""
-        ins = [m.image, self.compare, m.resolution, m.qrow, m.qcol, m.layer, m.view, m.head, m.threshold]
+        ins = [m.image, m.model, self.compare, m.resolution, m.qrow, m.qcol, m.layer, m.view, m.head, m.threshold]
         ins += [m.alpha, m.cmap, m.state, self.cstate, m.qimg]
         outs = [self.cdetails, self.cgallery, self.cmain, self.cimg, self.cstate, self.cpair, self.cacc]
+        at = dict(FAST, show_progress_on=[self.cdetails])  # one progress indicator per job
         for ev in events:
-            ev.success(self.update, ins, outs, **FAST)
-        self.compare.input(user_errors(self.update), ins, outs, **FAST)
+            ev.success(self.update, ins, outs, **at)
+        self.compare.input(user_errors(self.update), ins, outs, **at)
 
 
 class FeaturePanel:

@@ -90,64 +90,27 @@ def build(demo: gr.Blocks | None = None) -> None:
     """The ViT attention maps tab, inside the caller's `gr.Tab`; registers /attention_maps.
     `demo`: the app, whose page load shows the start example's maps at once."""
     s = VIT_STARTUP
-    (
-        state,
-        depth,
-        image,
-        examples_slot,
-        model,
-        resolution,
-        view,
-        fusion,
-        discard_ratio,
-        discard_rule,
-        layer,
-        head,
-        threshold,
-        alpha,
-        cmap,
-        details,
-        qimg,
-        legend,
-        qlabel,
-        qrow,
-        qcol,
-        cls_btn,
-        gallery,
-        scores_md,
-        score_bars,
-        weight_bars,
-        scores_df,
-        mv_btn,
-        mv_img,
-        feats,
-        link_btn,
-        link_box,
-        page_url,
-        dl_btn,
-        download,
-        cmp,
-        live,
-    ) = vit_layout.layout(s, vit_pass, fit)
+    t = vit_layout.ViTTab(s, vit_pass, fit)
 
     show = [
-        qimg,
-        gallery,
-        details,
-        qlabel,
-        scores_md,
-        score_bars,
-        weight_bars,
-        scores_df,
-        download,
-        legend,
-        layer,
-        head,
-        qrow,
-        qcol,
-        live,
+        t.caption,
+        t.qimg,
+        t.gallery,
+        t.details,
+        t.qlabel,
+        t.scores_md,
+        t.score_bars,
+        t.weight_bars,
+        t.scores_df,
+        t.download,
+        t.legend,
+        t.layer,
+        t.head,
+        t.qrow,
+        t.qcol,
+        t.live,
     ]
-    style = [layer, view, head, threshold, alpha, cmap]
+    style = [t.layer, t.view, t.head, t.threshold, t.alpha, t.cmap]
 
     def score_plots(rows) -> dict:
         """The top tokens of the scores table as two bar charts (drawn in the browser), in rank order
@@ -160,34 +123,39 @@ def build(demo: gr.Blocks | None = None) -> None:
                 "token kind": ["patch" if r[1].startswith("patch") else "CLS / register" for r in rows],
             }
         )
-        return {score_bars: data, weight_bars: data}
+        return {t.score_bars: data, t.weight_bars: data}
 
     def shown(f, p, style, plain=False) -> dict:
         """A Frame as the display outputs; `style`: (view, head, opacity, colormap) for the browser's
         copy (#vit-live). `plain`: values only, no gr.update and no browser copy (cached example
         outputs cannot hold updates in Gradio 6.31; `adopt` fits the sliders and sends the copy)."""
         q = None if isinstance(f.res.query, str) else f.res.query
+        vw, hd = vit_views.check_view(style[0]), vit_session.parse_index(style[1] or 0, "Head")
+        tiles = list(zip(f.outputs.thumbs, f.outputs.captions))
         out = {
-            qimg: f.query_png,
-            gallery: list(zip(f.outputs.thumbs, f.outputs.captions)),
-            details: f.details,
-            qlabel: f.query_label,
-            scores_md: f.scores_summary,
+            t.caption: vit_layout.map_caption(vw, hd, p.num_heads, f.res.layer),
+            t.qimg: f.query_png,
+            t.gallery: tiles,
+            t.details: f.details,
+            t.qlabel: f.query_label,
+            t.scores_md: f.scores_summary,
             **score_plots(f.scores_rows),
-            scores_df: f.scores_rows,
-            download: None,  # a new view: the last download no longer matches it
-            legend: f.legend,
+            t.scores_df: f.scores_rows,
+            t.download: None,  # a new view: the last download no longer matches it
+            t.legend: f.legend,
         }
         if plain:  # (Gradio 6.31 cannot read an empty File back from the examples cache: no download key)
-            return {k: v for k, v in out.items() if k is not download} | {layer: f.res.layer, head: 0}
+            return {k: v for k, v in out.items() if k is not t.download} | {t.layer: f.res.layer, t.head: 0}
         return {
             **out,
-            layer: gr.update(maximum=p.num_layers - 1, value=f.res.layer),
-            head: gr.update(maximum=p.num_heads - 1),
-            qrow: None if q is None else q[0],
-            qcol: None if q is None else q[1],
-            state: p.ref,
-            live: vit_live.value(p, f.res, *style),
+            # the highlighted tile is the one shown large (a one-tile view: that tile)
+            t.gallery: gr.update(value=tiles, selected_index=hd if vw in ("heads", "masks") else 0),
+            t.layer: gr.update(maximum=p.num_layers - 1, value=f.res.layer),
+            t.head: gr.update(maximum=p.num_heads - 1),
+            t.qrow: None if q is None else q[0],
+            t.qcol: None if q is None else q[1],
+            t.state: p.ref,
+            t.live: vit_live.value(p, f.res, *style),
         }
 
     def check_query(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, *ro):
@@ -224,7 +192,7 @@ def build(demo: gr.Blocks | None = None) -> None:
             vw = "mean"
         lay, hd, qr, qc = fit(p, st, lay, min(evt.index, p.num_heads - 1), qr, qc)
         f = _vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, (fu, dr, du))
-        return {**shown(f, p, (vw, hd, al, cm)), head: hd, view: vw}
+        return {**shown(f, p, (vw, hd, al, cm)), t.head: hd, t.view: vw}
 
     @user_errors
     def make_download(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, fu, dr, du):
@@ -263,11 +231,11 @@ def build(demo: gr.Blocks | None = None) -> None:
         head_up = gr.update(maximum=p.num_heads - 1, value=hd)
         return {
             **shown(f, p, (vw, hd, d["alpha"], d["cmap"])),
-            image: img,
-            model: mdl,
-            resolution: res,
-            view: vw,
-            head: head_up,
+            t.image: img,
+            t.model: mdl,
+            t.resolution: res,
+            t.view: vw,
+            t.head: head_up,
         }
 
     @user_errors
@@ -303,81 +271,113 @@ def build(demo: gr.Blocks | None = None) -> None:
         browser's copy of the view."""
         p = vit_pass(img, mdl, res)
         return {
-            live: vit_live.value(p, p.at("cls", -1), vw, 0, al, cm),
-            layer: gr.update(maximum=p.num_layers - 1, value=p.num_layers - 1),
-            head: gr.update(maximum=p.num_heads - 1, value=0),
-            qrow: None,
-            qcol: None,
-            state: p.ref,
+            t.gallery: gr.update(selected_index=0),
+            t.live: vit_live.value(p, p.at("cls", -1), vw, 0, al, cm),
+            t.layer: gr.update(maximum=p.num_layers - 1, value=p.num_layers - 1),
+            t.head: gr.update(maximum=p.num_heads - 1, value=0),
+            t.qrow: None,
+            t.qcol: None,
+            t.state: p.ref,
         }
 
-    ropts = [fusion, discard_ratio, discard_rule]
-    inputs = [image, model, resolution, qrow, qcol, *style, state, *ropts]
+    ropts = [t.fusion, t.discard_ratio, t.discard_rule]
+    inputs = [t.image, t.model, t.resolution, t.qrow, t.qcol, *style, t.state, *ropts]
     fast = dict(show_progress="minimal", api_visibility="private")
-    # one listener, one job per change: a dropdown's `input` fires twice for one pick (on the pick and
+    on_map = dict(fast, show_progress_on=[t.qimg])  # one progress indicator (and error mark) per job
+    # one listener per input that can be at fault (a failure marks that input only; the last good maps
+    # stay unmarked), one job per change: a dropdown's `input` fires twice for one pick (on the pick and
     # again on blur), its `change` once; "always_last" runs the latest change after a running one
+    at = dict(trigger_mode="always_last", js=vit_live.AFTER_DRAWING, api_visibility="private")
+    upload = t.image.upload(update, inputs, [*show, t.state], show_progress_on=[t.image], **at)
+    upload.failure(lambda: None, None, t.image, queue=False, api_visibility="private")  # no broken picture
     changes = [
+        upload,
+        t.model.change(update, inputs, [*show, t.state], show_progress_on=[t.model], **at),
+        t.resolution.change(update, inputs, [*show, t.state], show_progress_on=[t.resolution], **at),
         gr.on(
             [
-                image.upload,
-                model.change,
-                resolution.change,
-                view.input,
-                fusion.input,
-                discard_ratio.release,
-                discard_rule.input,
-                cmap.input,
-                layer.release,
-                head.release,
-                threshold.release,
-                alpha.release,
+                t.view.input,
+                t.fusion.input,
+                t.discard_ratio.release,
+                t.discard_rule.input,
+                t.cmap.input,
+                t.layer.release,
+                t.head.release,
+                t.threshold.release,
+                t.alpha.release,
             ],
             update,
             inputs,
-            [*show, state],
-            trigger_mode="always_last",
-            js=vit_live.AFTER_DRAWING,
-            **fast,
+            [*show, t.state],
+            show_progress_on=[t.qimg],
+            **at,
         ),
         gr.on(  # typed query fields: checked first, so only the field at fault is marked
-            [qrow.submit, qcol.submit], update, inputs, [*show, state], validator=check_query, **fast
+            [t.qrow.submit, t.qcol.submit], update, inputs, [*show, t.state], validator=check_query, **on_map
         ),
         # clicks as changes: the latest runs after a running one (the browser has drawn it already)
-        qimg.select(
+        t.qimg.select(
             click,
-            [image, model, resolution, *style, state, *ropts],
-            [*show, state],
+            [t.image, t.model, t.resolution, *style, t.state, *ropts],
+            [*show, t.state],
             trigger_mode="always_last",
             js=vit_live.AFTER_DRAWING,
-            **fast,
+            **on_map,
         ),
-        gallery.select(
+        t.gallery.select(
             pick_head,
-            [image, model, resolution, qrow, qcol, layer, view, threshold, alpha, cmap, state, *ropts],
-            [*show, state, view],
+            [
+                t.image,
+                t.model,
+                t.resolution,
+                t.qrow,
+                t.qcol,
+                t.layer,
+                t.view,
+                t.threshold,
+                t.alpha,
+                t.cmap,
+                t.state,
+                *ropts,
+            ],
+            [*show, t.state, t.view],
             trigger_mode="always_last",
-            **fast,
+            **on_map,
         ),
-        cls_btn.click(lambda: (None, None), None, [qrow, qcol], api_visibility="private", queue=False).then(
-            update, inputs, [*show, state], **fast
+        t.cls_btn.click(lambda: (None, None), None, [t.qrow, t.qcol], api_visibility="private", queue=False).then(
+            update, inputs, [*show, t.state], **on_map
         ),
     ]
-    dl_btn.click(make_download, inputs, download, **fast)
-    mv_btn.click(model_sheet, inputs, mv_img, **fast)
-    link_btn.click(
+    t.dl_btn.click(make_download, inputs, t.download, **fast)
+    t.mv_btn.click(model_sheet, inputs, t.mv_img, **fast)
+    t.link_btn.click(
         make_link,
-        [image, model, resolution, qrow, qcol, layer, view, head, page_url],
-        link_box,
+        [t.image, t.model, t.resolution, t.qrow, t.qcol, t.layer, t.view, t.head, t.page_url],
+        t.link_box,
         js="(...args) => [...args.slice(0, -1), window.location.href]",
         **fast,
     )
     if demo is not None:
-        demo.load(first_screen, None, [*show, state, image, model, resolution, view], **fast)
-    main = Main(image, resolution, qrow, qcol, layer, view, head, threshold, alpha, cmap, state, qimg, model)
-    cmp.follow(changes, main)
-    feats.follow(changes, main)
+        demo.load(first_screen, None, [*show, t.state, t.image, t.model, t.resolution, t.view], **fast)
+    main = Main(
+        t.image,
+        t.resolution,
+        t.qrow,
+        t.qcol,
+        t.layer,
+        t.view,
+        t.head,
+        t.threshold,
+        t.alpha,
+        t.cmap,
+        t.state,
+        t.qimg,
+        t.model,
+    )
+    t.cmp.follow(changes, main)
+    t.feats.follow(changes, main)
 
-    ex_in = [image, model, resolution, view, threshold, alpha, cmap]
+    ex_in = [t.image, t.model, t.resolution, t.view, t.threshold, t.alpha, t.cmap]
     d = VIT_DEFAULTS
     row = [d["resolution"], d["view"], d["threshold"], d["alpha"], d["cmap"]]
     digits = [[str(EXAMPLES_DIR / "digits" / f"digit_{i}.png"), vit_models.OFFLINE_MODEL, *row] for i in range(10)]
@@ -385,12 +385,12 @@ def build(demo: gr.Blocks | None = None) -> None:
     sets = [("Digits · mnist_vit (ships with the app)", digits, "vit_digit_examples")]
     if s.default_available:
         sets.insert(0, (f"Photos · {vit_models.DEFAULT_MODEL}", photos, "vit_photo_examples"))
-    with examples_slot:
+    with t.examples_slot:
         for label, rows, api in sets:
             ex = gr.Examples(
                 rows,
                 ex_in,
-                [c for c in show if c not in (download, qrow, qcol, live)],
+                [c for c in show if c not in (t.download, t.qrow, t.qcol, t.live)],
                 fn=example,
                 cache_examples=True,
                 cache_mode="lazy",
@@ -402,6 +402,9 @@ def build(demo: gr.Blocks | None = None) -> None:
                 elem_id=api.replace("_", "-"),
             )
             ex.load_input_event.then(
-                adopt, [image, model, resolution, view, alpha, cmap], [layer, head, qrow, qcol, state, live], **fast
+                adopt,
+                [t.image, t.model, t.resolution, t.view, t.alpha, t.cmap],
+                [t.layer, t.head, t.qrow, t.qcol, t.state, t.live, t.gallery],
+                **fast,
             )
     vit_api.build(s.model, VIT_DEFAULTS)

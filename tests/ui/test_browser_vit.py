@@ -55,6 +55,7 @@ def test_digit_example_click_a_patch_then_rollout(page):
     assert page.get_by_test_id("toast-body").count() == 0  # no error anywhere
     screenshot(page, "vit_rollout")
 
+    page.get_by_text("Compare with a second model").click()
     pick = page.locator("#vit-compare input")
     pick.fill("mnist_vit")
     pick.press("Enter")
@@ -62,6 +63,8 @@ def test_digit_example_click_a_patch_then_rollout(page):
     page.locator("#vit-cmp-img img").wait_for()  # the second model's large map beside the main one
     main, second = (page.locator(f"{s} img").bounding_box() for s in ("#vit-cmp-main", "#vit-cmp-img"))
     assert abs(main["width"] - second["width"]) < 2 and abs(main["y"] - second["y"]) < 2  # side by side, same size
+    for which, name in (("#vit-cmp-main", "Main model: mnist_vit"), ("#vit-cmp-img", "Second model: mnist_vit")):
+        assert page.locator(which).get_by_text(name).count() == 1  # each captioned with its model
     page.get_by_text("Second model: every head").click()
     page.locator("#vit-compare-gallery").get_by_text(re.compile("rollout through layers")).first.wait_for()
     assert page.get_by_test_id("toast-body").count() == 0
