@@ -16,8 +16,9 @@ from attention.ui import retrieval_api
 from attention.ui.components import number, sketchpad, slider, user_errors
 
 # Gradio's sketchpad opens on its image tool: a drag then selects the "select the draw tool" text
-# instead of drawing. When the trained section first shows, pick the brush for the visitor (no
-# Gradio parameter sets the starting tool; "Brush" is the tool button's label) and keep text unselectable.
+# instead of drawing, and "Clear canvas" puts it back there. When the trained section first shows and
+# after every clear, pick the brush for the visitor (no Gradio parameter sets the starting tool; "Brush"
+# and "Clear canvas" are the tool buttons' labels) and keep text unselectable.
 BRUSH_FIRST = """
 let tries = 0;
 const pick = () => {
@@ -26,6 +27,12 @@ const pick = () => {
   else if (tries++ < 100) setTimeout(pick, 100);
 };
 pick();
+if (!window.retrievalBrush) {  // once per page: the clear button is re-rendered, the document is not
+  window.retrievalBrush = true;
+  document.addEventListener("click", (e) => {
+    if (e.target.closest?.('#retrieval-sketch button[aria-label="Clear canvas"]')) setTimeout(pick, 150);
+  }, true);
+}
 """
 # The top-10 galleries: 5 a row where they fit, else 3 (Gradio's fixed 100 px columns would overflow a
 # phone and hide #4 and #5), and on a phone as tall as their rows.

@@ -54,3 +54,26 @@ def test_draw_a_digit_and_see_the_top10_grid(page):
         assert page.locator(f"#retrieval-top10-{name} img").count() == 10
     assert page.get_by_test_id("toast-body").count() == 0  # no error
     screenshot(page, "retrieval_sketch")
+
+
+@pytest.mark.browser
+def test_after_clear_canvas_the_brush_still_draws(page):
+    _open_trained_section(page)
+    canvas = page.locator("#retrieval-sketch canvas").first
+    canvas.wait_for()
+    box = canvas.bounding_box()
+    x, y, w, h = box["x"], box["y"], box["width"], box["height"]
+
+    def stroke(x0: float, y0: float, x1: float, y1: float) -> None:
+        page.mouse.move(x + x0 * w, y + y0 * h)
+        page.mouse.down()
+        page.mouse.move(x + x1 * w, y + y1 * h, steps=20)
+        page.mouse.up()
+
+    stroke(0.3, 0.3, 0.7, 0.3)  # a bar, then wiped
+    page.locator("#retrieval-sketch").get_by_label("Clear canvas").click()
+    page.wait_for_timeout(500)
+    stroke(0.5, 0.2, 0.5, 0.8)  # a "1"
+    page.locator("#retrieval-sketch-btn").click()
+    _wait_for_top1(page, "cnn", 1)  # the ink after the clear is there (not "the sketch is empty")
+    assert page.get_by_test_id("toast-body").count() == 0
