@@ -334,8 +334,8 @@ def retrain(
     state = {**(state or {}), model_name: (config, copy.deepcopy(model.state_dict()))}
     yield (
         (
-            f"Done: your copy of **{model_name}** ({epochs} epochs, seed {seed}) now answers your queries "
-            "above; the shipped model and other visitors are unaffected."
+            f"Done: your copy of **{model_name}** ({epochs} epoch{'s' if epochs != 1 else ''}, seed {seed}) now "
+            "answers your queries above; the shipped model and other visitors are unaffected."
         ),
         None,
         state,

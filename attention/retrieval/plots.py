@@ -125,7 +125,7 @@ def weights_figure(
     ax.set_ylim(0, max(weights.max(initial=0) * 1.18, 1e-3))
     ax.set_xlabel(xlabel, fontsize=FONT["label"])
     ax.set_ylabel("weight", fontsize=FONT["label"])
-    ax.set_title(title, fontsize=FONT["title"])
+    fig.suptitle(title, fontsize=FONT["title"])  # over the whole figure: a title wider than the axes is not cut
     ax.tick_params(labelsize=FONT["tick"])
     return fig
 

@@ -154,11 +154,15 @@ def build(tab: gr.Tab | None = None, demo: gr.Blocks | None = None) -> None:
                 soft_json = gr.JSON(show_label=False)
         with gr.Tab("3 · Many", id="retrieval-many"):
             gr.Markdown(
-                "num_q random queries at once (Q is num_q × d, same keys, d, seed and scale as in the soft "
-                "tab): one softmax per row of QK^T, one retrieval per query."
+                "num_q random queries at once (Q is num_q × d; the keys, d and seed of the soft tab): one "
+                "softmax per row of scale · QK^T, one retrieval per query. At scale 0 every query gets the same "
+                "uniform weights, so every retrieval is the same blur."
             )
             with gr.Row():
                 num_q = number(16, precision=0, label=f"number of queries num_q (1 to {mnist_lookup.MAX_QUERIES})")
+                many_scale = slider(
+                    0, 20, value=1, step=0.1, label="scale (inverse temperature)", elem_id="retrieval-many-scale"
+                )
                 many_btn = gr.Button("Retrieve all", variant="primary")
             many_img = _picture("retrievals, one per query", height=300)
             with gr.Accordion("details (largest weight of each query, as JSON)", open=False):
@@ -276,7 +280,7 @@ def build(tab: gr.Tab | None = None, demo: gr.Blocks | None = None) -> None:
 
     hard_args = (show_hard, db_inputs + [index, shuffle_seed], hard_outs)
     soft_args = (show_soft, db_inputs + [d, key_seed, scale], soft_outs)
-    many_args = (show_many, db_inputs + [d, key_seed, scale, num_q], many_outs)
+    many_args = (show_many, db_inputs + [d, key_seed, many_scale, num_q], many_outs)
     trained_args = (show_trained, db_inputs + [q_index, state], trained_outs)
     # private: API clients use retrieval_api's endpoints. Errors and progress show on one picture per
     # section, not as "Error" over every output.
@@ -285,6 +289,7 @@ def build(tab: gr.Tab | None = None, demo: gr.Blocks | None = None) -> None:
     soft_btn.click(*soft_args, show_progress_on=soft_img, **quiet)
     scale.release(*soft_args, show_progress_on=soft_img, **quiet)
     many_btn.click(*many_args, show_progress_on=many_img, **quiet)
+    many_scale.release(*many_args, show_progress_on=many_img, **quiet)
     pick_btn.click(*trained_args, show_progress_on=q_img, **quiet)
     rand_btn.click(mnist_views.random_heldout_index, None, q_index, api_visibility="private").then(
         *trained_args, show_progress_on=q_img, **quiet

@@ -153,6 +153,7 @@ def test_retrain_streams_progress_then_returns_a_new_state_and_leaves_the_old_on
     assert [len(p["losses"]) for _, p, _ in streamed] == [p["step"] for _, p, _ in streamed]
     assert panels.loss_plot(last).shape[2] == 3
     assert "Done" in final_msg and final_progress is None
+    assert "(1 epoch, seed 3)" in final_msg  # one epoch, not "1 epochs"
     assert set(before) == {"cnn"} and set(state) == {"cnn", "lab"} and state["cnn"] is before["cnn"]
     assert state["lab"][0]["epochs"] == 1 and state["lab"][0]["seed"] == 3
     assert panels.models_for(state)["lab"][1] == panels.MINE
@@ -175,3 +176,20 @@ def test_the_first_screen_is_every_section_at_its_defaults_computed_once():
     assert first.soft.info == panels.soft_view(100, 42, 16, 0, 1.0).info
     assert first.many.info == panels.many_view(100, 42, 16, 0, 1.0, 16).info
     assert first.trained.info == panels.trained_view(100, 42, 0).info
+
+
+def test_a_weights_plot_title_wider_than_its_axes_is_drawn_whole():
+    from attention.retrieval.plots import pixels, weights_figure
+
+    fig = weights_figure(
+        np.full(100, 0.01), np.arange(100) % 10, title="scale 17.5: max weight 1.00, effective items 1.0"
+    )
+    from matplotlib.text import Text
+
+    pixels(fig)
+    page = fig.bbox
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
+    assert any(t.get_text().startswith("scale 17.5") for t in texts)
+    for t in texts:  # the title, labels, ticks and legend all inside the picture
+        box = t.get_window_extent()
+        assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1, t.get_text()
