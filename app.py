@@ -7,6 +7,8 @@ module level (tests import it); it is launched only under __main__, with `LAUNCH
 
 from __future__ import annotations
 
+import warnings
+
 import gradio as gr
 
 from attention.config import SETTINGS
@@ -42,6 +44,12 @@ LAUNCH = dict(
     mcp_server=SETTINGS.mcp,
     css=APP_CSS,
 )
+
+# Gradio warns at launch that a tool with a gr.State input gets the state's default under MCP: meant here.
+# /retrieval_trained, /retrieval_sketch and /retrieval_retrain keep a visitor's retrained copies in the
+# session (the page, or one gradio_client Client); an MCP call has no session, so it uses the shipped
+# models, as their descriptions say.
+warnings.filterwarnings("ignore", message="This MCP server includes a tool that has a gr.State input")
 
 if __name__ == "__main__":
     demo.launch(server_name=SETTINGS.server_name, **LAUNCH)

@@ -125,7 +125,8 @@ def retrieval_sketch(n=N, seed=SEED, sketch=None, state=None):
 
 @user_errors
 def retrieval_retrain(model_name="lab", epochs=2, seed=1, state=None):
-    """Retrain this client's own copy of a retriever from scratch; its later /retrieval_trained calls use it.
+    """Retrain this client's own copy of a retriever from scratch; its later /retrieval_trained calls use it
+    (a gradio_client session; an MCP tool call has no session, so the copy is not kept).
 
     Streams (status, progress): a Markdown line, and a dict with model, epochs, seed, step, total and
     losses (every step's loss so far), every 10 steps, and once more with the final status.
