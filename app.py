@@ -19,7 +19,7 @@ from attention.ui import APP_CSS, calculator_tab, retrieval_tab, vit_tab
 with gr.Blocks(title="Attention Explorer", fill_width=True, delete_cache=(300, int(SETTINGS.cache_age))) as demo:
     gr.Markdown(
         "# Attention Explorer\nSee what attention looks at: in vision transformers, in a digit database, "
-        "and step by step."
+        "and step by step. Layers, heads, rows, columns and indices count from 0 in every tab."
     )
     with gr.Tab("ViT attention", id="vit"):
         vit_tab.build(demo)

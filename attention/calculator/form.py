@@ -91,9 +91,9 @@ def diagnose(matrices: Mapping[str, object], **settings: object) -> tuple[str, t
 
 
 def table(a: np.ndarray) -> dict[str, list]:
-    """A matrix (rows, cols) as a table editor shows it: `value` (rows of strings) and `headers` '1'..'cols'."""
+    """A matrix (rows, cols) as a table editor shows it: `value` (rows of strings) and `headers` '0'..'cols - 1'."""
     a = np.atleast_2d(a)
-    return {"value": format_cells(a), "headers": [str(j + 1) for j in range(a.shape[1])]}
+    return {"value": format_cells(a), "headers": [str(j) for j in range(a.shape[1])]}
 
 
 def preset_form(p: Preset) -> dict[str, object]:

@@ -120,14 +120,14 @@ def parse_matrix(
     if len(set(widths)) > 1:
         bad = next(i for i, w in enumerate(widths) if w != widths[0])
         raise InputError(
-            f"{name} has ragged rows: row 1 has {widths[0]} numbers but row {bad + 1} has "
+            f"{name} has ragged rows: row 0 has {widths[0]} numbers but row {bad} has "
             f"{widths[bad]}; every row needs the same number of columns"
         )
     for i, r in enumerate(rows):
         for j, t in enumerate(r):
             if not t:
-                raise InputError(f"{name}: cell (row {i + 1}, column {j + 1}) is blank; every cell needs a number")
-    a = np.array([[_number(t, name, i + 1, j + 1) for j, t in enumerate(r)] for i, r in enumerate(rows)])
+                raise InputError(f"{name}: cell (row {i}, column {j}) is blank; every cell needs a number")
+    a = np.array([[_number(t, name, i, j) for j, t in enumerate(r)] for i, r in enumerate(rows)])
     return check_matrix(a, name, max_size=max_size)
 
 
@@ -140,7 +140,7 @@ def check_matrix(a: np.ndarray, name: str = "matrix", *, max_size: int | None = 
         raise InputError(f"{name} is empty (shape {a.shape}); enter at least one number")
     if not np.isfinite(a).all():
         i, j = np.argwhere(~np.isfinite(a))[0]
-        raise InputError(f"{name} holds {a[i, j]} at row {i + 1}, column {j + 1}; only finite numbers are accepted")
+        raise InputError(f"{name} holds {a[i, j]} at row {i}, column {j}; only finite numbers are accepted")
     if max_size is not None and max(a.shape) > max_size:
         raise InputError(
             f"{name} is {a.shape[0]} x {a.shape[1]}; this calculator accepts at most {max_size} x {max_size}"

@@ -178,7 +178,7 @@ def patch_view(
     chosen = mark_patch(grid_lines(big, p), (r, c), p, color=CHOSEN)
     maps = [mark_patch(overlay(big, m), (r, c), p, color=CHOSEN) for m in pa.patch_map(index)]
     ncols = 2 if len(maps) == 4 else min(len(maps), 3)
-    maps = captioned(maps, [f"head {h + 1}" for h in range(len(maps))], ncols=ncols)
+    maps = captioned(maps, [f"head {h}" for h in range(len(maps))], ncols=ncols)
     mats = heatmaps(pa.attention.weights, ncols=ncols, vmin=0.0, target=260)
     d, dk = pa.tokens.shape[1], pa.q.shape[1]
     info = (
@@ -187,6 +187,6 @@ def patch_view(
         f"(pixels standardised) → **+ sinusoidal positions** (sin on even, cos on odd dimensions, 10000^(2i/{d})) → "
         f"Q, K, V = tokens W (random, seed {seed}): **{n} x {dk}** = {heads} heads x "
         f"{D_HEAD} → attention **{heads} x {n} x {n}**. Chosen patch: **#{index}** "
-        f"(row {r + 1}, column {c + 1}), outlined in cyan; click the grid to choose another."
+        f"(row {r}, column {c}), outlined in cyan; click the grid to choose another."
     )
     return PatchView(chosen, maps, mats, info, index, n)

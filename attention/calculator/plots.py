@@ -50,10 +50,8 @@ def heatmap(
 
 
 def heatmaps(stack: np.ndarray, title: str = "head", ncols: int | None = None, **kw) -> np.ndarray:
-    """(heads, r, c) -> one image: a heatmap per head in a row, captioned 'head 1', 'head 2', ..."""
-    return captioned(
-        [heatmap(a, **kw) for a in stack], [f"{title} {i + 1}" for i in range(len(stack))], ncols=ncols, pad=8
-    )
+    """(heads, r, c) -> one image: a heatmap per head in a row, captioned 'head 0', 'head 1', ... (from 0)"""
+    return captioned([heatmap(a, **kw) for a in stack], [f"{title} {i}" for i in range(len(stack))], ncols=ncols, pad=8)
 
 
 def caption_px(width: int) -> int:

@@ -168,9 +168,9 @@ def png_data_uri(rgb: np.ndarray) -> str:
 
 def table_html(a: np.ndarray, rows: str = "q", cols: str = "k") -> str:
     """An (r, c) matrix as an HTML table with labelled rows and columns; -inf shown as '-inf'."""
-    head = "".join(f"<th>{cols}{j + 1}</th>" for j in range(a.shape[1]))
+    head = "".join(f"<th>{cols}{j}</th>" for j in range(a.shape[1]))
     body = "".join(
-        f"<tr><th>{rows}{i + 1}</th>"
+        f"<tr><th>{rows}{i}</th>"
         + "".join("<td class='qkv-inf'>−inf</td>" if np.isneginf(x) else f"<td>{format_number(x)}</td>" for x in row)
         + "</tr>"
         for i, row in enumerate(a)
@@ -196,7 +196,7 @@ def _card(
 ) -> str:
     heads = []
     for i, a in enumerate(stack):
-        name = names[i] if names else (f"head {i + 1}" if len(stack) > 1 else "")
+        name = names[i] if names else (f"head {i}" if len(stack) > 1 else "")
         finite = a[np.isfinite(a)]
         lo = vmin if vmin is not None else (finite.min() if finite.size else 0)
         hi = vmax if vmax is not None else (finite.max() if finite.size else 0)

@@ -169,7 +169,7 @@ def _mask(mask: str | np.ndarray | None, n: int, m: int) -> np.ndarray | None:
 def _notes(steps: dict, mask: np.ndarray | None, causal: bool) -> list[str]:
     notes = []
     if mask is not None and (~mask.any(axis=1)).any():
-        rows = ", ".join(str(i + 1) for i in np.flatnonzero(~mask.any(axis=1)))
+        rows = ", ".join(str(i) for i in np.flatnonzero(~mask.any(axis=1)))
         notes.append(
             f"Query row {rows} can see no key (every entry masked). The softmax of a row of "
             "-inf is 0/0, undefined; here its weights are 0 and its output is 0, as in "

@@ -100,7 +100,7 @@ def test_a_preset_in_the_form_computes_what_the_preset_describes(name):
 def test_table_shows_the_numbers_and_numbers_the_columns():
     a = np.array([[1.0, -0.5, 2e-5], [3.25, 0.0, 7.0]])
     t = table(a)
-    assert t["headers"] == ["1", "2", "3"] and t["value"][0] == ["1", "-0.5", "0"]
+    assert t["headers"] == ["0", "1", "2"] and t["value"][0] == ["1", "-0.5", "0"]
     np.testing.assert_allclose(parse_matrix(t["value"]), np.round(a, 4))
 
 

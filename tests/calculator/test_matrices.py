@@ -41,14 +41,14 @@ def test_table_rows_with_blank_trailing_cells_are_accepted():
 @pytest.mark.parametrize(
     "value, words",
     [
-        ("1 2; 3 x", ["Q", "'x'", "row 2", "column 2", "not a number"]),
-        ("1 2; 3", ["ragged", "row 1 has 2", "row 2 has 1"]),
+        ("1 2; 3 x", ["Q", "'x'", "row 1", "column 1", "not a number"]),
+        ("1 2; 3", ["ragged", "row 0 has 2", "row 1 has 1"]),
         ("1 nan", ["nan", "finite"]),
         ("inf 1", ["inf", "finite"]),
         ("", ["empty"]),
         ("  ;\n ", ["empty"]),
         (None, ["empty"]),
-        ([["1", ""], ["3", "4"]], ["blank", "row 1", "column 2"]),
+        ([["1", ""], ["3", "4"]], ["blank", "row 0", "column 1"]),
         ("[[1, 2] oops [3, 4]]", ["oops"]),
         ("\n".join(["1"] * 65), ["65 x 1", "64 x 64"]),
     ],

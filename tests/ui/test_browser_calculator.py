@@ -56,7 +56,7 @@ def test_text_mode_and_a_bad_cell_give_a_clear_error(page):
     pg.locator("#qkv-go").click()
     toast = pg.get_by_test_id("toast-body").first
     toast.wait_for()
-    assert "'oops'" in toast.inner_text() and "row 5" in toast.inner_text()
+    assert "'oops'" in toast.inner_text() and "row 4" in toast.inner_text()  # rows counted from 0
     q.fill("1 0; 0 1")
     pg.locator("#qkv-go").click()
     pg.get_by_test_id("toast-body").filter(has_text="2 x 2 and K is 4 x 3").wait_for()  # both shapes named
@@ -122,7 +122,7 @@ def test_a_bad_cell_is_outlined_and_the_old_results_are_marked_stale_until_fixed
     edit_k("x1")
     note = pg.locator("#qkv-stale-note")
     note.wait_for()
-    assert "'x1' (row 2, column 2)" in note.inner_text() and "previous valid input" in note.inner_text()
+    assert "'x1' (row 1, column 1)" in note.inner_text() and "previous valid input" in note.inner_text()
     pg.wait_for_selector("#qkv-report.qkv-stale")  # the old results, dimmed
     assert _table_text(pg, "4. Softmax weights") == weights
     assert "qkv-fault" in pg.locator("#qkv-table-k").get_attribute("class")  # only the matrix at fault

@@ -30,10 +30,10 @@ def test_clicking_the_patch_grid_chooses_the_patch_under_the_pointer(page):
     info = pg.locator("#qkv-patch-info")
     rows, cols = map(int, re.search(r"(\d+) x (\d+) = \d+ patches", info.inner_text()).groups())
     click_image_at(pg, "#qkv-patch-grid img", 0.99, 0.01)  # top right
-    info.get_by_text(f"#{cols - 1} (row 1, column {cols})").wait_for()
+    info.get_by_text(f"#{cols - 1} (row 0, column {cols - 1})").wait_for()  # counted from 0
     assert pg.locator("#qkv-patch-index input").first.input_value() == str(cols - 1)
     click_image_at(pg, "#qkv-patch-grid img", 0.01, 0.99)  # bottom left
-    info.get_by_text(f"#{(rows - 1) * cols} (row {rows}, column 1)").wait_for()
+    info.get_by_text(f"#{(rows - 1) * cols} (row {rows - 1}, column 0)").wait_for()
 
 
 @pytest.mark.browser
