@@ -21,6 +21,7 @@ from attention.vit import session as vit_session
 from attention.vit import views as vit_views
 from attention.vit.modelview import model_view
 
+FAULT = ["vit-fault"]  # the class (vit_tab.css) of an input whose value could not be used
 VIT_STARTUP = vit_session.startup_model()  # cheap: cache lookup, no network under HF_HUB_OFFLINE=1
 # the first screen: a photo through DINO when its weights are at hand, else a digit through mnist_vit
 START_IMAGE = str(
@@ -288,8 +289,11 @@ def build(demo: gr.Blocks | None = None) -> None:
     # stay unmarked), one job per change: a dropdown's `input` fires twice for one pick (on the pick and
     # again on blur), its `change` once; "always_last" runs the latest change after a running one
     at = dict(trigger_mode="always_last", js=vit_live.AFTER_DRAWING, api_visibility="private")
+    quick = dict(queue=False, api_visibility="private")
     upload = t.image.upload(update, inputs, [*show, t.state], show_progress_on=[t.image], **at)
-    upload.failure(lambda: None, None, t.image, queue=False, api_visibility="private")  # no broken picture
+    # a file that failed: no broken picture left in the input, which is outlined until an image is read
+    upload.failure(lambda: gr.update(value=None, elem_classes=FAULT), None, t.image, **quick)
+    upload.success(lambda: gr.update(elem_classes=[]), None, t.image, **quick)
     changes = [
         upload,
         t.model.change(update, inputs, [*show, t.state], show_progress_on=[t.model], **at),

@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from tests.conftest import screenshot
+from tests.conftest import ROOT, screenshot
+from tests.ui.test_browser_vit import gallery_srcs
 from tests.ui.test_browser_vit_live import click_range, ready
 
 DESKTOP, PHONE = (1400, 1000), (390, 844)
@@ -176,3 +177,21 @@ def test_a_permalinks_head_is_named_and_highlighted(browser, app_url):
         assert "layer 1" in pg.locator("#vit-caption").inner_text()
     finally:
         ctx.close()
+
+
+@pytest.mark.browser
+def test_a_corrupt_upload_gives_one_toast_marks_the_input_and_keeps_the_maps(page, tmp_path):
+    ready(page)
+    big, tiles = page.locator("#vit-query-image img").get_attribute("src"), gallery_srcs(page)
+    bad = tmp_path / "corrupt.jpg"
+    bad.write_bytes((ROOT / "examples" / "photos" / "chelsea.jpg").read_bytes()[:3000])
+    page.locator("#vit-image input[type=file]").set_input_files(str(bad))
+    toast = page.get_by_test_id("toast-body")
+    toast.first.wait_for()
+    page.locator("#vit-image.vit-fault").wait_for()  # the input at fault is outlined ...
+    page.wait_for_timeout(1000)
+    assert toast.count() == 1 and "truncated or corrupt" in toast.first.inner_text()
+    assert page.locator("#vit-image img").count() == 0  # ... and holds no broken picture
+    assert page.locator("#vit-query-image img").get_attribute("src") == big and gallery_srcs(page) == tiles
+    assert page.locator("#vit-results").get_by_text("Error", exact=True).count() == 0  # no marks over the maps
+    screenshot(page, "vit_corrupt_upload")
