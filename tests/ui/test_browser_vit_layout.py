@@ -120,6 +120,8 @@ def test_no_panel_makes_the_page_wider_than_the_screen(browser, app_url, size):
         pg.get_by_text("Scores vs weights").click()
         pg.locator("#vit-scores").get_by_text("rank").first.wait_for()
         pg.wait_for_timeout(800)  # the bar charts are drawn
+        for bars in ("#vit-score-bars", "#vit-weight-bars"):  # at full size, not squeezed to fit
+            assert box(pg, bars)["width"] >= 280 and box(pg, bars)["height"] >= 250, bars
         assert_nothing_overflows(pg, "scores")
         pg.get_by_text("Model view: every layer").click()
         pg.locator("#vit-model-view-btn").click()
