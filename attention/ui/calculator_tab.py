@@ -13,6 +13,7 @@ from attention.calculator import patches as qkv_patches
 from attention.calculator import presets as qkv_presets
 from attention.calculator import report as qkv
 from attention.config import EXAMPLES_DIR
+from attention.errors import AttentionError
 from attention.ui.components import image_path, number, slider, user_errors
 
 QKV_DIRECT, QKV_X = qkv_form.MATRICES[qkv.DIRECT], qkv_form.MATRICES[qkv.FROM_X]
@@ -222,6 +223,12 @@ def build() -> None:
         out = {c: gr.update(value=v, elem_classes=[]) for c, v in zip((checks, notes, report), shown)}
         return out | {stale: gr.update(visible=False), marked: []} | outline(d[marked], [])
 
+    def qkv_ui_recalculate(d):  # a table cell edited: the note over the results and the outline say what is
+        try:  # wrong, no toast (a cell's edit can fire twice: two toasts would cover the note)
+            return qkv_ui_calculate.__wrapped__(d)
+        except AttentionError as e:
+            raise gr.Error(str(e), visible=False, print_exception=False) from None
+
     def qkv_ui_stale(d):  # after a failed calculation: blame its inputs, mark the old results as stale
         message, fields = qkv_form.diagnose(matrices(d), **{k: d[c] for k, c in settings.items()})
         out = {c: gr.update(elem_classes=STALE) for c in (checks, notes, report)}
@@ -234,8 +241,8 @@ def build() -> None:
     calc_outputs = [checks, notes, report, stale, marked, *dict.fromkeys(c for cs in blamable.values() for c in cs)]
     calc_quiet = dict(QUIET, show_progress_on=[report])
 
-    def calculate(event, **kw):  # `event` runs the calculation; a failure marks the results stale
-        event(qkv_ui_calculate, calc_inputs, calc_outputs, **kw, **calc_quiet).failure(
+    def calculate(event, fn=qkv_ui_calculate, **kw):  # `event` runs the calculation; a failure marks the results stale
+        event(fn, calc_inputs, calc_outputs, **kw, **calc_quiet).failure(
             qkv_ui_stale, calc_inputs, calc_outputs, **calc_quiet
         )
 
@@ -262,6 +269,8 @@ def build() -> None:
         )
 
     def load(name):
+        if name not in presets:  # emptied by a change of mode (`mode_about`): the form stays as it is
+            return {}
         f = qkv_form.preset_form(presets[name])
         out = {about: f["description"], **{c: f[k] for k, c in settings.items() if k in f}}
         for n, a in f["matrices"].items():
@@ -280,7 +289,15 @@ def build() -> None:
     shape = [mode, edit_as, use_wo]
     calculate(preset.change(load, preset, filled, **QUIET).then(layout, shape, box_list, **QUIET).then)
     mode.change(layout, shape, box_list, **QUIET)
-    mode.input(lambda name, m: qkv_form.about(presets[name], m), [preset, mode], about, **QUIET)
+
+    def mode_about(name, m):  # the text above the matrices; the preset box emptied once it no longer names them
+        p = presets.get(name)
+        if p is None:  # emptied before
+            return qkv_form.MODE_ABOUT[qkv_form.MODE_LABELS[m]], gr.update()
+        text = qkv_form.about(p, m)
+        return text, gr.update() if text == p.description else gr.update(value=None)
+
+    mode.input(mode_about, [preset, mode], [about, preset], **QUIET)
     calculate(mode.input, trigger_mode="always_last")
     use_wo.change(layout, shape, box_list, **QUIET)
     edit_as.change(
@@ -288,7 +305,7 @@ def build() -> None:
     ).then(layout, shape, box_list, **QUIET)
     calculate(go.click)
     for t in tables.values():
-        calculate(t.input, trigger_mode="always_last")
+        calculate(t.input, qkv_ui_recalculate, trigger_mode="always_last")
     for c in (scale_mode, mask_mode):
         c.change(custom_only, [scale_mode, mask_mode], [scale, mask], **QUIET)
     calculate(

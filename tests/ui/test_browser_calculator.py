@@ -88,6 +88,7 @@ def test_from_x_shows_every_column_of_x_and_the_weights(browser, app_url, width,
         pg.locator("#qkv-mode").get_by_label("From X", exact=False).check()
         pg.locator("#qkv-report h4", has_text="0. Projections").wait_for()  # the mode recalculates
         assert "X W_q" in pg.locator("#qkv-about").inner_text()  # the text describes the mode, not the preset
+        assert pg.locator("#qkv-preset input").input_value() == ""  # which no longer names what is shown
         for n in ("x", "w_q", "w_k", "w_v"):
             pg.locator(f"#qkv-table-{n} thead th").first.wait_for()
             box = pg.evaluate(_COLUMNS, n)
@@ -123,6 +124,8 @@ def test_a_bad_cell_is_outlined_and_the_old_results_are_marked_stale_until_fixed
     note = pg.locator("#qkv-stale-note")
     note.wait_for()
     assert "'x1' (row 1, column 1)" in note.inner_text() and "previous valid input" in note.inner_text()
+    pg.wait_for_timeout(1000)
+    assert pg.get_by_test_id("toast-body").count() == 0  # said once, in the note: no toast over it
     pg.wait_for_selector("#qkv-report.qkv-stale")  # the old results, dimmed
     assert _table_text(pg, "4. Softmax weights") == weights
     assert "qkv-fault" in pg.locator("#qkv-table-k").get_attribute("class")  # only the matrix at fault
