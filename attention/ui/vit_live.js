@@ -210,6 +210,13 @@ function onPatch(e) {  // Gradio's own click -> pixel rule (Image's select), the
   ask([Math.min(gh - 1, Math.floor(y / step)), Math.min(gw - 1, Math.floor(x / step))], L.cur.layer);
 }
 
+// The caption's bold words for a head drawn here (the server's answer then brings its whole caption, and
+// the highlighted tile): the wording of vit_layout.map_caption for the two views drawn here.
+function caption() {
+  const b = document.querySelector("#vit-caption strong");
+  if (b) b.textContent = L.cur.view === "mean" ? `the mean of the ${L.p.heads} heads` : `head ${L.cur.head}`;
+}
+
 function onHead(e) {
   const tile = e.target.closest(".thumbnail-item");
   if (!tile || !ready() || !L.cur.maps) return;
@@ -219,6 +226,7 @@ function onHead(e) {
   if (mean) L.cur.view = "mean";
   else L.cur.head = i;
   show(mean);  // the tiles stay, but the mean view shows one (the server's answer brings it)
+  caption();
 }
 
 function onHeadSlider(e) {
@@ -226,6 +234,7 @@ function onHeadSlider(e) {
   if (!ready() || !L.cur.maps || !Number.isInteger(head) || head < 0 || head >= L.p.heads) return;
   L.cur.head = head;
   show(false);
+  caption();
 }
 
 function onOpacity(e) {

@@ -330,20 +330,7 @@ def build(demo: gr.Blocks | None = None) -> None:
         ),
         t.gallery.select(
             pick_head,
-            [
-                t.image,
-                t.model,
-                t.resolution,
-                t.qrow,
-                t.qcol,
-                t.layer,
-                t.view,
-                t.threshold,
-                t.alpha,
-                t.cmap,
-                t.state,
-                *ropts,
-            ],
+            [c for c in inputs if c is not t.head],  # the tile names the head
             [*show, t.state, t.view],
             trigger_mode="always_last",
             **on_map,

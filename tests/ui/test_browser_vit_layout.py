@@ -5,6 +5,7 @@ its tile is the highlighted one, whatever changed it."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import pytest
@@ -35,13 +36,18 @@ OVERFLOWING = """() => {
 }"""
 
 
-def new_page(browser, app_url, size, path=""):
+@contextlib.contextmanager
+def visit(browser, app_url, size, path=""):
+    """A fresh page of `size` (width, height) at the app (+ `path`), its first screen ready."""
     ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
-    pg = ctx.new_page()
-    pg.set_default_timeout(60_000)
-    pg.goto(app_url.rstrip("/") + "/" + path)
-    ready(pg)
-    return ctx, pg
+    try:
+        pg = ctx.new_page()
+        pg.set_default_timeout(60_000)
+        pg.goto(app_url.rstrip("/") + "/" + path)
+        ready(pg)
+        yield pg
+    finally:
+        ctx.close()
 
 
 def box(pg, selector: str) -> dict:
@@ -76,8 +82,7 @@ def wait_for_head(pg, head: int) -> None:
 
 @pytest.mark.browser
 def test_on_a_desktop_the_map_and_its_controls_are_on_the_first_screen(browser, app_url):
-    ctx, pg = new_page(browser, app_url, DESKTOP)
-    try:
+    with visit(browser, app_url, DESKTOP) as pg:
         assert pg.evaluate("window.scrollY") == 0
         for sel in ("#vit-query-image img", "#vit-layer", "#vit-head", "#vit-view", "#vit-model", "#vit-caption"):
             b = box(pg, sel)
@@ -90,14 +95,11 @@ def test_on_a_desktop_the_map_and_its_controls_are_on_the_first_screen(browser, 
         assert 0 <= lay["y"] - (m["y"] + m["height"]) <= 40  # the layer slider right under the map
         assert_nothing_overflows(pg, "desktop")
         screenshot(pg, "vit_layout_desktop")
-    finally:
-        ctx.close()
 
 
 @pytest.mark.browser
 def test_on_a_phone_the_layer_slider_starts_right_under_the_map(browser, app_url):
-    ctx, pg = new_page(browser, app_url, PHONE)
-    try:
+    with visit(browser, app_url, PHONE) as pg:
         m, lay, hd = box(pg, "#vit-query-image img"), box(pg, "#vit-layer"), box(pg, "#vit-head")
         assert 0 <= lay["y"] - (m["y"] + m["height"]) <= 150, (m, lay)
         assert lay["y"] < hd["y"] < box(pg, "#vit-gallery")["y"] < box(pg, "#vit-model")["y"]  # then the rest
@@ -108,15 +110,12 @@ def test_on_a_phone_the_layer_slider_starts_right_under_the_map(browser, app_url
         assert pg.get_by_role("tab", name="ViT attention").bounding_box()["height"] >= 40
         assert_nothing_overflows(pg, "phone")
         screenshot(pg, "vit_layout_phone")
-    finally:
-        ctx.close()
 
 
 @pytest.mark.browser
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_no_panel_makes_the_page_wider_than_the_screen(browser, app_url, size):
-    ctx, pg = new_page(browser, app_url, size)
-    try:
+    with visit(browser, app_url, size) as pg:
         pg.get_by_text("Scores vs weights").click()
         pg.locator("#vit-scores").get_by_text("rank").first.wait_for()
         pg.wait_for_timeout(800)  # the bar charts are drawn
@@ -140,15 +139,12 @@ def test_no_panel_makes_the_page_wider_than_the_screen(browser, app_url, size):
         pg.locator("#vit-gallery").get_by_text("rollout through layers").first.wait_for()
         assert_nothing_overflows(pg, "rollout")
         screenshot(pg, f"vit_panels_{size[0]}")
-    finally:
-        ctx.close()
 
 
 @pytest.mark.browser
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_the_caption_names_the_head_shown_and_its_tile_is_highlighted(browser, app_url, size):
-    ctx, pg = new_page(browser, app_url, size)
-    try:
+    with visit(browser, app_url, size) as pg:
         wait_for_head(pg, 0)  # the first screen
         pg.locator("#vit-gallery .thumbnail-item").nth(2).click()  # a tile
         wait_for_head(pg, 2)
@@ -167,18 +163,13 @@ def test_the_caption_names_the_head_shown_and_its_tile_is_highlighted(browser, a
         pg.locator("#vit-view").get_by_text("Per-head grid").click()
         wait_for_head(pg, int(pg.locator("#vit-head input[type=number]").input_value()))
         assert pg.get_by_test_id("toast-body").count() == 0
-    finally:
-        ctx.close()
 
 
 @pytest.mark.browser
 def test_a_permalinks_head_is_named_and_highlighted(browser, app_url):
-    ctx, pg = new_page(browser, app_url, DESKTOP, "?example=digit_5&layer=1&head=2")
-    try:
+    with visit(browser, app_url, DESKTOP, "?example=digit_5&layer=1&head=2") as pg:
         wait_for_head(pg, 2)
         assert "layer 1" in pg.locator("#vit-caption").inner_text()
-    finally:
-        ctx.close()
 
 
 @pytest.mark.browser
