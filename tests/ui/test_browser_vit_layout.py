@@ -159,9 +159,10 @@ def test_the_caption_names_the_head_shown_and_its_tile_is_highlighted(browser, a
         pg.locator("#vit-view").get_by_text("Per-head grid").click()  # and back: the slider's head
         wait_for_head(pg, 1)
         pg.locator("#vit-gallery .thumbnail-item").nth(4).click()  # the mean's tile: the mean view
-        pg.locator("#vit-caption").get_by_text("mean of the 4 heads").wait_for()
-        pg.locator("#vit-view").get_by_text("Per-head grid").click()
-        wait_for_head(pg, int(pg.locator("#vit-head input[type=number]").input_value()))
+        pg.locator("#vit-caption").get_by_text("mean of the 4 heads").wait_for()  # (drawn here at once)
+        pg.wait_for_function("() => document.querySelectorAll('#vit-gallery .thumbnail-item').length === 1")
+        pg.locator("#vit-view").get_by_text("Per-head grid").click()  # the server's answer set the last head
+        wait_for_head(pg, 3)
         assert pg.get_by_test_id("toast-body").count() == 0
 
 
