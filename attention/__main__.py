@@ -40,6 +40,11 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument(
         "--pca-background", type=float, default=None, help="drop patches whose first PCA component is below this (0-1)"
     )
+    f.add_argument(
+        "--pca",
+        default="minmax",
+        help="PCA colours: 'minmax' (default) or 'dinov3' (DINOv3's notebook: fitted on the foreground, whitened)",
+    )
     f.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
     return p
 
@@ -101,11 +106,13 @@ def features(args) -> int:
 
     from attention.render import png_bytes
     from attention.vit.feature_views import feature_pictures
+    from attention.vit.features import check_pca_style
     from attention.vit.modelview import model_view
     from attention.vit.session import get_pass
 
     try:
         query = _query(args.query)
+        check_pca_style(args.pca)
     except AttentionError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -113,7 +120,9 @@ def features(args) -> int:
     for path in args.images:
         try:
             p = get_pass(path, args.model, args.resolution)
-            tiles, arrays = feature_pictures(p, query, args.layer, cmap=args.cmap, background=args.pca_background)
+            tiles, arrays = feature_pictures(
+                p, query, args.layer, cmap=args.cmap, background=args.pca_background, pca_style=args.pca
+            )
             out = args.out / path.stem
             out.mkdir(parents=True, exist_ok=True)
             for t in tiles:

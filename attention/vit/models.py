@@ -31,13 +31,16 @@ from attention.vit import posembed
 class Family:
     """How a family's own code feeds an image of any size to its ViT, so our maps are its maps.
 
-    crop: which part of the image is kept when its size is not a multiple of the patch.
-    pos_embed: how position embeddings are resampled to the patch grid (`posembed.RULES`).
-    resolution: what "auto" means (shorter side, px), None = the model's trained input size.
+    crop: which part of the image is kept when its size is not a multiple of the patch ("resize":
+    none, the image is resized to whole patches instead: `images.target_size`).
+    pos_embed: how position embeddings are resampled to the patch grid (`posembed.RULES`, or
+    "rope": rotary, nothing to resample).
+    resolution: what "auto" means (shorter side, px; the height for "resize"), None = the model's
+    trained input size.
     """
 
-    crop: Literal["top-left", "center"]
-    pos_embed: Literal["dino", "dinov2", "dinov2_reg", "timm"]
+    crop: Literal["top-left", "center", "resize"]
+    pos_embed: Literal["dino", "dinov2", "dinov2_reg", "timm", "rope"]
     resolution: int | None
 
 
@@ -45,21 +48,28 @@ class Family:
 # (the top-left corner; its default --image_size is (480, 480): our "dino480"); its ViT resamples position
 # embeddings with interpolate_pos_encoding (facebookresearch/dino vision_transformer.py). DINOv2 has
 # no script of its own: people run DINO's, so the same crop, with DINOv2's interpolate_pos_encoding
-# and the settings of its hub models (see posembed.RULES). Any other ViT is fed as timm feeds it
-# (centre crop, timm's resampling). mnist_vit sees 28 x 28 digits, a whole number of patches.
+# and the settings of its hub models (see posembed.RULES). DINOv3's notebooks (facebookresearch/dinov3
+# notebooks/pca.ipynb and foreground_segmentation.ipynb, `resize_transform`, IMAGE_SIZE = 768) resize
+# the whole image, no crop, to 768 px high (48 rows of patches) and floor(w * 768 / (h * 16)) columns,
+# bilinear; its positions are rotary (timm `Eva` with RotaryEmbeddingDinoV3), so nothing is resampled;
+# "auto" is those notebooks' 768. Any other ViT is fed as timm feeds it (centre crop, timm's
+# resampling). mnist_vit sees 28 x 28 digits, a whole number of patches.
 FAMILIES: dict[str, Family] = {
     "dino": Family("top-left", "dino", 480),
     "dinov2": Family("top-left", "dinov2", 480),
     "dinov2_reg": Family("top-left", "dinov2_reg", 480),
+    "dinov3": Family("resize", "rope", 768),
     "timm": Family("center", "timm", None),
 }
 
 
 def family_of(name: str) -> str:
-    """The family of a timm name or `hf-hub:org/repo`, from its name: a DINOv2 name (with
-    `reg<n>`: registers) -> "dinov2"/"dinov2_reg"; a `dino` tag or word (`vit_small_patch16_224.dino`,
-    `..._dino`) -> "dino"; anything else (DINOv3 included) -> "timm"."""
+    """The family of a timm name or `hf-hub:org/repo`, from its name: a DINOv3 name -> "dinov3"; a
+    DINOv2 name (with `reg<n>`: registers) -> "dinov2"/"dinov2_reg"; a `dino` tag or word
+    (`vit_small_patch16_224.dino`, `..._dino`) -> "dino"; anything else -> "timm"."""
     base = name.strip().lower().removeprefix("hf-hub:").rsplit("/", 1)[-1]
+    if "dinov3" in base:
+        return "dinov3"
     if "dinov2" in base:
         return "dinov2_reg" if re.search(r"reg\d", base) else "dinov2"
     return "dino" if re.search(r"(^|[._-])dino($|[._-])", base) else "timm"
@@ -105,6 +115,11 @@ REGISTRY: dict[str, ModelSpec] = {
             480,
             "dinov2_reg",
         ),
+        # DINOv3 (timm `Eva`: RoPE, 4 registers), 768 px high as its notebooks; weights under the DINOv3
+        # licence (pretrained_cfg license "dinov3-license"), in timm's own ungated hub repos
+        ModelSpec("dinov3_vits16", "vit_small_patch16_dinov3.lvd1689m", "DINOv3 ViT-S/16", 768, "dinov3"),
+        ModelSpec("dinov3_vits16plus", "vit_small_plus_patch16_dinov3.lvd1689m", "DINOv3 ViT-S+/16", 768, "dinov3"),
+        ModelSpec("dinov3_vitb16", "vit_base_patch16_dinov3.lvd1689m", "DINOv3 ViT-B/16", 768, "dinov3"),
         ModelSpec("mnist_vit", "local", "ViT trained here on MNIST digits (ships with the app)", 28),
     ]
 }
@@ -160,7 +175,8 @@ def resolve(name: str) -> tuple[str, ModelSpec | None]:
     import timm
 
     if name and timm.is_model(name):
-        if not timm.models.is_model_in_modules(name, ["vision_transformer", "deit"]):
+        dinov3 = family_of(name) == "dinov3" and timm.models.is_model_in_modules(name, ["eva"])
+        if not dinov3 and not timm.models.is_model_in_modules(name, ["vision_transformer", "deit"]):
             raise ModelLoadError(
                 f"Model {name!r} is not a plain ViT; attention extraction supports timm VisionTransformer models "
                 f"(vision_transformer, deit), e.g. {', '.join(REGISTRY)}."
@@ -291,9 +307,10 @@ def check_allowed(name: str, allow_downloads: bool | None = None) -> str:
 
 
 def _check_vit(model: torch.nn.Module, name: str) -> torch.nn.Module:
+    from timm.models.eva import Eva
     from timm.models.vision_transformer import VisionTransformer
 
-    if not isinstance(model, VisionTransformer):
+    if not isinstance(model, VisionTransformer) and not (isinstance(model, Eva) and family_of(name) == "dinov3"):
         raise ModelLoadError(
             f"Model {name!r} is a {type(model).__name__}, not a timm VisionTransformer; "
             f"attention extraction supports ViTs (e.g. {', '.join(REGISTRY)})."

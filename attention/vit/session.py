@@ -236,14 +236,16 @@ class Pass:
         return res.at_layer(layer)
 
     def feature_maps(
-        self, query: Query = "cls", layer: int = -1, background: float | None = None
+        self, query: Query = "cls", layer: int = -1, background: float | None = None, pca_style: str = "minmax"
     ) -> dict[str, np.ndarray]:
         """float32 pca (gh, gw, 3), similarity to `query` (gh, gw) and norms (gh, gw) of layer `layer`'s
-        output tokens (`features.feature_maps`), from this pass. InputError off the depth or grid."""
+        output tokens (`features.feature_maps`: pca_style, background), from this pass. InputError off the
+        depth or grid."""
         if self.tokens is None:
             raise InputError("This pass kept no features; run it again through `get_pass`.")
         b = self.base
-        return features.feature_maps(self.tokens, b.grid, b.num_prefix_tokens, layer, norm_query(query), background)
+        q = norm_query(query)
+        return features.feature_maps(self.tokens, b.grid, b.num_prefix_tokens, layer, q, background, pca_style)
 
     def rollout(self, query: Query = "cls", layer: int = -1, **options) -> np.ndarray:
         """float32 (gh, gw): attention rollout of `query` through layers 0..layer, memoised.
