@@ -24,7 +24,7 @@ import torch
 from attention import net
 from attention.config import SETTINGS, WEIGHTS_DIR
 from attention.errors import ModelLoadError
-from attention.vit import posembed
+from attention.vit import hub_errors, posembed
 
 
 @dataclass(frozen=True)
@@ -322,23 +322,29 @@ def _load_hub(timm_name: str) -> torch.nn.Module:
     import timm
 
     repo = hub_id(timm_name)
-    fix = (
-        f"Download it once with `hf download {repo}` where the hub "
-        f"is reachable, then run with the same HF_HOME; offline, pick '{OFFLINE_MODEL}', which ships with the app."
-    )
-    cached = is_cached(timm_name)
-    if not cached and not hub_reachable():
+    if not is_cached(timm_name) and not hub_reachable():
         from huggingface_hub import constants
 
         why = "HF_HUB_OFFLINE=1 is set" if constants.HF_HUB_OFFLINE else "the Hugging Face Hub cannot be reached"
-        raise ModelLoadError(f"Weights of {timm_name!r} ({repo}) are not in the local cache and {why}. {fix}")
+        raise hub_errors.offline(timm_name, repo, why)
     try:
         model = timm.create_model(timm_name, pretrained=True, num_classes=0, dynamic_img_size=True)
-    except Exception as e:  # hub, network, file or config errors: all become one readable error
-        raise ModelLoadError(
-            f"Could not load weights of {timm_name!r} ({repo}): {type(e).__name__}: {str(e).rstrip('.')}. {fix}"
-        ) from e
+    except Exception as e:  # hub, network, file or config errors: each said as what it is (hub_errors)
+        raise hub_errors.explain(e, timm_name, repo, _architecture(timm_name)) from e
     return _check_vit(model, timm_name)
+
+
+def _architecture(timm_name: str) -> str | None:
+    """The timm architecture `timm_name` builds: the name itself, or for `hf-hub:` the cached config's."""
+    if not timm_name.startswith("hf-hub:"):
+        return timm_name.split(".")[0]
+    from huggingface_hub import try_to_load_from_cache
+
+    path = try_to_load_from_cache(timm_name[len("hf-hub:") :], "config.json")
+    try:
+        return json.loads(open(path).read()).get("architecture") if isinstance(path, str) else None
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def local_config(alias: str) -> dict:
