@@ -7,10 +7,16 @@ module level (tests import it); it is launched only under __main__, with `LAUNCH
 
 from __future__ import annotations
 
+import sys
+
 import gradio as gr
 
 from attention.config import SETTINGS
 from attention.ui import APP_CSS, calculator_tab, retrieval_tab, vit_tab
+from attention.vit.checkpoint import serve_args
+
+if __name__ == "__main__":  # `python app.py --model PATH --arch NAME`: the operator's checkpoint, the default model
+    serve_args(sys.argv[1:])
 
 # Files Gradio serves (sheets, .npz, plots) are deleted every 5 minutes once older than
 # ATTENTION_FILE_TTL seconds, so its temp dir is bounded by traffic x age.

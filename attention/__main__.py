@@ -5,6 +5,8 @@ the raw arrays as .npz (as DINO's visualize_attention.py does), into OUT/<image 
 features: the feature views (pca.png, similarity.png, norms.png, features.npz) and the model view
 (model_view.png: every layer x head of the query), from the same one forward pass.
 A bad file gets one clear line; the other images are still processed.
+Your own checkpoint: `--weights ckpt.pth --arch vit_small_patch16_224` (DINO's `teacher`/`student` keys and
+`module.`/`backbone.` prefixes understood; `--checkpoint-key`, `--family dino` for DINO's preprocessing).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 from pathlib import Path
 
 from attention.errors import AttentionError
+from attention.vit.checkpoint import checkpoint_args, use_checkpoint
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
         help="PCA colours: 'minmax' (default) or 'dinov3' (DINOv3's notebook: fitted on the foreground, whitened)",
     )
     f.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
+    for sp in (m, f):
+        checkpoint_args(sp)  # --weights, --arch, --checkpoint-key, --family
     return p
 
 
@@ -140,6 +145,11 @@ def features(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        args.model = use_checkpoint(args.weights, args.arch, args.checkpoint_key, args.family) or args.model
+    except AttentionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return {"maps": maps, "features": features}[args.command](args)
 
 

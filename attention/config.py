@@ -72,6 +72,11 @@ class Settings:
     server_name: str = "127.0.0.1"  # GRADIO_SERVER_NAME
     offline: bool = field(default=False)  # ATTENTION_OFFLINE=1: never try to download full MNIST
     mcp: bool = True  # serve the API endpoints as MCP tools at /gradio_api/mcp/: ATTENTION_MCP=0 turns it off
+    # the operator's own checkpoint, made the default model (as `python app.py --model PATH --arch NAME`):
+    checkpoint: str = ""  # its file: ATTENTION_CHECKPOINT
+    checkpoint_arch: str = ""  # its timm architecture: ATTENTION_ARCH
+    checkpoint_key: str = ""  # the key its weights sit under (DINO's teacher, ...): ATTENTION_CHECKPOINT_KEY
+    checkpoint_family: str = ""  # how images are fed (dino, dinov2, ..., default the arch's): ATTENTION_FAMILY
 
     def budget_gflop(self, device: str) -> float:
         """The compute budget (GFLOP per forward pass) on a device type ("cpu", "cuda", ...)."""
@@ -97,6 +102,10 @@ class Settings:
             server_name=os.environ.get("GRADIO_SERVER_NAME", cls.server_name).strip() or cls.server_name,
             offline=_flag("ATTENTION_OFFLINE"),
             mcp=os.environ.get("ATTENTION_MCP", "1").strip().lower() not in {"0", "false", "no", "off"},
+            checkpoint=os.environ.get("ATTENTION_CHECKPOINT", "").strip(),
+            checkpoint_arch=os.environ.get("ATTENTION_ARCH", "").strip(),
+            checkpoint_key=os.environ.get("ATTENTION_CHECKPOINT_KEY", "").strip(),
+            checkpoint_family=os.environ.get("ATTENTION_FAMILY", "").strip(),
         )
 
 

@@ -19,7 +19,9 @@ causes and names the one that matters:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 from attention.errors import ModelLoadError
 
@@ -106,6 +108,19 @@ def _missing(name: str, repo: str | None) -> str:
     if not any(isinstance(try_to_load_from_cache(repo, f), str) for f in weights):
         gone.append("the weights (model.safetensors)")
     return " and ".join(gone) if gone else "the files"
+
+
+def architecture_of(timm_name: str) -> str | None:
+    """The timm architecture `timm_name` builds: the name itself, or for `hf-hub:` the cached config's."""
+    if not timm_name.startswith("hf-hub:"):
+        return timm_name.split(".")[0]
+    from huggingface_hub import try_to_load_from_cache
+
+    path = try_to_load_from_cache(timm_name[len("hf-hub:") :], "config.json")
+    try:
+        return json.loads(Path(path).read_text()).get("architecture") if isinstance(path, str) else None
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def explain(e: BaseException, name: str, repo: str | None, arch: str | None = None) -> ModelLoadError:

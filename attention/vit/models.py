@@ -12,6 +12,7 @@ exception is `mnist_vit`, a small ViT trained here whose weights ship in `weight
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from collections import OrderedDict
@@ -80,14 +81,16 @@ class ModelSpec:
     """One entry of the registry: a short alias for a timm tag (or the shipped model)."""
 
     alias: str
-    timm_name: str  # timm tag, or "local" for weights shipped in weights/
+    timm_name: str  # timm tag, or "local" for weights shipped in weights/ (the architecture, for a checkpoint)
     description: str
-    resolution: int  # what "auto" resolution means for this model (shorter side, px)
+    resolution: int | None  # what "auto" resolution means for this model (shorter side, px; None: trained size)
     family: str = "timm"  # a key of FAMILIES: how its own code crops and resamples position embeddings
+    checkpoint: str | None = None  # the operator's own weights file (`checkpoint.register_checkpoint`)
+    checkpoint_key: str | None = None  # where in that file the weights sit (DINO's --checkpoint_key)
 
     @property
     def hub_id(self) -> str | None:
-        return None if self.timm_name == "local" else f"timm/{self.timm_name}"
+        return None if self.timm_name == "local" or self.checkpoint else f"timm/{self.timm_name}"
 
     @property
     def crop(self) -> str:
@@ -213,7 +216,10 @@ def is_cached(name: str) -> bool:
     """True when the weights of `name` are on disk (shipped, or in the HF cache): no network used."""
     repo = hub_id(name)
     if repo is None:
-        return (WEIGHTS_DIR / f"{resolve(name)[1].alias}.safetensors").exists()
+        spec = resolve(name)[1]
+        return (
+            os.path.isfile(spec.checkpoint) if spec.checkpoint else (WEIGHTS_DIR / f"{spec.alias}.safetensors").exists()
+        )
     from huggingface_hub import try_to_load_from_cache
 
     return any(isinstance(try_to_load_from_cache(repo, f), str) for f in ("model.safetensors", "pytorch_model.bin"))
@@ -241,10 +247,17 @@ def load_vit(
     name: str = DEFAULT_MODEL,
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
+    *,
+    arch: str | None = None,
+    checkpoint_key: str | None = None,
+    family: str | None = None,
 ) -> torch.nn.Module:
     """A timm VisionTransformer with pretrained weights, in eval mode on `device`.
 
-    name: an alias of REGISTRY, a timm ViT name, or `hf-hub:org/repo`.
+    name: an alias of REGISTRY, a timm ViT name, or `hf-hub:org/repo`; with `arch`, the path of your own
+    checkpoint (.pth/.pt/.bin/.safetensors) for timm architecture `arch` (`checkpoint.load`: DINO's
+    `teacher`/`student` keys, `module.`/`backbone.` prefixes; `checkpoint_key` picks the key; `family`,
+    default the architecture's, how images are fed: a key of FAMILIES).
     device: default CUDA when available, else CPU. dtype: default `default_dtype(device)`.
     Loaded once per (name, device, dtype) and cached; at most `SETTINGS.max_models`
     (ATTENTION_MAX_MODELS) stay resident, the least recently used is dropped first
@@ -257,18 +270,23 @@ def load_vit(
     cannot be had (offline and not cached, hub error, unknown name, not a ViT).
     Never falls back to random weights.
     """
-    timm_name, spec = resolve(name)
+    if arch is not None:
+        from attention.vit.checkpoint import checkpoint_spec
+
+        timm_name, spec = arch, checkpoint_spec(name, arch, checkpoint_key, family)
+    else:
+        timm_name, spec = resolve(name)
     device = torch.device(device) if device is not None else default_device()
     dtype = dtype or default_dtype(device)
     key = (_cache_name(timm_name, spec), str(device), str(dtype))
     with _lock:  # one load per key, even when two visitors ask at once
         if key not in _cache:
-            model = _load_local(spec.alias) if spec and spec.timm_name == "local" else _load_hub(timm_name)
+            model = _load(timm_name, spec)
             family = FAMILIES[spec.family if spec else family_of(timm_name)]
             auto = spec.resolution if spec else family.resolution
             if auto:
                 model.auto_resolution = auto
-            model.alias, model.crop_rule = key[0], family.crop
+            model.alias, model.crop_rule = spec.alias if spec else timm_name, family.crop
             model = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
             _cache[key] = posembed.install(model, family.pos_embed)
             while len(_cache) > max(1, SETTINGS.max_models):
@@ -277,7 +295,20 @@ def load_vit(
         return _cache[key]
 
 
+def _load(timm_name: str, spec: ModelSpec | None) -> torch.nn.Module:
+    """The model with its weights from where they are: shipped, the operator's checkpoint, or the hub."""
+    if spec and spec.timm_name == "local":
+        return _load_local(spec.alias)
+    if spec and spec.checkpoint:
+        from attention.vit import checkpoint
+
+        return _check_vit(checkpoint.load(spec.checkpoint, spec.timm_name, spec.checkpoint_key), spec.timm_name)
+    return _load_hub(timm_name)
+
+
 def _cache_name(timm_name: str, spec: ModelSpec | None) -> str:
+    if spec and spec.checkpoint:  # a checkpoint re-registered under its alias with another file, arch or key
+        return f"{spec.alias}|{spec.timm_name}|{spec.checkpoint_key}|{spec.checkpoint}"
     return spec.alias if spec else timm_name
 
 
@@ -330,21 +361,8 @@ def _load_hub(timm_name: str) -> torch.nn.Module:
     try:
         model = timm.create_model(timm_name, pretrained=True, num_classes=0, dynamic_img_size=True)
     except Exception as e:  # hub, network, file or config errors: each said as what it is (hub_errors)
-        raise hub_errors.explain(e, timm_name, repo, _architecture(timm_name)) from e
+        raise hub_errors.explain(e, timm_name, repo, hub_errors.architecture_of(timm_name)) from e
     return _check_vit(model, timm_name)
-
-
-def _architecture(timm_name: str) -> str | None:
-    """The timm architecture `timm_name` builds: the name itself, or for `hf-hub:` the cached config's."""
-    if not timm_name.startswith("hf-hub:"):
-        return timm_name.split(".")[0]
-    from huggingface_hub import try_to_load_from_cache
-
-    path = try_to_load_from_cache(timm_name[len("hf-hub:") :], "config.json")
-    try:
-        return json.loads(open(path).read()).get("architecture") if isinstance(path, str) else None
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def local_config(alias: str) -> dict:

@@ -31,7 +31,6 @@ from attention.vit import features
 from attention.vit.extract import AttentionMaps, Query, attention_maps, norm_query
 from attention.vit.flow import rollout_map
 from attention.vit.models import (
-    DEFAULT_MODEL,
     OFFLINE_MODEL,
     REGISTRY,
     available,
@@ -76,9 +75,13 @@ class Startup:
     notice: str | None
 
 
-def startup_model(default: str = DEFAULT_MODEL, fallback: str = OFFLINE_MODEL) -> Startup:
-    """Pick the start-up model cheaply: `default` when its weights are cached or the hub is
-    reachable (one short connect, none at all under HF_HUB_OFFLINE=1), else `fallback`."""
+def startup_model(default: str | None = None, fallback: str = OFFLINE_MODEL) -> Startup:
+    """Pick the start-up model cheaply: `default` (default: `models.DEFAULT_MODEL` now, which the
+    operator's own checkpoint may have become) when its weights are cached or the hub is reachable
+    (one short connect, none at all under HF_HUB_OFFLINE=1), else `fallback`."""
+    from attention.vit import models
+
+    default = default or models.DEFAULT_MODEL
     if available(default):
         return Startup(default, True, None)
     repo = hub_id(default)
