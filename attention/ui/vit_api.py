@@ -42,9 +42,10 @@ def attention_maps_fn(model_default: str, defaults: dict):
 
         Args:
             image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF; EXIF orientation honoured).
-            model: dino_vits16, dino_vits8, dino_vitb16, dino_vitb8, dinov2_vits14, dinov2_vits14_reg or mnist_vit.
+            model: dino_vits16, dino_vits8, dino_vitb16, dino_vitb8, dinov2_vits14, dinov2_vits14_reg, dinov3_vits16,
+                dinov3_vits16plus, dinov3_vitb16 or mnist_vit (or the server's own checkpoint, ckpt:<name>).
             layer: the layer whose attention is shown: 0 = first, -1 = last (negative counts from the end).
-            resolution: 'auto' (480 px for DINO), 'native' (as DINO's script), 'dino480' (480x480), or px.
+            resolution: 'auto' (480 px for DINO, 768 px high for DINOv3), 'native', 'dino480' (480x480), or px.
             view: 'heads', 'mean', 'masks' (DINO's thresholded masks), 'fig3' (coloured masks) or 'rollout'.
             threshold: the share of attention each mask keeps, in (0, 1] (the masks and fig3 views).
             query_row: the query patch's row on the patch grid; query_row and query_col empty = the CLS token.
@@ -103,9 +104,10 @@ def feature_maps_fn(model_default: str, defaults: dict):
 
         Args:
             image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF; EXIF orientation honoured).
-            model: dino_vits16, dino_vits8, dino_vitb16, dino_vitb8, dinov2_vits14, dinov2_vits14_reg or mnist_vit.
+            model: dino_vits16, dino_vits8, dino_vitb16, dino_vitb8, dinov2_vits14, dinov2_vits14_reg, dinov3_vits16,
+                dinov3_vits16plus, dinov3_vitb16 or mnist_vit (or the server's own checkpoint, ckpt:<name>).
             layer: whose output tokens: 0 = first block, -1 = last (after the final norm, as forward_features).
-            resolution: 'auto' (480 px for DINO), 'native' (as DINO's script), 'dino480' (480x480), or px.
+            resolution: 'auto' (480 px for DINO, 768 px high for DINOv3), 'native', 'dino480' (480x480), or px.
             query_row: the row of the patch whose similarity to every patch is shown; both empty = the CLS token.
             query_col: the column of that patch (give both, or neither for the CLS token).
             pca_background: 0 keeps every patch in the PCA; in (0, 1), drops patches whose first component is below it.

@@ -40,9 +40,20 @@ def test_pca_background_drops_the_low_patches_as_the_package_does(client):
     assert (arrays["pca"] == 0).all(-1).any()  # some patches are background
 
 
+def test_dinov3_pca_style_answers_the_packages_view_and_its_foreground(client):
+    _, arrays, info = features(client, model="mnist_vit", pca="dinov3")
+    want = session.get_pass(DIGIT, "mnist_vit", "auto").feature_maps("cls", -1, pca_style="dinov3")
+    assert sorted(arrays.files) == ["foreground", "grid", "image", "norms", "pca", "similarity"]
+    np.testing.assert_array_equal(arrays["pca"], want["pca"])
+    np.testing.assert_array_equal(arrays["foreground"], want["foreground"])
+    assert (arrays["pca"][~arrays["foreground"]] == 0).all() and info["pca_style"] == "dinov3"
+    assert "DINOv3 style" in info["captions"][0]
+
+
 @pytest.mark.parametrize(
     "kw, fragment",
     [
+        (dict(pca="fancy"), "PCA style 'fancy' is not known; accepted: minmax, dinov3"),
         (dict(layer=7), "Layer 7 is out of range"),
         (dict(query_row=9, query_col=0), "off the 7x7 grid"),
         (dict(query_row=2), "Give both query_row and query_col"),
