@@ -33,7 +33,7 @@ EXPLAIN = {
 }
 
 
-PCA_CAPTION = {"minmax": "", "dinov3": " · DINOv3 style: foreground, whitened"}  # per features.PCA_STYLES
+PCA_CAPTION = {"minmax": "", "dinov3": " · DINOv3 style"}  # per features.PCA_STYLES
 
 
 def feature_pictures(
