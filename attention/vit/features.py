@@ -105,6 +105,15 @@ def _components(f: np.ndarray, k: int) -> np.ndarray:
     return (x @ vecs[:, ::-1][:, :k]).astype(np.float32)
 
 
+def _oriented(c: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
+    """Component scores c (gh*gw, k), each one's sign flipped where needed so that the grid's border
+    (usually background) lies on its low side: colours and foregrounds stable across layers."""
+    border = np.ones(grid, bool)
+    border[1:-1, 1:-1] = False
+    border = border.reshape(-1)
+    return np.where(c[border].mean(0) > c.mean(0), -c, c)
+
+
 def _unit(c: np.ndarray) -> np.ndarray:
     lo, hi = c.min(0), c.max(0)
     return (c - lo) / np.where(hi > lo, hi - lo, 1)
@@ -123,15 +132,7 @@ def pca(f: np.ndarray, grid: tuple[int, int], *, background: float | None = None
     gh, gw = grid
     if f.shape[0] < 3:
         raise InputError(f"PCA needs at least 3 patches; the grid is {gh}x{gw}.")
-    border = np.ones(grid, bool)
-    border[1:-1, 1:-1] = False
-    border = border.reshape(-1)
-
-    def oriented(c: np.ndarray) -> np.ndarray:
-        flip = c[border].mean(0) > c.mean(0)
-        return np.where(flip, -c, c)
-
-    c = _unit(oriented(_components(f, 3)))
+    c = _unit(_oriented(_components(f, 3), grid))
     if background is not None:
         if not 0 < background < 1:
             raise InputError(f"PCA background threshold {background} is out of range; accepted: 0 to 1, exclusive.")
@@ -170,12 +171,7 @@ def foreground(f: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
     ships with no model here). A patch's score is 1 where the first principal component of all patches
     (signed so the grid's border lies on its low side, as `pca` does) is above its mean, else 0; then, as
     the notebook does with its classifier's probabilities, a 3 x 3 median filter and > 0.5."""
-    f = _check(f, grid)
-    c = _components(f, 1)[:, 0]
-    border = np.ones(grid, bool)
-    border[1:-1, 1:-1] = False
-    if c[border.reshape(-1)].mean() > c.mean():
-        c = -c
+    c = _oriented(_components(_check(f, grid), 1), grid)[:, 0]
     return median3((c > 0).astype(np.float32).reshape(grid)) > 0.5
 
 
