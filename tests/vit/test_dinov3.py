@@ -106,3 +106,25 @@ def test_every_view_runs_on_a_dinov3(dinov3, tmp_path, monkeypatch):
     assert session.map_query((3, 4), p.base.grid, other.base.grid) == (1, 2)
     link = permalink.parse({"model": "dinov3_vits16", "layer": "-1", "q": "3,4", "view": "rollout"})
     assert permalink.query_string(link) == "model=dinov3_vits16&layer=-1&view=rollout&q=3,4"
+
+
+def test_the_registry_alias_loads_dinov3_s16_from_timms_hub_repo_offline(tmp_path):
+    """`dinov3_vits16` -> timm vit_small_patch16_dinov3.lvd1689m -> hub repo timm/vit_small_patch16_dinov3.lvd1689m:
+    full-size random weights in the Hub cache's layout, loaded through the registry with HF_HUB_OFFLINE=1."""
+    from attention.vit.models import available, is_cached
+    from tests.hub_cache import safetensors_bytes
+
+    torch.manual_seed(3)
+    ref = timm.create_model("vit_small_patch16_dinov3", pretrained=False, num_classes=0)
+    with temporary_hf_home(tmp_path / "hf") as add:
+        assert not available("dinov3_vits16")
+        add("timm/vit_small_patch16_dinov3.lvd1689m", {"model.safetensors": safetensors_bytes(ref)})
+        assert is_cached("dinov3_vits16") and available("dinov3_vits16")
+        model = load_vit("dinov3_vits16", device="cpu")
+        torch.testing.assert_close(model.blocks[7].attn.qkv.weight, ref.blocks[7].attn.qkv.weight)
+        assert (model.alias, model.crop_rule, model.pos_embed_rule, default_resolution(model)) == (
+            "dinov3_vits16",
+            "resize",
+            "rope",
+            768,
+        )
