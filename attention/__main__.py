@@ -18,6 +18,8 @@ from pathlib import Path
 from attention.errors import AttentionError
 from attention.vit.checkpoint import checkpoint_args, use_checkpoint
 
+RESOLUTION_HELP = "shorter side in px (DINOv3: the height), 'auto', 'native' or 'dino480'"
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m attention", description=__doc__.splitlines()[0])
@@ -28,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
         "--model", default="dino_vits16", help="alias (dino_vits16, mnist_vit, ...), timm name or hf-hub:org/repo"
     )
     m.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
-    m.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
+    m.add_argument("--resolution", default="auto", help=RESOLUTION_HELP)
     m.add_argument("--query", default="cls", help="'cls' or ROW,COL of a patch (default: cls)")
     m.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass kept by masks (default 0.6)")
     m.add_argument("--cmap", default="inferno", help="matplotlib colormap (default inferno)")
@@ -37,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("images", nargs="+", type=Path, help="image files")
     f.add_argument("--model", default="dino_vits16", help="alias, timm name or hf-hub:org/repo")
     f.add_argument("--layer", type=int, default=-1, help="layer whose output tokens (default: last, after the norm)")
-    f.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
+    f.add_argument("--resolution", default="auto", help=RESOLUTION_HELP)
     f.add_argument("--query", default="cls", help="the similarity's query: 'cls' or ROW,COL (default: cls)")
     f.add_argument("--cmap", default="inferno", help="colormap (default inferno)")
     f.add_argument(
