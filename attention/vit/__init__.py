@@ -1,6 +1,8 @@
 """Attention maps of vision transformers (DINO, DINOv2, timm ViTs, the shipped mnist_vit).
 
 models    the registry, `load_vit` (timm + huggingface-hub), the model allow-list
+checkpoint  your own checkpoint (DINO's conventions, weights_only), the app's --model PATH --arch NAME
+hub_errors  what failed loading from the Hub, why, and the fix
 extract   one forward pass -> every layer's query row; threshold masks
 flow      attention rollout from the kept q and k (per-row or vit-explain's global discard)
 posembed  position embeddings resampled to any grid as each family's own code does (DINO, DINOv2)
@@ -12,6 +14,7 @@ outputs   the files of a render: tiles, contact sheet, the .npz download
 mnist_vit training the shipped mnist_vit (`python -m attention.vit.mnist_vit --help`)
 """
 
+from attention.vit.checkpoint import register_checkpoint
 from attention.vit.extract import AttentionMaps, attention_maps, threshold_masks
 from attention.vit.flow import rollout, rollout_map
 from attention.vit.models import (
@@ -39,4 +42,5 @@ __all__ = [
     "available",
     "default_device",
     "load_vit",
+    "register_checkpoint",
 ]
