@@ -19,11 +19,13 @@ from attention.images import MAX_RESOLUTION, Crop, target_size
 
 
 def dims(model: torch.nn.Module) -> tuple[int, int, int, int, int]:
-    """(layers L, width D, MLP width M, prefix tokens P, patch size p) of a timm ViT."""
+    """(layers L, width D, MLP width M, prefix tokens P, patch size p) of a timm ViT. M is the width of
+    a plain two-layer MLP with the same multiply-adds: its Linear layers' weights / 2D (a SwiGLU's three
+    layers, DINOv3 S+'s and larger: 1.5x its hidden width); 4D when it has none."""
     blk = model.blocks[0]
-    fc1 = getattr(blk.mlp, "fc1", None)
     d = int(model.embed_dim)
-    m = int(fc1.out_features) if fc1 is not None else 4 * d
+    macs = sum(x.in_features * x.out_features for x in blk.mlp.modules() if isinstance(x, torch.nn.Linear))
+    m = macs // (2 * d) if macs else 4 * d
     return len(model.blocks), d, m, int(model.num_prefix_tokens), int(model.patch_embed.patch_size[0])
 
 
