@@ -25,8 +25,6 @@ from pathlib import Path
 
 from attention.errors import ModelLoadError
 
-OFFLINE_FALLBACK = "mnist_vit"  # the model that ships with the app (models.OFFLINE_MODEL)
-
 
 def _chain(e: BaseException) -> Iterator[BaseException]:
     """`e` and its causes (`raise ... from`, then the context), each once."""
@@ -86,13 +84,20 @@ def _is_network(err: BaseException) -> bool:
     )
 
 
+def _fallback() -> str:
+    """The model that ships with the app (`models.OFFLINE_MODEL`), for messages."""
+    from attention.vit.models import OFFLINE_MODEL
+
+    return OFFLINE_MODEL
+
+
 def offline(name: str, repo: str | None, why: str, missing: str = "the weights") -> ModelLoadError:
     """The files (`missing`) of `name` are not cached and cannot be fetched now (`why`: HF_HUB_OFFLINE, or
     unreachable)."""
     return ModelLoadError(
         f"Not in the local Hugging Face cache: {missing} of {name!r} ({repo}), and {why}. Fix: download them once "
         f"with `hf download {repo}` where the hub is reachable, then run with the same HF_HOME (or unset "
-        f"HF_HUB_OFFLINE when there is a network); offline, pick '{OFFLINE_FALLBACK}', which ships with the app."
+        f"HF_HUB_OFFLINE when there is a network); offline, pick '{_fallback()}', which ships with the app."
     )
 
 
@@ -164,7 +169,7 @@ def explain(e: BaseException, name: str, repo: str | None, arch: str | None = No
     if kind == "network":
         return ModelLoadError(
             f"Weights of {name!r} ({repo}) could not be downloaded: the network failed ({detail}). Fix: check the "
-            f"connection or proxy (HF_ENDPOINT, HTTPS_PROXY) and try again; offline, pick '{OFFLINE_FALLBACK}'."
+            f"connection or proxy (HF_ENDPOINT, HTTPS_PROXY) and try again; offline, pick '{_fallback()}'."
         )
     if kind == "hub":
         return ModelLoadError(
