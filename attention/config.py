@@ -27,7 +27,7 @@ EXAMPLES_DIR = ROOT / "examples"  # shipped photos, digits and the 5,000-digit M
 PIL_MAX_PIXELS = 2 * 89_478_485
 
 
-class ConfigError(AttentionError):
+class ConfigError(AttentionError, ValueError):
     """An environment variable holds a value that is not accepted. Raised when the settings are read (at
     import, so a bad value stops start-up with a message naming the variable); an ordinary exception, so
     a caller that constructs `Settings.from_env()` itself can catch it."""
@@ -84,7 +84,6 @@ class Settings:
     max_upload_mb: float = 20.0  # largest upload: ATTENTION_MAX_UPLOAD_MB
     cache_age: float = 900.0  # seconds a served file is kept before deletion: ATTENTION_FILE_TTL
     max_text_chars: int = 200_000  # characters of one typed matrix, checked before parsing: ATTENTION_MAX_TEXT
-    queue_poll: float = 0.01  # seconds between the queue's looks for jobs: ATTENTION_QUEUE_POLL
     concurrency: int = 2  # jobs computed at once: ATTENTION_CONCURRENCY
     server_name: str = "127.0.0.1"  # GRADIO_SERVER_NAME
     offline: bool = field(default=False)  # ATTENTION_OFFLINE=1: never try to download full MNIST
@@ -109,7 +108,6 @@ class Settings:
             max_upload_mb=_read("ATTENTION_MAX_UPLOAD_MB", cls.max_upload_mb, float, 0.001),
             cache_age=_read("ATTENTION_FILE_TTL", cls.cache_age, float, 1),
             max_text_chars=int(_read("ATTENTION_MAX_TEXT", cls.max_text_chars, int, 1)),
-            queue_poll=_read("ATTENTION_QUEUE_POLL", cls.queue_poll, float, 0.0),
             concurrency=int(_read("ATTENTION_CONCURRENCY", cls.concurrency, int, 1)),
             server_name=os.environ.get("GRADIO_SERVER_NAME", cls.server_name).strip() or cls.server_name,
             offline=_flag("ATTENTION_OFFLINE"),
