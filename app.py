@@ -7,6 +7,8 @@ module level (tests import it); it is launched only under __main__, with `LAUNCH
 
 from __future__ import annotations
 
+import logging
+
 import gradio as gr
 
 try:
@@ -42,4 +44,7 @@ LAUNCH = dict(
 )
 
 if __name__ == "__main__":
+    # the package's own fallbacks and refusals at INFO; other libraries' (each HTTP request) at WARNING
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("attention").setLevel(logging.INFO)
     demo.launch(server_name=SETTINGS.server_name, **LAUNCH)

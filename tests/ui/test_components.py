@@ -43,3 +43,20 @@ def test_each_input_is_drawn_by_its_bases_frontend_component():
         (components.number(), gr.Number()),
     ):
         assert ours.get_block_name() == base.get_block_name()
+
+
+def test_a_typed_error_reaches_the_visitor_as_its_message_and_the_operators_log(caplog):
+    import logging
+
+    import pytest
+
+    from attention.errors import InputError
+
+    @components.user_errors
+    def handler():
+        raise InputError("Layer 99 is out of range; this model has 12 layers: 0 to 11 (or -12 to -1).")
+
+    with caplog.at_level(logging.INFO, logger="attention.ui.components"), pytest.raises(gr.Error) as e:
+        handler()
+    assert e.value.message == "Layer 99 is out of range; this model has 12 layers: 0 to 11 (or -12 to -1)."
+    assert [r.getMessage() for r in caplog.records] == [f"handler refused: InputError: {e.value.message}"]
