@@ -10,7 +10,7 @@ from __future__ import annotations
 import gradio as gr
 
 from attention.config import SETTINGS
-from attention.ui import APP_CSS, calculator_tab, retrieval_tab, vit_tab
+from attention.ui import APP_CSS, calculator_tab, retrieval_tab, server, vit_tab
 
 # Files Gradio serves (sheets, .npz, plots) are deleted every 5 minutes once older than
 # ATTENTION_FILE_TTL seconds, so its temp dir is bounded by traffic x age.
@@ -34,9 +34,11 @@ if hasattr(demo._queue, "sleep_when_free"):  # a private attribute of Gradio 6's
     demo._queue.sleep_when_free = QUEUE_POLL
 
 # What launch() needs wherever the app is served (here, tests, benches): the upload cap, how many
-# sessions' state Gradio keeps (the oldest forgotten first), the API endpoints as MCP tools, and the
-# page-wide CSS (in the page's head from the start).
-LAUNCH = dict(
+# sessions' state Gradio keeps (the oldest forgotten first), the API endpoints as MCP tools, the
+# page-wide CSS (in the page's head from the start), and, as `app_kwargs`, the guard in front of
+# Gradio's app (body sizes, session ids, per-client rates: attention/guard.py).
+LAUNCH = server.LaunchKwargs(
+    SETTINGS,
     max_file_size=int(SETTINGS.max_upload_mb * 2**20),
     state_session_capacity=SETTINGS.max_sessions,
     mcp_server=SETTINGS.mcp,
