@@ -39,6 +39,7 @@ if hasattr(demo._queue, "sleep_when_free"):  # a private attribute of Gradio 6's
 # Gradio's app (body sizes, session ids, per-client rates: attention/guard.py).
 LAUNCH = server.LaunchKwargs(
     SETTINGS,
+    demo,
     max_file_size=int(SETTINGS.max_upload_mb * 2**20),
     state_session_capacity=SETTINGS.max_sessions,
     mcp_server=SETTINGS.mcp,

@@ -153,9 +153,10 @@ class Routes:
 class Refusal(Exception):
     """A request answered here: HTTP `status` with `message` (and Retry-After seconds, for 429)."""
 
-    def __init__(self, status: int, message: str, retry_after: float | None = None):
+    def __init__(self, status: int, message: str, retry_after: float | None = None, detail: object = None):
         super().__init__(message)
         self.status, self.message, self.retry_after = status, message, retry_after
+        self.detail = message if detail is None else detail
 
 
 class Guard:
@@ -170,6 +171,7 @@ class Guard:
         upload_folder: Path | None = None,
         housekeeping: Callable[[], None] | None = None,
         housekeeping_every: float = 300.0,
+        check_json: Callable[[str, dict], tuple[str, object] | None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.app, self.limits, self.routes = app, limits or GuardLimits(), routes or Routes()
@@ -182,6 +184,7 @@ class Guard:
         self.refused: dict[int, int] = {}  # status -> how many (for benches and tests)
         self._chore, self._chore_every, self._clock = housekeeping, housekeeping_every, clock
         self._chore_last, self._chore_busy = None, False
+        self.check_json = check_json  # (path, JSON body) -> None, or (message, detail) answered with 422
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -212,17 +215,15 @@ class Guard:
         if length is not None and length > limit:
             raise Refusal(413, f"The request body is {length:,} bytes; this route accepts at most {limit:,}.")
 
-        sessions = [v for v in parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_hash", [])]
+        sessions = list(parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_hash", []))
         for prefix in routes.session_in_path:
             if path.startswith(prefix):
                 sessions.append(path[len(prefix) :].split("/", 1)[0])
-        body, form = None, headers.get(b"content-type", b"").startswith((b"multipart/", b"application/x-www-form"))
+        body = data = None
+        form = headers.get(b"content-type", b"").startswith((b"multipart/", b"application/x-www-form"))
         if method == "POST" and not form and not path.startswith((routes.upload, routes.mcp)):
             body = await _read(receive, limit)  # JSON (the app reads a body without a Content-Type as JSON too)
-            try:
-                data = json.loads(body) if body else None
-            except ValueError:
-                data = None  # the app answers malformed JSON itself
+            data = _loads(body)
             if isinstance(data, dict) and data.get("session_hash") is not None:
                 sessions.append(data["session_hash"])
         elif path.startswith(routes.live) and method == "POST":
@@ -244,6 +245,9 @@ class Guard:
             raise Refusal(429, "Too many new sessions from this client; try again shortly.", wait)
         if path.startswith(routes.upload) and method == "POST":
             await self._admit_upload(client, length)
+        if self.check_json is not None and isinstance(data, dict):
+            if bad := self.check_json(path, data):
+                raise Refusal(422, *bad[:1], detail=bad[1])
         for s in new:
             if s is not None:
                 self.seen.add(s)
@@ -279,6 +283,14 @@ class Guard:
 
 
 # ----- ASGI plumbing -------------------------------------------------------------------------
+def _loads(body: bytes | None) -> object:
+    """The body as JSON, or None (no body, or not JSON: the app answers malformed JSON itself)."""
+    try:
+        return json.loads(body) if body else None
+    except ValueError:
+        return None
+
+
 def _content_length(headers: dict[bytes, bytes]) -> int | None:
     raw = headers.get(b"content-length")
     if raw is None:
@@ -335,7 +347,7 @@ def _counting(receive, limit: int):
 
 
 async def _answer(send, r: Refusal) -> None:
-    body = json.dumps({"detail": r.message, "error": r.message}).encode()
+    body = json.dumps({"detail": r.detail, "error": r.message}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if r.retry_after is not None:
         seconds = 3600 if r.retry_after == float("inf") else max(1, int(r.retry_after + 0.999))

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import gradio as gr
 from gradio.utils import get_upload_folder
 from starlette.middleware import Middleware
 
@@ -20,6 +21,7 @@ from attention.config import Settings
 from attention.guard import Guard, GuardLimits
 
 MB = 1 << 20
+FILE_TYPES = (gr.Image, gr.ImageEditor, gr.File)  # inputs whose value is a file object
 SWEEP_EVERY = 300.0  # seconds between sweeps of empty folders (Gradio deletes files every 300 s here)
 
 
@@ -42,7 +44,58 @@ def guard_limits(s: Settings) -> GuardLimits:
     )
 
 
-def middleware(s: Settings) -> list[Middleware]:
+FILE_ACCEPTED = (
+    "a file uploaded to this server first: gradio_client's handle_file('photo.png') uploads a local file; "
+    'over HTTP, POST it to /gradio_api/upload, then send {"path": <the path it answers>, "meta": '
+    '{"_type": "gradio.FileData"}}. A path or URL on its own is not read (download a picture from the web first)'
+)
+
+
+class FileInputs:
+    """Which inputs of each event take a file (images, sketches), to refuse a path or URL sent in
+    their place before Gradio does (Gradio refuses it too, but its answer names nothing: an
+    `{"error": null}`, or gradio_client's "has not enabled verbose error reporting")."""
+
+    def __init__(self, blocks: gr.Blocks, folder: Path):
+        self.folder = folder.resolve()
+        self.by_id = {
+            fn._id: [(i, b.label or f"input {i}") for i, b in enumerate(fn.inputs) if isinstance(b, FILE_TYPES)]
+            for fn in blocks.fns.values()
+        }
+        self.by_name = {fn.api_name: fn._id for fn in blocks.fns.values() if fn.api_name}
+
+    def __call__(self, path: str, body: dict) -> tuple[str, list[dict]] | None:
+        """None if every file input of the called event holds an uploaded file (or nothing); else
+        (message, Gradio's validation detail: gradio_client raises it as a ValidationError)."""
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        fn = body.get("fn_index") if path.endswith("/queue/join") else self.by_name.get(name)
+        data = body.get("data")
+        if fn not in self.by_id or not isinstance(data, list):
+            return None
+        for i, label in self.by_id[fn]:
+            if i < len(data) and not self._uploaded(data[i]):
+                message = f"{label!r} is not a file uploaded to this server; accepted: {FILE_ACCEPTED}."
+                detail = [{"__type__": "validate", "is_valid": False, "parameter_name": label, "message": message}]
+                return message, detail
+        return None
+
+    def _uploaded(self, value: Any) -> bool:
+        """None, or file objects (at any depth: a sketch holds several) all inside the upload folder."""
+        if value is None:
+            return True
+        if isinstance(value, list):
+            return all(self._uploaded(v) for v in value)
+        if not isinstance(value, dict):
+            return False
+        if "path" in value or "url" in value:
+            where = value.get("path")
+            if str(value.get("url") or "").startswith("data:"):
+                return True
+            return isinstance(where, str) and Path(where).resolve().is_relative_to(self.folder)
+        return all(self._uploaded(v) for k, v in value.items() if k not in ("meta", "id"))
+
+
+def middleware(s: Settings, blocks: gr.Blocks | None = None) -> list[Middleware]:
     """The guard as Starlette middleware (empty when ATTENTION_GUARD=0)."""
     if not s.guard:
         return []
@@ -54,6 +107,7 @@ def middleware(s: Settings) -> list[Middleware]:
             upload_folder=folder,
             housekeeping=lambda: sweep_empty_dirs(folder, min_age=60.0),
             housekeeping_every=SWEEP_EVERY,
+            check_json=None if blocks is None else FileInputs(blocks, folder),
         )
     ]
 
@@ -61,12 +115,12 @@ def middleware(s: Settings) -> list[Middleware]:
 class LaunchKwargs(Mapping):
     """launch()'s keyword arguments: `fixed`, and a fresh `app_kwargs` (the guard) at every read."""
 
-    def __init__(self, settings: Settings, **fixed: Any):
-        self._settings, self._fixed = settings, fixed
+    def __init__(self, settings: Settings, blocks: gr.Blocks, **fixed: Any):
+        self._settings, self._blocks, self._fixed = settings, blocks, fixed
 
     def __getitem__(self, key: str) -> Any:
         if key == "app_kwargs":
-            return {"middleware": middleware(self._settings)}
+            return {"middleware": middleware(self._settings, self._blocks)}
         return self._fixed[key]
 
     def __iter__(self) -> Iterator[str]:
