@@ -46,3 +46,17 @@ def test_switches_read_yes_words(monkeypatch, value, expected):
     monkeypatch.setenv("ATTENTION_ALLOW_DOWNLOADS", value)
     s = Settings.from_env()
     assert s.offline is expected and s.allow_downloads is expected
+
+
+def test_the_guards_limits_have_stated_defaults_and_come_from_the_environment(monkeypatch):
+    s = Settings()
+    assert (s.guard, s.max_body_kb, s.live_body_kb, s.new_sessions_per_min) == (True, 1024, 16, 30)
+    assert (s.live_per_s, s.upload_mb_per_min, s.temp_mb) == (20, 120, 4096)
+    monkeypatch.setenv("ATTENTION_GUARD", "0")
+    monkeypatch.setenv("ATTENTION_LIVE_PER_S", "5")
+    monkeypatch.setenv("ATTENTION_TEMP_MB", "100")
+    s = Settings.from_env()
+    assert (s.guard, s.live_per_s, s.temp_mb) == (False, 5.0, 100.0)
+    monkeypatch.setenv("ATTENTION_MAX_BODY_KB", "0")
+    with pytest.raises(ConfigError, match="ATTENTION_MAX_BODY_KB='0' is out of range"):
+        Settings.from_env()
