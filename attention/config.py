@@ -74,6 +74,7 @@ class Settings:
     live_per_s: float = 20.0  # live-route calls of one client a second (bursts of twice that): ATTENTION_LIVE_PER_S
     upload_mb_per_min: float = 120.0  # upload MB of one client a minute (as a burst too): ATTENTION_UPLOAD_MB_PER_MIN
     temp_mb: float = 4096.0  # every file in Gradio's upload/cache folder together, MB: ATTENTION_TEMP_MB
+    refusal_delay: float = 1.0  # seconds the guard holds a refusal (400/403/413/429): ATTENTION_REFUSAL_DELAY
     queue_poll: float = 0.01  # seconds between the queue's looks for jobs: ATTENTION_QUEUE_POLL
     concurrency: int = 2  # jobs computed at once: ATTENTION_CONCURRENCY
     server_name: str = "127.0.0.1"  # GRADIO_SERVER_NAME
@@ -106,6 +107,7 @@ class Settings:
             live_per_s=_read("ATTENTION_LIVE_PER_S", cls.live_per_s, float, 0.1),
             upload_mb_per_min=_read("ATTENTION_UPLOAD_MB_PER_MIN", cls.upload_mb_per_min, float, 1),
             temp_mb=_read("ATTENTION_TEMP_MB", cls.temp_mb, float, 1),
+            refusal_delay=_read("ATTENTION_REFUSAL_DELAY", cls.refusal_delay, float, 0, 10),
             queue_poll=_read("ATTENTION_QUEUE_POLL", cls.queue_poll, float, 0.0),
             concurrency=int(_read("ATTENTION_CONCURRENCY", cls.concurrency, int, 1)),
             server_name=os.environ.get("GRADIO_SERVER_NAME", cls.server_name).strip() or cls.server_name,

@@ -7,6 +7,9 @@ A plain ASGI middleware (no web framework imported) that answers, before the app
 - 403 for a live-route call from a session this server has not seen on another route (a browser's
   first call there always follows an answer of the queue, which carried the token it asks about);
 - 507 for an upload that would take the upload folder over its total.
+Refusals of the kinds a flood sends (400, 403, 413, 429) are held `refusal_delay` seconds before they are
+sent (an asyncio sleep: nearly free here), so one connection of a flooding client gets one answer a
+second instead of hundreds.
 
 A client is the peer address (`scope["client"]`; behind a proxy, uvicorn puts the forwarded address
 there for the proxies named in FORWARDED_ALLOW_IPS). Every table is bounded: clients and sessions are
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs
 
+HELD = {400, 403, 413, 429}  # refusals of what a flood sends: each costs its sender a second, the server ~nothing
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # Gradio's page: base-36 digits; gradio_client: a UUID
 
 
@@ -137,6 +141,7 @@ class GuardLimits:
     upload_folder_bytes: int = 4 << 30  # every file in the upload folder together
     max_sessions: int = 1000  # session ids remembered as seen (the app's own session capacity)
     max_clients: int = 10_000  # clients whose buckets are remembered
+    refusal_delay: float = 1.0  # seconds a refusal (400, 403, 413, 429) is held before it is sent
 
 
 @dataclass(frozen=True)
@@ -194,6 +199,8 @@ class Guard:
             receive = await self._check(scope, receive)
         except Refusal as r:
             self.refused[r.status] = self.refused.get(r.status, 0) + 1
+            if r.status in HELD and self.limits.refusal_delay > 0:
+                await asyncio.sleep(self.limits.refusal_delay)  # a flooding client's connections wait (a tarpit)
             return await _answer(send, r)
         await self.app(scope, receive, send)
 

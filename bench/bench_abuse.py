@@ -12,11 +12,11 @@ client. ATTENTION_GUARD=0 in the environment runs the same attacks without the g
 
 Attacks (counts times --scale; each also stops at --max-seconds; a flood over before the honest visitor made
 --min-honest calls is sent again, so that its p95 is of enough calls):
-  new_sessions   3,000 live-route calls, each with a fresh session id (Gradio builds a session's state
+  new_sessions   3,000 live-route calls from 32 threads, each with a fresh session id (Gradio builds a session's state
                  for each before it looks up the function); prints the server's CPU ms per request vs
                  the same calls from a known session
   live_flood     20,000 live-route calls for a real kept pass, from 32 threads
-  big_session    300 requests with a 1 MB session id (half the live route, half queue/join)
+  big_session    300 requests with a 1 MB session id from 16 threads (half the live route, half queue/join)
   large_passes   60 passes at 512 px from one browser session (the ViT tab's upload event), then: is
                  the honest visitor's kept pass still alive (live_base answers)?
   upload_flood   uploads of 4 MB files from 4 threads (400 of them at most): bytes accepted, the
@@ -208,7 +208,7 @@ def new_sessions(app, page, n, max_s):
     c0 = cpu_seconds(app)
     base = flood(300, 8, same, max_s)
     c1 = cpu_seconds(app)
-    got = flood(n, 8, fresh, max_s)
+    got = flood(n, 32, fresh, max_s)
     c2 = cpu_seconds(app)
     per_known, per_fresh = 1000 * (c1 - c0) / base["sent"], 1000 * (c2 - c1) / max(got["sent"], 1)
     note = f"server CPU per request: fresh session {per_fresh:.2f} ms, known session {per_known:.2f} ms"
@@ -235,7 +235,7 @@ def big_session(app, page, n, max_s):
         body = {"data": [], "fn_index": 0, "session_hash": huge}
         return http.post(app.url + "gradio_api/queue/join", json=body).status_code
 
-    return flood(n, 4, send, max_s), ""
+    return flood(n, 16, send, max_s), ""
 
 
 def large_passes(app, page, n, max_s, visitor_token):

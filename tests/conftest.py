@@ -25,6 +25,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # rates are lifted; the guard's limits are specified on their own (tests/test_guard.py, tests/ui/test_server.py).
 os.environ.setdefault("ATTENTION_NEW_SESSIONS_PER_MIN", "1000000")
 os.environ.setdefault("ATTENTION_LIVE_PER_S", "1000000")
+os.environ.setdefault("ATTENTION_REFUSAL_DELAY", "0.05")  # the tests' refusals are not floods
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"  # screenshots of browser tests (git-ignored)

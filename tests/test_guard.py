@@ -39,6 +39,7 @@ class Recorder:
 
 
 def guarded(clock=None, check_json=None, upload_folder=None, **limits):
+    limits.setdefault("refusal_delay", 0.0)
     app = Recorder()
     guard = Guard(
         app,
@@ -212,3 +213,16 @@ def test_buckets_and_seen_sessions_are_bounded():
     for k in "abc":
         r.add(k)
     assert "a" not in r and "b" in r and "c" in r and len(r) == 2
+
+
+def test_a_refusal_of_a_flood_is_held_and_a_validation_answer_is_not():
+    import time
+
+    bad = ("no", [{"__type__": "validate", "is_valid": False, "parameter_name": "image", "message": "no"}])
+    _, _, http = guarded(refusal_delay=0.3, check_json=lambda path, body: bad if body.get("data") == ["x"] else None)
+    t = time.perf_counter()
+    assert http.post(JOIN, json=join_body("x" * 100)).status_code == 400
+    assert time.perf_counter() - t >= 0.3
+    t = time.perf_counter()
+    assert http.post("/gradio_api/call/attention_maps", json={"data": ["x"]}).status_code == 422
+    assert time.perf_counter() - t < 0.3

@@ -41,6 +41,7 @@ def guard_limits(s: Settings) -> GuardLimits:
         upload_burst_bytes=s.upload_mb_per_min * MB,
         upload_folder_bytes=int(s.temp_mb * MB),
         max_sessions=s.max_sessions,
+        refusal_delay=s.refusal_delay,
     )
 
 

@@ -101,7 +101,7 @@ def test_an_uploaded_image_still_goes_through(client):
 def small_app():
     """A small Blocks with a server function and an event, launched with LaunchKwargs from tight settings:
     3 new sessions a minute, 2 live calls a second per client."""
-    tight = dataclasses.replace(SETTINGS, new_sessions_per_min=3, live_per_s=2.0)
+    tight = dataclasses.replace(SETTINGS, new_sessions_per_min=3, live_per_s=2.0, refusal_delay=0.05)
     with gr.Blocks() as demo:
         box = gr.HTML("", server_functions=[vit_live.live_maps], elem_id="probe")
         gr.Button("go").click(lambda: "ok", None, gr.Textbox(), api_name="go")
