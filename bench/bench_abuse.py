@@ -13,8 +13,8 @@ client. ATTENTION_GUARD=0 in the environment runs the same attacks without the g
 Attacks (counts times --scale; each also stops at --max-seconds; a flood over before the honest visitor made
 --min-honest calls is sent again, so that its p95 is of enough calls):
   new_sessions   3,000 live-route calls from 32 threads, each with a fresh session id (Gradio builds a session's state
-                 for each before it looks up the function); prints the server's CPU ms per request vs
-                 the same calls from a known session
+                 for each before it looks up the function); before it, with the visitor paused: the server's
+                 CPU ms per such request vs the same call from a known session
   live_flood     20,000 live-route calls for a real kept pass, from 32 threads
   big_session    300 requests with a 1 MB session id from 16 threads (half the live route, half queue/join)
   large_passes   60 passes at 512 px from one browser session (the ViT tab's upload event), then: is
@@ -33,6 +33,7 @@ import multiprocessing
 import os
 import queue
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -107,6 +108,12 @@ class Honest:
             return float("nan"), float("nan"), 0, 0
         secs = [s for s, _ in sel]
         return float(np.percentile(secs, 50)), float(np.percentile(secs, 95)), len(sel), sum(not ok for _, ok in sel)
+
+    def pause(self) -> None:
+        os.kill(self._proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self._proc.pid, signal.SIGCONT)
 
     def stop(self) -> None:
         self._proc.kill()
@@ -194,10 +201,17 @@ def noisy_digit(i: int, size: int = 28) -> str:
 
 
 # ----- the attacks ---------------------------------------------------------------------------
-def new_sessions(app, page, n, max_s):
-    def fresh(http, i):
+def fresh_session_call(page):
+    """A live-route call naming a fresh session id and no function (Gradio: 404 after building the state)."""
+
+    def send(http, i):
         return page.live(http, "no_such_function", [], session=uuid.uuid4().hex[:11]).status_code
 
+    return send
+
+
+def session_cost(app, page, honest, n: int = 300) -> str:
+    """The server's CPU ms per request with a fresh session id vs a known one, the honest visitor paused."""
     known = uuid.uuid4().hex[:11]
     httpx.post(app.url + "gradio_api/cancel", json={"session_hash": known, "fn_index": 0, "event_id": "x"})
 
@@ -205,14 +219,29 @@ def new_sessions(app, page, n, max_s):
         http.headers["X-Forwarded-For"] = f"10.77.{i // 250}.{i % 250}"
         return page.live(http, "no_such_function", [], session=known).status_code
 
-    c0 = cpu_seconds(app)
-    base = flood(300, 8, same, max_s)
-    c1 = cpu_seconds(app)
-    got = flood(n, 32, fresh, max_s)
-    c2 = cpu_seconds(app)
-    per_known, per_fresh = 1000 * (c1 - c0) / base["sent"], 1000 * (c2 - c1) / max(got["sent"], 1)
-    note = f"server CPU per request: fresh session {per_fresh:.2f} ms, known session {per_known:.2f} ms"
-    return got, f"{note} ({per_fresh / per_known:.1f}x); known-session calls: {base}"
+    honest.pause()
+    try:
+        time.sleep(2)  # the visitor's call in flight, if any, ends
+        i0, t0 = cpu_seconds(app), time.time()
+        time.sleep(5)
+        c0, t1 = cpu_seconds(app), time.time()
+        idle = (c0 - i0) / (t1 - t0)  # CPU seconds a second of the idle server (its queue's polling)
+        base = flood(n, 8, same, 120)
+        c1, t2 = cpu_seconds(app), time.time()
+        got = flood(n, 32, fresh_session_call(page), 120)
+        c2, t3 = cpu_seconds(app), time.time()
+    finally:
+        honest.resume()
+    per_known = 1000 * (c1 - c0 - idle * (t2 - t1)) / base["sent"]
+    per_fresh = 1000 * (c2 - c1 - idle * (t3 - t2)) / got["sent"]
+    return (
+        f"server CPU per request (visitor paused, idle {1000 * idle:.0f} ms/s taken off): fresh session id "
+        f"{per_fresh:.2f} ms {got}, known session id {per_known:.2f} ms {base} ({per_fresh / per_known:.2f}x)"
+    )
+
+
+def new_sessions(app, page, n, max_s):
+    return flood(n, 32, fresh_session_call(page), max_s), ""
 
 
 def live_flood(app, page, n, max_s):
@@ -289,6 +318,10 @@ def main() -> None:
         lines.append(f"quiet: honest /attention_maps p50 {quiet[0]:.3f} s, p95 {quiet[1]:.3f} s ({quiet[2]} calls)")
         print(lines[-1], flush=True)
         counts = dict(new_sessions=3000, live_flood=20_000, big_session=300, large_passes=60, upload_flood=400)
+        if "new_sessions" in args.only:
+            cost = session_cost(app, page, honest)
+            lines.append(cost)
+            print(cost, flush=True)
         for name in [a for a in args.only.split(",") if a]:
             n = max(1, int(counts[name] * args.scale))
             before = bl.rss_mb(app)
