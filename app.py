@@ -16,7 +16,7 @@ try:
     from attention.config import SETTINGS  # every setting, read once
 except ValueError as e:  # attention.config.ConfigError: a bad ATTENTION_* value, named in the message
     raise SystemExit(f"Attention Explorer cannot start: {e}") from None
-from attention.ui import APP_CSS, calculator_tab, retrieval_tab, vit_tab
+from attention.ui import APP_CSS, calculator_tab, retrieval_tab, server, vit_tab
 from attention.vit.checkpoint import serve_args
 
 if __name__ == "__main__":
@@ -42,9 +42,12 @@ with gr.Blocks(title="Attention Explorer", fill_width=True, delete_cache=(300, i
 demo.queue(default_concurrency_limit=SETTINGS.concurrency)  # 2 cores: two jobs compute at once, the rest wait
 
 # What launch() needs wherever the app is served (here, tests, benches): the upload cap, how many
-# sessions' state Gradio keeps (the oldest forgotten first), the API endpoints as MCP tools, and the
-# page-wide CSS (in the page's head from the start).
-LAUNCH = dict(
+# sessions' state Gradio keeps (the oldest forgotten first), the API endpoints as MCP tools, the
+# page-wide CSS (in the page's head from the start), and, as `app_kwargs`, the guard in front of
+# Gradio's app (body sizes, session ids, per-client rates: attention/guard.py).
+LAUNCH = server.LaunchKwargs(
+    SETTINGS,
+    demo,
     max_file_size=int(SETTINGS.max_upload_mb * 2**20),
     state_session_capacity=SETTINGS.max_sessions,
     mcp_server=SETTINGS.mcp,

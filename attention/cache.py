@@ -13,6 +13,7 @@ The files the server writes for Gradio to serve are bounded the same way, by age
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import time
@@ -137,3 +138,20 @@ def sweep(root: Path, max_age: float, every: float = 60.0) -> None:
                 shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink()
         except OSError:
             pass  # gone already (another process's sweep)
+
+
+def sweep_empty_dirs(root: Path, min_age: float = 60.0) -> int:
+    """Remove every empty folder under `root` (not `root` itself) unchanged for `min_age` seconds,
+    deepest first; the number removed. Gradio's own cache deletion removes the files it served but
+    leaves the folder each was in (one per file ever served)."""
+    now, removed = time.time(), 0
+    for d, _, files in os.walk(root, topdown=False):
+        if Path(d) == Path(root) or files:
+            continue
+        try:
+            if now - os.stat(d).st_mtime >= min_age:
+                os.rmdir(d)  # fails (and is left) if anything was put there meanwhile
+                removed += 1
+        except OSError:
+            pass
+    return removed

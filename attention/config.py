@@ -84,6 +84,14 @@ class Settings:
     max_upload_mb: float = 20.0  # largest upload: ATTENTION_MAX_UPLOAD_MB
     cache_age: float = 900.0  # seconds a served file is kept before deletion: ATTENTION_FILE_TTL
     max_text_chars: int = 200_000  # characters of one typed matrix, checked before parsing: ATTENTION_MAX_TEXT
+    guard: bool = True  # the checks in front of the app (attention.guard); ATTENTION_GUARD=0 turns them off
+    max_body_kb: float = 1024.0  # a body on other routes than uploads, MCP, live: ATTENTION_MAX_BODY_KB
+    live_body_kb: float = 16.0  # a live-route call's body: ATTENTION_LIVE_BODY_KB
+    new_sessions_per_min: float = 30.0  # new sessions a client opens a minute: ATTENTION_NEW_SESSIONS_PER_MIN
+    live_per_s: float = 20.0  # live-route calls of one client a second (bursts of twice that): ATTENTION_LIVE_PER_S
+    upload_mb_per_min: float = 120.0  # upload MB of one client a minute (as a burst too): ATTENTION_UPLOAD_MB_PER_MIN
+    temp_mb: float = 4096.0  # every file in Gradio's upload/cache folder together, MB: ATTENTION_TEMP_MB
+    refusal_delay: float = 1.0  # seconds the guard holds a refusal (400/403/413/429): ATTENTION_REFUSAL_DELAY
     concurrency: int = 2  # jobs computed at once: ATTENTION_CONCURRENCY
     server_name: str = "127.0.0.1"  # GRADIO_SERVER_NAME
     offline: bool = field(default=False)  # ATTENTION_OFFLINE=1: never try to download full MNIST
@@ -113,6 +121,14 @@ class Settings:
             max_upload_mb=_read("ATTENTION_MAX_UPLOAD_MB", cls.max_upload_mb, float, 0.001),
             cache_age=_read("ATTENTION_FILE_TTL", cls.cache_age, float, 1),
             max_text_chars=int(_read("ATTENTION_MAX_TEXT", cls.max_text_chars, int, 1)),
+            guard=_flag("ATTENTION_GUARD", default=True),
+            max_body_kb=_read("ATTENTION_MAX_BODY_KB", cls.max_body_kb, float, 1),
+            live_body_kb=_read("ATTENTION_LIVE_BODY_KB", cls.live_body_kb, float, 1),
+            new_sessions_per_min=_read("ATTENTION_NEW_SESSIONS_PER_MIN", cls.new_sessions_per_min, float, 1),
+            live_per_s=_read("ATTENTION_LIVE_PER_S", cls.live_per_s, float, 0.1),
+            upload_mb_per_min=_read("ATTENTION_UPLOAD_MB_PER_MIN", cls.upload_mb_per_min, float, 1),
+            temp_mb=_read("ATTENTION_TEMP_MB", cls.temp_mb, float, 1),
+            refusal_delay=_read("ATTENTION_REFUSAL_DELAY", cls.refusal_delay, float, 0, 10),
             concurrency=int(_read("ATTENTION_CONCURRENCY", cls.concurrency, int, 1)),
             server_name=os.environ.get("GRADIO_SERVER_NAME", cls.server_name).strip() or cls.server_name,
             offline=_flag("ATTENTION_OFFLINE"),

@@ -68,3 +68,17 @@ def test_a_switch_with_a_junk_value_is_refused_not_read_as_off(monkeypatch, var,
 
 def test_a_config_error_is_an_ordinary_attention_error_not_a_silent_exit():
     assert issubclass(ConfigError, AttentionError) and not issubclass(ConfigError, SystemExit)
+
+
+def test_the_guards_limits_have_stated_defaults_and_come_from_the_environment(monkeypatch):
+    s = Settings()
+    assert (s.guard, s.max_body_kb, s.live_body_kb, s.new_sessions_per_min) == (True, 1024, 16, 30)
+    assert (s.live_per_s, s.upload_mb_per_min, s.temp_mb) == (20, 120, 4096)
+    monkeypatch.setenv("ATTENTION_GUARD", "0")
+    monkeypatch.setenv("ATTENTION_LIVE_PER_S", "5")
+    monkeypatch.setenv("ATTENTION_TEMP_MB", "100")
+    s = Settings.from_env()
+    assert (s.guard, s.live_per_s, s.temp_mb) == (False, 5.0, 100.0)
+    monkeypatch.setenv("ATTENTION_MAX_BODY_KB", "0")
+    with pytest.raises(ConfigError, match="ATTENTION_MAX_BODY_KB='0' is out of range"):
+        Settings.from_env()

@@ -7,6 +7,7 @@ retrieval_tab   MNIST retrieval by attention; retrieval_api its endpoints (/retr
 calculator_tab  the Q/K/V calculator (/calculate, /calculate_from_x, /patch_attention)
 components      shared pieces: typed errors as messages, inputs handed over as sent
 app.css         page-wide CSS, given to launch() (APP_CSS)
+server          launch()'s other arguments: the guard in front of Gradio's app (attention.guard)
 """
 
 from importlib import resources

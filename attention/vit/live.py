@@ -36,7 +36,12 @@ def _b64(data: bytes) -> str:
 
 
 def _sign(body: str) -> str:
-    return hmac.new(_SECRET, body.encode(), hashlib.sha256).hexdigest()[:32]
+    return hmac.new(_SECRET, _utf8(body), hashlib.sha256).hexdigest()[:32]
+
+
+def _utf8(text: str) -> bytes:
+    """Any str as bytes (a lone surrogate from JSON too), for signing and comparing."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _query(res: AttentionMaps) -> list[int] | None:
@@ -55,7 +60,7 @@ def find(tok: str) -> Pass | None:
     if not isinstance(tok, str) or "." not in tok:
         return None
     body, sig = tok.rsplit(".", 1)
-    if not hmac.compare_digest(sig, _sign(body)):
+    if not hmac.compare_digest(_utf8(sig), _sign(body).encode()):  # bytes: any text, never a TypeError
         return None
     return PASSES.get(tuple(json.loads(body)))
 
