@@ -162,6 +162,25 @@ def _pad_prefix(s: torch.Tensor, P: int) -> torch.Tensor:
     return s if P == 0 else torch.cat([torch.full((*s.shape[:-1], P), float("-inf")), s], -1)
 
 
+def token_index(
+    query: Query | None, grid: tuple[int, int], num_prefix_tokens: int, tokens: tuple[str, ...] | None = None
+) -> int:
+    """Token index of `query` (None: the model's own, `query.default`). `tokens`: the model's prefix
+    names (`query.prefix_tokens(model)`); without them the prefix is taken to be CLS then registers,
+    which is wrong for register-only models: pass them. InputError for a token the model lacks."""
+    names = (
+        tokens if tokens is not None else ("cls", *(f"reg{i}" for i in range(num_prefix_tokens)))[:num_prefix_tokens]
+    )
+    q = default_query(names, grid) if query is None else query
+    return query_index_of(q, grid, names)
+
+
+def norm_query(query: Query | None) -> Query | None:
+    """One spelling per query (`query.parse`): a token name, or (row, col) ints; None stays None
+    (the model's own token)."""
+    return None if query is None else parse_query(query)
+
+
 def fixed_size(model: torch.nn.Module) -> tuple[int, int] | None:
     """(H, W) px when `model` takes only its trained input size (a strict patch embedding: BEiT, relpos
     ViTs, any timm ViT created without dynamic_img_size), else None (any size)."""

@@ -40,7 +40,7 @@ from attention.vit.models import (
     is_loaded,
     load_vit,
 )
-from attention.vit.query import Query, from_fields, parse
+from attention.vit.query import Query, from_fields, is_empty, parse  # noqa: F401 (is_empty: for the UI)
 from attention.vit.query import default as default_query
 
 Progress = Callable[[float, str], None]  # (fraction 0..1, description)

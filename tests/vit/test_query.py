@@ -61,3 +61,13 @@ def test_the_default_is_cls_else_the_pool_else_the_centre_patch_never_a_register
     assert query.default(["pool"], (4, 6)) == "pool"
     assert query.default(["reg0", "reg1"], (4, 6)) == (2, 3)
     assert query.label("reg3") == "register 3" and query.label((1, 2)) == "patch (row 1, col 2)"
+
+
+def test_extracts_index_helpers_follow_the_same_rules():
+    from attention.vit.extract import norm_query, token_index
+
+    assert norm_query(None) is None and norm_query(" reg1 ") == "reg1"
+    assert token_index(None, (2, 3), 1) == 0 and token_index((1, 1), (2, 3), 1) == 5
+    assert token_index(None, (2, 3), 2, ("reg0", "reg1")) == 2 + 4  # register-only: the centre patch
+    with pytest.raises(InputError, match="no 'cls' token; it has reg0, reg1 and patches"):
+        token_index("cls", (2, 3), 2, ("reg0", "reg1"))
