@@ -163,10 +163,13 @@ def _install(model: torch.nn.Module) -> None:
                 stack = getattr(_MODES, "stack", None)
                 if stack is None:
                     stack = _MODES.stack = []
-                stack.append(mode)
+                stack.append((module, mode))
 
             def leave(module, args, out):
-                mode = _MODES.stack.pop()
+                stack = getattr(_MODES, "stack", None)
+                if not stack or stack[-1][0] is not module:  # hooks installed mid-forward: no enter to undo
+                    return
+                mode = stack.pop()[1]
                 if mode is not None:
                     mode.__exit__(None, None, None)
 

@@ -224,9 +224,11 @@ def attention_maps(
 ) -> AttentionMaps:
     """Per-head attention of `query` in every layer of `model` on `image`, from one forward pass.
 
-    model: a timm VisionTransformer (see `load_vit`). image: path, bytes, PIL image (any mode;
-    EXIF honoured) or uint8 array (H, W[, C]). resolution: shorter side in px, "auto" (480 for
-    DINO, else the trained size), None/"native" (only cropped to the patch grid) or "dino480"
+    model: a timm ViT (VisionTransformer, DeiT, Eva: EVA-02, DINOv3, RoPE ViTs; BEiT, relpos ViTs (fed
+    their trained size): the README's "Which ViTs work"; others are refused: UnsupportedModelError).
+    image: path, bytes, PIL image (any mode; EXIF honoured) or uint8 array (H, W[, C]).
+    resolution: shorter side in px, "auto" (480 for DINO, else the trained size), None/"native"
+    (only cropped to the patch grid) or "dino480"
     (squashed to 480 x 480 as DINO's visualize_attention.py). The crop to the patch grid is the
     model's family's (`model.crop_rule`, set by `load_vit`: top-left for DINO, else centre).
     query: a token the model has (`query.tokens_of`: "cls", "dist", "reg0".., "pool") or (row, col) of a
