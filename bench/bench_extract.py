@@ -151,6 +151,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default=None, help="run the configurations whose model name contains this")
+    ap.add_argument("--px", type=int, default=None, help="run only the configurations at this size")
     ap.add_argument("--reps", type=int, default=None, help="interleaved repeats (default 15 below 300 tokens, else 9)")
     ap.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated subset of {','.join(METHODS)}")
     ap.add_argument("--child", nargs=3)
@@ -183,7 +184,11 @@ def main() -> None:
         "maps MB/pl",
     )
     print(("{:28s}" + " {:>5s}" * 2 + " {:>8s}" + " {:>7s}" * 4 + " {:>8s}" * 5 + " {:>10s}" * 2).format(*cols))
-    configs = CONFIGS[:1] if args.quick else [c for c in CONFIGS if args.only is None or args.only in c[0]]
+    configs = (
+        CONFIGS[:1]
+        if args.quick
+        else [c for c in CONFIGS if (args.only is None or args.only in c[0]) and (args.px is None or c[1] == args.px)]
+    )
     for name, size in configs:
         patch = 8 if "patch8" in name else 16
         n = (size // patch) ** 2 + (5 if "dinov3" in name else 1)  # prefix: CLS (+ 4 registers)
