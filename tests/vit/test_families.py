@@ -168,3 +168,24 @@ def test_a_pass_of_a_model_that_pools_by_attention_serves_the_pool_and_every_pat
         p.rollout("pool")
     with pytest.raises(InputError, match="no 'cls' token; it has pool and patches"):
         p.at("cls")
+
+
+def test_requery_and_rollout_keep_the_relative_position_bias():
+    """A new query and rollout from the kept q, k and bias equal timm's own attention matrices."""
+    from attention.vit.flow import rollout
+
+    model = compat.tiny("beit_base_patch16_224", (48, 32))
+    img = (np.random.default_rng(2).random((48, 32, 3)) * 255).astype(np.uint8)
+    res = attention_maps(model, img, keep_qk=True)
+    assert res.bias is not None and all(b is not None for b in res.bias)
+    cfg = model.pretrained_cfg
+    x, _ = to_tensor(load_image(img), patch_size=16, mean=cfg["mean"], std=cfg["std"], resolution=None)
+    ref = [a[0] for a in compat.timm_attention(model, x)]  # (H, N, N) per layer
+    i = 1 + 2 * 2 + 1  # patch (2, 1)
+    assert worst(res.requery((2, 1)).weights, torch.stack([a[:, i] for a in ref])) <= 1e-4
+    r = torch.zeros(ref[0].shape[-1], dtype=torch.float64)
+    r[i] = 1.0
+    for a in reversed(ref):  # dense rollout from timm's matrices: (mean of heads + I), rows renormalised
+        m = a.double().mean(0) + torch.eye(a.shape[-1], dtype=torch.float64)
+        r = r @ (m / m.sum(-1, keepdim=True))
+    np.testing.assert_allclose(rollout(res, query=(2, 1)), r.float().numpy(), atol=1e-5)
