@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from attention.render import colorize, grid, mark_patch, overlay, png_bytes, upsample
-from attention.vit.extract import Query
 from attention.vit.features import check_pca_style, high_norm
 from attention.vit.outputs import OUTPUT_ROOT, SHEET_TILE, Tile, new_dir, reduced
+from attention.vit.query import Query
+from attention.vit.query import label as query_label
 from attention.vit.session import Pass
 from attention.vit.views import QUERY_COLOR, display_scale
 
@@ -38,7 +39,7 @@ PCA_CAPTION = {"minmax": "", "dinov3": " · DINOv3 style"}  # per features.PCA_S
 
 def feature_pictures(
     p: Pass,
-    query: Query = "cls",
+    query: Query | None = None,
     layer: int = -1,
     *,
     alpha: float = 0.6,
@@ -59,7 +60,7 @@ def feature_pictures(
     patch = res.patch_size * s
     pca = upsample((maps["pca"] * 255).round().astype(np.uint8), patch)
     sim = overlay(img, maps["similarity"], alpha=alpha, cmap=cmap)
-    if res.query != "cls":
+    if isinstance(res.query, tuple):
         sim = mark_patch(sim, res.query, patch, color=QUERY_COLOR)
     n = maps["norms"]  # coloured from 0 to the largest norm (not min-max: near-equal norms look alike)
     colour = upsample(colorize(n / max(float(n.max()), 1e-12), cmap, normalized=True), patch)
@@ -67,7 +68,7 @@ def feature_pictures(
     outliers = np.argwhere(high_norm(maps["norms"]))
     for r, c in outliers:
         nrm = mark_patch(nrm, (int(r), int(c)), patch, color=HIGH_NORM_COLOR)
-    who = "the CLS token" if res.query == "cls" else f"patch ({res.query[0]}, {res.query[1]})"
+    who = query_label(res.query)
     tiles = [
         Tile(pca, f"PCA of layer {res.layer}'s patch features{PCA_CAPTION[style]}", "pca"),
         Tile(sim, f"similarity to {who}, layer {res.layer}", "similarity"),
@@ -78,7 +79,7 @@ def feature_pictures(
 
 def write_feature_outputs(
     p: Pass,
-    query: Query = "cls",
+    query: Query | None = None,
     layer: int = -1,
     *,
     background: float | None = None,

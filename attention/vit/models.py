@@ -178,17 +178,20 @@ def resolve(name: str) -> tuple[str, ModelSpec | None]:
     import timm
 
     if name and timm.is_model(name):
-        dinov3 = family_of(name) == "dinov3" and timm.models.is_model_in_modules(name, ["eva"])
-        if not dinov3 and not timm.models.is_model_in_modules(name, ["vision_transformer", "deit"]):
+        if not timm.models.is_model_in_modules(name, VIT_MODULES):
             raise ModelLoadError(
-                f"Model {name!r} is not a plain ViT; attention extraction supports timm VisionTransformer models "
-                f"(vision_transformer, deit), e.g. {', '.join(REGISTRY)}."
+                f"Model {name!r} is not a plain ViT; attention extraction supports timm ViT models "
+                f"({', '.join(VIT_MODULES)}), e.g. {', '.join(REGISTRY)}."
             )
         return name, None
     raise ModelLoadError(
         f"Unknown model {name!r}. Accepted: one of the aliases {', '.join(REGISTRY)}; "
         "a timm ViT name such as 'vit_small_patch16_224.dino'; or 'hf-hub:org/repo'."
     )
+
+
+FIXED_SIZE = ["beit", "vision_transformer_relpos"]  # relative-position tables for one grid: the trained size
+VIT_MODULES = ["vision_transformer", "deit", "eva", "beit", "vision_transformer_relpos"]  # what `resolve` accepts
 
 
 def default_resolution(model: torch.nn.Module) -> int:
@@ -215,8 +218,10 @@ def hub_id(name: str) -> str | None:
 def is_cached(name: str) -> bool:
     """True when the weights of `name` are on disk (shipped, or in the HF cache): no network used."""
     repo = hub_id(name)
-    if repo is None:
+    if repo is None:  # shipped weights, a checkpoint, or a timm name with no pretrained weights on the hub
         spec = resolve(name)[1]
+        if spec is None:
+            return False
         return (
             os.path.isfile(spec.checkpoint) if spec.checkpoint else (WEIGHTS_DIR / f"{spec.alias}.safetensors").exists()
         )
@@ -338,20 +343,34 @@ def check_allowed(name: str, allow_downloads: bool | None = None) -> str:
 
 
 def _check_vit(model: torch.nn.Module, name: str) -> torch.nn.Module:
-    from timm.models.eva import Eva
-    from timm.models.vision_transformer import VisionTransformer
+    """`model` when the engine reads its attention exactly (`capture.check_supported`), else
+    ModelLoadError for a model that is no ViT, UnsupportedModelError naming the block class and why."""
+    from attention.vit.capture import check_supported
 
-    if not isinstance(model, VisionTransformer) and not (isinstance(model, Eva) and family_of(name) == "dinov3"):
+    if not hasattr(model, "patch_embed") or not hasattr(model, "blocks"):
         raise ModelLoadError(
-            f"Model {name!r} is a {type(model).__name__}, not a timm VisionTransformer; "
+            f"Model {name!r} is a {type(model).__name__}, not a timm ViT; "
             f"attention extraction supports ViTs (e.g. {', '.join(REGISTRY)})."
         )
+    check_supported(model)
     return model
 
 
-def _load_hub(timm_name: str) -> torch.nn.Module:
+def _create(timm_name: str):
+    """timm.create_model with pretrained weights, any input size where the architecture allows it
+    (`dynamic_img_size`; BEiT and the relpos ViTs have tables for one grid and take their trained size)."""
     import timm
 
+    try:
+        return timm.create_model(timm_name, pretrained=True, num_classes=0, dynamic_img_size=True)
+    except TypeError as e:
+        arch = hub_errors.architecture_of(timm_name)
+        if "dynamic_img_size" not in str(e) or not arch or not timm.models.is_model_in_modules(arch, FIXED_SIZE):
+            raise  # NaFlexVit and others: hub_errors says what cannot be built
+        return timm.create_model(timm_name, pretrained=True, num_classes=0)
+
+
+def _load_hub(timm_name: str) -> torch.nn.Module:
     repo = hub_id(timm_name)
     if not is_cached(timm_name) and not hub_reachable():
         from huggingface_hub import constants
@@ -359,7 +378,7 @@ def _load_hub(timm_name: str) -> torch.nn.Module:
         why = "HF_HUB_OFFLINE=1 is set" if constants.HF_HUB_OFFLINE else "the Hugging Face Hub cannot be reached"
         raise hub_errors.offline(timm_name, repo, why)
     try:
-        model = timm.create_model(timm_name, pretrained=True, num_classes=0, dynamic_img_size=True)
+        model = _create(timm_name)
     except Exception as e:  # hub, network, file or config errors: each said as what it is (hub_errors)
         raise hub_errors.explain(e, timm_name, repo, hub_errors.architecture_of(timm_name)) from e
     return _check_vit(model, timm_name)
