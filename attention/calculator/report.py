@@ -22,7 +22,7 @@ from attention.calculator.matrices import MAX_SIZE, format_number, parse_matrix
 from attention.calculator.plots import heatmap
 from attention.calculator.reference import Check, check_mha, check_sdpa
 from attention.calculator.steps import FieldError, ProjectedSteps, Steps, attend, attend_from_x, blame
-from attention.errors import InputError, check_int, check_number
+from attention.errors import InputError, check_int, check_number, html_text
 from attention.render import png_bytes
 
 MAX_SCALE = 1e6  # a custom scale's magnitude
@@ -287,7 +287,7 @@ def to_html(r: Result, table_max: int | None = TABLE_MAX) -> str:
 def stale_html(message: str) -> str:
     """The note above results left from the last valid input when a calculation failed with `message`."""
     return (
-        f"<div class='qkv-stale-box'><b>Not recalculated:</b> {html.escape(message)}<br>The results below are "
+        f"<div class='qkv-stale-box'><b>Not recalculated:</b> {html_text(message)}<br>The results below are "
         "for the previous valid input; fix the input outlined in red.</div>"
     )
 

@@ -16,11 +16,28 @@ from abc import ABCMeta
 
 import gradio as gr
 
-from attention.errors import AttentionError
+from attention.errors import AttentionError, html_text
+
+
+def error(message: object) -> gr.Error:
+    """A `gr.Error` showing `message` as text (`html_text`: Gradio renders a toast's message as HTML),
+    without a traceback in the log."""
+    return gr.Error(html_text(message), print_exception=False)
+
+
+def warning(message: object) -> None:
+    """`gr.Warning` with `message` shown as text (see `error`)."""
+    gr.Warning(html_text(message))
+
+
+def info(message: object) -> None:
+    """`gr.Info` with `message` shown as text (see `error`)."""
+    gr.Info(html_text(message))
 
 
 def user_errors(fn):
-    """Show the package's typed errors as a `gr.Error` with their message (never a traceback).
+    """Show the package's typed errors as a `gr.Error` with their message (never a traceback; the
+    message as text, `error`).
 
     Works for plain handlers and for generator handlers (streamed outputs)."""
     if inspect.isgeneratorfunction(fn):
@@ -30,7 +47,7 @@ def user_errors(fn):
             try:
                 yield from fn(*args, **kwargs)
             except AttentionError as e:
-                raise gr.Error(str(e), print_exception=False) from None
+                raise error(e) from None
 
         return gen_wrapper
 
@@ -39,7 +56,7 @@ def user_errors(fn):
         try:
             return fn(*args, **kwargs)
         except AttentionError as e:
-            raise gr.Error(str(e), print_exception=False) from None
+            raise error(e) from None
 
     return wrapper
 
@@ -62,10 +79,9 @@ def _guarded_sketch(self, payload):
     try:
         return gr.Sketchpad.preprocess(self, payload)
     except Exception:  # noqa: BLE001 - any decoding failure is the sender's file
-        raise gr.Error(
+        raise error(
             "The sketch is not an image that can be read; accepted: a PNG, JPEG or WebP drawing "
-            "(an ImageEditor value whose composite is an image file).",
-            print_exception=False,
+            "(an ImageEditor value whose composite is an image file)."
         ) from None
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 from attention.config import EXAMPLES_DIR
 from attention.errors import AttentionError, as_whole
 from attention.ui import vit_api, vit_layout, vit_live
-from attention.ui.components import user_errors
+from attention.ui.components import info, user_errors, warning
 from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_panels import Main
 from attention.vit import models as vit_models
@@ -250,7 +250,7 @@ def build(demo: gr.Blocks | None = None) -> None:
         try:
             link = permalink.parse(dict(request.query_params) if request is not None else {})
         except AttentionError as e:
-            gr.Warning(f"This link could not be opened as given: {e}")
+            warning(f"This link could not be opened as given: {e}")
             link = permalink.Link()
         img = str(permalink.examples()[link.example]) if link.example else START_IMAGE
         digit = link.example is not None and link.example.startswith("digit_")
@@ -284,7 +284,7 @@ def build(demo: gr.Blocks | None = None) -> None:
             query=q,
         )
         if link.example is None and img is not None:
-            gr.Info(
+            info(
                 "Uploaded images are not part of links (the server keeps no one's files): this link opens "
                 "the same model, layer, head, view and query on the start image."
             )
