@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from attention.errors import AttentionError
-from attention.ui.components import tiles_gallery, user_errors
+from attention.ui.components import queue_share, tiles_gallery, user_errors
 from attention.vit import models as vit_models
 from attention.vit import session as vit_session
 from attention.vit import views as vit_views
@@ -24,6 +24,7 @@ from attention.vit.views import THUMB_SIDE
 
 VIT_NONE = "(none)"
 FAST = dict(show_progress="minimal", api_visibility="private")
+HEAVY = dict(FAST, validator=queue_share())  # may run a forward: within the visitor's share of the queue
 
 
 @dataclass
@@ -105,8 +106,8 @@ class ComparePanel:
         ins += [m.alpha, m.cmap, m.state, self.cstate, m.qimg]
         outs = [self.cdetails, self.cgallery, self.cmain, self.cimg, self.cstate, self.cpair, self.cacc]
         for ev in events:
-            ev.success(self.update, ins, outs, **FAST)
-        self.compare.input(user_errors(self.update), ins, outs, **FAST)
+            ev.success(self.update, ins, outs, **HEAVY)
+        self.compare.input(user_errors(self.update), ins, outs, **HEAVY)
 
 
 class FeaturePanel:
@@ -138,8 +139,8 @@ class FeaturePanel:
         """Redraw after each of `events` succeeds (while open), and when the panel opens."""
         ins = [self.open, m.image, m.model, m.resolution, m.qrow, m.qcol, m.layer, m.head, m.alpha, m.cmap, m.state]
         for ev in events:
-            ev.success(self.update, ins, self.gallery, **FAST)
+            ev.success(self.update, ins, self.gallery, **HEAVY)
         self.acc.expand(lambda: True, None, self.open, queue=False, api_visibility="private").then(
-            self.update, ins, self.gallery, **FAST
+            self.update, ins, self.gallery, **HEAVY
         )
         self.acc.collapse(lambda: False, None, self.open, queue=False, api_visibility="private")
