@@ -29,6 +29,7 @@ from attention.cache import SharedCache
 from attention.config import EXAMPLES_DIR, SETTINGS
 from attention.errors import InputError, as_whole
 from attention.images import ImageSource
+from attention.turns import Turns
 from attention.vit import features
 from attention.vit.extract import AttentionMaps, Query, attention_maps, norm_query
 from attention.vit.flow import rollout_map
@@ -339,9 +340,15 @@ def get_pass(
             progress(0.9, "Rendering…")
         return Pass(key=key, model=model, base=res, device=device, tokens=tokens)
 
-    if cache is None or not keep_qk:
-        return compute()
-    return cache.get_or_run(key, compute, owner=key[3] or "examples")
+    with FORWARDS.hold(visitor if shared else None):  # a forward is needed: within the visitor's turn
+        if cache is None or not keep_qk:
+            return compute()
+        return cache.get_or_run(key, compute, owner=key[3] or "examples")
+
+
+FORWARDS = Turns(SETTINGS.concurrency - 1)
+"""Forward passes of one visitor at once: one fewer than the jobs the server computes at once
+(ATTENTION_CONCURRENCY), at least 1."""
 
 
 @dataclass(frozen=True)
