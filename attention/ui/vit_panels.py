@@ -105,8 +105,8 @@ class ComparePanel:
         ins = [m.image, self.compare, m.resolution, m.qrow, m.qcol, m.layer, m.view, m.head, m.threshold]
         ins += [m.alpha, m.cmap, m.state, self.cstate, m.qimg]
         outs = [self.cdetails, self.cgallery, self.cmain, self.cimg, self.cstate, self.cpair, self.cacc]
-        for ev in events:
-            ev.success(self.update, ins, outs, **HEAVY)
+        for ev in events:  # follows a job already within the visitor's share (a forward here takes a turn)
+            ev.success(self.update, ins, outs, **FAST)
         self.compare.input(user_errors(self.update), ins, outs, **HEAVY)
 
 
@@ -138,8 +138,8 @@ class FeaturePanel:
     def follow(self, events: list, m: Main) -> None:
         """Redraw after each of `events` succeeds (while open), and when the panel opens."""
         ins = [self.open, m.image, m.model, m.resolution, m.qrow, m.qcol, m.layer, m.head, m.alpha, m.cmap, m.state]
-        for ev in events:
-            ev.success(self.update, ins, self.gallery, **HEAVY)
+        for ev in events:  # follows a job already within the visitor's share (no forward of its own)
+            ev.success(self.update, ins, self.gallery, **FAST)
         self.acc.expand(lambda: True, None, self.open, queue=False, api_visibility="private").then(
             self.update, ins, self.gallery, **HEAVY
         )
