@@ -95,3 +95,10 @@ def test_ordinary_inputs_stay_in_float64_and_have_no_overflow_note():
     s = attend(Q, K, V)
     assert s.weights.dtype == np.float64 and not any("float64" in n for n in s.notes)
     np.testing.assert_allclose(s.weights[0], decimal_attention(Q, K, V)[0], atol=1e-14)
+
+
+def test_huge_entries_are_written_in_e_notation_and_read_back():
+    from attention.calculator.matrices import format_matrix, format_number, parse_matrix
+
+    assert format_number(1e200) == "1e+200" and format_number(-2.5e7) == "-2.5e+07" and format_number(0.5) == "0.5"
+    np.testing.assert_allclose(parse_matrix(format_matrix(np.array([[1e200, 1.0]]))), [[1e200, 1.0]])
