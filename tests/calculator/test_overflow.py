@@ -102,3 +102,10 @@ def test_huge_entries_are_written_in_e_notation_and_read_back():
 
     assert format_number(1e200) == "1e+200" and format_number(-2.5e7) == "-2.5e+07" and format_number(0.5) == "0.5"
     np.testing.assert_allclose(parse_matrix(format_matrix(np.array([[1e200, 1.0]]))), [[1e200, 1.0]])
+
+
+def test_a_score_beyond_float64_is_drawn_at_the_bright_end():
+    from attention.calculator.plots import heatmap
+
+    img = heatmap(np.array([[np.inf, 1e200], [1e200, 2.0]]), target=40, max_cell=20)
+    assert (img[5, 5] == img[5, 25]).all() and not (img[5, 5] == img[25, 25]).all()  # inf as the max, not the min
