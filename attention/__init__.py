@@ -18,7 +18,8 @@ One subpackage per feature over a small shared core:
     errors        the typed errors and the checks every feature shares
     images        decoding, size guards, resizing and cropping to patches
     render        colour maps, overlays, grids, PNG encoding
-    cache         the bounded, thread-safe store shared between requests
+    cache         the bounded, thread-safe store shared between requests (a share per visitor)
+    turns         how many forward passes one visitor may run at once
     mnist, net    the shipped digits; is the network there
     ui/           the Gradio tabs (the only code that imports gradio)
 """

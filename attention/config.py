@@ -78,6 +78,8 @@ class Settings:
     gflop_gpu: float = 40_000.0  # ... on a GPU: ATTENTION_MAX_GFLOP_GPU
     state_mb: float = 1024.0  # every visitor's kept passes together, MB: ATTENTION_STATE_MB
     state_ttl: float = 1800.0  # seconds a kept pass lives unused: ATTENTION_STATE_TTL
+    state_visitor_mb: float = 256.0  # one visitor's kept passes together, MB: ATTENTION_STATE_VISITOR_MB
+    visitor_jobs: int = 3  # one visitor's jobs waiting or running in the queue at once: ATTENTION_VISITOR_JOBS
     max_models: int = 3  # models resident at once (least recently used unloaded): ATTENTION_MAX_MODELS
     allow_downloads: bool = False  # visitors may make the server download unlisted models: ATTENTION_ALLOW_DOWNLOADS
     max_sessions: int = 1000  # browser sessions whose state Gradio keeps: ATTENTION_MAX_SESSIONS
@@ -115,6 +117,8 @@ class Settings:
             gflop_gpu=_read("ATTENTION_MAX_GFLOP_GPU", cls.gflop_gpu, float, 0.001),
             state_mb=_read("ATTENTION_STATE_MB", cls.state_mb),
             state_ttl=_read("ATTENTION_STATE_TTL", cls.state_ttl),
+            state_visitor_mb=_read("ATTENTION_STATE_VISITOR_MB", cls.state_visitor_mb),
+            visitor_jobs=int(_read("ATTENTION_VISITOR_JOBS", cls.visitor_jobs, int, 1)),
             max_models=int(_read("ATTENTION_MAX_MODELS", cls.max_models, int, 1)),
             allow_downloads=_flag("ATTENTION_ALLOW_DOWNLOADS"),
             max_sessions=int(_read("ATTENTION_MAX_SESSIONS", cls.max_sessions, int, 1)),

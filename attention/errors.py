@@ -8,6 +8,16 @@ always names what was wrong and what is accepted.
 from __future__ import annotations
 
 
+def html_text(text: object) -> str:
+    """`text` as HTML element content that shows exactly the characters given: `&` and `<` become
+    entities, so markup inside (a URL parameter, a file or model name, matrix text a visitor typed)
+    never becomes an element, a request or a form. The one escape for every message a page renders
+    as HTML (Gradio's toasts from gr.Error / gr.Warning / gr.Info, gr.HTML). `>` and quotes are left
+    as typed (no tag can open without `<`; never used inside an attribute), so API callers, who get
+    the same message, read `>=` and `'nine'` unchanged."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;")
+
+
 class AttentionError(Exception):
     """Base class: a problem with the caller's input or environment, with a readable message."""
 

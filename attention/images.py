@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -149,6 +150,34 @@ def target_size(
     return (rw, rh), (rw // patch_size * patch_size, rh // patch_size * patch_size)
 
 
+def patch_tokens(size: tuple[int, int], patch: int, resolution: Resolution, crop: Crop = "center") -> int:
+    """Patch tokens of an image of `size` (W, H) at `resolution`, cropped or resized to the patch grid
+    by `crop` (see `target_size`; for crop "resize" an int resolution is the height)."""
+    _, (cw, ch) = target_size(size, patch, resolution, crop)
+    return (cw // patch) * (ch // patch)
+
+
+def largest_resolution_where(fits: Callable[[int], bool], patch: int) -> int | None:
+    """The largest resolution r in [patch, MAX_RESOLUTION] with `fits(r)`, or None when not even
+    `patch` fits. Binary search: `fits` must turn false once and stay false as r grows (a cost
+    that grows with the resolution), as every limit on a pass does."""
+    lo, hi = patch, MAX_RESOLUTION
+    if not fits(lo):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+def largest_token_resolution(
+    size: tuple[int, int], patch: int, max_tokens: int = MAX_TOKENS, crop: Crop = "center"
+) -> int | None:
+    """The largest resolution at which an image of `size` makes at most `max_tokens` patches (`crop`
+    as in `target_size`)."""
+    return largest_resolution_where(lambda r: patch_tokens(size, patch, r, crop) <= max_tokens, patch)
+
+
 def check_resolution(resolution: Resolution, patch_size: int) -> int | str | None:
     """Validate a resolution argument: an int in [patch_size, 4096], None or "native" (-> None),
     or "dino480" (-> DINO480). ("auto" is the caller's to resolve: it depends on the model.)"""
@@ -205,10 +234,11 @@ def to_tensor(
     (rw, rh), (cw, ch) = target_size((w, h), patch_size, resolution, crop)
     tokens = (cw // patch_size) * (ch // patch_size)
     if tokens > max_tokens:
-        fits = int(patch_size * (max_tokens * min(w, h) / max(w, h)) ** 0.5)
+        best = largest_token_resolution((w, h), patch_size, max_tokens, crop)
         raise ImageError(
             f"At this resolution the image makes {cw // patch_size}x{ch // patch_size} = {tokens:,} patches, "
-            f"over the cap of {max_tokens:,}; choose a smaller resolution (at most about {fits} px)."
+            f"over the cap of {max_tokens:,}; the largest resolution accepted for this {w}x{h} image is "
+            f"{best} px."
         )
     if (rw, rh) != (w, h):  # PIL filters antialias when shrinking, as torchvision's Resize on PIL images
         img = img.resize((rw, rh), Image.BILINEAR if resolution == DINO480 or crop == "resize" else Image.BICUBIC)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from attention.ui.components import image_path, number, user_errors
+from attention.ui.components import image_path, number, queue_share, user_errors, visitor
 from attention.vit import outputs as vit_outputs
 from attention.vit import session as vit_session
 from attention.vit import views as vit_views
@@ -61,7 +61,14 @@ def attention_maps_fn(model_default: str, defaults: dict):
         layer = vit_session.parse_index(-1 if layer is None else layer, "Layer")
         # one request, one query: the forward records that query's rows and keeps q/k only for rollout
         p = vit_session.get_pass(
-            image, model, resolution, query=query, keep_qk=view == "rollout", cache=vit_session.PASSES, shared=True
+            image,
+            model,
+            resolution,
+            query=query,
+            keep_qk=view == "rollout",
+            cache=vit_session.PASSES,
+            shared=True,
+            visitor=visitor(),
         )
         opts = dict(head_fusion=head_fusion, discard_ratio=0.0 if discard_ratio is None else discard_ratio)
         f = vit_views.frame(
@@ -117,7 +124,14 @@ def feature_maps_fn(model_default: str, defaults: dict):
         query = vit_session.parse_query(query_row, query_col)
         layer = vit_session.parse_index(-1 if layer is None else layer, "Layer")
         p = vit_session.get_pass(
-            image, model, resolution, query=query, keep_qk=False, cache=vit_session.PASSES, shared=True
+            image,
+            model,
+            resolution,
+            query=query,
+            keep_qk=False,
+            cache=vit_session.PASSES,
+            shared=True,
+            visitor=visitor(),
         )
         background = None if not pca_background else float(pca_background)
         return write_feature_outputs(p, query, layer, background=background, pca_style=pca or "minmax")
@@ -149,6 +163,7 @@ def build(model_default: str, defaults: dict) -> None:
         [a_sheet, a_file, a_info],
         api_name="attention_maps",
         api_visibility="public",
+        validator=queue_share(),
     )
     with gr.Row(visible=False):
         f_img = image_path(type="filepath", image_mode=None, label="image")
@@ -169,4 +184,5 @@ def build(model_default: str, defaults: dict) -> None:
         [f_pic, f_file, f_info],
         api_name="feature_maps",
         api_visibility="public",
+        validator=queue_share(),
     )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from attention.errors import AttentionError
-from attention.ui.components import tiles_gallery, user_errors
+from attention.ui.components import queue_share, tiles_gallery, user_errors
 from attention.vit import models as vit_models
 from attention.vit import session as vit_session
 from attention.vit import views as vit_views
@@ -24,6 +24,7 @@ from attention.vit.views import THUMB_SIDE
 
 VIT_NONE = "(none)"
 FAST = dict(show_progress="minimal", api_visibility="private")
+HEAVY = dict(FAST, validator=queue_share())  # may run a forward: within the visitor's share of the queue
 
 
 @dataclass
@@ -104,9 +105,9 @@ class ComparePanel:
         ins = [m.image, self.compare, m.resolution, m.qrow, m.qcol, m.layer, m.view, m.head, m.threshold]
         ins += [m.alpha, m.cmap, m.state, self.cstate, m.qimg]
         outs = [self.cdetails, self.cgallery, self.cmain, self.cimg, self.cstate, self.cpair, self.cacc]
-        for ev in events:
+        for ev in events:  # follows a job already within the visitor's share (a forward here takes a turn)
             ev.success(self.update, ins, outs, **FAST)
-        self.compare.input(user_errors(self.update), ins, outs, **FAST)
+        self.compare.input(user_errors(self.update), ins, outs, **HEAVY)
 
 
 class FeaturePanel:
@@ -145,10 +146,10 @@ class FeaturePanel:
         """Redraw after each of `events` succeeds (while open), and when the panel opens."""
         ins = [self.open, m.image, m.model, m.resolution, m.qrow, m.qcol, m.layer, m.head, m.alpha, m.cmap, m.state]
         ins.append(self.style)
-        for ev in events:
+        for ev in events:  # follows a job already within the visitor's share (no forward of its own)
             ev.success(self.update, ins, self.gallery, **FAST)
         self.style.input(self.update, ins, self.gallery, **FAST)
         self.acc.expand(lambda: True, None, self.open, queue=False, api_visibility="private").then(
-            self.update, ins, self.gallery, **FAST
+            self.update, ins, self.gallery, **HEAVY
         )
         self.acc.collapse(lambda: False, None, self.open, queue=False, api_visibility="private")

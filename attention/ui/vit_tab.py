@@ -12,7 +12,7 @@ import pandas as pd
 from attention.config import EXAMPLES_DIR
 from attention.errors import AttentionError, as_whole
 from attention.ui import vit_api, vit_layout, vit_live
-from attention.ui.components import user_errors
+from attention.ui.components import info, queue_share, user_errors, visitor, warning
 from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_panels import Main
 from attention.vit import models as vit_models
@@ -47,10 +47,13 @@ VIT_PHOTOS = [
 
 def vit_pass(image, model, resolution, progress: gr.Progress | None = None):
     """The visitor's pass from the server's shared, bounded store (`session.PASSES`): computed once
-    per (image content, model, resolution), within the model allow-list and compute budget; a new
-    forward reports to `progress` (the event's progress bar)."""
+    per (image content, model, resolution), an upload's per visitor (`session.pass_key`), within the
+    model allow-list, the compute budget and the visitor's share; a new forward reports to `progress`
+    (the event's progress bar)."""
     report = None if progress is None else (lambda frac, desc: progress(frac, desc=desc))
-    return vit_session.get_pass(image, model, resolution, progress=report, cache=vit_session.PASSES, shared=True)
+    return vit_session.get_pass(
+        image, model, resolution, progress=report, cache=vit_session.PASSES, shared=True, visitor=visitor()
+    )
 
 
 def _vit_frame(p, qrow, qcol, layer, view, head, threshold, alpha, cmap, rollout=(), download=False):
@@ -260,7 +263,7 @@ def build(demo: gr.Blocks | None = None) -> None:
         try:
             link = permalink.parse(dict(request.query_params) if request is not None else {})
         except AttentionError as e:
-            gr.Warning(f"This link could not be opened as given: {e}")
+            warning(f"This link could not be opened as given: {e}")
             link = permalink.Link()
         img = str(permalink.examples()[link.example]) if link.example else first_image
         digit = link.example is not None and link.example.startswith("digit_")
@@ -294,7 +297,7 @@ def build(demo: gr.Blocks | None = None) -> None:
             query=q,
         )
         if link.example is None and img is not None:
-            gr.Info(
+            info(
                 "Uploaded images are not part of links (the server keeps no one's files): this link opens "
                 "the same model, layer, head, view and query on the start image."
             )
@@ -324,6 +327,7 @@ def build(demo: gr.Blocks | None = None) -> None:
     ropts = [fusion, discard_ratio, discard_rule]
     inputs = [image, model, resolution, qrow, qcol, *style, state, *ropts]
     fast = dict(show_progress="minimal", api_visibility="private")
+    heavy = dict(fast, validator=queue_share())  # jobs that may run a forward: a visitor's share of the queue
     # one listener, one job per change: a dropdown's `input` fires twice for one pick (on the pick and
     # again on blur), its `change` once; "always_last" runs the latest change after a running one
     changes = [
@@ -347,10 +351,10 @@ def build(demo: gr.Blocks | None = None) -> None:
             [*show, state],
             trigger_mode="always_last",
             js=vit_live.AFTER_DRAWING,
-            **fast,
+            **heavy,
         ),
         gr.on(  # typed query fields: checked first, so only the field at fault is marked
-            [qrow.submit, qcol.submit], update, inputs, [*show, state], validator=check_query, **fast
+            [qrow.submit, qcol.submit], update, inputs, [*show, state], **fast, validator=queue_share(check_query)
         ),
         # clicks as changes: the latest runs after a running one (the browser has drawn it already)
         qimg.select(
@@ -359,21 +363,21 @@ def build(demo: gr.Blocks | None = None) -> None:
             [*show, state],
             trigger_mode="always_last",
             js=vit_live.AFTER_DRAWING,
-            **fast,
+            **heavy,
         ),
         gallery.select(
             pick_head,
             [image, model, resolution, qrow, qcol, layer, view, threshold, alpha, cmap, state, *ropts],
             [*show, state, view],
             trigger_mode="always_last",
-            **fast,
+            **heavy,
         ),
         cls_btn.click(lambda: (None, None), None, [qrow, qcol], api_visibility="private", queue=False).then(
-            update, inputs, [*show, state], **fast
+            update, inputs, [*show, state], **heavy
         ),
     ]
-    dl_btn.click(make_download, inputs, download, **fast)
-    mv_btn.click(model_sheet, inputs, mv_img, **fast)
+    dl_btn.click(make_download, inputs, download, **heavy)
+    mv_btn.click(model_sheet, inputs, mv_img, **heavy)
     link_btn.click(
         make_link,
         [image, model, resolution, qrow, qcol, layer, view, head, page_url],

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from attention.errors import BudgetError
-from attention.images import MAX_RESOLUTION, Crop, target_size
+from attention.images import MAX_TOKENS, largest_resolution_where, patch_tokens
 
 
 def dims(model: torch.nn.Module) -> tuple[int, int, int, int, int]:
@@ -38,13 +38,6 @@ def forward_gflop(model: torch.nn.Module, tokens: int) -> float:
     return (L * block + embed) / 1e9
 
 
-def patch_tokens(size: tuple[int, int], patch: int, resolution: int | None, crop: Crop = "center") -> int:
-    """Patch tokens of an image of `size` (W, H) at `resolution` (shorter side px, or the height for
-    crop "resize"; None = native), cropped or resized to the patch grid by `crop` (`images.target_size`)."""
-    _, (cw, ch) = target_size(size, patch, resolution, crop)
-    return (cw // patch) * (ch // patch)
-
-
 def largest_resolution(
     model: torch.nn.Module, size: tuple[int, int], max_gflop: float, max_tokens: int | None = None
 ) -> int | None:
@@ -57,13 +50,7 @@ def largest_resolution(
         t = patch_tokens(size, p, r, crop)
         return forward_gflop(model, t) <= max_gflop and (max_tokens is None or t <= max_tokens)
 
-    lo, hi = p, MAX_RESOLUTION
-    if not fits(lo):
-        return None
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
-    return lo
+    return largest_resolution_where(fits, p)
 
 
 def check_budget(
@@ -74,15 +61,18 @@ def check_budget(
     *,
     name: str = "this model",
     device: str = "cpu",
+    max_tokens: int = MAX_TOKENS,
 ) -> float:
     """Raise BudgetError when a pass of an image of `size` (W, H) at `resolution` would cost over
-    `max_gflop`; the message names the largest resolution that fits. Returns the estimate (GFLOP)."""
+    `max_gflop`; the message names the largest resolution accepted, under the compute budget and
+    the token cap `max_tokens` both (one number: the next try at it passes both). Returns the
+    estimate (GFLOP)."""
     p = dims(model)[4]
     tokens = patch_tokens(size, p, resolution, getattr(model, "crop_rule", "center"))
     cost = forward_gflop(model, tokens)
     if cost <= max_gflop:
         return cost
-    best = largest_resolution(model, size, max_gflop)
+    best = largest_resolution(model, size, max_gflop, max_tokens)
     at = (
         "at its native size"
         if resolution is None
@@ -91,8 +81,8 @@ def check_budget(
         else f"at {resolution} px"
     )
     fit = (
-        f"The largest resolution that fits this {size[0]}x{size[1]} image is {best} px; accepted: a resolution "
-        f"up to {best} px, or 'auto'."
+        f"The largest resolution accepted for this {size[0]}x{size[1]} image is {best} px; accepted: a "
+        f"resolution up to {best} px, or 'auto'."
         if best
         else "No resolution of this image fits; try a smaller model."
     )

@@ -264,6 +264,7 @@ def attention_maps(
             max_gflop,
             name=getattr(model, "alias", "this model"),
             device=str(next(model.parameters()).device),
+            max_tokens=max_tokens,
         )
     crop = getattr(model, "crop_rule", "center")
     x, shown = to_tensor(

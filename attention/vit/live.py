@@ -50,7 +50,7 @@ def _query(res: AttentionMaps) -> list[int] | None:
     return None if isinstance(res.query, str) else list(res.query)
 
 
-def token(key: tuple[str, str, str]) -> str:
+def token(key: tuple[str, ...]) -> str:
     """A pass's key, signed: '<key as JSON>.<hmac>' (the browser hands it back to fetch data)."""
     body = json.dumps(list(key), separators=(",", ":"))
     return f"{body}.{_sign(body)}"

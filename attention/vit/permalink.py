@@ -10,16 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlencode
 
-from attention.config import EXAMPLES_DIR
 from attention.errors import InputError, as_whole
 from attention.images import ImageSource
 from attention.vit.query import ACCEPTED, Query, to_text
 from attention.vit.query import parse as parse_query
-from attention.vit.session import file_digest
+from attention.vit.session import example_digests, example_files, file_digest
 from attention.vit.views import check_view
 
 KEYS = ("example", "model", "res", "layer", "head", "view", "q")
@@ -38,22 +36,16 @@ class Link:
     query: Query | None = None  # a token name ("cls", "reg0", ...) or (row, col)
 
 
-@lru_cache(maxsize=1)
 def examples() -> dict[str, Path]:
     """Every shipped example image by name (file name without extension): photos and digits."""
-    return {p.stem: p for d in ("photos", "digits") for p in sorted((EXAMPLES_DIR / d).glob("*.*"))}
-
-
-@lru_cache(maxsize=1)
-def _by_digest() -> dict[str, str]:
-    return {file_digest(str(p)): name for name, p in examples().items()}
+    return example_files()
 
 
 def example_name(image: ImageSource | None) -> str | None:
     """The name of the shipped example `image` is (by content, so a served copy counts), else None."""
     if image is None:
         return None
-    return _by_digest().get(file_digest(image))
+    return example_digests().get(file_digest(image))
 
 
 def _whole(params: Mapping[str, str], key: str, what: str) -> int | None:

@@ -14,19 +14,22 @@ nothing in a Pass is shared between visitors, only the loaded models are (read-o
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from attention.cache import SharedCache
-from attention.config import SETTINGS
+from attention.config import EXAMPLES_DIR, SETTINGS
 from attention.errors import InputError, as_whole
 from attention.images import ImageSource
+from attention.turns import Turns
 from attention.vit import features
 from attention.vit.extract import AttentionMaps, attention_maps
 from attention.vit.flow import rollout_map
@@ -118,6 +121,18 @@ def file_digest(src: ImageSource) -> str:
     return hashlib.sha1(f"{src.size}{src.mode}".encode() + src.tobytes()).hexdigest()  # PIL image
 
 
+@functools.cache
+def example_files() -> dict[str, Path]:
+    """Every shipped example image by name (file name without extension): photos and digits."""
+    return {p.stem: p for d in ("photos", "digits") for p in sorted((EXAMPLES_DIR / d).glob("*.*"))}
+
+
+@functools.cache
+def example_digests() -> dict[str, str]:
+    """Content digest -> name of every shipped example image (`example_files`)."""
+    return {file_digest(str(p)): name for name, p in example_files().items()}
+
+
 def parse_query(row: float | int | None, col: float | int | None, token: str | None = None) -> Query | None:
     """(row, col) numbers -> a query (`query.from_fields`): both empty (None or NaN) means `token`,
     None = the model's own (`Pass.default_query`), else a patch (int, int).
@@ -175,7 +190,7 @@ class Pass:
     """A cached forward pass (see the module docstring). `base` has the model's default query
     (`query.default`: CLS, else the pooling head's, else the centre patch) and q/k kept."""
 
-    key: tuple[str, str, str]  # (image digest, model, resolution)
+    key: PassKey
     model: str
     base: AttentionMaps
     device: str
@@ -267,9 +282,18 @@ class Pass:
             return self._rollouts[key]
 
 
-def pass_key(image: ImageSource, model: str, resolution: int | str | None) -> tuple[str, str, str]:
-    """What identifies a forward pass: image content, model name, resolution."""
-    return file_digest(image), (model or "").strip(), str(resolution).strip().lower()
+PassKey = tuple[str, str, str, str]
+"""(image digest, model, resolution, scope): scope "" for a shipped example (one pass shared by every
+visitor), else the visitor who sent the picture (theirs alone, so no visitor can time whether someone
+else sent it)."""
+
+
+def pass_key(image: ImageSource, model: str, resolution: int | str | None, visitor: str | None = None) -> PassKey:
+    """What identifies a forward pass: image content, model name, resolution and, for a picture that is
+    not a shipped example, the visitor (None: nobody in particular, as a script or the command line)."""
+    digest = file_digest(image)
+    scope = "" if visitor is None or digest in example_digests() else str(visitor)
+    return digest, (model or "").strip(), str(resolution).strip().lower(), scope
 
 
 def get_pass(
@@ -283,6 +307,7 @@ def get_pass(
     keep_qk: bool = True,
     cache: SharedCache[Pass] | None = None,
     shared: bool = False,
+    visitor: str | None = None,
 ) -> Pass:
     """The Pass of (image, model, resolution): `previous` when it has that key, else a new forward.
 
@@ -294,6 +319,9 @@ def get_pass(
     cache: a server's store of passes (`PASSES`): a full pass of the same key is taken from it (a
     one-query request too), and a new full pass is computed once however many visitors ask at
     once, then kept there. shared: see `forward` (model allow-list and compute budget).
+    visitor: who asks (a session id). A picture that is not a shipped example is then theirs alone: its
+    pass is keyed and charged to them (`pass_key`; the store bounds each visitor's share), so another
+    visitor sending the same bytes gets a pass of their own. Examples stay shared, charged to "examples".
 
     Raises InputError when there is no image, and the engine's typed errors (ImageError,
     ModelLoadError, InputError) for bad images, models and resolutions.
@@ -303,7 +331,7 @@ def get_pass(
     model = (model or "").strip()
     if not model:
         raise InputError(f"No model given; accepted: {', '.join(REGISTRY)}, a timm ViT name or 'hf-hub:org/repo'.")
-    key = pass_key(image, model, resolution)
+    key = pass_key(image, model, resolution, visitor)
     if (
         previous is not None
         and previous.key == key
@@ -323,7 +351,15 @@ def get_pass(
             progress(0.9, "Rendering…")
         return Pass(key=key, model=model, base=res, device=device, tokens=tokens)
 
-    return cache.get_or_run(key, compute) if cache is not None and keep_qk else compute()
+    with FORWARDS.hold(visitor if shared else None):  # a forward is needed: within the visitor's turn
+        if cache is None or not keep_qk:
+            return compute()
+        return cache.get_or_run(key, compute, owner=key[3] or "examples")
+
+
+FORWARDS = Turns(SETTINGS.concurrency - 1)
+"""Forward passes of one visitor at once: one fewer than the jobs the server computes at once
+(ATTENTION_CONCURRENCY), at least 1."""
 
 
 def _answers(previous: Pass, keep_qk: bool, query: Query | None) -> bool:
@@ -336,16 +372,19 @@ class Ref:
     """A visitor's handle on their pass: a few bytes in their session; the pass itself is in a
     SharedCache, whose byte budget bounds every visitor's passes together."""
 
-    key: tuple[str, str, str]
+    key: PassKey
     grid: tuple[int, int]
     num_layers: int
     num_heads: int
 
 
-PASSES: SharedCache[Pass] = SharedCache(int(SETTINGS.state_mb * 2**20), SETTINGS.state_ttl)
-"""The server's passes, every visitor's together: ATTENTION_STATE_MB, least recently used out
-first, each dropped after ATTENTION_STATE_TTL seconds unused. A dropped pass is recomputed when
-its visitor next needs it."""
+PASSES: SharedCache[Pass] = SharedCache(
+    int(SETTINGS.state_mb * 2**20), SETTINGS.state_ttl, max_owner_bytes=int(SETTINGS.state_visitor_mb * 2**20)
+)
+"""The server's passes, every visitor's together: ATTENTION_STATE_MB, one visitor's (or the shared
+examples') at most ATTENTION_STATE_VISITOR_MB, their own least recently used out first; when full,
+the least recently used of whoever holds most goes; each dropped after ATTENTION_STATE_TTL seconds
+unused. A dropped pass is recomputed when its visitor next needs it."""
 
 
 def map_query(query: Query | None, src: tuple[int, int], dst: tuple[int, int]) -> Query | None:

@@ -231,7 +231,7 @@ def test_a_request_over_the_compute_budget_is_refused_at_once_naming_what_fits(c
         client.predict(handle_file(PHOTO), model="mnist_vit", resolution="2000", api_name="/attention_maps")
     assert time.perf_counter() - t0 < 1.0
     msg = str(e.value)
-    assert "over this server's budget of 2 GFLOP per pass on cpu" in msg and "largest resolution that fits" in msg
+    assert "over this server's budget of 2 GFLOP per pass on cpu" in msg and "largest resolution accepted" in msg
     best = int(msg.split("image is ")[1].split(" px")[0])
     _, info, _ = maps(client, PHOTO, model="mnist_vit", resolution=str(best))  # what it names runs
     assert info["grid"]
