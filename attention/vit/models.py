@@ -74,6 +74,7 @@ class ModelSpec:
     description: str
     resolution: int  # what "auto" resolution means for this model (shorter side, px)
     family: str = "timm"  # a key of FAMILIES: how its own code crops and resamples position embeddings
+    classifier: bool = False  # has a classifier head read from its class token (class relevance: "Why this class?")
 
     @property
     def hub_id(self) -> str | None:
@@ -105,7 +106,15 @@ REGISTRY: dict[str, ModelSpec] = {
             480,
             "dinov2_reg",
         ),
-        ModelSpec("mnist_vit", "local", "ViT trained here on MNIST digits (ships with the app)", 28),
+        ModelSpec("mnist_vit", "local", "ViT trained here on MNIST digits (ships with the app)", 28, classifier=True),
+        ModelSpec("deit_small", "deit_small_patch16_224.fb_in1k", "DeiT-S ImageNet classifier", 224, classifier=True),
+        ModelSpec(
+            "vit_small_in1k",
+            "vit_small_patch16_224.augreg_in21k_ft_in1k",
+            "ViT-S/16 (AugReg) ImageNet classifier",
+            224,
+            classifier=True,
+        ),
     ]
 }
 DEFAULT_MODEL = "dino_vits16"
@@ -316,7 +325,7 @@ def _load_hub(timm_name: str) -> torch.nn.Module:
         why = "HF_HUB_OFFLINE=1 is set" if constants.HF_HUB_OFFLINE else "the Hugging Face Hub cannot be reached"
         raise ModelLoadError(f"Weights of {timm_name!r} ({repo}) are not in the local cache and {why}. {fix}")
     try:
-        model = timm.create_model(timm_name, pretrained=True, num_classes=0, dynamic_img_size=True)
+        model = timm.create_model(timm_name, pretrained=True, dynamic_img_size=True)  # its head kept: relevance
     except Exception as e:  # hub, network, file or config errors: all become one readable error
         raise ModelLoadError(
             f"Could not load weights of {timm_name!r} ({repo}): {type(e).__name__}: {str(e).rstrip('.')}. {fix}"
