@@ -108,13 +108,6 @@ REGISTRY: dict[str, ModelSpec] = {
         ),
         ModelSpec("mnist_vit", "local", "ViT trained here on MNIST digits (ships with the app)", 28, classifier=True),
         ModelSpec("deit_small", "deit_small_patch16_224.fb_in1k", "DeiT-S ImageNet classifier", 224, classifier=True),
-        ModelSpec(
-            "vit_small_in1k",
-            "vit_small_patch16_224.augreg_in21k_ft_in1k",
-            "ViT-S/16 (AugReg) ImageNet classifier",
-            224,
-            classifier=True,
-        ),
     ]
 }
 DEFAULT_MODEL = "dino_vits16"

@@ -106,3 +106,17 @@ def test_a_backbone_without_a_head_is_refused_by_type():
     backbone.alias = "dino_vits16"
     with pytest.raises(NoClassifierError, match="no classifier head.*mnist_vit"):
         relevance(backbone, DIGIT)
+
+
+def test_the_tolerance_is_sharp():
+    """vit-explain's mirrored layer pairing (its issue #6) and Chefer's rule with the heads' mean taken
+    before the clamp both miss the maps by far more than the tolerance."""
+    model = load_vit("mnist_vit", device="cpu")
+    x, _, _ = prepare(model, DIGIT, "auto", 16384, None)
+    _, _, ch, gr, _ = relevance_rows(model, x)
+    A, G, _, _ = full_attention_and_grads(model, x)
+    assert deviation(gr.numpy(), grad_rollout_row(A, G.flip(0), 0.9).numpy(), 1) > 1000 * TOL
+    R = torch.eye(A.shape[-1], dtype=torch.float64)
+    for a, g in zip(A, G):
+        R = R + (g * a).mean(0).clamp(min=0).double() @ R
+    assert deviation(ch.numpy(), R[0].numpy(), 1) > 1000 * TOL
