@@ -6,9 +6,9 @@ labels    class names: ImageNet's from timm's label data, digits for mnist_vit
 evaluate  the perturbation test (`python -m attention.vit.relevance evaluate`)
 """
 
+from attention.errors import NoClassifierError
 from attention.vit.relevance.compute import (
     DISCARD_RATIO,
-    NoClassifierError,
     Relevance,
     check_classifier,
     classifiers,

@@ -29,20 +29,16 @@ import numpy as np
 import torch
 from PIL import Image
 
-from attention.errors import InputError
+from attention.errors import InputError, NoClassifierError
 from attention.images import MAX_TOKENS, ImageSource, check_resolution, load_image, to_tensor
+from attention.vit.capture import Recorder, check_supported, recording
 from attention.vit.cost import check_budget
 from attention.vit.flow import nth_smallest
 from attention.vit.models import REGISTRY, default_resolution
-from attention.vit.relevance._capture import Recorder, check_supported, recording
 from attention.vit.relevance.labels import class_index, class_names, short_name
 
 CHUNK_BYTES = 64 << 20  # working memory of one chunk of rows of A, dA and A * dA (float32, all heads)
 DISCARD_RATIO = 0.9  # vit-explain's default for grad-rollout
-
-
-class NoClassifierError(InputError):
-    """The model has no classifier head (a backbone such as DINO's): there is no class to explain."""
 
 
 def classifiers() -> list[str]:
@@ -145,9 +141,7 @@ class _Kept(Recorder):
 
     def on_kernel(self, layer: int, q, k, v, mask, scale: float) -> None:
         m = None if mask is None else mask.detach()
-        if m is not None and m.dtype == torch.bool:
-            m = torch.zeros(m.shape, dtype=torch.float32, device=m.device).masked_fill_(~m, float("-inf"))
-        if m is not None:
+        if m is not None:  # additive (the engine converts bool masks), broadcastable to (B, H, N, N)
             m = m.reshape((1,) * (4 - m.dim()) + tuple(m.shape))[0]  # (H or 1, N or 1, N)
         self.kernel[layer] = (q[0].detach(), k[0].detach(), v[0].detach(), m, float(scale))
 
