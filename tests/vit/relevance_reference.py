@@ -20,9 +20,10 @@ import copy
 import torch
 
 
-def full_attention_and_grads(model: torch.nn.Module, x: torch.Tensor, target: int | None = None):
-    """Every layer's A and dLogit/dA, float32 (L, H, N, N) each, and (logits (C,), target)."""
-    ref = copy.deepcopy(model).float().eval()
+def full_attention_and_grads(model: torch.nn.Module, x: torch.Tensor, target: int | None = None, inplace=False):
+    """Every layer's A and dLogit/dA, float32 (L, H, N, N) each, and (logits (C,), target).
+    The model is copied (inplace=False) or switched to unfused attention itself (inplace, a bench's)."""
+    ref = model if inplace else copy.deepcopy(model).float().eval()
     kept = []
 
     def keep(module, args, out):

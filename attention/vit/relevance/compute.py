@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 import torch
@@ -81,6 +80,12 @@ class Relevance:
     discard_ratio: float
     seconds: float = 0.0
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes held (arrays and the shown image), for the server's bounded store."""
+        arrays = (self.logits, self.probs, self.chefer, self.grad_rollout, self.attention)
+        return sum(a.nbytes for a in arrays) + self.image.width * self.image.height * 3
+
     def top(self, k: int = 5) -> list[tuple[int, str, float]]:
         """The k most probable classes: (index, name, probability), most probable first."""
         order = np.argsort(-self.probs, kind="stable")[:k]
@@ -133,11 +138,11 @@ class Relevance:
 
 
 class _Kept(Recorder):
-    """Each layer's kernel inputs (q, k, v, mask, scale) and, after the backward, dO at its output."""
+    """Each layer's kernel inputs (q, k, v, mask, scale) and its output (in the autograd graph)."""
 
     def __init__(self, n_layers: int):
         self.kernel: list[tuple | None] = [None] * n_layers
-        self.grad: list[torch.Tensor | None] = [None] * n_layers
+        self.out: list[torch.Tensor | None] = [None] * n_layers
 
     def on_kernel(self, layer: int, q, k, v, mask, scale: float) -> None:
         m = None if mask is None else mask.detach()
@@ -146,41 +151,45 @@ class _Kept(Recorder):
         self.kernel[layer] = (q[0].detach(), k[0].detach(), v[0].detach(), m, float(scale))
 
     def on_output(self, layer: int, out: torch.Tensor) -> None:
-        if out.requires_grad:
-            out.register_hook(partial(self._keep, layer))
-
-    def _keep(self, layer: int, grad: torch.Tensor) -> None:
-        self.grad[layer] = grad[0].detach()
+        self.out[layer] = out
 
 
 class _Layer:
-    """One layer's rows of A and of A * dA (H, c, N), float32, a chunk of rows at a time."""
+    """One layer's rows, float32, a chunk of rows at a time: the class token's attention row (H, N),
+    Chefer's cam = mean_h((A * dA)^+) and grad-rollout's G = (mean_h(A * dA))^+ (c, N) each."""
 
     def __init__(self, kernel: tuple, dout: torch.Tensor | None, chunk_bytes: int):
         q, k, v, mask, scale = kernel
-        self.q, self.kt, self.vt, self.mask, self.scale = q.float(), k.float().mT, v.float().mT, mask, scale
-        self.dout = torch.zeros(q.shape[:2] + v.shape[-1:]) if dout is None else dout.float()
+        self.q, self.kt, self.vt, self.mask = q.float() * scale, k.float().mT, v.float().mT, mask
+        self.dout = torch.zeros(q.shape[:2] + v.shape[-1:], device=q.device) if dout is None else dout.float()
         H, N, _ = q.shape
-        rows = max(1, chunk_bytes // (3 * 4 * H * N))
+        rows = max(1, chunk_bytes // (2 * 4 * H * N))  # two (H, c, N) buffers live at once
         self.spans = [(s, min(s + rows, N)) for s in range(0, N, rows)]
         self._memo: tuple | None = None
 
-    def __call__(self, s: int, e: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, s: int, e: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(rows s..e-1 of A's row 0 when s == 0 else None, cam (e - s, N), G (e - s, N))."""
         if self._memo is not None and self._memo[0] == (s, e):
             return self._memo[1]
-        logits = (self.q[:, s:e] * self.scale) @ self.kt
+        z = self.q[:, s:e] @ self.kt  # (H, c, N)
         if self.mask is not None:
             m = self.mask.float()
-            logits = logits + (m if m.shape[-2] == 1 else m[:, s:e])
-        a = torch.softmax(logits, -1)
-        out = (a, a * (self.dout[:, s:e] @ self.vt))
-        if len(self.spans) == 1:  # one chunk holds the layer: keep it for the cut's passes
+            z += m if m.shape[-2] == 1 else m[:, s:e]
+        a = torch.softmax(z, -1)
+        del z
+        att = a[:, 0].clone() if s == 0 else None
+        prod = torch.matmul(self.dout[:, s:e], self.vt).mul_(a)  # A * dA, dA = dO V^T
+        del a
+        g = prod.mean(0).clamp_(min=0)
+        cam = prod.clamp_(min=0).mean(0)
+        out = (att, cam, g)
+        if len(self.spans) == 1:  # one chunk holds the layer: kept for the cut's passes
             self._memo = ((s, e), out)
         return out
 
     def fused_grad(self, s: int, e: int) -> torch.Tensor:
         """grad-rollout's G rows: (mean_h(A * dA))^+, float32 (c, N)."""
-        return self(s, e)[1].mean(0).clamp(min=0)
+        return self(s, e)[2]
 
 
 def relevance_rows(
@@ -191,7 +200,8 @@ def relevance_rows(
     discard_ratio: float = DISCARD_RATIO,
     chunk_bytes: int = CHUNK_BYTES,
 ) -> tuple[torch.Tensor, int, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The engine of `relevance`, on a preprocessed input x (1, C, H, W): one forward, one backward.
+    """The engine of `relevance`, on a preprocessed input x (1, C, H, W): one forward, one backward
+    (autograd.grad from the target's logit to the kernel outputs, nothing below layer 0's).
 
     Returns (logits float32 (C,), target, chefer (N,), grad_rollout (N,), attention (L, H, N)), on CPU.
     target: an output index, None = the top class.
@@ -203,39 +213,41 @@ def relevance_rows(
     param = next(model.parameters())
     n_layers = len(model.blocks)
     rec = _Kept(n_layers)
-    with torch.inference_mode(False), torch.enable_grad(), recording(model, rec):
-        xg = x.to(param.device, param.dtype).clone().requires_grad_(True)
-        out = model(xg)[0]
+    with torch.inference_mode(False), torch.enable_grad():
+        with recording(model, rec):
+            out = model(x.to(param.device, param.dtype).clone().requires_grad_(True))[0]
+        if any(k is None for k in rec.kernel):
+            raise InputError("Unsupported attention block: a layer ran without the engine's kernel hook.")
         t = int(out.argmax()) if target is None else int(target)
-        out[t].backward()
-    if any(k is None for k in rec.kernel):
-        raise InputError("Unsupported attention block: a layer ran without the engine's kernel hook.")
+        grads = torch.autograd.grad(out[t], rec.out, allow_unused=True)
     logits = out.detach().float().cpu()
+    rec.out = []
     N = rec.kernel[0][0].shape[1]
-    r_ch = torch.zeros(N, dtype=torch.float64, device=param.device)
+    r_ch = torch.zeros(N, device=param.device)
     r_ch[0] = 1.0
     r_gr = r_ch.clone()
     attention = []
     for layer in reversed(range(n_layers)):  # r <- r (I + cam_l), r <- r A'_l: from the top layer down
-        lay = _Layer(rec.kernel[layer], rec.grad[layer], chunk_bytes)
+        dout = grads[layer]
+        lay = _Layer(rec.kernel[layer], None if dout is None else dout[0], chunk_bytes)
         n_drop = int(N * N * discard_ratio)
         cut = nth_smallest(lay.fused_grad, lay.spans, n_drop) if n_drop else None
         new_ch, new_gr = r_ch.clone(), torch.zeros_like(r_gr)
         for s, e in lay.spans:
             if s and not (r_ch[s:e].any() or r_gr[s:e].any()):
                 continue
-            a, prod = lay(s, e)
-            if s == 0:
-                attention.append(a[:, 0].cpu())
-            new_ch += r_ch[s:e] @ prod.clamp(min=0).mean(0).double()
-            g = prod.mean(0).clamp(min=0)
+            att, cam, g = lay(s, e)
+            if att is not None:
+                attention.append(att.cpu())
+            new_ch += r_ch[s:e] @ cam
             if cut is not None:
-                g = g.masked_fill(g <= cut, 0.0)
-            g = g.double()
-            g[torch.arange(e - s), torch.arange(s, e)] += 1.0
-            new_gr += r_gr[s:e] @ (g / g.sum(-1, keepdim=True))
+                g = g.masked_fill(g <= cut, 0.0)  # a copy: the memo's G stays whole
+            else:
+                g = g.clone()
+            g[torch.arange(e - s), torch.arange(s, e)] += 1.0  # (G + I), rows renormalised
+            new_gr += r_gr[s:e] @ g.div_(g.sum(-1, keepdim=True))
         r_ch, r_gr = new_ch, new_gr
-        rec.kernel[layer] = rec.grad[layer] = None  # free as we go
+        rec.kernel[layer] = None  # free as we go
     att = torch.stack(attention[::-1]).float()
     return logits, t, r_ch.float().cpu(), r_gr.float().cpu(), att
 

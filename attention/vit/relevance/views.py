@@ -29,17 +29,18 @@ probs (C,); target; num_prefix_tokens; image uint8 (gh*p, gw*p, 3).
 """
 
 
-def enlarged(rel: Relevance) -> np.ndarray:
+def enlarged(rel: Relevance, min_side: int = MIN_SIDE) -> np.ndarray:
     """The image rel's grid aligns to, uint8 (H, W, 3), enlarged (nearest) by the smallest whole factor
-    that brings its shorter side to MIN_SIDE px or more."""
+    that brings its shorter side to `min_side` px or more."""
     img = rel.image
-    k = max(1, -(-MIN_SIDE // min(img.size)))
+    k = max(1, -(-min_side // min(img.size)))
     return np.asarray(img if k == 1 else img.resize((img.width * k, img.height * k), Image.NEAREST))
 
 
-def tiles(rel: Relevance, *, alpha: float = 0.6, cmap: str = "inferno") -> list[Tile]:
-    """The relevance map, grad-rollout and the CLS attention of the same pass, captioned, each min-max scaled."""
-    base = enlarged(rel)
+def tiles(rel: Relevance, *, alpha: float = 0.6, cmap: str = "inferno", min_side: int = MIN_SIDE) -> list[Tile]:
+    """The relevance map, grad-rollout and the CLS attention of the same pass, captioned, each min-max scaled,
+    on the image enlarged to `min_side` px (`enlarged`)."""
+    base = enlarged(rel, min_side)
     cls = short_name(rel.names[rel.target])
     maps = {"chefer": rel.chefer_map, "grad_rollout": rel.grad_rollout_map, "attention": rel.attention_map}
     return [Tile(overlay(base, m, alpha=alpha, cmap=cmap), CAPTIONS[k].format(cls=cls), k) for k, m in maps.items()]
