@@ -1,6 +1,6 @@
 """Cost of class relevance (issue 22) on ViT-S/16 with an ImageNet head (CPU, random weights), in one run.
 
-    python bench/bench_relevance.py            # 224 and 480 px times, memory at 480 and 1024 px (a few minutes)
+    python bench/bench_relevance.py            # 224 and 480 px times, memory at 224, 480 and 1024 px (~10 min)
     python bench/bench_relevance.py --full     # also the full-matrix reference at 1024 px with all 12 layers (~10 GB)
 
 time: `relevance_rows` (one fused forward + one backward, Chefer's rule, grad-rollout and the CLS attention
@@ -140,7 +140,7 @@ def main() -> None:
             flush=True,
         )
     print("memory: peak extra MB of one call (fresh process)")
-    for size in (480, 1024):
+    for size in (224, 480, 1024):
         n = (size // 16) ** 2 + 1
         plain, ours = memory(size, "plain"), memory(size, "ours")
         if size == 1024 and not args.full:
