@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench_extract import _status_mb  # noqa: E402  (the peak-RSS reader, one copy)
 
 NAME = "vit_small_patch16_224"
 
@@ -62,14 +63,6 @@ def runner(method: str, model, x):
 
         return reference
     raise ValueError(method)
-
-
-def _status_mb(field: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError(field)
 
 
 def child_memory(size: int, method: str, depth: int) -> None:
