@@ -72,14 +72,39 @@ class RelevancePanel:
                         height=320,
                         elem_id="vit-rel-attn",
                     )
+                    self.cmpimg = gr.Image(  # the compare panel's second model, when it is a classifier too
+                        label="Second model",
+                        format="png",
+                        interactive=False,
+                        height=320,
+                        visible=False,
+                        elem_id="vit-rel-compare",
+                    )
             self.caption = gr.Markdown("", elem_id="vit-rel-caption")
 
     @property
     def outputs(self) -> list:
-        return [self.box, self.details, *self.bars, self.top, self.relimg, self.attimg, self.caption]
+        return [self.box, self.details, *self.bars, self.top, self.relimg, self.attimg, self.cmpimg, self.caption]
 
-    def draw(self, img, mdl, res, target, rule, qr, qc, al, cm, progress=gr.Progress()) -> dict:
-        """The view for the main view's image, model and resolution; hidden for a model without a head."""
+    def second(self, img, cmp, res, rel, rule, al, cm) -> dict:
+        """The compare panel's second model's relevance for the same class (its own top class when its classes
+        are other ones), when it is a classifier; else hidden."""
+        if not cmp or not is_classifier(cmp):
+            return gr.update(visible=False, value=None)
+        try:
+            other = get_relevance(img, cmp, res)
+            same = other.names == rel.names
+            if same and other.target != rel.target:
+                other = get_relevance(img, cmp, res, rel.target)
+        except AttentionError as e:
+            return gr.update(visible=True, value=None, label=f"Second model: {e}")
+        pic = {t.name: t.image for t in tiles(other, alpha=al, cmap=cm, min_side=MAP_SIDE)}[rule]
+        what = "the same class" if same else f"its own top class, '{short_name(other.names[other.target])}'"
+        return gr.update(visible=True, value=pic, label=f"Second model, {cmp.strip()}: relevance for {what}")
+
+    def draw(self, img, mdl, res, target, rule, qr, qc, al, cm, cmp=None, progress=gr.Progress()) -> dict:
+        """The view for the main view's image, model and resolution; hidden for a model without a head.
+        cmp: the compare panel's second model."""
         if img is None or not is_classifier(mdl):
             return {self.box: gr.update(visible=False)}
         try:
@@ -89,7 +114,8 @@ class RelevancePanel:
         ts = {t.name: t.image for t in tiles(rel, alpha=al, cmap=cm, min_side=MAP_SIDE)}
         step = enlarged(rel, MAP_SIDE).shape[0] // rel.grid[0]
         q = vit_session.parse_query(qr, qc)
-        pics = [ts[rule if rule in RULES else "chefer"], ts["attention"]]
+        rule = rule if rule in RULES else "chefer"
+        pics = [ts[rule], ts["attention"]]
         if q != "cls" and 0 <= q[0] < rel.grid[0] and 0 <= q[1] < rel.grid[1]:
             pics = [mark_patch(p, q, step, color=QUERY_COLOR) for p in pics]
         top = rel.top(BARS)
@@ -109,7 +135,7 @@ class RelevancePanel:
             "carried through the layers (Chefer, Gur & Wolf, ICCV 2021)",
             "grad_rollout": "rollout of the attention weighted by its gradient for this class, its lowest 90% dropped "
             "in each layer (jacobgil/vit-explain)",
-        }[rule if rule in RULES else "chefer"]
+        }[rule]
         return {
             self.box: gr.update(visible=True),
             self.details: f"Explaining **'{name}'** ({rel.probs[rel.target]:.1%}) · grid {rel.grid[0]}×{rel.grid[1]} "
@@ -118,6 +144,7 @@ class RelevancePanel:
             self.top: [i for i, _, _ in top],
             self.relimg: pics[0],
             self.attimg: pics[1],
+            self.cmpimg: self.second(img, cmp, res, rel, rule, al, cm),
             self.caption: f"**Left: why '{name}'.** Which patches made the model say '{name}': {how}. "
             "**Right: where the CLS token looks** in the last layer, mean of heads: attention, the same whatever "
             "the class. Bright = more.",
@@ -129,15 +156,18 @@ class RelevancePanel:
         step = enlarged(rel, MAP_SIDE).shape[0] // rel.grid[0]
         return min(rel.grid[0] - 1, max(0, int(y // step))), min(rel.grid[1] - 1, max(0, int(x // step)))
 
-    def follow(self, events: list, main, on_query=None) -> None:
-        """Redraw after each of `events` succeeds, on a bar click and a rule change. `on_query(event)`:
-        chains the main view's update after a click on the relevance map has set the query fields."""
+    def follow(self, events: list, main, on_query=None, compare=None) -> None:
+        """Redraw after each of `events` succeeds, on a bar click, a rule change and a new second model
+        (`compare`, the compare panel's dropdown). `on_query(event)`: chains the main view's update after a
+        click on the relevance map has set the query fields."""
         ins = [main.image, main.model, main.resolution, self.target, self.rule, main.qrow, main.qcol]
-        ins += [main.alpha, main.cmap]
+        ins += [main.alpha, main.cmap] + ([compare] if compare is not None else [])
         draw = user_errors(self.draw)
         for ev in events:
             ev.success(draw, ins, self.outputs, **FAST)
         self.rule.input(draw, ins, self.outputs, **FAST)
+        if compare is not None:
+            compare.input(draw, ins, self.outputs, **FAST)
         for i, bar in enumerate(self.bars):
             bar.click(
                 lambda top, i=i: top[i] if i < len(top) else None, self.top, self.target, queue=False, **FAST

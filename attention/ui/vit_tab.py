@@ -412,6 +412,7 @@ def build(demo: gr.Blocks | None = None) -> None:
                     adopt, [image, model, resolution, view, alpha, cmap], [layer, head, qrow, qcol, state, live], **fast
                 )
             )
-    why.follow([*changes, *adopted], main, on_query=lambda ev: ev.then(update, inputs, [*show, state], **fast))
+    then_update = lambda ev: ev.then(update, inputs, [*show, state], **fast)  # noqa: E731
+    why.follow([*changes, *adopted], main, on_query=then_update, compare=cmp.compare)
     vit_api.build(s.model, VIT_DEFAULTS)
     relevance_panel.build_api(vit_models.OFFLINE_MODEL)

@@ -1,6 +1,7 @@
 """In a real browser: "Why this class?" on mnist_vit (offline). A permalink with &class= opens the view
 explaining that class; the top-5 bars are clickable; a click on the relevance map makes that patch the
-main view's query; the view hides for a model without a classifier head. Screenshots at desktop and phone."""
+main view's query; a second classifier picked in the compare panel shows its relevance for the same class.
+Screenshots at desktop and phone."""
 
 from __future__ import annotations
 
@@ -39,7 +40,15 @@ def test_why_this_class_on_a_digit(page, app_url):
 
     page.locator("#vit-rel-rule").get_by_text("grad-rollout").click()
     page.locator("#vit-rel-caption").get_by_text("vit-explain").wait_for()
+
+    pick = page.locator("#vit-compare input")  # a second classifier in the compare panel: its relevance too
+    pick.fill("mnist_vit")
+    pick.press("Enter")
+    page.locator("#vit-rel-compare").get_by_text("Second model, mnist_vit: relevance for the same class").wait_for()
+    page.locator("#vit-rel-compare img").wait_for()
     assert page.get_by_test_id("toast-body").count() == 0
+    page.locator("#vit-relevance").scroll_into_view_if_needed()
+    screenshot(page, "relevance_digit_compare")
 
 
 @pytest.mark.browser
