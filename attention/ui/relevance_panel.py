@@ -58,7 +58,7 @@ class RelevancePanel:
                     )
                 with gr.Column(scale=5, min_width=280):
                     self.relimg = gr.Image(
-                        label="Relevance for the chosen class (click a patch: it becomes the query)",
+                        label="Relevance for the chosen class (click a patch to query it)",
                         format="png",
                         interactive=False,
                         height=420,

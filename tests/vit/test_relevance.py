@@ -120,3 +120,19 @@ def test_the_tolerance_is_sharp():
     for a, g in zip(A, G):
         R = R + (g * a).mean(0).clamp(min=0).double() @ R
     assert deviation(ch.numpy(), R[0].numpy(), 1) > 1000 * TOL
+
+
+def test_threads_on_one_shared_model_each_get_their_own_maps():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from attention.config import EXAMPLES_DIR
+
+    model = load_vit("mnist_vit", device="cpu")
+    digits = [str(EXAMPLES_DIR / "digits" / f"digit_{i}.png") for i in range(8)]
+    alone = [relevance(model, d) for d in digits]
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(lambda d: relevance(model, d), digits))
+    for a, b in zip(alone, together):
+        assert a.target == b.target
+        np.testing.assert_allclose(a.chefer, b.chefer, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(a.grad_rollout, b.grad_rollout, rtol=1e-5, atol=1e-7)
