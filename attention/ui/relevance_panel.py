@@ -40,6 +40,7 @@ class RelevancePanel:
     def __init__(self):
         self.target = number(None, visible=False, precision=0, elem_id="vit-rel-target")  # chosen class; None: top
         self.top = gr.State([])  # the bars' class indices
+        self.chosen_for = gr.State(None)  # the model the chosen class belongs to (another model: its top class)
         with gr.Column(visible=False, elem_id="vit-relevance") as self.box:
             gr.HTML("<h3 style='margin:4px 0'>Why this class?</h3>", head=f"<style>{CSS}</style>")
             self.details = gr.Markdown("", elem_id="vit-rel-details")
@@ -84,7 +85,10 @@ class RelevancePanel:
 
     @property
     def outputs(self) -> list:
-        return [self.box, self.details, *self.bars, self.top, self.relimg, self.attimg, self.cmpimg, self.caption]
+        return [self.box, self.details, *self.bars, self.top, self.relimg, self.attimg, self.cmpimg, self.caption] + [
+            self.target,
+            self.chosen_for,
+        ]
 
     def second(self, img, cmp, res, rel, rule, al, cm) -> dict:
         """The compare panel's second model's relevance for the same class (its own top class when its classes
@@ -102,11 +106,14 @@ class RelevancePanel:
         what = "the same class" if same else f"its own top class, '{short_name(other.names[other.target])}'"
         return gr.update(visible=True, value=pic, label=f"Second model, {cmp.strip()}: relevance for {what}")
 
-    def draw(self, img, mdl, res, target, rule, qr, qc, al, cm, cmp=None, progress=gr.Progress()) -> dict:
+    def draw(self, img, mdl, res, target, rule, qr, qc, al, cm, chosen_for=None, cmp=None, progress=gr.Progress()):
         """The view for the main view's image, model and resolution; hidden for a model without a head.
+        target: the chosen class, kept while the model is the one it was chosen for (`chosen_for`; None: any).
         cmp: the compare panel's second model."""
         if img is None or not is_classifier(mdl):
             return {self.box: gr.update(visible=False)}
+        if chosen_for is not None and chosen_for != mdl:
+            target = None  # a class index of another model
         try:
             rel = get_relevance(img, mdl, res, None if target is None else int(target))
         except AttentionError as e:
@@ -145,6 +152,8 @@ class RelevancePanel:
             self.relimg: pics[0],
             self.attimg: pics[1],
             self.cmpimg: self.second(img, cmp, res, rel, rule, al, cm),
+            self.target: target,
+            self.chosen_for: mdl,
             self.caption: f"**Left: why '{name}'.** Which patches made the model say '{name}': {how}. "
             "**Right: where the CLS token looks** in the last layer, mean of heads: attention, the same whatever "
             "the class. Bright = more.",
@@ -161,7 +170,7 @@ class RelevancePanel:
         (`compare`, the compare panel's dropdown). `on_query(event)`: chains the main view's update after a
         click on the relevance map has set the query fields."""
         ins = [main.image, main.model, main.resolution, self.target, self.rule, main.qrow, main.qcol]
-        ins += [main.alpha, main.cmap] + ([compare] if compare is not None else [])
+        ins += [main.alpha, main.cmap, self.chosen_for] + ([compare] if compare is not None else [])
         draw = user_errors(self.draw)
         for ev in events:
             ev.success(draw, ins, self.outputs, **FAST)

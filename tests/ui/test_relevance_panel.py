@@ -36,3 +36,11 @@ def test_bars_maps_and_the_marked_query_for_mnist_vit():
     step = plain.shape[0] // 7
     assert ys.min() // step >= 1 and xs.max() // step == 5  # drawn around patch (2, 5)
     assert not out[p.cmpimg]["visible"]
+
+
+def test_a_class_chosen_for_another_model_gives_way_to_the_top_class():
+    p = panel()
+    out = p.draw(DIGIT, "mnist_vit", "auto", 8, "chefer", None, None, 0.6, "inferno", "deit_small")
+    assert "Explaining **'3'**" in out[p.details] and out[p.target] is None and out[p.chosen_for] == "mnist_vit"
+    kept = p.draw(DIGIT, "mnist_vit", "auto", 8, "chefer", None, None, 0.6, "inferno", "mnist_vit")
+    assert "Explaining **'8'**" in kept[p.details] and kept[p.target] == 8
