@@ -3,6 +3,8 @@ beside the raw attention of the same pass, and the perturbation test that measur
 
 compute   `relevance(model, image, target)`: one forward + one backward, O(layers x N x d) memory
 labels    class names: ImageNet's from timm's label data, digits for mnist_vit
+views     the maps drawn as captioned overlays, and an answer's files (picture, .npz, facts)
+service   for a server: models by name (allow-list), the compute budget, a shared bounded store of results
 evaluate  the perturbation test (`python -m attention.vit.relevance evaluate`)
 """
 
