@@ -25,7 +25,14 @@ One subpackage per feature over a small shared core:
 """
 
 from attention.calculator import attend, attend_from_x
-from attention.errors import AttentionError, BudgetError, ImageError, InputError, ModelLoadError
+from attention.errors import (
+    AttentionError,
+    BudgetError,
+    ImageError,
+    InputError,
+    ModelLoadError,
+    UnsupportedModelError,
+)
 from attention.images import load_image
 from attention.render import colorize, grid, mark_patch, mask_overlay, overlay, upsample
 from attention.vit import (
@@ -51,6 +58,7 @@ __all__ = [
     "ImageError",
     "InputError",
     "ModelLoadError",
+    "UnsupportedModelError",
     "AttentionMaps",
     "attention_maps",
     "rollout",

@@ -28,7 +28,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
     m.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
-    m.add_argument("--query", default="cls", help="'cls' or ROW,COL of a patch (default: cls)")
+    m.add_argument(
+        "--query",
+        default=None,
+        help="a token (cls, dist, pool, reg0, ...) or ROW,COL of a patch (default: CLS, "
+        "else the pooling head's, else the centre patch)",
+    )
     m.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass kept by masks (default 0.6)")
     m.add_argument("--cmap", default="inferno", help="matplotlib colormap (default inferno)")
     m.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
@@ -37,7 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--model", default="dino_vits16", help="alias, timm name or hf-hub:org/repo")
     f.add_argument("--layer", type=int, default=-1, help="layer whose output tokens (default: last, after the norm)")
     f.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
-    f.add_argument("--query", default="cls", help="the similarity's query: 'cls' or ROW,COL (default: cls)")
+    f.add_argument(
+        "--query", default=None, help="the similarity's query: a token (cls, reg0, ...) or ROW,COL (default: CLS)"
+    )
     f.add_argument("--cmap", default="inferno", help="colormap (default inferno)")
     f.add_argument(
         "--pca-background", type=float, default=None, help="drop patches whose first PCA component is below this (0-1)"
@@ -54,14 +61,15 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _query(text: str):
-    if text.strip().lower() == "cls":
-        return "cls"
+def _query(text: str | None):
+    from attention.vit.query import ACCEPTED, parse
+
+    if text is None:
+        return None
     try:
-        r, c = (int(v) for v in text.split(","))
-    except ValueError:
-        raise AttentionError(f"--query {text!r} is not accepted; use 'cls' or ROW,COL such as 3,5.") from None
-    return (r, c)
+        return parse(text)
+    except AttentionError:
+        raise AttentionError(f"--query {text!r} is not accepted; use {ACCEPTED}.") from None
 
 
 def write_outputs(res, out: Path, *, threshold: float, cmap: str) -> None:

@@ -123,7 +123,7 @@ class RelevancePanel:
         q = vit_session.parse_query(qr, qc)
         rule = rule if rule in RULES else "chefer"
         pics = [ts[rule], ts["attention"]]
-        if q != "cls" and 0 <= q[0] < rel.grid[0] and 0 <= q[1] < rel.grid[1]:
+        if isinstance(q, tuple) and 0 <= q[0] < rel.grid[0] and 0 <= q[1] < rel.grid[1]:
             pics = [mark_patch(p, q, step, color=QUERY_COLOR) for p in pics]
         top = rel.top(BARS)
         if rel.target not in [i for i, _, _ in top]:

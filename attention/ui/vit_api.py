@@ -47,8 +47,8 @@ def attention_maps_fn(model_default: str, defaults: dict):
             resolution: 'auto' (480 px for DINO), 'native' (as DINO's script), 'dino480' (480x480), or px.
             view: 'heads', 'mean', 'masks' (DINO's thresholded masks), 'fig3' (coloured masks) or 'rollout'.
             threshold: the share of attention each mask keeps, in (0, 1] (the masks and fig3 views).
-            query_row: the query patch's row on the patch grid; query_row and query_col empty = the CLS token.
-            query_col: the query patch's column on the patch grid (give both, or neither for the CLS token).
+            query_row: the query patch's row on the patch grid; both empty = the model's own token (CLS).
+            query_col: the query patch's column on the patch grid (give both, or neither for the model's own token).
             head_fusion: rollout view: how each layer's heads are fused, 'mean', 'max' or 'min'.
             discard_ratio: rollout view: the share of the lowest attention dropped in each layer, 0 to below 1.
             discard: rollout view: drop the lowest 'row' (in each row) or 'global' (whole matrix, CLS kept).
@@ -105,8 +105,8 @@ def feature_maps_fn(model_default: str, defaults: dict):
             model: dino_vits16, dino_vits8, dino_vitb16, dino_vitb8, dinov2_vits14, dinov2_vits14_reg or mnist_vit.
             layer: whose output tokens: 0 = first block, -1 = last (after the final norm, as forward_features).
             resolution: 'auto' (480 px for DINO), 'native' (as DINO's script), 'dino480' (480x480), or px.
-            query_row: the row of the patch whose similarity to every patch is shown; both empty = the CLS token.
-            query_col: the column of that patch (give both, or neither for the CLS token).
+            query_row: the row of the patch whose similarity to every patch is shown; both empty = CLS.
+            query_col: the column of that patch (give both, or neither for the model's own token).
             pca_background: 0 keeps every patch in the PCA; in (0, 1), drops patches whose first component is below it.
         """
         query = vit_session.parse_query(query_row, query_col)

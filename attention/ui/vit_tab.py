@@ -17,6 +17,7 @@ from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_panels import Main
 from attention.vit import models as vit_models
 from attention.vit import permalink
+from attention.vit import query as vit_query
 from attention.vit import session as vit_session
 from attention.vit import views as vit_views
 from attention.vit.modelview import model_view
@@ -81,7 +82,7 @@ def fit(p, st, lay, hd, qr, qc):
     if st is not None and p.base.grid != st.grid:
         qr = qc = None
     q = vit_session.parse_query(qr, qc)
-    if q != "cls" and not (0 <= q[0] < p.base.grid[0] and 0 <= q[1] < p.base.grid[1]) and st is None:
+    if isinstance(q, tuple) and not (0 <= q[0] < p.base.grid[0] and 0 <= q[1] < p.base.grid[1]) and st is None:
         qr = qc = None
     return min(lay, p.num_layers - 1) if lay >= 0 else lay, min(hd, p.num_heads - 1), qr, qc
 
@@ -195,11 +196,16 @@ def build(demo: gr.Blocks | None = None) -> None:
         grid = st.grid if st is not None else None
         verdicts = []
         for value, other, name, i in ((qr, qc, "row", 0), (qc, qr, "column", 1)):
-            empty, other_empty = vit_session.is_empty(value), vit_session.is_empty(other)
+            empty, other_empty = vit_query.is_empty(value), vit_query.is_empty(other)
             top = f"0 to {grid[i] - 1}" if grid else "0 or more"
             v = as_whole(value)
             ok = (empty and other_empty) or (not empty and v is not None and v >= 0 and (not grid or v < grid[i]))
-            msg = "" if ok else f"Query {name} {value!r}: accepted a whole number {top}, or both fields empty for CLS."
+            msg = (
+                ""
+                if ok
+                else f"Query {name} {value!r}: accepted a whole number {top}, or both fields empty for the "
+                "model's own token (CLS, or its pooling head's)."
+            )
             verdicts.append(gr.validate(ok, msg))
         return [gr.validate(True, "")] * 3 + verdicts + [gr.validate(True, "")] * (7 + len(ro))
 
@@ -256,7 +262,7 @@ def build(demo: gr.Blocks | None = None) -> None:
         digit = link.example is not None and link.example.startswith("digit_")
         mdl = link.model or (vit_models.OFFLINE_MODEL if digit else s.model)
         res, vw = link.resolution or d["resolution"], link.view or d["view"]
-        qr, qc = (None, None) if link.query in (None, "cls") else link.query
+        qr, qc = link.query if isinstance(link.query, tuple) else (None, None)
         p = vit_pass(img, mdl, res, progress)
         lay, hd, qr, qc = fit(p, None, -1 if link.layer is None else link.layer, link.head or 0, qr, qc)
         f = _vit_frame(p, qr, qc, lay, vw, hd, d["threshold"], d["alpha"], d["cmap"])
@@ -305,7 +311,7 @@ def build(demo: gr.Blocks | None = None) -> None:
         browser's copy of the view."""
         p = vit_pass(img, mdl, res)
         return {
-            live: vit_live.value(p, p.at("cls", -1), vw, 0, al, cm),
+            live: vit_live.value(p, p.at(None, -1), vw, 0, al, cm),
             layer: gr.update(maximum=p.num_layers - 1, value=p.num_layers - 1),
             head: gr.update(maximum=p.num_heads - 1, value=0),
             qrow: None,

@@ -1,7 +1,11 @@
 """Attention maps of vision transformers (DINO, DINOv2, timm ViTs, the shipped mnist_vit).
 
 models    the registry, `load_vit` (timm + huggingface-hub), the model allow-list
-extract   one forward pass -> every layer's query row; threshold masks
+capture   the one hook mechanism: what each block hands the attention kernel, and its output tokens
+rows      the engine: a batch's query rows in every layer from one fused pass (`query_rows`)
+extract   one image -> every layer's query row (`attention_maps`); threshold masks
+query     the query type: tokens a model has (`tokens_of`), parsing and writing queries
+compat    which timm ViT families are exact, against timm's own unfused attention (the README table)
 flow      attention rollout from the kept q and k (per-row or vit-explain's global discard)
 posembed  position embeddings resampled to any grid as each family's own code does (DINO, DINOv2)
 cost      a pass's compute, estimated before it runs, and the budget check
@@ -13,6 +17,7 @@ relevance "Why this class?": class relevance of classifiers (Chefer et al., grad
 mnist_vit training the shipped mnist_vit (`python -m attention.vit.mnist_vit --help`)
 """
 
+from attention.vit.capture import Recorder, check_supported, recording
 from attention.vit.extract import AttentionMaps, attention_maps, threshold_masks
 from attention.vit.flow import rollout, rollout_map
 from attention.vit.models import (
@@ -25,8 +30,16 @@ from attention.vit.models import (
     default_device,
     load_vit,
 )
+from attention.vit.query import Query, tokens_of
+from attention.vit.rows import query_rows
 
 __all__ = [
+    "Query",
+    "Recorder",
+    "check_supported",
+    "query_rows",
+    "recording",
+    "tokens_of",
     "AttentionMaps",
     "attention_maps",
     "rollout",

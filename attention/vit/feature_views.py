@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from attention.render import colorize, grid, mark_patch, overlay, png_bytes, upsample
-from attention.vit.extract import Query
 from attention.vit.features import high_norm
 from attention.vit.outputs import OUTPUT_ROOT, SHEET_TILE, Tile, new_dir, reduced
+from attention.vit.query import Query
+from attention.vit.query import label as query_label
 from attention.vit.session import Pass
 from attention.vit.views import QUERY_COLOR, display_scale
 
@@ -34,7 +35,7 @@ EXPLAIN = {
 
 def feature_pictures(
     p: Pass,
-    query: Query = "cls",
+    query: Query | None = None,
     layer: int = -1,
     *,
     alpha: float = 0.6,
@@ -52,7 +53,7 @@ def feature_pictures(
     patch = res.patch_size * s
     pca = upsample((maps["pca"] * 255).round().astype(np.uint8), patch)
     sim = overlay(img, maps["similarity"], alpha=alpha, cmap=cmap)
-    if res.query != "cls":
+    if isinstance(res.query, tuple):
         sim = mark_patch(sim, res.query, patch, color=QUERY_COLOR)
     n = maps["norms"]  # coloured from 0 to the largest norm (not min-max: near-equal norms look alike)
     colour = upsample(colorize(n / max(float(n.max()), 1e-12), cmap, normalized=True), patch)
@@ -60,7 +61,7 @@ def feature_pictures(
     outliers = np.argwhere(high_norm(maps["norms"]))
     for r, c in outliers:
         nrm = mark_patch(nrm, (int(r), int(c)), patch, color=HIGH_NORM_COLOR)
-    who = "the CLS token" if res.query == "cls" else f"patch ({res.query[0]}, {res.query[1]})"
+    who = query_label(res.query)
     tiles = [
         Tile(pca, f"PCA of layer {res.layer}'s patch features", "pca"),
         Tile(sim, f"similarity to {who}, layer {res.layer}", "similarity"),
@@ -71,7 +72,7 @@ def feature_pictures(
 
 def write_feature_outputs(
     p: Pass,
-    query: Query = "cls",
+    query: Query | None = None,
     layer: int = -1,
     *,
     background: float | None = None,

@@ -24,7 +24,7 @@ import torch
 from attention.errors import InputError
 from attention.vit import capture
 from attention.vit.capture import Recorder
-from attention.vit.extract import Query
+from attention.vit.query import Query
 
 HIGH_NORM = 2.0  # a token is high-norm (an artifact token) when its norm is over this times the median
 
@@ -113,12 +113,17 @@ def pca(f: np.ndarray, grid: tuple[int, int], *, background: float | None = None
     return c.reshape(gh, gw, 3).astype(np.float32)
 
 
-def similarity(tokens: np.ndarray, grid: tuple[int, int], query: Query, num_prefix: int) -> np.ndarray:
+def similarity(tokens: np.ndarray, grid: tuple[int, int], query: Query | int, num_prefix: int) -> np.ndarray:
     """Cosine similarity of the query token's feature to every patch's: float32 (gh, gw), 1 at the
-    query's own cell. tokens: (P + gh*gw, d), prefix first; query "cls" or (row, col)."""
+    query's own cell. tokens: (P + gh*gw, d), prefix first; query: a token index in the sequence,
+    "cls" (token 0) or (row, col)."""
     t = np.asarray(tokens, dtype=np.float32)
     patches = _check(t[num_prefix:], grid)
-    if query == "cls":
+    if isinstance(query, (int, np.integer)):
+        if not 0 <= query < t.shape[0]:
+            raise InputError(f"Token {query} is out of range; accepted: 0 to {t.shape[0] - 1}.")
+        q = t[query]
+    elif query == "cls":
         q = t[0]
     else:
         r, c = query
@@ -146,7 +151,7 @@ def feature_maps(
     grid: tuple[int, int],
     num_prefix: int,
     layer: int,
-    query: Query,
+    query: Query | int,
     background: float | None = None,
 ):
     """pca (gh, gw, 3), similarity (gh, gw) and norms (gh, gw), float32, of one layer of recorded

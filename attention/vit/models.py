@@ -162,16 +162,19 @@ def resolve(name: str) -> tuple[str, ModelSpec | None]:
     import timm
 
     if name and timm.is_model(name):
-        if not timm.models.is_model_in_modules(name, ["vision_transformer", "deit"]):
+        if not timm.models.is_model_in_modules(name, VIT_MODULES):
             raise ModelLoadError(
-                f"Model {name!r} is not a plain ViT; attention extraction supports timm VisionTransformer models "
-                f"(vision_transformer, deit), e.g. {', '.join(REGISTRY)}."
+                f"Model {name!r} is not a plain ViT; attention extraction supports timm ViT models "
+                f"({', '.join(VIT_MODULES)}), e.g. {', '.join(REGISTRY)}."
             )
         return name, None
     raise ModelLoadError(
         f"Unknown model {name!r}. Accepted: one of the aliases {', '.join(REGISTRY)}; "
         "a timm ViT name such as 'vit_small_patch16_224.dino'; or 'hf-hub:org/repo'."
     )
+
+
+VIT_MODULES = ["vision_transformer", "deit", "eva", "beit", "vision_transformer_relpos"]  # what `resolve` accepts
 
 
 def default_resolution(model: torch.nn.Module) -> int:
@@ -198,8 +201,9 @@ def hub_id(name: str) -> str | None:
 def is_cached(name: str) -> bool:
     """True when the weights of `name` are on disk (shipped, or in the HF cache): no network used."""
     repo = hub_id(name)
-    if repo is None:
-        return (WEIGHTS_DIR / f"{resolve(name)[1].alias}.safetensors").exists()
+    if repo is None:  # shipped weights, or a timm name with no pretrained weights on the hub
+        spec = resolve(name)[1]
+        return spec is not None and (WEIGHTS_DIR / f"{spec.alias}.safetensors").exists()
     from huggingface_hub import try_to_load_from_cache
 
     return any(isinstance(try_to_load_from_cache(repo, f), str) for f in ("model.safetensors", "pytorch_model.bin"))
@@ -293,19 +297,34 @@ def check_allowed(name: str, allow_downloads: bool | None = None) -> str:
 
 
 def _check_vit(model: torch.nn.Module, name: str) -> torch.nn.Module:
-    from timm.models.vision_transformer import VisionTransformer
+    """`model` when the engine reads its attention exactly (`capture.check_supported`), else
+    ModelLoadError for a model that is no ViT, UnsupportedModelError naming the block class and why."""
+    from attention.vit.capture import check_supported
 
-    if not isinstance(model, VisionTransformer):
+    if not hasattr(model, "patch_embed") or not hasattr(model, "blocks"):
         raise ModelLoadError(
-            f"Model {name!r} is a {type(model).__name__}, not a timm VisionTransformer; "
+            f"Model {name!r} is a {type(model).__name__}, not a timm ViT; "
             f"attention extraction supports ViTs (e.g. {', '.join(REGISTRY)})."
         )
+    check_supported(model)
     return model
 
 
-def _load_hub(timm_name: str) -> torch.nn.Module:
+def _create(timm_name: str):
+    """timm.create_model with pretrained weights, any input size where the architecture allows it
+    (`dynamic_img_size`; BEiT and the relpos ViTs have tables for one grid and take their trained size).
+    A classifier keeps its head (class relevance, "Why this class?"); a backbone has none."""
     import timm
 
+    try:
+        return timm.create_model(timm_name, pretrained=True, dynamic_img_size=True)
+    except TypeError as e:
+        if "dynamic_img_size" not in str(e):
+            raise
+        return timm.create_model(timm_name, pretrained=True)
+
+
+def _load_hub(timm_name: str) -> torch.nn.Module:
     repo = hub_id(timm_name)
     fix = (
         f"Download it once with `hf download {repo}` where the hub "
@@ -318,7 +337,7 @@ def _load_hub(timm_name: str) -> torch.nn.Module:
         why = "HF_HUB_OFFLINE=1 is set" if constants.HF_HUB_OFFLINE else "the Hugging Face Hub cannot be reached"
         raise ModelLoadError(f"Weights of {timm_name!r} ({repo}) are not in the local cache and {why}. {fix}")
     try:
-        model = timm.create_model(timm_name, pretrained=True, dynamic_img_size=True)  # its head kept: relevance
+        model = _create(timm_name)
     except Exception as e:  # hub, network, file or config errors: all become one readable error
         raise ModelLoadError(
             f"Could not load weights of {timm_name!r} ({repo}): {type(e).__name__}: {str(e).rstrip('.')}. {fix}"

@@ -119,7 +119,7 @@ def test_pca_colours_put_the_border_low():
 def test_bad_layers_queries_and_thresholds_are_refused(digit_pass):
     with pytest.raises(InputError, match="Layer 9 is out of range; accepted: 0 to 3"):
         digit_pass.feature_maps("cls", 9)
-    with pytest.raises(InputError, match=r"Query patch \(7, 0\) is off the 7x7 grid"):
+    with pytest.raises(InputError, match=r"Patch \(7, 0\) is off the 7x7 grid"):
         digit_pass.feature_maps((7, 0), -1)
     with pytest.raises(InputError, match="accepted: 0 to 1"):
         features.pca(digit_pass.tokens[-1, 1:], (7, 7), background=1.5)
