@@ -28,6 +28,7 @@ from attention.calculator import attend, attend_from_x
 from attention.errors import (
     AttentionError,
     BudgetError,
+    CheckpointError,
     ImageError,
     InputError,
     ModelLoadError,
@@ -59,6 +60,7 @@ __all__ = [
     "InputError",
     "ModelLoadError",
     "UnsupportedModelError",
+    "CheckpointError",
     "AttentionMaps",
     "attention_maps",
     "rollout",

@@ -7,6 +7,8 @@ attention of the same pass, captioned), relevance.npz and relevance.json (the to
 features: the feature views (pca.png, similarity.png, norms.png, features.npz) and the model view
 (model_view.png: every layer x head of the query), from the same one forward pass.
 A bad file gets one clear line; the other images are still processed.
+Your own checkpoint: `--weights ckpt.pth --arch vit_small_patch16_224` (DINO's `teacher`/`student` keys and
+`module.`/`backbone.` prefixes understood; `--checkpoint-key`, `--family dino` for DINO's preprocessing).
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ import sys
 from pathlib import Path
 
 from attention.errors import AttentionError
+from attention.vit.checkpoint import checkpoint_args, use_checkpoint
+
+RESOLUTION_HELP = "shorter side in px (DINOv3: the height), 'auto', 'native' or 'dino480'"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
         "--model", default="dino_vits16", help="alias (dino_vits16, mnist_vit, ...), timm name or hf-hub:org/repo"
     )
     m.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
-    m.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
+    m.add_argument("--resolution", default="auto", help=RESOLUTION_HELP)
     m.add_argument(
         "--query",
         default=None,
@@ -41,13 +46,18 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("images", nargs="+", type=Path, help="image files")
     f.add_argument("--model", default="dino_vits16", help="alias, timm name or hf-hub:org/repo")
     f.add_argument("--layer", type=int, default=-1, help="layer whose output tokens (default: last, after the norm)")
-    f.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
+    f.add_argument("--resolution", default="auto", help=RESOLUTION_HELP)
     f.add_argument(
         "--query", default=None, help="the similarity's query: a token (cls, reg0, ...) or ROW,COL (default: CLS)"
     )
     f.add_argument("--cmap", default="inferno", help="colormap (default inferno)")
     f.add_argument(
         "--pca-background", type=float, default=None, help="drop patches whose first PCA component is below this (0-1)"
+    )
+    f.add_argument(
+        "--pca",
+        default="minmax",
+        help="PCA colours: 'minmax' (default) or 'dinov3' (DINOv3's notebook: fitted on the foreground, whitened)",
     )
     f.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
     r = sub.add_parser("relevance", help="why a classifier says a class: relevance maps beside CLS attention")
@@ -58,6 +68,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--discard-ratio", type=float, default=0.9, help="grad-rollout's discard (default 0.9)")
     r.add_argument("--cmap", default="inferno", help="colormap (default inferno)")
     r.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
+    for sp in (m, f, r):
+        checkpoint_args(sp)  # --weights, --arch, --checkpoint-key, --family
     return p
 
 
@@ -119,11 +131,13 @@ def features(args) -> int:
 
     from attention.render import png_bytes
     from attention.vit.feature_views import feature_pictures
+    from attention.vit.features import check_pca_style
     from attention.vit.modelview import model_view
     from attention.vit.session import get_pass
 
     try:
         query = _query(args.query)
+        check_pca_style(args.pca)
     except AttentionError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -131,7 +145,9 @@ def features(args) -> int:
     for path in args.images:
         try:
             p = get_pass(path, args.model, args.resolution)
-            tiles, arrays = feature_pictures(p, query, args.layer, cmap=args.cmap, background=args.pca_background)
+            tiles, arrays = feature_pictures(
+                p, query, args.layer, cmap=args.cmap, background=args.pca_background, pca_style=args.pca
+            )
             out = args.out / path.stem
             out.mkdir(parents=True, exist_ok=True)
             for t in tiles:
@@ -182,6 +198,11 @@ def relevance(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        args.model = use_checkpoint(args.weights, args.arch, args.checkpoint_key, args.family) or args.model
+    except AttentionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return {"maps": maps, "features": features, "relevance": relevance}[args.command](args)
 
 

@@ -22,13 +22,14 @@ from attention.vit import session as vit_session
 from attention.vit import views as vit_views
 from attention.vit.modelview import model_view
 
-VIT_STARTUP = vit_session.startup_model()  # cheap: cache lookup, no network under HF_HUB_OFFLINE=1
-# the first screen: a photo through DINO when its weights are at hand, else a digit through mnist_vit
-START_IMAGE = str(
-    EXAMPLES_DIR / "photos" / "chelsea.jpg"
-    if VIT_STARTUP.default_available
-    else EXAMPLES_DIR / "digits" / "digit_3.png"
-)
+
+def start_image(startup: vit_session.Startup) -> str:
+    """The first screen's image: a photo through the default model when its weights are at hand, else a
+    digit through mnist_vit."""
+    photo = EXAMPLES_DIR / "photos" / "chelsea.jpg"
+    return str(photo if startup.default_available else EXAMPLES_DIR / "digits" / "digit_3.png")
+
+
 VIT_PHOTOS = [
     "chelsea",
     "astronaut",
@@ -90,7 +91,10 @@ def fit(p, st, lay, hd, qr, qc):
 def build(demo: gr.Blocks | None = None) -> None:
     """The ViT attention maps tab, inside the caller's `gr.Tab`; registers /attention_maps.
     `demo`: the app, whose page load shows the start example's maps at once."""
-    s = VIT_STARTUP
+    # decided when the tab is built (after `python app.py --model PATH` registered the operator's model):
+    # cheap, a cache lookup, no network under HF_HUB_OFFLINE=1
+    s = vit_session.startup_model()
+    first_image = start_image(s)
     (
         state,
         depth,
@@ -258,7 +262,7 @@ def build(demo: gr.Blocks | None = None) -> None:
         except AttentionError as e:
             gr.Warning(f"This link could not be opened as given: {e}")
             link = permalink.Link()
-        img = str(permalink.examples()[link.example]) if link.example else START_IMAGE
+        img = str(permalink.examples()[link.example]) if link.example else first_image
         digit = link.example is not None and link.example.startswith("digit_")
         mdl = link.model or (vit_models.OFFLINE_MODEL if digit else s.model)
         res, vw = link.resolution or d["resolution"], link.view or d["view"]

@@ -1,6 +1,8 @@
 """Attention maps of vision transformers (DINO, DINOv2, timm ViTs, the shipped mnist_vit).
 
 models    the registry, `load_vit` (timm + huggingface-hub), the model allow-list
+checkpoint  your own checkpoint (DINO's conventions, weights_only), the app's --model PATH --arch NAME
+hub_errors  what failed loading from the Hub, why, and the fix
 capture   the one hook mechanism: what each block hands the attention kernel, and its output tokens
 rows      the engine: a batch's query rows in every layer from one fused pass (`query_rows`)
 extract   one image -> every layer's query row (`attention_maps`); threshold masks
@@ -18,6 +20,7 @@ mnist_vit training the shipped mnist_vit (`python -m attention.vit.mnist_vit --h
 """
 
 from attention.vit.capture import Recorder, check_supported, recording
+from attention.vit.checkpoint import register_checkpoint
 from attention.vit.extract import AttentionMaps, attention_maps, threshold_masks
 from attention.vit.flow import rollout, rollout_map
 from attention.vit.models import (
@@ -53,4 +56,5 @@ __all__ = [
     "available",
     "default_device",
     "load_vit",
+    "register_checkpoint",
 ]

@@ -31,7 +31,6 @@ from attention.vit import features
 from attention.vit.extract import AttentionMaps, attention_maps
 from attention.vit.flow import rollout_map
 from attention.vit.models import (
-    DEFAULT_MODEL,
     OFFLINE_MODEL,
     REGISTRY,
     available,
@@ -78,9 +77,13 @@ class Startup:
     notice: str | None
 
 
-def startup_model(default: str = DEFAULT_MODEL, fallback: str = OFFLINE_MODEL) -> Startup:
-    """Pick the start-up model cheaply: `default` when its weights are cached or the hub is
-    reachable (one short connect, none at all under HF_HUB_OFFLINE=1), else `fallback`."""
+def startup_model(default: str | None = None, fallback: str = OFFLINE_MODEL) -> Startup:
+    """Pick the start-up model cheaply: `default` (default: `models.DEFAULT_MODEL` now, which the
+    operator's own checkpoint may have become) when its weights are cached or the hub is reachable
+    (one short connect, none at all under HF_HUB_OFFLINE=1), else `fallback`."""
+    from attention.vit import models
+
+    default = default or models.DEFAULT_MODEL
     if available(default):
         return Startup(default, True, None)
     repo = hub_id(default)
@@ -238,17 +241,18 @@ class Pass:
         return res.at_layer(layer)
 
     def feature_maps(
-        self, query: Query | None = None, layer: int = -1, background: float | None = None
+        self, query: Query | None = None, layer: int = -1, background: float | None = None, pca_style: str = "minmax"
     ) -> dict[str, np.ndarray]:
         """float32 pca (gh, gw, 3), similarity to `query` (gh, gw) and norms (gh, gw) of layer `layer`'s
-        output tokens (`features.feature_maps`), from this pass. InputError off the depth or grid."""
+        output tokens (`features.feature_maps`: pca_style, background), from this pass. InputError off the
+        depth or grid."""
         if self.tokens is None:
             raise InputError("This pass kept no features; run it again through `get_pass`.")
         b = self.base
         i = b.index_of(self.default_query if query is None else query)
         if i < 0:
             raise InputError("The pooling head's query is not a token of the blocks: it has no features to compare.")
-        return features.feature_maps(self.tokens, b.grid, b.num_prefix_tokens, layer, i, background)
+        return features.feature_maps(self.tokens, b.grid, b.num_prefix_tokens, layer, i, background, pca_style)
 
     def rollout(self, query: Query | None = None, layer: int = -1, **options) -> np.ndarray:
         """float32 (gh, gw): attention rollout of `query` through layers 0..layer, memoised.

@@ -344,7 +344,7 @@ def rollout_caption(head_fusion: str = "mean", discard_ratio: float = 0.0, disca
 def frame(
     p: Pass,
     *,
-    query: Query = "cls",
+    query: Query | None = None,
     layer: int = -1,
     view: str = "heads",
     head: int = 0,
