@@ -324,6 +324,7 @@ def build(demo: gr.Blocks | None = None) -> None:
         }
 
     why = relevance_panel.RelevancePanel()  # "Why this class?", below the compare panel, for classifiers
+    adopted = []  # events after which only the panel redraws: the first screen, an example's follow-up
     ropts = [fusion, discard_ratio, discard_rule]
     inputs = [image, model, resolution, qrow, qcol, *style, state, *ropts]
     fast = dict(show_progress="minimal", api_visibility="private")
@@ -385,13 +386,12 @@ def build(demo: gr.Blocks | None = None) -> None:
         **fast,
     )
     if demo is not None:
-        changes.append(
+        adopted.append(  # the first screen: "Why this class?" follows it too
             demo.load(first_screen, None, [*show, state, image, model, resolution, view, why.target], **fast)
         )
     main = Main(image, resolution, qrow, qcol, layer, view, head, threshold, alpha, cmap, state, qimg, model)
     cmp.follow(changes, main)
     feats.follow(changes, main)
-    adopted = []
 
     ex_in = [image, model, resolution, view, threshold, alpha, cmap]
     d = VIT_DEFAULTS
