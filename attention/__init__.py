@@ -7,6 +7,7 @@ Knows nothing of Gradio: `app.py` is one user of it, the command line
     import attention
     model = attention.load_vit("dino_vits16")         # or "mnist_vit" offline
     res = attention.attention_maps(model, "examples/photos/chelsea.jpg")  # res.maps: (heads, gh, gw)
+    rel = attention.relevance(model, image, target=None)  # classifiers: why this class? (Chefer et al.)
     steps = attention.attend(Q, K, V, heads=2, mask="causal")  # steps.weights: (heads, n, m)
 
 One subpackage per feature over a small shared core:
@@ -49,6 +50,7 @@ from attention.vit import (
     rollout_map,
     threshold_masks,
 )
+from attention.vit.relevance import Relevance, relevance
 
 __all__ = [
     "attend",
@@ -65,6 +67,8 @@ __all__ = [
     "rollout",
     "rollout_map",
     "threshold_masks",
+    "relevance",
+    "Relevance",
     "load_image",
     "DEFAULT_MODEL",
     "OFFLINE_MODEL",

@@ -1,7 +1,9 @@
-"""Command line: `python -m attention maps|features IMAGE... [options]`.
+"""Command line: `python -m attention maps|features|relevance IMAGE... [options]`.
 
 maps: writes, per image, each head's map, the mean and the threshold masks as PNG overlays and
 the raw arrays as .npz (as DINO's visualize_attention.py does), into OUT/<image name>/.
+relevance: why a classifier says a class: relevance.png (Chefer et al.'s map, grad-rollout and the CLS
+attention of the same pass, captioned), relevance.npz and relevance.json (the top classes), per image.
 features: the feature views (pca.png, similarity.png, norms.png, features.npz) and the model view
 (model_view.png: every layer x head of the query), from the same one forward pass.
 A bad file gets one clear line; the other images are still processed.
@@ -58,7 +60,15 @@ def _parser() -> argparse.ArgumentParser:
         help="PCA colours: 'minmax' (default) or 'dinov3' (DINOv3's notebook: fitted on the foreground, whitened)",
     )
     f.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
-    for sp in (m, f):
+    r = sub.add_parser("relevance", help="why a classifier says a class: relevance maps beside CLS attention")
+    r.add_argument("images", nargs="+", type=Path, help="image files")
+    r.add_argument("--model", default="mnist_vit", help="a classifier: mnist_vit, deit_small, a timm classifier name")
+    r.add_argument("--target", default=None, help="class index or name (default: the top class of each image)")
+    r.add_argument("--resolution", default="auto", help="shorter side in px, 'auto' or 'native'")
+    r.add_argument("--discard-ratio", type=float, default=0.9, help="grad-rollout's discard (default 0.9)")
+    r.add_argument("--cmap", default="inferno", help="colormap (default inferno)")
+    r.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
+    for sp in (m, f, r):
         checkpoint_args(sp)  # --weights, --arch, --checkpoint-key, --family
     return p
 
@@ -153,6 +163,39 @@ def features(args) -> int:
     return 1 if failed else 0
 
 
+def relevance(args) -> int:
+    import json
+    import shutil
+
+    from attention.vit.models import load_vit
+    from attention.vit.relevance import check_classifier, relevance
+    from attention.vit.relevance.views import write_answer
+
+    try:
+        model = load_vit(args.model)
+        check_classifier(model)
+    except AttentionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    failed = 0
+    for path in args.images:
+        try:
+            rel = relevance(model, path, args.target, resolution=args.resolution, discard_ratio=args.discard_ratio)
+            pic, npz, info = write_answer(rel, model=args.model, cmap=args.cmap)
+            out = args.out / path.stem
+            out.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(pic, out / "relevance.png")
+            shutil.copyfile(npz, out / "relevance.npz")
+            (out / "relevance.json").write_text(json.dumps(info, indent=2) + "\n")
+            top = ", ".join(f"{n.split(',')[0]} {p:.1%}" for _, n, p in rel.top(3))
+            print(f"{path}: why {info['target']['name']!r}? top: {top} -> {out}/")
+        except AttentionError as e:
+            failed += 1
+            print(f"{path}: skipped: {e}", file=sys.stderr)
+    print(f"{len(args.images) - failed} of {len(args.images)} images written to {args.out}/")
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -160,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     except AttentionError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return {"maps": maps, "features": features}[args.command](args)
+    return {"maps": maps, "features": features, "relevance": relevance}[args.command](args)
 
 
 if __name__ == "__main__":

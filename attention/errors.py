@@ -34,6 +34,11 @@ class UnsupportedModelError(InputError):
     """A model whose attention the engine cannot read exactly (the message names the block class and why)."""
 
 
+class NoClassifierError(InputError):
+    """The model has no classifier head (a feature backbone such as DINO's): there is no class to explain
+    (the message names models that have one)."""
+
+
 class ModelLoadError(AttentionError, RuntimeError):
     """Model weights cannot be had: unknown name, offline and not cached, or a hub error."""
 

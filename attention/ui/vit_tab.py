@@ -11,7 +11,7 @@ import pandas as pd
 
 from attention.config import EXAMPLES_DIR
 from attention.errors import AttentionError, as_whole
-from attention.ui import vit_api, vit_layout, vit_live
+from attention.ui import relevance_panel, vit_api, vit_layout, vit_live
 from attention.ui.components import info, queue_share, user_errors, visitor, warning
 from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_panels import Main
@@ -281,10 +281,11 @@ def build(demo: gr.Blocks | None = None) -> None:
             resolution: res,
             view: vw,
             head: head_up,
+            why.target: link.cls,
         }
 
     @user_errors
-    def make_link(img, mdl, res, qr, qc, lay, vw, hd, url):
+    def make_link(img, mdl, res, qr, qc, lay, vw, hd, cls, url):
         """The address of the view on screen (an uploaded image is not part of it: links name examples)."""
         q = vit_session.parse_query(qr, qc)
         link = permalink.Link(
@@ -295,6 +296,7 @@ def build(demo: gr.Blocks | None = None) -> None:
             head=vit_session.parse_index(hd or 0, "Head"),
             view=vit_views.check_view(vw),
             query=q,
+            cls=None if cls is None else int(cls),
         )
         if link.example is None and img is not None:
             info(
@@ -324,6 +326,8 @@ def build(demo: gr.Blocks | None = None) -> None:
             state: p.ref,
         }
 
+    why = relevance_panel.RelevancePanel()  # "Why this class?", below the compare panel, for classifiers
+    adopted = []  # events after which only the panel redraws: the first screen, an example's follow-up
     ropts = [fusion, discard_ratio, discard_rule]
     inputs = [image, model, resolution, qrow, qcol, *style, state, *ropts]
     fast = dict(show_progress="minimal", api_visibility="private")
@@ -380,13 +384,15 @@ def build(demo: gr.Blocks | None = None) -> None:
     mv_btn.click(model_sheet, inputs, mv_img, **heavy)
     link_btn.click(
         make_link,
-        [image, model, resolution, qrow, qcol, layer, view, head, page_url],
+        [image, model, resolution, qrow, qcol, layer, view, head, why.target, page_url],
         link_box,
         js="(...args) => [...args.slice(0, -1), window.location.href]",
         **fast,
     )
     if demo is not None:
-        demo.load(first_screen, None, [*show, state, image, model, resolution, view], **fast)
+        adopted.append(  # the first screen: "Why this class?" follows it too
+            demo.load(first_screen, None, [*show, state, image, model, resolution, view, why.target], **fast)
+        )
     main = Main(image, resolution, qrow, qcol, layer, view, head, threshold, alpha, cmap, state, qimg, model)
     cmp.follow(changes, main)
     feats.follow(changes, main)
@@ -415,7 +421,12 @@ def build(demo: gr.Blocks | None = None) -> None:
                 api_visibility="private",
                 elem_id=api.replace("_", "-"),
             )
-            ex.load_input_event.then(
-                adopt, [image, model, resolution, view, alpha, cmap], [layer, head, qrow, qcol, state, live], **fast
+            adopted.append(
+                ex.load_input_event.then(
+                    adopt, [image, model, resolution, view, alpha, cmap], [layer, head, qrow, qcol, state, live], **fast
+                )
             )
+    then_update = lambda ev: ev.then(update, inputs, [*show, state], **fast)  # noqa: E731
+    why.follow([*changes, *adopted], main, on_query=then_update, compare=cmp.compare)
     vit_api.build(s.model, VIT_DEFAULTS)
+    relevance_panel.build_api(vit_models.OFFLINE_MODEL)

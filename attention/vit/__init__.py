@@ -15,6 +15,7 @@ session   a visitor's pass (q/k kept), the server's shared store of passes
 views     a pass drawn as a view (heads, mean, rollout, masks) and its texts
 live      what a browser needs to draw the large map itself (patch, layer, head at once)
 outputs   the files of a render: tiles, contact sheet, the .npz download
+relevance "Why this class?": class relevance of classifiers (Chefer et al., grad-rollout), its evaluation
 mnist_vit training the shipped mnist_vit (`python -m attention.vit.mnist_vit --help`)
 """
 

@@ -10,6 +10,7 @@ Each layer's N x N attention is rebuilt a chunk of rows at a time from q and k (
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
@@ -113,22 +114,28 @@ class _Fused:
         return {"mean": a.mean(0), "max": a.amax(0), "min": a.amin(0)}[self.fusion]
 
     def global_cut(self, n: int) -> float:
-        """The n-th smallest entry of A (1-based), without holding A: non-negative float32 values
-        order as their bit patterns, so count the high 16 bits, then the low 16 bits of the entries
-        in the high bin that holds rank n."""
-        prefix, below = -1, 0
-        for shift in (16, 0):
-            counts = torch.zeros(1 << 16, dtype=torch.int64)
-            for s, e in self.spans:
-                bits = self(s, e).abs().view(torch.int32).flatten()  # abs: -0.0 -> +0.0
-                if prefix >= 0:
-                    bits = bits[(bits >> 16) == prefix]
-                counts += torch.bincount(((bits >> shift) & 0xFFFF).long(), minlength=1 << 16)
-            cum = counts.cumsum(0)
-            b = int(torch.searchsorted(cum, n - below))  # the first bin reaching rank n
-            below += int(cum[b - 1]) if b else 0
-            prefix = b if prefix < 0 else (prefix << 16) | b
-        return float(torch.tensor(prefix, dtype=torch.int32).view(torch.float32))
+        """The n-th smallest entry of A (1-based), without holding A (`nth_smallest`)."""
+        return nth_smallest(self, self.spans, n)
+
+
+def nth_smallest(rows: Callable[[int, int], torch.Tensor], spans: list[tuple[int, int]], n: int) -> float:
+    """The n-th smallest entry (1-based) of a non-negative float32 matrix given a chunk of rows at a
+    time (`rows(s, e)`: rows s..e-1, for each (s, e) of `spans`), without holding it: non-negative
+    float32 values order as their bit patterns, so count the high 16 bits, then the low 16 bits of
+    the entries in the high bin that holds rank n (two passes over the rows)."""
+    prefix, below = -1, 0
+    for shift in (16, 0):
+        counts = torch.zeros(1 << 16, dtype=torch.int64)
+        for s, e in spans:
+            bits = rows(s, e).abs().view(torch.int32).flatten()  # abs: -0.0 -> +0.0
+            if prefix >= 0:
+                bits = bits[(bits >> 16) == prefix]
+            counts += torch.bincount(((bits >> shift) & 0xFFFF).long(), minlength=1 << 16)
+        cum = counts.cumsum(0)
+        b = int(torch.searchsorted(cum, n - below))  # the first bin reaching rank n
+        below += int(cum[b - 1]) if b else 0
+        prefix = b if prefix < 0 else (prefix << 16) | b
+    return float(torch.tensor(prefix, dtype=torch.int32).view(torch.float32))
 
 
 def rollout_map(res: AttentionMaps, **kwargs) -> np.ndarray:

@@ -87,6 +87,7 @@ class ModelSpec:
     family: str = "timm"  # a key of FAMILIES: how its own code crops and resamples position embeddings
     checkpoint: str | None = None  # the operator's own weights file (`checkpoint.register_checkpoint`)
     checkpoint_key: str | None = None  # where in that file the weights sit (DINO's --checkpoint_key)
+    classifier: bool = False  # has a classifier head read from its class token (class relevance: "Why this class?")
 
     @property
     def hub_id(self) -> str | None:
@@ -123,7 +124,8 @@ REGISTRY: dict[str, ModelSpec] = {
         ModelSpec("dinov3_vits16", "vit_small_patch16_dinov3.lvd1689m", "DINOv3 ViT-S/16", 768, "dinov3"),
         ModelSpec("dinov3_vits16plus", "vit_small_plus_patch16_dinov3.lvd1689m", "DINOv3 ViT-S+/16", 768, "dinov3"),
         ModelSpec("dinov3_vitb16", "vit_base_patch16_dinov3.lvd1689m", "DINOv3 ViT-B/16", 768, "dinov3"),
-        ModelSpec("mnist_vit", "local", "ViT trained here on MNIST digits (ships with the app)", 28),
+        ModelSpec("mnist_vit", "local", "ViT trained here on MNIST digits (ships with the app)", 28, classifier=True),
+        ModelSpec("deit_small", "deit_small_patch16_224.fb_in1k", "DeiT-S ImageNet classifier", 224, classifier=True),
     ]
 }
 DEFAULT_MODEL = "dino_vits16"
@@ -358,16 +360,17 @@ def _check_vit(model: torch.nn.Module, name: str) -> torch.nn.Module:
 
 def _create(timm_name: str):
     """timm.create_model with pretrained weights, any input size where the architecture allows it
-    (`dynamic_img_size`; BEiT and the relpos ViTs have tables for one grid and take their trained size)."""
+    (`dynamic_img_size`; BEiT and the relpos ViTs have tables for one grid and take their trained size).
+    A classifier keeps its head (class relevance, "Why this class?"); a backbone has none."""
     import timm
 
     try:
-        return timm.create_model(timm_name, pretrained=True, num_classes=0, dynamic_img_size=True)
+        return timm.create_model(timm_name, pretrained=True, dynamic_img_size=True)
     except TypeError as e:
         arch = hub_errors.architecture_of(timm_name)
         if "dynamic_img_size" not in str(e) or not arch or not timm.models.is_model_in_modules(arch, FIXED_SIZE):
             raise  # NaFlexVit and others: hub_errors says what cannot be built
-        return timm.create_model(timm_name, pretrained=True, num_classes=0)
+        return timm.create_model(timm_name, pretrained=True)
 
 
 def _load_hub(timm_name: str) -> torch.nn.Module:

@@ -93,17 +93,19 @@ def maps_arrays(
     return arrays
 
 
-def save_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray], pngs: dict[str, bytes]) -> str:
+def save_npz(
+    path: str | os.PathLike, arrays: dict[str, np.ndarray], pngs: dict[str, bytes], readme: str | None = None
+) -> str:
     """Write one .npz that is also a zip of PNGs: `np.load(path)[name]` gives each array
     (no pickle needed); members `png/<name>.png` are the pictures (`unzip path` extracts them,
-    `np.load(path)["png/<name>.png"]` returns their bytes)."""
+    `np.load(path)["png/<name>.png"]` returns their bytes); README.txt is `readme` (default: the maps')."""
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as z:  # floats and PNGs barely deflate
         for name, a in arrays.items():
             with z.open(f"{name}.npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, np.asanyarray(a), allow_pickle=False)
         for name, data in pngs.items():
             z.writestr(zipfile.ZipInfo(f"png/{name}.png", time.localtime()[:6]), data, compress_type=zipfile.ZIP_STORED)
-        z.writestr("README.txt", README_NPZ)
+        z.writestr("README.txt", README_NPZ if readme is None else readme)
     return os.fspath(path)
 
 

@@ -1,6 +1,7 @@
 """Permalinks: a view of the ViT tab as URL parameters, and back.
 
     ?example=chelsea&model=dino_vits16&layer=9&head=2&view=heads&q=5,7&res=auto
+    ?example=digit_3&model=mnist_vit&class=8          # "Why this class?" explaining class 8
 
 Every parameter is optional (the start screen's value when absent). An uploaded image is not in a
 link (the server keeps no visitor's files): links name a shipped example, by file name.
@@ -20,7 +21,7 @@ from attention.vit.query import parse as parse_query
 from attention.vit.session import example_digests, example_files, file_digest
 from attention.vit.views import check_view
 
-KEYS = ("example", "model", "res", "layer", "head", "view", "q")
+KEYS = ("example", "model", "res", "layer", "head", "view", "q", "class")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Link:
     head: int | None = None
     view: str | None = None
     query: Query | None = None  # a token name ("cls", "reg0", ...) or (row, col)
+    cls: int | None = None  # the class "Why this class?" explains (classifier models); None: the top class
 
 
 def examples() -> dict[str, Path]:
@@ -84,11 +86,12 @@ def parse(params: Mapping[str, str]) -> Link:
         head=_whole(params, "head", "0, 1, 2, ..."),
         view=view,
         query=query,
+        cls=_whole(params, "class", "a class index 0, 1, 2, ..."),
     )
 
 
 def query_string(link: Link) -> str:
     """A Link as URL parameters ("example=chelsea&layer=9&q=5,7"), only the fields that are set."""
     q = None if link.query is None else to_text(link.query)
-    values = [link.example, link.model, link.resolution, link.layer, link.head, link.view, q]
+    values = [link.example, link.model, link.resolution, link.layer, link.head, link.view, q, link.cls]
     return urlencode({k: v for k, v in zip(KEYS, values) if v is not None}, safe=",:/")
