@@ -20,6 +20,10 @@ class ImageError(InputError):
     """An image cannot be decoded, or is too small or too large to process."""
 
 
+class UnsupportedModelError(InputError):
+    """A model whose attention the engine cannot read exactly (the message names the block class and why)."""
+
+
 class ModelLoadError(AttentionError, RuntimeError):
     """Model weights cannot be had: unknown name, offline and not cached, or a hub error."""
 
