@@ -20,7 +20,7 @@ the batch size (tests/vit/test_batch.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -30,7 +30,16 @@ from PIL import Image
 
 from attention.errors import InputError
 from attention.images import MAX_TOKENS, ImageSource, check_resolution, load_image, to_tensor
-from attention.vit.extract import AttentionMaps, Query, _layer_index, norm_query, threshold_masks, token_index
+from attention.vit.capture import Recorder, recording
+from attention.vit.extract import (
+    AttentionMaps,
+    Query,
+    _layer_index,
+    norm_query,
+    query_rows,
+    threshold_masks,
+    token_index,
+)
 from attention.vit.models import default_resolution
 
 
@@ -172,64 +181,15 @@ class BatchMaps:
         )
 
 
-class _Rows:
-    """Records, in one batched forward, each sample's query row in the wanted layers and, if asked,
-    the last layer's tokens (a Recorder of `attention.vit.capture`'s contract)."""
+class _LastTokens(Recorder):
+    """The last layer's output tokens (B, N, D) after the final norm, fp32, on the model's device."""
 
-    def __init__(self, index: torch.Tensor, layers: Sequence[int], last: int, keep_tokens: bool):
-        self.index, self.layers, self.last, self.keep_tokens = index, set(layers), last, keep_tokens
-        self.rows: dict[int, torch.Tensor] = {}  # layer -> (B, H, N) fp32, on the model's device
-        self.tokens: torch.Tensor | None = None
+    def __init__(self, last: int):
+        self.last, self.tokens = last, None
 
-    def on_kernel(self, layer: int, q, k, mask, scale: float) -> None:  # q, k: (B, H, N, d)
-        if layer in self.layers:
-            qi = q[torch.arange(q.shape[0], device=q.device), :, self.index.to(q.device)]  # (B, H, d)
-            self.rows[layer] = ((qi[:, :, None].float() * scale) @ k.float().transpose(-2, -1))[:, :, 0]
-
-    def on_output(self, layer: int, out: torch.Tensor) -> None:
-        pass
-
-    def on_block(self, layer: int, x: torch.Tensor) -> None:  # x: (B, N, D)
-        if self.keep_tokens and layer == self.last:
+    def on_block(self, layer: int, x: torch.Tensor) -> None:
+        if layer == self.last:
             self.tokens = x.detach().float()
-
-
-@contextmanager
-def _recording(model: torch.nn.Module, rec: _Rows):
-    """`attention.vit.capture.recording` when the engine has it, else today's q/k and block hooks
-    (extract's and features') adapted to the Recorder contract."""
-    try:
-        from attention.vit.capture import recording  # type: ignore[import-not-found]
-    except ImportError:
-        recording = None
-    if recording is not None:
-        with recording(model, rec):
-            yield
-        return
-    from attention.vit import extract, features
-
-    class Adapter:
-        def __init__(self):
-            self._q: dict[int, torch.Tensor] = {}
-
-        def on_q(self, i, q):
-            self._q[i] = q
-
-        def on_k(self, i, k, scale):
-            rec.on_kernel(i, self._q.pop(i), k, None, scale)
-
-        def on_block(self, i, x):
-            rec.on_block(i, x)
-
-    extract._install_hooks(model)
-    features._install(model)
-    a = Adapter()
-    t1, t2 = extract._ACTIVE.set(a), features._ACTIVE.set(a)
-    try:
-        yield
-    finally:
-        features._ACTIVE.reset(t2)
-        extract._ACTIVE.reset(t1)
 
 
 @torch.inference_mode()
@@ -246,7 +206,7 @@ def batch_maps(
 
     xs: float (B, C, H, W), H and W multiples of the patch (`Preprocess`, stacked). layer: the selected
     layer (negative counts from the end). query: "cls", (row, col), or one of them per sample.
-    every_layer: record every layer's row (needed for `BatchMaps.attention_maps`), else the selected
+    every_layer: keep every layer's row (needed for `BatchMaps.attention_maps`), else the selected
     layer's only. keep_tokens: keep the last layer's tokens (N, D) after the final norm (the CLS
     embedding, patch features). Returns one BatchMaps per sample, on the CPU, fp32.
     """
@@ -260,17 +220,15 @@ def batch_maps(
     if len(queries) != B:
         raise InputError(f"{len(queries)} queries for {B} images; accepted: one query, or one per image.")
     index = torch.tensor([token_index(q, grid, P) for q in queries])
-    rec = _Rows(index, range(L) if every_layer else [layer], L - 1, keep_tokens)
-    param = next(model.parameters())
-    with _recording(model, rec):
-        model.forward_features(xs.to(param.device, param.dtype))
-    recorded = tuple(sorted(rec.rows))
-    if not recorded or (every_layer and len(recorded) != L) or layer not in rec.rows:
-        raise InputError("Unsupported attention block: a layer ran without handing its q and k to the recorder.")
-    scores = torch.stack([rec.rows[i] for i in recorded], 1).cpu()  # (B, Lr, H, N): one transfer
+    tok = _LastTokens(L - 1)
+    with recording(model, tok) if keep_tokens else nullcontext():
+        rows, _ = query_rows(model, xs, index)  # (B, L, H, N) fp32 on the CPU: the engine's O(N) rows
+    recorded = tuple(range(L)) if every_layer else (layer,)
+    scores = rows[:, list(recorded)]
     weights = torch.softmax(scores, -1).numpy()
-    tokens = rec.tokens.cpu().numpy() if keep_tokens and rec.tokens is not None else None
-    scale = float(model.blocks[0].attn.scale)
+    tokens = tok.tokens.cpu().numpy() if keep_tokens else None
+    attn = model.blocks[0].attn
+    scale = float(getattr(attn, "scale", attn.head_dim**-0.5))
     return [
         BatchMaps(
             scores=scores[b].numpy(),
