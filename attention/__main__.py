@@ -54,6 +54,9 @@ def _extract_parser(sub) -> None:
     e.add_argument("--layer", type=int, default=-1, help="layer of the maps (default: last)")
     e.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
     e.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass kept by masks (default 0.6)")
+    e.add_argument(
+        "--buckets", type=int, default=0, help="resize to the nearest of N aspect-ratio grids (fuller batches; 0: off)"
+    )
     e.add_argument("--pca", action="store_true", help="also the patch features' first 3 principal components")
     e.add_argument("--batch-size", type=int, default=64, help="images per forward pass (default 64)")
     e.add_argument("--shard-size", type=int, default=1024, help="images per shard (default 1024)")
@@ -170,6 +173,7 @@ def extract(args) -> int:
             layer=args.layer,
             resolution=args.resolution,
             threshold=args.threshold,
+            buckets=args.buckets,
             pca=args.pca,
             batch_size=args.batch_size,
             shard_size=args.shard_size,

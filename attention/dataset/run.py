@@ -135,6 +135,7 @@ def extract(
     layer: int = -1,
     resolution: int | str | None = "auto",
     threshold: float = 0.6,
+    buckets: int = 0,
     pca: bool = False,
     batch_size: int = 64,
     shard_size: int = 1024,
@@ -145,7 +146,9 @@ def extract(
     """Extract every item of `source` into `out` (see `attention.dataset.shards` for the files).
 
     model: loaded on this rank's device (fp16 on a GPU). layer: the maps' layer. threshold: DINO's
-    mask threshold. pca: also the last layer's patch features' first three principal components.
+    mask threshold. buckets: resize each image to the nearest of that many aspect-ratio grids
+    (`batch.aspect_buckets`; 0: keep each image's aspect, as `attention_maps`). pca: also the last
+    layer's patch features' first three principal components.
     Under torch.distributed (initialised, or the torchrun environment: it is initialised here, gloo
     on CPU, nccl on GPUs) each rank takes its shards. Returns the Summary (on every rank).
     """
@@ -155,7 +158,7 @@ def extract(
         raise InputError(f"Shard size {shard_size} / workers {workers}: accepted shard size >= 1, workers >= 0.")
     t0 = time.perf_counter()
     rank, world, _ = _init_dist()
-    prep = Preprocess.of(model, resolution, max_tokens)
+    prep = Preprocess.of(model, resolution, max_tokens, buckets)
     layer = _layer_index(layer, len(model.blocks))
     n = len(source)
     n_shards = math.ceil(n / shard_size)
@@ -164,6 +167,7 @@ def extract(
         "layer": layer,
         "resolution": prep.resolution,
         "threshold": threshold,
+        "buckets": [list(g) for g in prep.buckets],
         "pca": pca,
         "shard_size": shard_size,
         "source": source.spec,

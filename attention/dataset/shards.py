@@ -1,12 +1,13 @@
 """The files of an extraction: Parquet shards any Parquet reader opens, done markers, the index.
 
 OUT/
-  run.json                 what was asked (model, layer, resolution, threshold, source, shard size):
-                           a resumed run must ask the same
-  shard-00000.parquet      one row per image of items [0, S), sorted by id (S = shard size)
-  shard-00000.json         its done marker: rows, failures with reasons, seconds, rank
-  index.parquet            every item once: id, name, shard, row in the shard (-1: failed), error
-  index.json               totals, the shards, the failures, run.json's settings
+  run.json                       what was asked (model, layer, resolution, threshold, source, shard
+                                 size): a resumed run must ask the same
+  shards/shard-00000.parquet     one row per image of items [0, S), sorted by id (S = shard size);
+                                 the folder holds nothing else: `pd.read_parquet("OUT/shards")`
+  done/shard-00000.json          its done marker: rows, failures with reasons, seconds, rank
+  index.parquet                  every item once: id, name, shard, row in the shard (-1: failed), error
+  index.json                     totals, the shards, the failures, run.json's settings
 
 A shard row: id (int64, the item's position in the source), name, width/height (px of the image as
 the model saw it), grid_h/grid_w, and each array flattened with its shape:
@@ -48,13 +49,22 @@ def shard_name(k: int) -> str:
     return f"shard-{k:05d}"
 
 
+def shard_path(out: Path, k: int) -> Path:
+    return out / "shards" / f"{shard_name(k)}.parquet"
+
+
+def marker_path(out: Path, k: int) -> Path:
+    return out / "done" / f"{shard_name(k)}.json"
+
+
 def is_done(out: Path, k: int) -> bool:
     """Whether shard k was finished (its marker and its Parquet file are there)."""
-    return (out / f"{shard_name(k)}.json").exists() and (out / f"{shard_name(k)}.parquet").exists()
+    return marker_path(out, k).exists() and shard_path(out, k).exists()
 
 
 def _atomic_write(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # a dot name: Parquet readers skip it
     write(tmp)
     os.replace(tmp, path)
 
@@ -74,9 +84,9 @@ def write_shard(out: Path, k: int, rows: list[dict], failures: list[dict], pca: 
             else:
                 cols[f.name].append(r[f.name])
     table = pa.table({f.name: pa.array(cols[f.name], type=f.type) for f in sch}, schema=sch)
-    _atomic_write(out / f"{shard_name(k)}.parquet", lambda p: pq.write_table(table, p))
+    _atomic_write(shard_path(out, k), lambda p: pq.write_table(table, p))
     marker = {"shard": k, "rows": len(rows), "failures": sorted(failures, key=lambda f: f["id"]), **meta}
-    _atomic_write(out / f"{shard_name(k)}.json", lambda p: p.write_text(json.dumps(marker, indent=1)))
+    _atomic_write(marker_path(out, k), lambda p: p.write_text(json.dumps(marker, indent=1)))
 
 
 def check_run(out: Path, config: dict, *, write: bool) -> None:
@@ -105,9 +115,9 @@ def write_index(out: Path, n_shards: int, config: dict) -> dict:
         if not is_done(out, k):
             missing.append(k)
             continue
-        marker = json.loads((out / f"{shard_name(k)}.json").read_text())
-        file = f"{shard_name(k)}.parquet"
-        t = pq.read_table(out / file, columns=["id", "name"])
+        marker = json.loads(marker_path(out, k).read_text())
+        file = shard_path(out, k).relative_to(out).as_posix()
+        t = pq.read_table(shard_path(out, k), columns=["id", "name"])
         n = t.num_rows
         ids += t["id"].to_pylist()
         names += t["name"].to_pylist()

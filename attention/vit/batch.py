@@ -53,10 +53,27 @@ class Prepared:
     grid: tuple[int, int]
 
 
+def aspect_buckets(resolution: int, patch: int, k: int) -> tuple[tuple[int, int], ...]:
+    """k patch grids (gh, gw) whose shorter side is `resolution` px, aspect ratios w/h spread evenly in
+    log scale from 1/2 to 2 (k = 1: the square)."""
+    s = max(1, resolution // patch)
+    out: list[tuple[int, int]] = []
+    for i in range(k):
+        a = 2.0 ** (-1 + 2 * i / (k - 1)) if k > 1 else 1.0
+        g = (s, max(s, round(s * a))) if a >= 1 else (max(s, round(s / a)), s)
+        if g not in out:
+            out.append(g)
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Preprocess:
     """`attention_maps`' preprocessing of one model, as a small picklable value (DataLoader workers
-    run it without the model): resize, the family's crop to the patch grid, normalise."""
+    run it without the model): resize, the family's crop to the patch grid, normalise.
+
+    buckets: a few grids (`aspect_buckets`); each image is first resized (bicubic) to the one of
+    nearest aspect ratio, exactly, so a dataset makes only those grids (full batches); the result is
+    then `attention_maps(model, that resized image, resolution="native")`'s."""
 
     patch_size: int
     mean: tuple[float, ...]
@@ -64,25 +81,46 @@ class Preprocess:
     resolution: int | str | None  # as `check_resolution` returns it
     crop: str = "center"
     max_tokens: int = MAX_TOKENS
+    buckets: tuple[tuple[int, int], ...] = ()
 
     @classmethod
-    def of(cls, model: torch.nn.Module, resolution: int | str | None = "auto", max_tokens: int = MAX_TOKENS):
-        """The preprocessing `attention_maps(model, ..., resolution=resolution)` applies."""
+    def of(
+        cls,
+        model: torch.nn.Module,
+        resolution: int | str | None = "auto",
+        max_tokens: int = MAX_TOKENS,
+        buckets: int = 0,
+    ):
+        """The preprocessing `attention_maps(model, ..., resolution=resolution)` applies; with
+        `buckets` > 0, that many aspect-ratio grids at `resolution` (an int, or "auto")."""
         patch = model.patch_embed.patch_size[0]
         cfg = model.pretrained_cfg
         auto = isinstance(resolution, str) and resolution.strip().lower() == "auto"
         res = default_resolution(model) if auto else check_resolution(resolution, patch)
         crop = getattr(model, "crop_rule", "center")
-        return cls(patch, tuple(cfg["mean"]), tuple(cfg["std"]), res, crop, max_tokens)
+        grids = ()
+        if buckets:
+            if not isinstance(res, int) or not 1 <= buckets <= 64:
+                raise InputError(
+                    f"Buckets {buckets} at resolution {resolution!r}: accepted 1-64 buckets with a resolution in px "
+                    "or 'auto' (not 'native' or 'dino480')."
+                )
+            grids = aspect_buckets(res, patch, buckets)
+        return cls(patch, tuple(cfg["mean"]), tuple(cfg["std"]), res, crop, max_tokens, grids)
 
     def __call__(self, image: ImageSource) -> Prepared:
         """Decode (`load_image`) and preprocess; ImageError for what cannot be read or is too small/large."""
+        img, res = load_image(image), self.resolution
+        if self.buckets:
+            w, h = img.size
+            gh, gw = min(self.buckets, key=lambda g: abs(np.log((w / h) / (g[1] / g[0]))))
+            img, res = img.resize((gw * self.patch_size, gh * self.patch_size), Image.BICUBIC), None
         x, shown = to_tensor(
-            load_image(image),
+            img,
             patch_size=self.patch_size,
             mean=self.mean,
             std=self.std,
-            resolution=self.resolution,
+            resolution=res,
             crop=self.crop,
             max_tokens=self.max_tokens,
         )

@@ -43,7 +43,7 @@ def folder(tmp_path_factory) -> Path:
 
 def read(out: Path) -> pd.DataFrame:
     """Every shard's rows (pandas alone), indexed by name."""
-    return pd.concat([pd.read_parquet(p) for p in sorted(out.glob("shard-*.parquet"))]).set_index("name")
+    return pd.read_parquet(out / "shards").set_index("name")
 
 
 def arr(row, key: str) -> np.ndarray:
@@ -99,6 +99,16 @@ def test_a_registers_vit_and_pca_through_the_python_api(tmp_path):
         assert arr(row, "pca").shape == (*ref.grid, 3) and 0 <= arr(row, "pca").min() <= arr(row, "pca").max() <= 1
 
 
+def test_buckets_bring_every_image_to_one_of_a_few_grids(folder, tmp_path):
+    assert cli(folder, "--model", "mnist_vit", "--out", tmp_path, "--buckets", "3", "--workers", "0") == 0
+    rows, model = read(tmp_path), load_vit("mnist_vit", device="cpu")
+    prep = Preprocess.of(model, "auto", buckets=3)
+    assert {(r.grid_h, r.grid_w) for r in rows.itertuples()} <= set(prep.buckets) == {(14, 7), (7, 7), (7, 14)}
+    for p in PHOTOS:  # the photos' 3:2 and 5:6 go to 7x14 and 7x7
+        ref = attention_maps(model, prep(p).shown, resolution="native")
+        np.testing.assert_allclose(arr(rows.loc[p.name], "maps"), ref.maps, atol=1e-5)
+
+
 def test_the_same_output_whatever_the_batch_size(folder, tmp_path):
     outs = []
     for bs in (1, 3, 16):
@@ -130,7 +140,7 @@ def test_torchrun_two_processes_write_the_single_process_result(folder, tmp_path
     assert r.stdout.count("8 images in 4 shards") == 1 and "on 2 processes" in r.stdout  # rank 0 alone reports
     assert_same(read(one), read(two))  # bit for bit
     assert sorted(read(two)["id"]) == list(range(8))  # every image once
-    ranks = {k: json.loads((two / f"shard-{k:05d}.json").read_text())["rank"] for k in range(4)}
+    ranks = {k: json.loads((two / "done" / f"shard-{k:05d}.json").read_text())["rank"] for k in range(4)}
     assert ranks == {0: 0, 1: 1, 2: 0, 3: 1}  # shard k on rank k mod 2
 
 
@@ -162,8 +172,11 @@ def test_an_interrupted_run_resumes_without_recomputing_finished_shards(folder, 
     monkeypatch.setattr(run_module, "batch_maps", dies_on_third)
     with pytest.raises(KeyboardInterrupt):
         extract(src, model, out, **kw)
-    assert sorted(p.name for p in out.glob("shard-*")) == ["shard-00000.json", "shard-00000.parquet"]
-    first = (out / "shard-00000.parquet").stat().st_mtime_ns
+    assert sorted(p.relative_to(out).as_posix() for p in out.glob("*/shard-*")) == [
+        "done/shard-00000.json",
+        "shards/shard-00000.parquet",
+    ]
+    first = (out / "shards" / "shard-00000.parquet").stat().st_mtime_ns
     counted = []
 
     def counts(model, xs, **k):
@@ -173,7 +186,7 @@ def test_an_interrupted_run_resumes_without_recomputing_finished_shards(folder, 
     monkeypatch.setattr(run_module, "batch_maps", counts)
     s = extract(src, model, out, **kw)
     assert sum(counted) == 5 and s.done_now == 5 and s.skipped == 1  # shard 0's 3 images are not recomputed
-    assert (out / "shard-00000.parquet").stat().st_mtime_ns == first
+    assert (out / "shards" / "shard-00000.parquet").stat().st_mtime_ns == first
     monkeypatch.setattr(run_module, "batch_maps", real)
     whole = tmp_path / "whole"
     extract(src, model, whole, **kw)
@@ -188,7 +201,7 @@ def test_a_local_imagefolder_through_datasets_and_the_output_through_datasets(fo
     assert cli(folder, "--model", "mnist_vit", "--out", a, "--workers", "0") == 0
     assert cli(f"imagefolder:{folder}", "--model", "mnist_vit", "--out", b, "--workers", "1") == 0
     assert_same(read(a), read(b), ids=False)  # the dataset's own row order
-    ds = datasets.load_dataset("parquet", data_files=str(b / "shard-*.parquet"), split="train").with_format("numpy")
+    ds = datasets.load_dataset(str(b / "shards"), split="train").with_format("numpy")  # a folder of Parquet files
     rows = read(b)
     assert len(ds) == 8 and ds[0]["maps_shape"].tolist() == [4, *rows.loc[ds[0]["name"], "maps_shape"][1:]]
     np.testing.assert_array_equal(ds[0]["maps"].reshape(ds[0]["maps_shape"]), arr(rows.loc[ds[0]["name"]], "maps"))
