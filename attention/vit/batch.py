@@ -1,10 +1,12 @@
 """Attention of many images at once: one forward pass per batch of same-grid images.
 
-The one batched path of the package (datasets: `attention.vit.dataset`; videos use it too). Images
-are preprocessed exactly as `attention_maps` preprocesses one (`Preprocess`), grouped by patch grid
+The one batched path of the package (datasets: `attention.dataset`; videos use it too). Images
+are preprocessed exactly as `attention_maps` preprocesses one (`Preprocess`; or first resized to
+the nearest of a few aspect-ratio grids, `Preprocess.of(..., buckets=k)`), grouped by patch grid
 (`group_by_grid`: a batch holds one grid size, so it is one forward with no padding), and each
-sample keeps only its query's row per layer, O(H x N) (never H x N x N); on a GPU the model runs in
-half precision (as `load_vit` loads it) while scores and softmax are fp32.
+sample keeps only its query's row per layer (the engine's `query_rows`), O(H x N), never
+H x N x N; on a GPU the model runs in half precision (as `load_vit` loads it) while scores and
+softmax are fp32.
 
     prep = Preprocess.of(model, resolution="auto")
     items = [prep(img) for img in images]                       # Prepared: x (C, H, W), shown, grid
