@@ -24,7 +24,15 @@ One subpackage per feature over a small shared core:
 """
 
 from attention.calculator import attend, attend_from_x
-from attention.errors import AttentionError, BudgetError, ImageError, InputError, ModelLoadError
+from attention.errors import (
+    AttentionError,
+    BudgetError,
+    CheckpointError,
+    ImageError,
+    InputError,
+    ModelLoadError,
+    UnsupportedModelError,
+)
 from attention.images import load_image
 from attention.render import colorize, grid, mark_patch, mask_overlay, overlay, upsample
 from attention.vit import (
@@ -49,6 +57,8 @@ __all__ = [
     "ImageError",
     "InputError",
     "ModelLoadError",
+    "UnsupportedModelError",
+    "CheckpointError",
     "AttentionMaps",
     "attention_maps",
     "rollout",

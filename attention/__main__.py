@@ -7,6 +7,8 @@ features: the feature views (pca.png, similarity.png, norms.png, features.npz) a
 extract: a whole dataset (folder, glob, Hugging Face dataset) in batches, into Parquet shards;
 runs under `torchrun --nproc_per_node N` too (attention.dataset).
 A bad file gets one clear line; the other images are still processed.
+Your own checkpoint: `--weights ckpt.pth --arch vit_small_patch16_224` (DINO's `teacher`/`student` keys and
+`module.`/`backbone.` prefixes understood; `--checkpoint-key`, `--family dino` for DINO's preprocessing).
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ import sys
 from pathlib import Path
 
 from attention.errors import AttentionError
+from attention.vit.checkpoint import checkpoint_args, use_checkpoint
+
+RESOLUTION_HELP = "shorter side in px (DINOv3: the height), 'auto', 'native' or 'dino480'"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,8 +32,13 @@ def _parser() -> argparse.ArgumentParser:
         "--model", default="dino_vits16", help="alias (dino_vits16, mnist_vit, ...), timm name or hf-hub:org/repo"
     )
     m.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
-    m.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
-    m.add_argument("--query", default="cls", help="'cls' or ROW,COL of a patch (default: cls)")
+    m.add_argument("--resolution", default="auto", help=RESOLUTION_HELP)
+    m.add_argument(
+        "--query",
+        default=None,
+        help="a token (cls, dist, pool, reg0, ...) or ROW,COL of a patch (default: CLS, "
+        "else the pooling head's, else the centre patch)",
+    )
     m.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass kept by masks (default 0.6)")
     m.add_argument("--cmap", default="inferno", help="matplotlib colormap (default inferno)")
     m.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
@@ -36,18 +46,27 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("images", nargs="+", type=Path, help="image files")
     f.add_argument("--model", default="dino_vits16", help="alias, timm name or hf-hub:org/repo")
     f.add_argument("--layer", type=int, default=-1, help="layer whose output tokens (default: last, after the norm)")
-    f.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
-    f.add_argument("--query", default="cls", help="the similarity's query: 'cls' or ROW,COL (default: cls)")
+    f.add_argument("--resolution", default="auto", help=RESOLUTION_HELP)
+    f.add_argument(
+        "--query", default=None, help="the similarity's query: a token (cls, reg0, ...) or ROW,COL (default: CLS)"
+    )
     f.add_argument("--cmap", default="inferno", help="colormap (default inferno)")
     f.add_argument(
         "--pca-background", type=float, default=None, help="drop patches whose first PCA component is below this (0-1)"
     )
+    f.add_argument(
+        "--pca",
+        default="minmax",
+        help="PCA colours: 'minmax' (default) or 'dinov3' (DINOv3's notebook: fitted on the foreground, whitened)",
+    )
     f.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
-    _extract_parser(sub)
+    e = _extract_parser(sub)
+    for sp in (m, f, e):
+        checkpoint_args(sp)  # --weights, --arch, --checkpoint-key, --family
     return p
 
 
-def _extract_parser(sub) -> None:
+def _extract_parser(sub) -> argparse.ArgumentParser:
     e = sub.add_parser("extract", help="attention of a whole dataset into Parquet shards (batched; torchrun splits it)")
     e.add_argument("source", help="folder or glob of images, hf:ORG/NAME (Hub dataset), imagefolder:DIR, saved dataset")
     e.add_argument("--model", default="dino_vits16", help="alias, timm name or hf-hub:org/repo")
@@ -65,16 +84,18 @@ def _extract_parser(sub) -> None:
     e.add_argument("--image-column", default=None, help="image column of a dataset (default: its first Image column)")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
     e.add_argument("--out", type=Path, required=True, help="output folder (a run there is resumed)")
+    return e
 
 
-def _query(text: str):
-    if text.strip().lower() == "cls":
-        return "cls"
+def _query(text: str | None):
+    from attention.vit.query import ACCEPTED, parse
+
+    if text is None:
+        return None
     try:
-        r, c = (int(v) for v in text.split(","))
-    except ValueError:
-        raise AttentionError(f"--query {text!r} is not accepted; use 'cls' or ROW,COL such as 3,5.") from None
-    return (r, c)
+        return parse(text)
+    except AttentionError:
+        raise AttentionError(f"--query {text!r} is not accepted; use {ACCEPTED}.") from None
 
 
 def write_outputs(res, out: Path, *, threshold: float, cmap: str) -> None:
@@ -124,11 +145,13 @@ def features(args) -> int:
 
     from attention.render import png_bytes
     from attention.vit.feature_views import feature_pictures
+    from attention.vit.features import check_pca_style
     from attention.vit.modelview import model_view
     from attention.vit.session import get_pass
 
     try:
         query = _query(args.query)
+        check_pca_style(args.pca)
     except AttentionError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -136,7 +159,9 @@ def features(args) -> int:
     for path in args.images:
         try:
             p = get_pass(path, args.model, args.resolution)
-            tiles, arrays = feature_pictures(p, query, args.layer, cmap=args.cmap, background=args.pca_background)
+            tiles, arrays = feature_pictures(
+                p, query, args.layer, cmap=args.cmap, background=args.pca_background, pca_style=args.pca
+            )
             out = args.out / path.stem
             out.mkdir(parents=True, exist_ok=True)
             for t in tiles:
@@ -190,6 +215,11 @@ def extract(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        args.model = use_checkpoint(args.weights, args.arch, args.checkpoint_key, args.family) or args.model
+    except AttentionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return {"maps": maps, "features": features, "extract": extract}[args.command](args)
 
 

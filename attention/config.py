@@ -15,6 +15,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from attention.errors import AttentionError
+
 ROOT = Path(__file__).resolve().parent.parent  # the checkout (or the Space's folder)
 WEIGHTS_DIR = ROOT / "weights"  # shipped weights: safetensors + json config
 EXAMPLES_DIR = ROOT / "examples"  # shipped photos, digits and the 5,000-digit MNIST subset
@@ -25,8 +27,10 @@ EXAMPLES_DIR = ROOT / "examples"  # shipped photos, digits and the 5,000-digit M
 PIL_MAX_PIXELS = 2 * 89_478_485
 
 
-class ConfigError(SystemExit):
-    """An environment variable holds a value that is not accepted (stops the process at start-up)."""
+class ConfigError(AttentionError, ValueError):
+    """An environment variable holds a value that is not accepted. Raised when the settings are read (at
+    import, so a bad value stops start-up with a message naming the variable); an ordinary exception, so
+    a caller that constructs `Settings.from_env()` itself can catch it."""
 
 
 def _read(name: str, default: float, kind: type = float, lo: float = 0.0, hi: float = float("inf")) -> float:
@@ -47,8 +51,21 @@ def _read(name: str, default: float, kind: type = float, lo: float = 0.0, hi: fl
     return value
 
 
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+_YES, _NO = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+def _flag(name: str, default: bool = False) -> bool:
+    """An on/off switch: 1/true/yes/on or 0/false/no/off (any case); unset or empty = `default`;
+    anything else is refused (a typo must not silently mean off)."""
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in _YES | _NO:
+        return raw in _YES
+    raise ConfigError(
+        f"{name}={os.environ[name]!r} is not accepted; expected one of 1/true/yes/on or 0/false/no/off "
+        f"(default {'on' if default else 'off'})."
+    )
 
 
 @dataclass(frozen=True)
@@ -67,11 +84,15 @@ class Settings:
     max_upload_mb: float = 20.0  # largest upload: ATTENTION_MAX_UPLOAD_MB
     cache_age: float = 900.0  # seconds a served file is kept before deletion: ATTENTION_FILE_TTL
     max_text_chars: int = 200_000  # characters of one typed matrix, checked before parsing: ATTENTION_MAX_TEXT
-    queue_poll: float = 0.01  # seconds between the queue's looks for jobs: ATTENTION_QUEUE_POLL
     concurrency: int = 2  # jobs computed at once: ATTENTION_CONCURRENCY
     server_name: str = "127.0.0.1"  # GRADIO_SERVER_NAME
     offline: bool = field(default=False)  # ATTENTION_OFFLINE=1: never try to download full MNIST
     mcp: bool = True  # serve the API endpoints as MCP tools at /gradio_api/mcp/: ATTENTION_MCP=0 turns it off
+    # the operator's own checkpoint, made the default model (as `python app.py --model PATH --arch NAME`):
+    checkpoint: str = ""  # its file: ATTENTION_CHECKPOINT
+    checkpoint_arch: str = ""  # its timm architecture: ATTENTION_ARCH
+    checkpoint_key: str = ""  # the key its weights sit under (DINO's teacher, ...): ATTENTION_CHECKPOINT_KEY
+    checkpoint_family: str = ""  # how images are fed (dino, dinov2, ..., default the arch's): ATTENTION_FAMILY
 
     def budget_gflop(self, device: str) -> float:
         """The compute budget (GFLOP per forward pass) on a device type ("cpu", "cuda", ...)."""
@@ -92,11 +113,14 @@ class Settings:
             max_upload_mb=_read("ATTENTION_MAX_UPLOAD_MB", cls.max_upload_mb, float, 0.001),
             cache_age=_read("ATTENTION_FILE_TTL", cls.cache_age, float, 1),
             max_text_chars=int(_read("ATTENTION_MAX_TEXT", cls.max_text_chars, int, 1)),
-            queue_poll=_read("ATTENTION_QUEUE_POLL", cls.queue_poll, float, 0.0),
             concurrency=int(_read("ATTENTION_CONCURRENCY", cls.concurrency, int, 1)),
             server_name=os.environ.get("GRADIO_SERVER_NAME", cls.server_name).strip() or cls.server_name,
             offline=_flag("ATTENTION_OFFLINE"),
-            mcp=os.environ.get("ATTENTION_MCP", "1").strip().lower() not in {"0", "false", "no", "off"},
+            mcp=_flag("ATTENTION_MCP", default=True),
+            checkpoint=os.environ.get("ATTENTION_CHECKPOINT", "").strip(),
+            checkpoint_arch=os.environ.get("ATTENTION_ARCH", "").strip(),
+            checkpoint_key=os.environ.get("ATTENTION_CHECKPOINT_KEY", "").strip(),
+            checkpoint_family=os.environ.get("ATTENTION_FAMILY", "").strip(),
         )
 
 

@@ -28,6 +28,11 @@ class ModelLoadError(AttentionError, RuntimeError):
     """Model weights cannot be had: unknown name, offline and not cached, or a hub error."""
 
 
+class CheckpointError(ModelLoadError):
+    """A checkpoint file of one's own cannot be used: unreadable, unsafe to unpickle, or not fitting its
+    architecture (the message names the file, the tensor and both shapes where it applies)."""
+
+
 def as_whole(value) -> int | None:
     """`value` as an int when it is a whole number (3, 3.0, "3", a numpy integer), else None
     (2.5, NaN, inf, "abc", None): the one whole-number test behind every index and count check."""

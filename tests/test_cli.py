@@ -67,3 +67,17 @@ def test_features_writes_the_three_views_the_model_view_and_the_arrays(tmp_path,
         for k in ("pca", "similarity", "norms"):
             np.testing.assert_array_equal(z[k], want[k])
     assert Image.open(out / "a" / "pca.png").size == (224, 224)
+
+
+def test_features_draws_dinov3_s_pca_when_asked_and_refuses_unknown_styles(tmp_path, capsys):
+    from attention.vit.session import get_pass
+
+    a = digit_png(tmp_path / "a.png", 0)
+    out = tmp_path / "out"
+    assert main(["features", str(a), "--model", "mnist_vit", "--pca", "dinov3", "--out", str(out)]) == 0
+    with np.load(out / "a" / "features.npz") as z:
+        want = get_pass(str(a), "mnist_vit", "auto").feature_maps("cls", -1, pca_style="dinov3")
+        np.testing.assert_array_equal(z["pca"], want["pca"])
+        np.testing.assert_array_equal(z["foreground"], want["foreground"])
+    assert main(["features", str(a), "--model", "mnist_vit", "--pca", "fancy", "--out", str(out)]) == 2
+    assert "PCA style 'fancy' is not known; accepted: minmax, dinov3" in capsys.readouterr().err

@@ -12,11 +12,20 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 from abc import ABCMeta
 
 import gradio as gr
 
 from attention.errors import AttentionError
+
+log = logging.getLogger(__name__)
+
+
+def _refused(fn, e: AttentionError) -> gr.Error:
+    """The visitor's message for a typed error, logged for the operator (a refusal, not a fault)."""
+    log.info("%s refused: %s: %s", fn.__name__, type(e).__name__, e)
+    return gr.Error(str(e), print_exception=False)
 
 
 def user_errors(fn):
@@ -30,7 +39,7 @@ def user_errors(fn):
             try:
                 yield from fn(*args, **kwargs)
             except AttentionError as e:
-                raise gr.Error(str(e), print_exception=False) from None
+                raise _refused(fn, e) from None
 
         return gen_wrapper
 
@@ -39,7 +48,7 @@ def user_errors(fn):
         try:
             return fn(*args, **kwargs)
         except AttentionError as e:
-            raise gr.Error(str(e), print_exception=False) from None
+            raise _refused(fn, e) from None
 
     return wrapper
 

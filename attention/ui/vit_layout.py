@@ -109,7 +109,7 @@ def layout(s: Startup, vit_pass: Callable, fit: Callable) -> Layout:
                 value=VIT_DEFAULTS["resolution"],
                 allow_custom_value=True,
                 label="Resolution",
-                info="shorter side, px",
+                info="shorter side, px (DINOv3: the height)",
                 elem_id="vit-resolution",
             )
             view = gr.Radio(

@@ -123,22 +123,31 @@ class FeaturePanel:
                 + "\n\nClick a patch of the large map to move the similarity's query.",
                 elem_id="vit-features-help",
             )
+            self.style = gr.Radio(
+                [("min-max (DINOv2's demos)", "minmax"), ("DINOv3's notebook: foreground, whitened", "dinov3")],
+                value="minmax",
+                label="PCA colours",
+                elem_id="vit-pca-style",
+            )
             self.gallery = tiles_gallery("Feature views of the chosen layer", 3, "vit-features")
 
     @user_errors
-    def update(self, is_open, img, mdl, res, qr, qc, lay, hd, al, cm, st):
+    def update(self, is_open, img, mdl, res, qr, qc, lay, hd, al, cm, st, style="minmax"):
         if not is_open:
             return gr.skip()
         p = self.vit_pass(img, mdl, res)
         lay, _, qr, qc = self.fit(p, st, lay, hd, qr, qc)
-        tiles, _ = feature_pictures(p, vit_session.parse_query(qr, qc), lay, alpha=al, cmap=cm)
+        q = vit_session.parse_query(qr, qc)
+        tiles, _ = feature_pictures(p, q, lay, alpha=al, cmap=cm, pca_style=style or "minmax")
         return [(reduced(t.image, THUMB_SIDE), t.caption) for t in tiles]
 
     def follow(self, events: list, m: Main) -> None:
         """Redraw after each of `events` succeeds (while open), and when the panel opens."""
         ins = [self.open, m.image, m.model, m.resolution, m.qrow, m.qcol, m.layer, m.head, m.alpha, m.cmap, m.state]
+        ins.append(self.style)
         for ev in events:
             ev.success(self.update, ins, self.gallery, **FAST)
+        self.style.input(self.update, ins, self.gallery, **FAST)
         self.acc.expand(lambda: True, None, self.open, queue=False, api_visibility="private").then(
             self.update, ins, self.gallery, **FAST
         )

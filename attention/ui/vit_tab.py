@@ -17,17 +17,19 @@ from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_panels import Main
 from attention.vit import models as vit_models
 from attention.vit import permalink
+from attention.vit import query as vit_query
 from attention.vit import session as vit_session
 from attention.vit import views as vit_views
 from attention.vit.modelview import model_view
 
-VIT_STARTUP = vit_session.startup_model()  # cheap: cache lookup, no network under HF_HUB_OFFLINE=1
-# the first screen: a photo through DINO when its weights are at hand, else a digit through mnist_vit
-START_IMAGE = str(
-    EXAMPLES_DIR / "photos" / "chelsea.jpg"
-    if VIT_STARTUP.default_available
-    else EXAMPLES_DIR / "digits" / "digit_3.png"
-)
+
+def start_image(startup: vit_session.Startup) -> str:
+    """The first screen's image: a photo through the default model when its weights are at hand, else a
+    digit through mnist_vit."""
+    photo = EXAMPLES_DIR / "photos" / "chelsea.jpg"
+    return str(photo if startup.default_available else EXAMPLES_DIR / "digits" / "digit_3.png")
+
+
 VIT_PHOTOS = [
     "chelsea",
     "astronaut",
@@ -81,7 +83,7 @@ def fit(p, st, lay, hd, qr, qc):
     if st is not None and p.base.grid != st.grid:
         qr = qc = None
     q = vit_session.parse_query(qr, qc)
-    if q != "cls" and not (0 <= q[0] < p.base.grid[0] and 0 <= q[1] < p.base.grid[1]) and st is None:
+    if isinstance(q, tuple) and not (0 <= q[0] < p.base.grid[0] and 0 <= q[1] < p.base.grid[1]) and st is None:
         qr = qc = None
     return min(lay, p.num_layers - 1) if lay >= 0 else lay, min(hd, p.num_heads - 1), qr, qc
 
@@ -89,7 +91,10 @@ def fit(p, st, lay, hd, qr, qc):
 def build(demo: gr.Blocks | None = None) -> None:
     """The ViT attention maps tab, inside the caller's `gr.Tab`; registers /attention_maps.
     `demo`: the app, whose page load shows the start example's maps at once."""
-    s = VIT_STARTUP
+    # decided when the tab is built (after `python app.py --model PATH` registered the operator's model):
+    # cheap, a cache lookup, no network under HF_HUB_OFFLINE=1
+    s = vit_session.startup_model()
+    first_image = start_image(s)
     (
         state,
         depth,
@@ -195,11 +200,16 @@ def build(demo: gr.Blocks | None = None) -> None:
         grid = st.grid if st is not None else None
         verdicts = []
         for value, other, name, i in ((qr, qc, "row", 0), (qc, qr, "column", 1)):
-            empty, other_empty = vit_session.is_empty(value), vit_session.is_empty(other)
+            empty, other_empty = vit_query.is_empty(value), vit_query.is_empty(other)
             top = f"0 to {grid[i] - 1}" if grid else "0 or more"
             v = as_whole(value)
             ok = (empty and other_empty) or (not empty and v is not None and v >= 0 and (not grid or v < grid[i]))
-            msg = "" if ok else f"Query {name} {value!r}: accepted a whole number {top}, or both fields empty for CLS."
+            msg = (
+                ""
+                if ok
+                else f"Query {name} {value!r}: accepted a whole number {top}, or both fields empty for the "
+                "model's own token (CLS, or its pooling head's)."
+            )
             verdicts.append(gr.validate(ok, msg))
         return [gr.validate(True, "")] * 3 + verdicts + [gr.validate(True, "")] * (7 + len(ro))
 
@@ -252,11 +262,11 @@ def build(demo: gr.Blocks | None = None) -> None:
         except AttentionError as e:
             gr.Warning(f"This link could not be opened as given: {e}")
             link = permalink.Link()
-        img = str(permalink.examples()[link.example]) if link.example else START_IMAGE
+        img = str(permalink.examples()[link.example]) if link.example else first_image
         digit = link.example is not None and link.example.startswith("digit_")
         mdl = link.model or (vit_models.OFFLINE_MODEL if digit else s.model)
         res, vw = link.resolution or d["resolution"], link.view or d["view"]
-        qr, qc = (None, None) if link.query in (None, "cls") else link.query
+        qr, qc = link.query if isinstance(link.query, tuple) else (None, None)
         p = vit_pass(img, mdl, res, progress)
         lay, hd, qr, qc = fit(p, None, -1 if link.layer is None else link.layer, link.head or 0, qr, qc)
         f = _vit_frame(p, qr, qc, lay, vw, hd, d["threshold"], d["alpha"], d["cmap"])
@@ -303,7 +313,7 @@ def build(demo: gr.Blocks | None = None) -> None:
         browser's copy of the view."""
         p = vit_pass(img, mdl, res)
         return {
-            live: vit_live.value(p, p.at("cls", -1), vw, 0, al, cm),
+            live: vit_live.value(p, p.at(None, -1), vw, 0, al, cm),
             layer: gr.update(maximum=p.num_layers - 1, value=p.num_layers - 1),
             head: gr.update(maximum=p.num_heads - 1, value=0),
             qrow: None,

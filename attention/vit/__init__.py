@@ -1,7 +1,13 @@
 """Attention maps of vision transformers (DINO, DINOv2, timm ViTs, the shipped mnist_vit).
 
 models    the registry, `load_vit` (timm + huggingface-hub), the model allow-list
-extract   one forward pass -> every layer's query row; threshold masks
+checkpoint  your own checkpoint (DINO's conventions, weights_only), the app's --model PATH --arch NAME
+hub_errors  what failed loading from the Hub, why, and the fix
+capture   the one hook mechanism: what each block hands the attention kernel, and its output tokens
+rows      the engine: a batch's query rows in every layer from one fused pass (`query_rows`)
+extract   one image -> every layer's query row (`attention_maps`); threshold masks
+query     the query type: tokens a model has (`tokens_of`), parsing and writing queries
+compat    which timm ViT families are exact, against timm's own unfused attention (the README table)
 batch     many images of one grid through one forward (datasets, videos): per-sample rows, CLS embedding
 flow      attention rollout from the kept q and k (per-row or vit-explain's global discard)
 posembed  position embeddings resampled to any grid as each family's own code does (DINO, DINOv2)
@@ -14,6 +20,8 @@ mnist_vit training the shipped mnist_vit (`python -m attention.vit.mnist_vit --h
 """
 
 from attention.vit.batch import BatchMaps, Preprocess, batch_maps, group_by_grid
+from attention.vit.capture import Recorder, check_supported, recording
+from attention.vit.checkpoint import register_checkpoint
 from attention.vit.extract import AttentionMaps, attention_maps, threshold_masks
 from attention.vit.flow import rollout, rollout_map
 from attention.vit.models import (
@@ -26,8 +34,16 @@ from attention.vit.models import (
     default_device,
     load_vit,
 )
+from attention.vit.query import Query, tokens_of
+from attention.vit.rows import query_rows
 
 __all__ = [
+    "Query",
+    "Recorder",
+    "check_supported",
+    "query_rows",
+    "recording",
+    "tokens_of",
     "AttentionMaps",
     "attention_maps",
     "BatchMaps",
@@ -45,4 +61,5 @@ __all__ = [
     "available",
     "default_device",
     "load_vit",
+    "register_checkpoint",
 ]

@@ -28,21 +28,18 @@ from typing import Generic, TypeVar
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageOps
 
 from attention.errors import InputError
 from attention.images import MAX_TOKENS, ImageSource, check_resolution, load_image, to_tensor
 from attention.vit.capture import Recorder, recording
-from attention.vit.extract import (
-    AttentionMaps,
-    Query,
-    _layer_index,
-    norm_query,
-    query_rows,
-    threshold_masks,
-    token_index,
-)
+from attention.vit.extract import AttentionMaps, _layer_index, fixed_size, threshold_masks
 from attention.vit.models import default_resolution
+from attention.vit.query import Query, prefix_tokens
+from attention.vit.query import default as default_query
+from attention.vit.query import index as query_index
+from attention.vit.query import parse as parse_query
+from attention.vit.rows import query_rows
 
 
 @dataclass(frozen=True)
@@ -84,6 +81,7 @@ class Preprocess:
     crop: str = "center"
     max_tokens: int = MAX_TOKENS
     buckets: tuple[tuple[int, int], ...] = ()
+    fixed: tuple[int, int] | None = None  # (H, W) px: a model taking only its trained size (BEiT, relpos)
 
     @classmethod
     def of(
@@ -100,6 +98,12 @@ class Preprocess:
         auto = isinstance(resolution, str) and resolution.strip().lower() == "auto"
         res = default_resolution(model) if auto else check_resolution(resolution, patch)
         crop = getattr(model, "crop_rule", "center")
+        fixed = fixed_size(model)
+        if fixed is not None and (buckets or (not auto and res is not None)):
+            raise InputError(
+                f"{type(model).__name__} takes only its trained input size, {fixed[1]}x{fixed[0]} px; accepted: "
+                "resolution 'auto' or 'native', no buckets."
+            )
         grids = ()
         if buckets:
             if not isinstance(res, int) or not 1 <= buckets <= 64:
@@ -108,11 +112,14 @@ class Preprocess:
                     "or 'auto' (not 'native' or 'dino480')."
                 )
             grids = aspect_buckets(res, patch, buckets)
-        return cls(patch, tuple(cfg["mean"]), tuple(cfg["std"]), res, crop, max_tokens, grids)
+        res = None if fixed is not None else res
+        return cls(patch, tuple(cfg["mean"]), tuple(cfg["std"]), res, crop, max_tokens, grids, fixed)
 
     def __call__(self, image: ImageSource) -> Prepared:
         """Decode (`load_image`) and preprocess; ImageError for what cannot be read or is too small/large."""
         img, res = load_image(image), self.resolution
+        if self.fixed is not None:  # fitted to the one grid its tables know, as attention_maps does
+            img = ImageOps.fit(img, (self.fixed[1], self.fixed[0]), Image.BICUBIC)
         if self.buckets:
             w, h = img.size
             gh, gw = min(self.buckets, key=lambda g: abs(np.log((w / h) / (g[1] / g[0]))))
@@ -179,6 +186,7 @@ class BatchMaps:
     num_prefix_tokens: int
     scale: float
     tokens: np.ndarray | None = field(default=None, repr=False)  # float32 (N, D): last layer, after the norm
+    prefix: tuple[str, ...] = ("cls",)  # names of the P prefix tokens in order (`query.prefix_tokens`)
 
     @property
     def maps(self) -> np.ndarray:
@@ -218,6 +226,7 @@ class BatchMaps:
             query=self.query,
             seconds=seconds,
             scale=self.scale,
+            tokens=self.prefix,
         )
 
 
@@ -238,14 +247,15 @@ def batch_maps(
     xs: torch.Tensor,
     *,
     layer: int = -1,
-    query: Query | Sequence[Query] = "cls",
+    query: Query | Sequence[Query] | None = None,
     every_layer: bool = False,
     keep_tokens: bool = False,
 ) -> list[BatchMaps]:
     """Attention of `query` in each of B preprocessed images of one grid, from one forward pass.
 
     xs: float (B, C, H, W), H and W multiples of the patch (`Preprocess`, stacked). layer: the selected
-    layer (negative counts from the end). query: "cls", (row, col), or one of them per sample.
+    layer (negative counts from the end). query: a token the model has ("cls", "reg0", ...), (row, col),
+    or one of them per sample; None: the model's own (`query.default`: CLS, else the centre patch).
     every_layer: keep every layer's row (needed for `BatchMaps.attention_maps`), else the selected
     layer's only. keep_tokens: keep the last layer's tokens (N, D) after the final norm (the CLS
     embedding, patch features). Returns one BatchMaps per sample, on the CPU, fp32.
@@ -256,10 +266,12 @@ def batch_maps(
     grid = (xs.shape[2] // patch, xs.shape[3] // patch)
     P, L = model.num_prefix_tokens, len(model.blocks)
     layer = _layer_index(layer, L)
-    queries = [norm_query(q) for q in (query if isinstance(query, (list, tuple)) and _many(query) else [query] * B)]
+    names = prefix_tokens(model)
+    many = query if isinstance(query, (list, tuple)) and _many(query) else [query] * B
+    queries = [default_query(names, grid) if q is None else parse_query(q) for q in many]
     if len(queries) != B:
         raise InputError(f"{len(queries)} queries for {B} images; accepted: one query, or one per image.")
-    index = torch.tensor([token_index(q, grid, P) for q in queries])
+    index = torch.tensor([query_index(q, grid, names) for q in queries])
     tok = _LastTokens(L - 1)
     with recording(model, tok) if keep_tokens else nullcontext():
         rows, _ = query_rows(model, xs, index)  # (B, L, H, N) fp32 on the CPU: the engine's O(N) rows
@@ -281,6 +293,7 @@ def batch_maps(
             num_prefix_tokens=P,
             scale=scale,
             tokens=None if tokens is None else tokens[b],
+            prefix=names,
         )
         for b in range(B)
     ]

@@ -14,6 +14,12 @@ attention stays on and the model's outputs are unchanged; nothing is kept unless
     with recording(model, Rows()):
         model.forward_features(x)
 
+Why a mode scoped to the attention module rather than a global wrapper of F.scaled_dot_product_attention:
+no process-wide patching (other code calling the kernel, or holding its own reference, is unaffected),
+and it works whoever imported the function how. Cost, measured here (2 cores, torch 2.14): 2.6 us per
+torch call inside the mode against 0.9 us without, 10 calls in a plain ViT attention module, 36 in
+DINOv3's: about 17-60 us per layer, under 1 ms per pass for a 12-layer ViT-S, on top of the row itself.
+
 Layers: 0..L-1 are the blocks; a model that pools by attention (`attn_pool`, SigLIP and `*_map`
 ViTs) has its pool head's kernel call as layer L (q (B, H, 1, d): the pool's query).
 Thread-safe: hooks are installed once per model; each context (thread, task) activates its own
@@ -157,10 +163,13 @@ def _install(model: torch.nn.Module) -> None:
                 stack = getattr(_MODES, "stack", None)
                 if stack is None:
                     stack = _MODES.stack = []
-                stack.append(mode)
+                stack.append((module, mode))
 
             def leave(module, args, out):
-                mode = _MODES.stack.pop()
+                stack = getattr(_MODES, "stack", None)
+                if not stack or stack[-1][0] is not module:  # hooks installed mid-forward: no enter to undo
+                    return
+                mode = stack.pop()[1]
                 if mode is not None:
                     mode.__exit__(None, None, None)
 

@@ -15,15 +15,17 @@ from __future__ import annotations
 import torch
 
 from attention.errors import BudgetError
-from attention.images import MAX_RESOLUTION, target_size
+from attention.images import MAX_RESOLUTION, Crop, target_size
 
 
 def dims(model: torch.nn.Module) -> tuple[int, int, int, int, int]:
-    """(layers L, width D, MLP width M, prefix tokens P, patch size p) of a timm ViT."""
+    """(layers L, width D, MLP width M, prefix tokens P, patch size p) of a timm ViT. M is the width of
+    a plain two-layer MLP with the same multiply-adds: its Linear layers' weights / 2D (a SwiGLU's three
+    layers, DINOv3 S+'s and larger: 1.5x its hidden width); 4D when it has none."""
     blk = model.blocks[0]
-    fc1 = getattr(blk.mlp, "fc1", None)
     d = int(model.embed_dim)
-    m = int(fc1.out_features) if fc1 is not None else 4 * d
+    macs = sum(x.in_features * x.out_features for x in blk.mlp.modules() if isinstance(x, torch.nn.Linear))
+    m = macs // (2 * d) if macs else 4 * d
     return len(model.blocks), d, m, int(model.num_prefix_tokens), int(model.patch_embed.patch_size[0])
 
 
@@ -36,9 +38,10 @@ def forward_gflop(model: torch.nn.Module, tokens: int) -> float:
     return (L * block + embed) / 1e9
 
 
-def patch_tokens(size: tuple[int, int], patch: int, resolution: int | None) -> int:
-    """Patch tokens of an image of `size` (W, H) at `resolution` (shorter side px; None = native)."""
-    _, (cw, ch) = target_size(size, patch, resolution)
+def patch_tokens(size: tuple[int, int], patch: int, resolution: int | None, crop: Crop = "center") -> int:
+    """Patch tokens of an image of `size` (W, H) at `resolution` (shorter side px, or the height for
+    crop "resize"; None = native), cropped or resized to the patch grid by `crop` (`images.target_size`)."""
+    _, (cw, ch) = target_size(size, patch, resolution, crop)
     return (cw // patch) * (ch // patch)
 
 
@@ -48,10 +51,10 @@ def largest_resolution(
     """The largest resolution (shorter side, px) at which `size` stays within `max_gflop` (and
     `max_tokens`), or None when not even one patch per side fits. Binary search: cost grows with
     the resolution."""
-    p = dims(model)[4]
+    p, crop = dims(model)[4], getattr(model, "crop_rule", "center")
 
     def fits(r: int) -> bool:
-        t = patch_tokens(size, p, r)
+        t = patch_tokens(size, p, r, crop)
         return forward_gflop(model, t) <= max_gflop and (max_tokens is None or t <= max_tokens)
 
     lo, hi = p, MAX_RESOLUTION
@@ -75,7 +78,7 @@ def check_budget(
     """Raise BudgetError when a pass of an image of `size` (W, H) at `resolution` would cost over
     `max_gflop`; the message names the largest resolution that fits. Returns the estimate (GFLOP)."""
     p = dims(model)[4]
-    tokens = patch_tokens(size, p, resolution)
+    tokens = patch_tokens(size, p, resolution, getattr(model, "crop_rule", "center"))
     cost = forward_gflop(model, tokens)
     if cost <= max_gflop:
         return cost

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from attention.errors import InputError
-from attention.vit.extract import AttentionMaps, Query, _layer_index, token_index
+from attention.vit.extract import AttentionMaps, _layer_index
+from attention.vit.query import Query
 
 
 def rollout(
@@ -61,7 +62,9 @@ def rollout(
             f"Discard ratio {discard_ratio} is out of range; accepted: 0 (keep all) up to, not including, 1."
         )
     last = res.layer if layer is None else _layer_index(layer, len(res.qk))
-    i = res.query_index if query is None else token_index(query, res.grid, res.num_prefix_tokens)
+    i = res.query_index if query is None else res.index_of(query)
+    if i < 0:
+        raise InputError("Rollout follows a token of the blocks; the pooling head's query ('pool') is not one.")
     N = res.qk[0][0].shape[1]
     n_drop = int(N * N * discard_ratio) if discard == "global" else int(N * discard_ratio)
     r = torch.zeros(N, dtype=torch.float64)

@@ -24,7 +24,8 @@ import zlib
 import numpy as np
 
 from attention.render import color_indices, colormap, jpeg_bytes, png_bytes
-from attention.vit.extract import AttentionMaps, Query
+from attention.vit.extract import AttentionMaps
+from attention.vit.query import Query
 from attention.vit.session import PASSES, Pass
 from attention.vit.views import big_scale, display_scale
 
@@ -40,7 +41,7 @@ def _sign(body: str) -> str:
 
 
 def _query(res: AttentionMaps) -> list[int] | None:
-    """The query as JSON has it: [row, col], or null for CLS."""
+    """The query as the browser has it: [row, col], or null for a named token (CLS, a register, the pool's)."""
     return None if isinstance(res.query, str) else list(res.query)
 
 
@@ -94,7 +95,7 @@ def payload(p: Pass, res: AttentionMaps, *, view: str, head: int, alpha: float, 
     }
 
 
-def view_maps(p: Pass, query: Query, layer: int) -> dict:
+def view_maps(p: Pass, query: Query | None, layer: int) -> dict:
     """The maps of `query` at `layer` from pass `p` (no forward: its kept q/k), as `payload` packs
     them. Raises InputError off the grid or depth."""
     res = p.at(query, layer)

@@ -162,7 +162,7 @@ def write_outputs(
             p.write_bytes(jpeg_bytes(small) if thumb_jpeg else png_bytes(small))
             thumbs.append(os.fspath(p))
     if sheet_only or download:
-        q = "cls" if isinstance(res.query, str) else f"r{res.query[0]}c{res.query[1]}"
+        q = res.query if isinstance(res.query, str) else f"r{res.query[0]}c{res.query[1]}"
         safe_model = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model)[:60]
         npz = save_npz(
             d / f"attention_{safe_model}_L{res.layer}_{q}_{view}.npz",
@@ -184,7 +184,7 @@ def describe(
     render_seconds: float | None = None,
 ) -> dict:
     """The facts of one render as JSON-ready data (what `details` says in prose): model, device,
-    patch size, grid [gh, gw], tokens, layer, query ("cls" or [row, col]), view, the input size
+    patch size, grid [gh, gw], tokens, layer, query (a token name or [row, col]), view, the input size
     [w, h], the forward's milliseconds, with `render_seconds` the drawing's and file writing's
     (`render_ms`, see `Frame.seconds`), and each tile's name and caption, in order."""
     L, H, N = res.weights.shape

@@ -17,7 +17,8 @@ from urllib.parse import urlencode
 from attention.config import EXAMPLES_DIR
 from attention.errors import InputError, as_whole
 from attention.images import ImageSource
-from attention.vit.extract import Query
+from attention.vit.query import ACCEPTED, Query, to_text
+from attention.vit.query import parse as parse_query
 from attention.vit.session import file_digest
 from attention.vit.views import check_view
 
@@ -34,7 +35,7 @@ class Link:
     layer: int | None = None
     head: int | None = None
     view: str | None = None
-    query: Query | None = None  # "cls" or (row, col)
+    query: Query | None = None  # a token name ("cls", "reg0", ...) or (row, col)
 
 
 @lru_cache(maxsize=1)
@@ -75,13 +76,11 @@ def parse(params: Mapping[str, str]) -> Link:
         )
     q_raw = (params.get("q") or "").strip().lower()
     query: Query | None = None
-    if q_raw in ("cls",):
-        query = "cls"
-    elif q_raw:
-        parts = [as_whole(v.strip()) for v in q_raw.split(",")]
-        if len(parts) != 2 or any(v is None or v < 0 for v in parts):
-            raise InputError(f"Link parameter q={q_raw!r} is not a patch; accepted: 'row,col' (e.g. q=5,7) or q=cls.")
-        query = (parts[0], parts[1])
+    if q_raw:
+        try:
+            query = parse_query(q_raw)
+        except InputError:
+            raise InputError(f"Link parameter q={q_raw!r} is not a query; accepted: {ACCEPTED}.") from None
     view = (params.get("view") or "").strip() or None
     if view is not None:
         view = check_view(view)
@@ -98,6 +97,6 @@ def parse(params: Mapping[str, str]) -> Link:
 
 def query_string(link: Link) -> str:
     """A Link as URL parameters ("example=chelsea&layer=9&q=5,7"), only the fields that are set."""
-    q = None if link.query is None else "cls" if link.query == "cls" else f"{link.query[0]},{link.query[1]}"
+    q = None if link.query is None else to_text(link.query)
     values = [link.example, link.model, link.resolution, link.layer, link.head, link.view, q]
     return urlencode({k: v for k, v in zip(KEYS, values) if v is not None}, safe=",:/")

@@ -23,10 +23,16 @@ def test_inputs_are_gradios_components_that_pass_values_as_sent():
     assert n.preprocess("abc") == "abc" and n.get_block_name() == "number"
 
 
+def _project_stubs() -> set[Path]:
+    """`.pyi` files in the project's own code (a virtual environment in the checkout, `.venv/`, has
+    its packages' stubs: they are not ours)."""
+    return set(ROOT.glob("*.pyi")) | {p for d in ("attention", "tests", "bench") for p in (ROOT / d).rglob("*.pyi")}
+
+
 def test_importing_the_app_writes_no_stub_files():
-    before = set(ROOT.rglob("*.pyi"))
+    before = _project_stubs()
     subprocess.run([sys.executable, "-c", "import app"], cwd=ROOT, check=True, timeout=120)
-    assert set(ROOT.rglob("*.pyi")) == before == set()
+    assert _project_stubs() == before == set()
 
 
 def test_each_input_is_drawn_by_its_bases_frontend_component():
@@ -37,3 +43,20 @@ def test_each_input_is_drawn_by_its_bases_frontend_component():
         (components.number(), gr.Number()),
     ):
         assert ours.get_block_name() == base.get_block_name()
+
+
+def test_a_typed_error_reaches_the_visitor_as_its_message_and_the_operators_log(caplog):
+    import logging
+
+    import pytest
+
+    from attention.errors import InputError
+
+    @components.user_errors
+    def handler():
+        raise InputError("Layer 99 is out of range; this model has 12 layers: 0 to 11 (or -12 to -1).")
+
+    with caplog.at_level(logging.INFO, logger="attention.ui.components"), pytest.raises(gr.Error) as e:
+        handler()
+    assert e.value.message == "Layer 99 is out of range; this model has 12 layers: 0 to 11 (or -12 to -1)."
+    assert [r.getMessage() for r in caplog.records] == [f"handler refused: InputError: {e.value.message}"]

@@ -5,16 +5,10 @@ from __future__ import annotations
 import json
 import urllib.request
 
-import app
-
 
 def schema(app_url: str) -> dict[str, dict]:
     with urllib.request.urlopen(app_url.rstrip("/") + "/gradio_api/mcp/schema", timeout=30) as r:
         return {t["name"]: t for t in json.load(r)}
-
-
-def test_the_mcp_server_is_on_by_default():
-    assert app.LAUNCH["mcp_server"] is True
 
 
 def test_the_attention_map_tool_describes_every_parameter(app_url):

@@ -7,6 +7,7 @@ import time
 
 import pytest
 import timm
+import torch
 
 from attention.errors import BudgetError
 from attention.vit.cost import check_budget, forward_gflop, largest_resolution, patch_tokens
@@ -49,3 +50,19 @@ def _photo():
     import numpy as np
 
     return (np.random.default_rng(0).random((200, 300, 3)) * 255).astype("uint8")
+
+
+def test_a_swiglu_mlp_costs_what_torchs_flop_counter_counts():
+    """DINOv3 S+ (and larger) has a SwiGLU MLP (three Linear layers): its extra cost over DINOv3 S, as
+    estimated, is the one torch.utils.flop_counter counts on real forward passes (same width, depth, grid)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    x, tokens = torch.randn(1, 3, 128, 192), (128 // 16) * (192 // 16)
+    counted, estimated = [], []
+    for name in ("vit_small_plus_patch16_dinov3", "vit_small_patch16_dinov3"):
+        m = timm.create_model(name, num_classes=0, embed_dim=64, depth=2, num_heads=2).eval()
+        with torch.no_grad(), FlopCounterMode(display=False) as fc:
+            m.forward_features(x)
+        counted.append(fc.get_total_flops() / 1e9)
+        estimated.append(forward_gflop(m, tokens))
+    assert estimated[0] / estimated[1] == pytest.approx(counted[0] / counted[1], rel=0.05)

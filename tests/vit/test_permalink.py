@@ -36,8 +36,8 @@ def test_unknown_parameters_are_ignored():
         ({"example": "../../etc/passwd"}, "example='../../etc/passwd' is not a shipped example; accepted: "),
         ({"layer": "nine"}, "layer='nine' is not a whole number; accepted: 0, 1, 2"),
         ({"head": "1.5"}, "head='1.5' is not a whole number"),
-        ({"q": "5"}, "q='5' is not a patch; accepted: 'row,col'"),
-        ({"q": "-1,2"}, "is not a patch"),
+        ({"q": "5"}, "q='5' is not a query; accepted: a token name"),
+        ({"q": "-1,2"}, "is not a query"),
         ({"view": "everything"}, "everything"),
     ],
 )
