@@ -1,4 +1,4 @@
-"""Command line: `python -m attention maps|features|relevance IMAGE... [options]`.
+"""Command line: `python -m attention maps|features|relevance IMAGE... [options]`, `python -m attention extract SOURCE`.
 
 maps: writes, per image, each head's map, the mean and the threshold masks as PNG overlays and
 the raw arrays as .npz (as DINO's visualize_attention.py does), into OUT/<image name>/.
@@ -6,6 +6,8 @@ relevance: why a classifier says a class: relevance.png (Chefer et al.'s map, gr
 attention of the same pass, captioned), relevance.npz and relevance.json (the top classes), per image.
 features: the feature views (pca.png, similarity.png, norms.png, features.npz) and the model view
 (model_view.png: every layer x head of the query), from the same one forward pass.
+extract: a whole dataset (folder, glob, Hugging Face dataset) in batches, into Parquet shards;
+runs under `torchrun --nproc_per_node N` too (attention.dataset).
 A bad file gets one clear line; the other images are still processed.
 Your own checkpoint: `--weights ckpt.pth --arch vit_small_patch16_224` (DINO's `teacher`/`student` keys and
 `module.`/`backbone.` prefixes understood; `--checkpoint-key`, `--family dino` for DINO's preprocessing).
@@ -68,9 +70,31 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--discard-ratio", type=float, default=0.9, help="grad-rollout's discard (default 0.9)")
     r.add_argument("--cmap", default="inferno", help="colormap (default inferno)")
     r.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
-    for sp in (m, f, r):
+    e = _extract_parser(sub)
+    for sp in (m, f, r, e):
         checkpoint_args(sp)  # --weights, --arch, --checkpoint-key, --family
     return p
+
+
+def _extract_parser(sub) -> argparse.ArgumentParser:
+    e = sub.add_parser("extract", help="attention of a whole dataset into Parquet shards (batched; torchrun splits it)")
+    e.add_argument("source", help="folder or glob of images, hf:ORG/NAME (Hub dataset), imagefolder:DIR, saved dataset")
+    e.add_argument("--model", default="dino_vits16", help="alias, timm name or hf-hub:org/repo")
+    e.add_argument("--layer", type=int, default=-1, help="layer of the maps (default: last)")
+    e.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
+    e.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass kept by masks (default 0.6)")
+    e.add_argument(
+        "--buckets", type=int, default=0, help="resize to the nearest of N aspect-ratio grids (fuller batches; 0: off)"
+    )
+    e.add_argument("--pca", action="store_true", help="also the patch features' first 3 principal components")
+    e.add_argument("--batch-size", type=int, default=64, help="images per forward pass (default 64)")
+    e.add_argument("--shard-size", type=int, default=1024, help="images per shard (default 1024)")
+    e.add_argument("--workers", type=int, default=2, help="DataLoader processes decoding images (default 2)")
+    e.add_argument("--split", default="train", help="split of a Hugging Face dataset (default train)")
+    e.add_argument("--image-column", default=None, help="image column of a dataset (default: its first Image column)")
+    e.add_argument("--no-progress", action="store_true", help="no progress bar")
+    e.add_argument("--out", type=Path, required=True, help="output folder (a run there is resumed)")
+    return e
 
 
 def _query(text: str | None):
@@ -196,6 +220,42 @@ def relevance(args) -> int:
     return 1 if failed else 0
 
 
+def extract(args) -> int:
+    from attention.dataset import extract as run
+    from attention.dataset import open_source
+    from attention.dataset.run import dist_env
+    from attention.vit.models import load_vit
+
+    rank, _, local = dist_env()
+    try:
+        source = open_source(args.source, split=args.split, image_column=args.image_column)
+        import torch
+
+        device = f"cuda:{local}" if torch.cuda.is_available() else "cpu"
+        model = load_vit(args.model, device=device)
+        summary = run(
+            source,
+            model,
+            args.out,
+            model_name=args.model,
+            layer=args.layer,
+            resolution=args.resolution,
+            threshold=args.threshold,
+            buckets=args.buckets,
+            pca=args.pca,
+            batch_size=args.batch_size,
+            shard_size=args.shard_size,
+            workers=args.workers,
+            progress=not args.no_progress,
+        )
+    except AttentionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if rank == 0:
+        print(summary.text())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -203,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     except AttentionError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return {"maps": maps, "features": features, "relevance": relevance}[args.command](args)
+    return {"maps": maps, "features": features, "relevance": relevance, "extract": extract}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ rows      the engine: a batch's query rows in every layer from one fused pass (`
 extract   one image -> every layer's query row (`attention_maps`); threshold masks
 query     the query type: tokens a model has (`tokens_of`), parsing and writing queries
 compat    which timm ViT families are exact, against timm's own unfused attention (the README table)
+batch     many images of one grid through one forward (datasets, videos): per-sample rows, CLS embedding
 flow      attention rollout from the kept q and k (per-row or vit-explain's global discard)
 posembed  position embeddings resampled to any grid as each family's own code does (DINO, DINOv2)
 cost      a pass's compute, estimated before it runs, and the budget check
@@ -19,6 +20,7 @@ relevance "Why this class?": class relevance of classifiers (Chefer et al., grad
 mnist_vit training the shipped mnist_vit (`python -m attention.vit.mnist_vit --help`)
 """
 
+from attention.vit.batch import BatchMaps, Preprocess, batch_maps, group_by_grid
 from attention.vit.capture import Recorder, check_supported, recording
 from attention.vit.checkpoint import register_checkpoint
 from attention.vit.extract import AttentionMaps, attention_maps, threshold_masks
@@ -45,6 +47,10 @@ __all__ = [
     "tokens_of",
     "AttentionMaps",
     "attention_maps",
+    "BatchMaps",
+    "Preprocess",
+    "batch_maps",
+    "group_by_grid",
     "rollout",
     "rollout_map",
     "threshold_masks",
