@@ -67,6 +67,10 @@ class Settings:
     max_upload_mb: float = 20.0  # largest upload: ATTENTION_MAX_UPLOAD_MB
     cache_age: float = 900.0  # seconds a served file is kept before deletion: ATTENTION_FILE_TTL
     max_text_chars: int = 200_000  # characters of one typed matrix, checked before parsing: ATTENTION_MAX_TEXT
+    video_max_frames: int = 600  # frames of one attention video: ATTENTION_VIDEO_MAX_FRAMES
+    video_gflop_cpu: float = 6000.0  # estimated compute of one attention video on a CPU: ATTENTION_VIDEO_MAX_GFLOP_CPU
+    video_gflop_gpu: float = 400_000.0  # ... on a GPU: ATTENTION_VIDEO_MAX_GFLOP_GPU
+    video_max_pixels: int = 3840 * 2160  # pixels per video frame (more: scaled down): ATTENTION_VIDEO_MAX_PIXELS
     queue_poll: float = 0.01  # seconds between the queue's looks for jobs: ATTENTION_QUEUE_POLL
     concurrency: int = 2  # jobs computed at once: ATTENTION_CONCURRENCY
     server_name: str = "127.0.0.1"  # GRADIO_SERVER_NAME
@@ -76,6 +80,10 @@ class Settings:
     def budget_gflop(self, device: str) -> float:
         """The compute budget (GFLOP per forward pass) on a device type ("cpu", "cuda", ...)."""
         return self.gflop_cpu if str(device).split(":")[0] == "cpu" else self.gflop_gpu
+
+    def video_budget_gflop(self, device: str) -> float:
+        """The compute budget of one attention video (GFLOP, all its frames) on a device type."""
+        return self.video_gflop_cpu if str(device).split(":")[0] == "cpu" else self.video_gflop_gpu
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -92,6 +100,10 @@ class Settings:
             max_upload_mb=_read("ATTENTION_MAX_UPLOAD_MB", cls.max_upload_mb, float, 0.001),
             cache_age=_read("ATTENTION_FILE_TTL", cls.cache_age, float, 1),
             max_text_chars=int(_read("ATTENTION_MAX_TEXT", cls.max_text_chars, int, 1)),
+            video_max_frames=int(_read("ATTENTION_VIDEO_MAX_FRAMES", cls.video_max_frames, int, 1)),
+            video_gflop_cpu=_read("ATTENTION_VIDEO_MAX_GFLOP_CPU", cls.video_gflop_cpu, float, 0.001),
+            video_gflop_gpu=_read("ATTENTION_VIDEO_MAX_GFLOP_GPU", cls.video_gflop_gpu, float, 0.001),
+            video_max_pixels=int(_read("ATTENTION_VIDEO_MAX_PIXELS", cls.video_max_pixels, int, 1, PIL_MAX_PIXELS)),
             queue_poll=_read("ATTENTION_QUEUE_POLL", cls.queue_poll, float, 0.0),
             concurrency=int(_read("ATTENTION_CONCURRENCY", cls.concurrency, int, 1)),
             server_name=os.environ.get("GRADIO_SERVER_NAME", cls.server_name).strip() or cls.server_name,

@@ -20,6 +20,10 @@ class ImageError(InputError):
     """An image cannot be decoded, or is too small or too large to process."""
 
 
+class VideoError(InputError):
+    """A video cannot be decoded, holds no frames, or its stream is corrupt (the message says what is accepted)."""
+
+
 class ModelLoadError(AttentionError, RuntimeError):
     """Model weights cannot be had: unknown name, offline and not cached, or a hub error."""
 
