@@ -88,7 +88,9 @@ def _open(src: VideoSource):
         raise VideoError(f"{path.name} is not a video FFmpeg can read; accepted: {ACCEPTED}.") from None
     if not container.streams.video:
         container.close()
-        raise VideoError(f"{path.name} holds no video stream (audio only, or data); accepted: {ACCEPTED}.")
+        raise VideoError(
+            f"{path.name} holds no video frames (no video stream: audio only, data or empty); accepted: {ACCEPTED}."
+        )
     return container
 
 
@@ -176,7 +178,7 @@ def frames(
     import av
 
     info = probe(src, max_pixels=max_pixels)
-    rate = check_fps(fps if fps is None or isinstance(fps, Fraction) else float(fps), info)
+    rate = fps if isinstance(fps, Fraction) else check_fps(fps, info)
     name = Path(src).name
     k = 0  # next output frame
     decoded = 0
