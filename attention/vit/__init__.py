@@ -2,6 +2,7 @@
 
 models    the registry, `load_vit` (timm + huggingface-hub), the model allow-list
 extract   one forward pass -> every layer's query row; threshold masks
+batch     many images of one grid through one forward (datasets, videos): per-sample rows, CLS embedding
 flow      attention rollout from the kept q and k (per-row or vit-explain's global discard)
 posembed  position embeddings resampled to any grid as each family's own code does (DINO, DINOv2)
 cost      a pass's compute, estimated before it runs, and the budget check
@@ -12,6 +13,7 @@ outputs   the files of a render: tiles, contact sheet, the .npz download
 mnist_vit training the shipped mnist_vit (`python -m attention.vit.mnist_vit --help`)
 """
 
+from attention.vit.batch import BatchMaps, Preprocess, batch_maps, group_by_grid
 from attention.vit.extract import AttentionMaps, attention_maps, threshold_masks
 from attention.vit.flow import rollout, rollout_map
 from attention.vit.models import (
@@ -28,6 +30,10 @@ from attention.vit.models import (
 __all__ = [
     "AttentionMaps",
     "attention_maps",
+    "BatchMaps",
+    "Preprocess",
+    "batch_maps",
+    "group_by_grid",
     "rollout",
     "rollout_map",
     "threshold_masks",

@@ -1,0 +1,293 @@
+"""Attention of many images at once: one forward pass per batch of same-grid images.
+
+The one batched path of the package (datasets: `attention.vit.dataset`; videos use it too). Images
+are preprocessed exactly as `attention_maps` preprocesses one (`Preprocess`), grouped by patch grid
+(`group_by_grid`: a batch holds one grid size, so it is one forward with no padding), and each
+sample keeps only its query's row per layer, O(H x N) (never H x N x N); on a GPU the model runs in
+half precision (as `load_vit` loads it) while scores and softmax are fp32.
+
+    prep = Preprocess.of(model, resolution="auto")
+    items = [prep(img) for img in images]                       # Prepared: x (C, H, W), shown, grid
+    for group in group_by_grid(items, batch_size=64):           # lists of one grid each
+        xs = torch.stack([p.x for p in group])                  # (B, C, H, W)
+        for res in batch_maps(model, xs, layer=-1, keep_tokens=True):
+            res.maps, res.mean, res.masks(0.6), res.embedding   # (H, gh, gw), (gh, gw), bool, (D,)
+
+Per sample, the results equal `attention_maps` on that image alone (fp32: within 1e-5), whatever
+the batch size (tests/vit/test_batch.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import numpy as np
+import torch
+from PIL import Image
+
+from attention.errors import InputError
+from attention.images import MAX_TOKENS, ImageSource, check_resolution, load_image, to_tensor
+from attention.vit.extract import AttentionMaps, Query, _layer_index, norm_query, threshold_masks, token_index
+from attention.vit.models import default_resolution
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One image as the model sees it: x float32 (C, H, W), H and W multiples of the patch; `shown`
+    the RGB image x shows; grid (gh, gw) = (H / p, W / p)."""
+
+    x: torch.Tensor
+    shown: Image.Image
+    grid: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Preprocess:
+    """`attention_maps`' preprocessing of one model, as a small picklable value (DataLoader workers
+    run it without the model): resize, the family's crop to the patch grid, normalise."""
+
+    patch_size: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    resolution: int | str | None  # as `check_resolution` returns it
+    crop: str = "center"
+    max_tokens: int = MAX_TOKENS
+
+    @classmethod
+    def of(cls, model: torch.nn.Module, resolution: int | str | None = "auto", max_tokens: int = MAX_TOKENS):
+        """The preprocessing `attention_maps(model, ..., resolution=resolution)` applies."""
+        patch = model.patch_embed.patch_size[0]
+        cfg = model.pretrained_cfg
+        auto = isinstance(resolution, str) and resolution.strip().lower() == "auto"
+        res = default_resolution(model) if auto else check_resolution(resolution, patch)
+        crop = getattr(model, "crop_rule", "center")
+        return cls(patch, tuple(cfg["mean"]), tuple(cfg["std"]), res, crop, max_tokens)
+
+    def __call__(self, image: ImageSource) -> Prepared:
+        """Decode (`load_image`) and preprocess; ImageError for what cannot be read or is too small/large."""
+        x, shown = to_tensor(
+            load_image(image),
+            patch_size=self.patch_size,
+            mean=self.mean,
+            std=self.std,
+            resolution=self.resolution,
+            crop=self.crop,
+            max_tokens=self.max_tokens,
+        )
+        return Prepared(x[0], shown, (x.shape[2] // self.patch_size, x.shape[3] // self.patch_size))
+
+
+T = TypeVar("T")
+
+
+class GridBuckets(Generic[T]):
+    """Streaming grouping by patch grid: `add` returns a full batch (`batch_size` items of one grid)
+    or None; `flush` returns what is left, one batch per grid (in order of first arrival)."""
+
+    def __init__(self, batch_size: int, grid_of: Callable[[T], tuple[int, int]] = lambda p: p.grid):
+        if batch_size < 1:
+            raise InputError(f"Batch size {batch_size} is out of range; accepted: 1 or more.")
+        self.batch_size, self.grid_of = batch_size, grid_of
+        self._open: dict[tuple[int, int], list[T]] = {}
+
+    def add(self, item: T) -> list[T] | None:
+        group = self._open.setdefault(tuple(self.grid_of(item)), [])
+        group.append(item)
+        if len(group) < self.batch_size:
+            return None
+        return self._open.pop(tuple(self.grid_of(item)))
+
+    def flush(self) -> list[list[T]]:
+        out, self._open = list(self._open.values()), {}
+        return out
+
+
+def group_by_grid(items: Iterable[T], batch_size: int, grid_of=lambda p: p.grid) -> Iterator[list[T]]:
+    """Batches of at most `batch_size` items sharing one grid, each item in exactly one batch; full
+    batches as soon as they fill, the partial ones at the end."""
+    buckets = GridBuckets(batch_size, grid_of)
+    for item in items:
+        if (full := buckets.add(item)) is not None:
+            yield full
+    yield from buckets.flush()
+
+
+@dataclass
+class BatchMaps:
+    """One sample's attention from a batched pass. Lr recorded layers (all, or the selected one),
+    H heads, N = P + gh*gw tokens (P prefix tokens)."""
+
+    scores: np.ndarray  # float32 (Lr, H, N): q_i . k_j * scale of the query token, before softmax
+    weights: np.ndarray  # float32 (Lr, H, N): softmax of scores
+    recorded: tuple[int, ...]  # the layer index of each row of scores
+    layer: int  # the selected layer, 0..L-1
+    query: Query
+    grid: tuple[int, int]
+    patch_size: int
+    num_prefix_tokens: int
+    scale: float
+    tokens: np.ndarray | None = field(default=None, repr=False)  # float32 (N, D): last layer, after the norm
+
+    @property
+    def maps(self) -> np.ndarray:
+        """float32 (H, gh, gw): the selected layer's query row over patch tokens."""
+        w = self.weights[self.recorded.index(self.layer), :, self.num_prefix_tokens :]
+        return w.reshape(-1, *self.grid)
+
+    @property
+    def mean(self) -> np.ndarray:
+        """float32 (gh, gw): the selected layer's map averaged over heads."""
+        return self.maps.mean(0)
+
+    def masks(self, threshold: float = 0.6) -> np.ndarray:
+        """bool (H, gh, gw): DINO's threshold masks of the selected layer (`threshold_masks`)."""
+        return threshold_masks(self.maps, threshold)
+
+    @property
+    def embedding(self) -> np.ndarray:
+        """float32 (D,): the CLS token after the final norm (timm's `forward_features(x)[:, 0]`)."""
+        if self.tokens is None:
+            raise InputError("This result kept no tokens; call batch_maps with keep_tokens=True.")
+        return self.tokens[0]
+
+    def attention_maps(self, image: Image.Image, seconds: float = 0.0) -> AttentionMaps:
+        """As `AttentionMaps` (for views and files); needs every layer (`batch_maps(..., every_layer=True)`).
+        image: the sample's preprocessed RGB image (`Prepared.shown`)."""
+        if len(self.recorded) != int(self.recorded[-1]) + 1:
+            raise InputError("AttentionMaps needs every layer; call batch_maps with every_layer=True.")
+        return AttentionMaps(
+            scores=self.scores,
+            weights=self.weights,
+            grid=self.grid,
+            image=image,
+            patch_size=self.patch_size,
+            num_prefix_tokens=self.num_prefix_tokens,
+            layer=self.layer,
+            query=self.query,
+            seconds=seconds,
+            scale=self.scale,
+        )
+
+
+class _Rows:
+    """Records, in one batched forward, each sample's query row in the wanted layers and, if asked,
+    the last layer's tokens (a Recorder of `attention.vit.capture`'s contract)."""
+
+    def __init__(self, index: torch.Tensor, layers: Sequence[int], last: int, keep_tokens: bool):
+        self.index, self.layers, self.last, self.keep_tokens = index, set(layers), last, keep_tokens
+        self.rows: dict[int, torch.Tensor] = {}  # layer -> (B, H, N) fp32, on the model's device
+        self.tokens: torch.Tensor | None = None
+
+    def on_kernel(self, layer: int, q, k, mask, scale: float) -> None:  # q, k: (B, H, N, d)
+        if layer in self.layers:
+            qi = q[torch.arange(q.shape[0], device=q.device), :, self.index.to(q.device)]  # (B, H, d)
+            self.rows[layer] = ((qi[:, :, None].float() * scale) @ k.float().transpose(-2, -1))[:, :, 0]
+
+    def on_output(self, layer: int, out: torch.Tensor) -> None:
+        pass
+
+    def on_block(self, layer: int, x: torch.Tensor) -> None:  # x: (B, N, D)
+        if self.keep_tokens and layer == self.last:
+            self.tokens = x.detach().float()
+
+
+@contextmanager
+def _recording(model: torch.nn.Module, rec: _Rows):
+    """`attention.vit.capture.recording` when the engine has it, else today's q/k and block hooks
+    (extract's and features') adapted to the Recorder contract."""
+    try:
+        from attention.vit.capture import recording  # type: ignore[import-not-found]
+    except ImportError:
+        recording = None
+    if recording is not None:
+        with recording(model, rec):
+            yield
+        return
+    from attention.vit import extract, features
+
+    class Adapter:
+        def __init__(self):
+            self._q: dict[int, torch.Tensor] = {}
+
+        def on_q(self, i, q):
+            self._q[i] = q
+
+        def on_k(self, i, k, scale):
+            rec.on_kernel(i, self._q.pop(i), k, None, scale)
+
+        def on_block(self, i, x):
+            rec.on_block(i, x)
+
+    extract._install_hooks(model)
+    features._install(model)
+    a = Adapter()
+    t1, t2 = extract._ACTIVE.set(a), features._ACTIVE.set(a)
+    try:
+        yield
+    finally:
+        features._ACTIVE.reset(t2)
+        extract._ACTIVE.reset(t1)
+
+
+@torch.inference_mode()
+def batch_maps(
+    model: torch.nn.Module,
+    xs: torch.Tensor,
+    *,
+    layer: int = -1,
+    query: Query | Sequence[Query] = "cls",
+    every_layer: bool = False,
+    keep_tokens: bool = False,
+) -> list[BatchMaps]:
+    """Attention of `query` in each of B preprocessed images of one grid, from one forward pass.
+
+    xs: float (B, C, H, W), H and W multiples of the patch (`Preprocess`, stacked). layer: the selected
+    layer (negative counts from the end). query: "cls", (row, col), or one of them per sample.
+    every_layer: record every layer's row (needed for `BatchMaps.attention_maps`), else the selected
+    layer's only. keep_tokens: keep the last layer's tokens (N, D) after the final norm (the CLS
+    embedding, patch features). Returns one BatchMaps per sample, on the CPU, fp32.
+    """
+    if xs.ndim != 4 or xs.shape[0] < 1:
+        raise InputError(f"Images of shape {tuple(xs.shape)} are not a batch; accepted: (B, C, H, W), B >= 1.")
+    B, patch = xs.shape[0], model.patch_embed.patch_size[0]
+    grid = (xs.shape[2] // patch, xs.shape[3] // patch)
+    P, L = model.num_prefix_tokens, len(model.blocks)
+    layer = _layer_index(layer, L)
+    queries = [norm_query(q) for q in (query if isinstance(query, (list, tuple)) and _many(query) else [query] * B)]
+    if len(queries) != B:
+        raise InputError(f"{len(queries)} queries for {B} images; accepted: one query, or one per image.")
+    index = torch.tensor([token_index(q, grid, P) for q in queries])
+    rec = _Rows(index, range(L) if every_layer else [layer], L - 1, keep_tokens)
+    param = next(model.parameters())
+    with _recording(model, rec):
+        model.forward_features(xs.to(param.device, param.dtype))
+    recorded = tuple(sorted(rec.rows))
+    if not recorded or (every_layer and len(recorded) != L) or layer not in rec.rows:
+        raise InputError("Unsupported attention block: a layer ran without handing its q and k to the recorder.")
+    scores = torch.stack([rec.rows[i] for i in recorded], 1).cpu()  # (B, Lr, H, N): one transfer
+    weights = torch.softmax(scores, -1).numpy()
+    tokens = rec.tokens.cpu().numpy() if keep_tokens and rec.tokens is not None else None
+    scale = float(model.blocks[0].attn.scale)
+    return [
+        BatchMaps(
+            scores=scores[b].numpy(),
+            weights=weights[b],
+            recorded=recorded,
+            layer=layer,
+            query=queries[b],
+            grid=grid,
+            patch_size=patch,
+            num_prefix_tokens=P,
+            scale=scale,
+            tokens=None if tokens is None else tokens[b],
+        )
+        for b in range(B)
+    ]
+
+
+def _many(query) -> bool:
+    """True when `query` is a sequence of queries rather than one (row, col) pair."""
+    return len(query) > 0 and not (len(query) == 2 and all(isinstance(v, (int, np.integer)) for v in query))
