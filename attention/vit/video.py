@@ -29,11 +29,11 @@ from PIL import Image
 from attention import videos
 from attention.config import SETTINGS
 from attention.errors import BudgetError, InputError
-from attention.images import MAX_TOKENS, check_resolution, target_size, to_tensor
+from attention.images import target_size
 from attention.render import colormap, mask_overlay, masks_figure, overlay, upsample
+from attention.vit.batch import BatchMaps, Preprocess, batch_maps
 from attention.vit.cost import forward_gflop, largest_resolution, patch_tokens
-from attention.vit.extract import AttentionMaps, Query, _layer_index, norm_query, threshold_masks, token_index
-from attention.vit.models import default_resolution
+from attention.vit.extract import Query, _layer_index, norm_query, token_index
 
 Progress = Callable[[float, str], None]  # (fraction 0..1, description)
 VIDEO_VIEWS: dict[str, str] = {
@@ -55,44 +55,34 @@ def check_video_view(view: str) -> str:
     raise InputError(f"Unknown video view {view!r}; accepted: {', '.join(VIDEO_VIEWS)}.")
 
 
-def batch_scores(model: torch.nn.Module, xs: torch.Tensor, query_index: int) -> torch.Tensor:
-    """Raw scores of token `query_index` in every layer for a batch of frames of one size:
-    xs float32 (B, C, H, W) -> float32 (B, L, H, N) on the CPU.
-
-    The one call this module makes into the engine's batched path.
-    """
-    from attention.vit.extract import query_rows
-
-    return torch.stack([query_rows(model, xs[i : i + 1], query_index)[0] for i in range(len(xs))])
-
-
 @dataclass
 class VideoFrameMaps:
-    """One output frame's attention: the query's rows in every layer (`res`) and the frame they
-    were computed on (`res.image`, the frame resized and cropped to the patch grid)."""
+    """One output frame's attention at the selected layer (`batch`, from `batch.batch_maps`) and the
+    frame it was computed on (`image`: the frame resized and cropped to the patch grid)."""
 
     index: int  # output frame number
     time: float  # seconds: index / fps
     source_index: int  # decoded frame number (consecutive output frames may share one)
-    res: AttentionMaps
+    batch: BatchMaps
+    image: Image.Image
     threshold: float
     _masks: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def maps(self) -> np.ndarray:
         """float32 (H, gh, gw): every head's map at the selected layer."""
-        return self.res.maps
+        return self.batch.maps
 
     @property
     def mean(self) -> np.ndarray:
         """float32 (gh, gw): the mean of heads (DINO's video)."""
-        return self.res.mean
+        return self.batch.mean
 
     @property
     def masks(self) -> np.ndarray:
         """bool (H, gh, gw): per head, the patches holding `threshold` of its attention (DINO's masks)."""
         if self._masks is None:
-            self._masks = threshold_masks(self.maps, self.threshold)
+            self._masks = self.batch.masks(self.threshold)
         return self._masks
 
     def picture(
@@ -101,7 +91,7 @@ class VideoFrameMaps:
         """The frame drawn as `view` (VIDEO_VIEWS), enlarged by a whole factor when its shorter side is
         under MIN_SIDE px; `side_by_side`: the frame itself on the left. uint8 (H', W' or 2W', 3)."""
         view = check_video_view(view)
-        img = np.asarray(self.res.image, dtype=np.uint8)
+        img = np.asarray(self.image, dtype=np.uint8)
         if view == "mean":
             out = overlay(img, self.mean, alpha=alpha, cmap=cmap)
         elif view == "head":
@@ -147,51 +137,26 @@ class VideoRun:
     seconds_forward: float = 0.0  # measured while iterating: forwards only
 
     def __iter__(self) -> Iterator[VideoFrameMaps]:
-        model, cfg = self.model, self.model.pretrained_cfg
-        patch, P = model.patch_embed.patch_size[0], model.num_prefix_tokens
-        qi = token_index(self.query, self.grid, P)
-        crop = getattr(model, "crop_rule", "center")
-        scale = float(model.blocks[0].attn.scale)
-        param = next(model.parameters())
+        """Decode, and run each `batch_size` distinct source frames (one grid: every frame is decoded at
+        one size) through one forward of `batch.batch_maps`; yield every output frame in order."""
+        prep = Preprocess.of(self.model, self.resolution)
         pending: list[videos.Frame] = []
         done = 0
 
         def flush() -> Iterator[VideoFrameMaps]:
             nonlocal done
             uniq: dict[int, int] = {}
-            xs, shown = [], []
+            items = []
             for fr in pending:
                 if fr.source_index not in uniq:
-                    uniq[fr.source_index] = len(xs)
-                    x, img = to_tensor(
-                        Image.fromarray(fr.rgb),
-                        patch_size=patch,
-                        mean=cfg["mean"],
-                        std=cfg["std"],
-                        resolution=self.resolution,
-                        crop=crop,
-                        max_tokens=MAX_TOKENS,
-                    )
-                    xs.append(x)
-                    shown.append(img)
+                    uniq[fr.source_index] = len(items)
+                    items.append(prep(fr.rgb))
             t0 = time.perf_counter()
-            scores = batch_scores(model, torch.cat(xs).to(param.device, param.dtype), qi)  # (B, L, H, N)
+            maps = batch_maps(self.model, torch.stack([p.x for p in items]), layer=self.layer, query=self.query)
             self.seconds_forward += time.perf_counter() - t0
-            weights = torch.softmax(scores, -1).numpy()
             for fr in pending:
                 j = uniq[fr.source_index]
-                res = AttentionMaps(
-                    scores=scores[j].numpy(),
-                    weights=weights[j],
-                    grid=self.grid,
-                    image=shown[j],
-                    patch_size=patch,
-                    num_prefix_tokens=P,
-                    layer=self.layer,
-                    query=self.query,
-                    scale=scale,
-                )
-                yield VideoFrameMaps(fr.index, fr.time, fr.source_index, res, self.threshold)
+                yield VideoFrameMaps(fr.index, fr.time, fr.source_index, maps[j], items[j].shown, self.threshold)
             done += len(pending)
             pending.clear()
             if self.progress is not None:
@@ -255,8 +220,7 @@ def attention_video(
     if not 0 < threshold <= 1:
         raise InputError(f"Threshold {threshold} is out of range; accepted: more than 0, at most 1.")
     patch = model.patch_embed.patch_size[0]
-    auto = isinstance(resolution, str) and resolution.strip().lower() == "auto"
-    res = default_resolution(model) if auto else check_resolution(resolution, patch)
+    res = Preprocess.of(model, resolution).resolution  # "auto": the model's (480 px for DINO)
     size = (info.width, info.height)
     if min(size) < patch:
         raise videos.VideoError(f"Frames are {size[0]}x{size[1]} px, smaller than one {patch}x{patch} patch.")

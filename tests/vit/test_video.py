@@ -54,10 +54,10 @@ def test_batched_maps_equal_attention_maps_on_each_frame_alone(mnist, clip):
     decoded = list(videos.frames(path))
     for f in attention_video(mnist, path, resolution="native", layer=-1, batch_size=6):
         alone = attention_maps(mnist, decoded[f.source_index].rgb, resolution="native", layer=-1)
-        assert f.res.grid == alone.grid
-        np.testing.assert_allclose(f.res.weights, alone.weights, atol=1e-5, rtol=0)
+        assert f.batch.grid == alone.grid
+        np.testing.assert_allclose(f.batch.weights[0], alone.weights[-1], atol=1e-5, rtol=0)  # all N tokens
         np.testing.assert_allclose(f.maps, alone.maps, atol=1e-5, rtol=0)
-        assert np.array_equal(np.asarray(f.res.image), np.asarray(alone.image))
+        assert np.array_equal(np.asarray(f.image), np.asarray(alone.image))
 
 
 def test_the_mp4_has_the_right_frames_rate_and_size(mnist, clip, tmp_path):
@@ -136,7 +136,7 @@ def test_8k_frames_give_a_bounded_correct_result(mnist, tmp_path):
     run = attention_video(mnist, src, resolution=56)
     assert (run.info.width, run.info.height) == (3840, 2160)  # scaled to the decode cap
     (f,) = list(run)
-    assert f.res.grid == (14, 25)  # 56 px high: 100 px wide, a 14x25 grid of 4 px patches
+    assert f.batch.grid == (14, 25)  # 56 px high: 100 px wide, a 14x25 grid of 4 px patches
 
 
 def test_a_gif_and_a_variable_rate_clip_go_through(mnist, tmp_path):
