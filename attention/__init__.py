@@ -7,6 +7,8 @@ Knows nothing of Gradio: `app.py` is one user of it, the command line
     import attention
     model = attention.load_vit("dino_vits16")         # or "mnist_vit" offline
     res = attention.attention_maps(model, "examples/photos/chelsea.jpg")  # res.maps: (heads, gh, gw)
+    for f in attention.attention_video(model, "examples/videos/digits.mp4"):   # f.maps, f.mean, f.masks per frame
+        ...
     steps = attention.attend(Q, K, V, heads=2, mask="causal")  # steps.weights: (heads, n, m)
 
 One subpackage per feature over a small shared core:
@@ -17,6 +19,7 @@ One subpackage per feature over a small shared core:
     config        every setting, read once from the environment
     errors        the typed errors and the checks every feature shares
     images        decoding, size guards, resizing and cropping to patches
+    videos        video decoding at a constant rate and H.264 encoding (PyAV)
     render        colour maps, overlays, grids, PNG encoding
     cache         the bounded, thread-safe store shared between requests
     mnist, net    the shipped digits; is the network there
@@ -24,7 +27,7 @@ One subpackage per feature over a small shared core:
 """
 
 from attention.calculator import attend, attend_from_x
-from attention.errors import AttentionError, BudgetError, ImageError, InputError, ModelLoadError
+from attention.errors import AttentionError, BudgetError, ImageError, InputError, ModelLoadError, VideoError
 from attention.images import load_image
 from attention.render import colorize, grid, mark_patch, mask_overlay, overlay, upsample
 from attention.vit import (
@@ -33,6 +36,7 @@ from attention.vit import (
     REGISTRY,
     AttentionMaps,
     attention_maps,
+    attention_video,
     available,
     default_device,
     load_vit,
@@ -49,8 +53,10 @@ __all__ = [
     "ImageError",
     "InputError",
     "ModelLoadError",
+    "VideoError",
     "AttentionMaps",
     "attention_maps",
+    "attention_video",
     "rollout",
     "rollout_map",
     "threshold_masks",

@@ -10,6 +10,7 @@ session   a visitor's pass (q/k kept), the server's shared store of passes
 views     a pass drawn as a view (heads, mean, rollout, masks) and its texts
 live      what a browser needs to draw the large map itself (patch, layer, head at once)
 outputs   the files of a render: tiles, contact sheet, the .npz download
+video     attention videos: a video's frames in batches (`batch`), priced up front, drawn to H.264 MP4
 mnist_vit training the shipped mnist_vit (`python -m attention.vit.mnist_vit --help`)
 """
 
@@ -26,8 +27,13 @@ from attention.vit.models import (
     default_device,
     load_vit,
 )
+from attention.vit.video import VideoFrameMaps, VideoRun, attention_video, write_video
 
 __all__ = [
+    "VideoFrameMaps",
+    "VideoRun",
+    "attention_video",
+    "write_video",
     "AttentionMaps",
     "attention_maps",
     "BatchMaps",
