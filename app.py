@@ -10,7 +10,7 @@ from __future__ import annotations
 import gradio as gr
 
 from attention.config import SETTINGS
-from attention.ui import APP_CSS, calculator_tab, retrieval_tab, vit_tab
+from attention.ui import APP_CSS, calculator_tab, retrieval_tab, video_tab, vit_tab
 
 # Files Gradio serves (sheets, .npz, plots) are deleted every 5 minutes once older than
 # ATTENTION_FILE_TTL seconds, so its temp dir is bounded by traffic x age.
@@ -20,7 +20,10 @@ with gr.Blocks(title="Attention Explorer", fill_width=True, delete_cache=(300, i
         "and step by step."
     )
     with gr.Tab("ViT attention", id="vit"):
-        vit_tab.build(demo)
+        with gr.Tab("Image", id="vit-image"):
+            vit_tab.build(demo)
+        with gr.Tab("Video", id="vit-video"):
+            video_tab.build(vit_tab.VIT_STARTUP)
     with gr.Tab("MNIST retrieval", id="retrieval") as retrieval:
         retrieval_tab.build(retrieval)
     with gr.Tab("Q/K/V calculator", id="calculator"):

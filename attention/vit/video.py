@@ -318,3 +318,41 @@ def write_video(
         "forward_s": round(run.seconds_forward, 3),
         "total_s": round(time.perf_counter() - t0, 3),
     }
+
+
+def visitor_video(
+    video: videos.VideoSource | None,
+    model: str,
+    *,
+    view: str = "mean",
+    head: int = 0,
+    side_by_side: bool = False,
+    npz: bool = False,
+    progress: Progress | None = None,
+    **options,
+) -> tuple[str, str | None, dict]:
+    """One visitor's attention video on a shared server: registry models only (`check_allowed`), the
+    device's video budget (`SETTINGS.video_budget_gflop`) and frame cap, files in a fresh folder
+    swept after ATTENTION_FILE_TTL. options: `attention_video`'s layer, query, resolution, threshold,
+    fps, seconds. Returns (mp4 path, npz path or None, facts with the model and device)."""
+    from attention.vit.models import check_allowed, load_vit
+    from attention.vit.outputs import OUTPUT_ROOT, new_dir
+
+    if video is None or (isinstance(video, str) and not video.strip()):
+        raise videos.VideoError(f"No video: upload one ({videos.ACCEPTED}) or pick an example.")
+    vit = load_vit(check_allowed(model))
+    device = str(next(vit.parameters()).device)
+    if progress is not None:
+        progress(0.0, f"Checking the video for {model}…")
+    run = attention_video(
+        vit,
+        video,
+        max_frames=SETTINGS.video_max_frames,
+        max_gflop=SETTINGS.video_budget_gflop(device),
+        progress=progress,
+        **options,
+    )
+    d = new_dir(OUTPUT_ROOT / "videos")
+    mp4, maps = d / "attention.mp4", (d / "attention_maps.npz" if npz else None)
+    facts = write_video(run, mp4, view=view, head=head, side_by_side=side_by_side, npz=maps)
+    return os.fspath(mp4), maps and os.fspath(maps), {"model": model.strip(), "device": device, **facts}
