@@ -72,3 +72,20 @@ def test_concurrent_callers_each_get_their_own_video(client):
     for f, (video, _, info) in answers:
         path = video["video"] if isinstance(video, dict) else video
         assert decoded(path)[:2] == (2 * f, float(f)) and info["output"]["frames"] == 2 * f
+
+
+def test_the_video_tool_describes_every_parameter_and_the_tab_event_is_no_tool(app_url):
+    from tests.ui.test_mcp import schema
+
+    tools = schema(app_url)
+    assert "make" not in tools
+    props = tools["attention_video"]["inputSchema"]["properties"]
+    assert set(props) == {"video", "model", "layer", "head", "view", "threshold", "resolution", "fps", "seconds"} | {
+        "side_by_side",
+        "npz",
+        "query_row",
+        "query_col",
+    }
+    for name, prop in props.items():
+        if name != "video":
+            assert len(prop["description"]) > 20, name
