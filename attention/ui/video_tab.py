@@ -67,8 +67,8 @@ def build(startup: Startup) -> None:
                 head = number(0, label="Head", info="head and mask views", precision=0, elem_id="video-head")
             threshold = gr.Slider(0.05, 1.0, value=0.6, step=0.05, label="Threshold", info="share of mass kept")
             with gr.Row():
-                fps = number(None, label="Frame rate", info="empty = the source's", elem_id="video-fps")
-                seconds = number(None, label="Seconds", info="empty = all", elem_id="video-seconds")
+                fps = number(0, label="Frame rate", info="0 = the source's", elem_id="video-fps")
+                seconds = number(0, label="Seconds", info="0 = all of it", elem_id="video-seconds")
             with gr.Row():
                 side = gr.Checkbox(True, label="Side by side with the frame", elem_id="video-side")
                 npz = gr.Checkbox(False, label="Raw maps (.npz) too", elem_id="video-npz")
@@ -78,11 +78,11 @@ def build(startup: Startup) -> None:
             details = gr.Markdown(elem_id="video-details")
             maps = gr.File(label="Raw maps (.npz)", visible=False, elem_id="video-maps")
 
-    with examples:
-        rows = [[DIGITS_CLIP, vit_models.OFFLINE_MODEL, "native"]]
+    with examples:  # mnist_vit's layer-2 head 3 follows a digit anywhere in the frame (tests/vit/test_video.py)
+        rows = [[DIGITS_CLIP, vit_models.OFFLINE_MODEL, "native", 2, "head", 3]]
         if startup.default_available:
-            rows.insert(0, [PHOTO_CLIP, vit_models.DEFAULT_MODEL, "auto"])
-        gr.Examples(rows, [video, model, resolution], label="Examples", cache_examples=False)
+            rows.insert(0, [PHOTO_CLIP, vit_models.DEFAULT_MODEL, "auto", -1, "mean", 0])
+        gr.Examples(rows, [video, model, resolution, layer, view, head], label="Examples", cache_examples=False)
 
     handler = video_api.attention_video_fn(startup.model)
 
