@@ -134,12 +134,13 @@ class VideoRun:
     batch_size: int = BATCH
     max_frames: int = SETTINGS.video_max_frames
     progress: Progress | None = None
-    seconds_forward: float = 0.0  # measured while iterating: forwards only
+    seconds_forward: float = 0.0  # measured during the last iteration: forwards only
 
     def __iter__(self) -> Iterator[VideoFrameMaps]:
         """Decode, and run each `batch_size` distinct source frames (one grid: every frame is decoded at
         one size) through one forward of `batch.batch_maps`; yield every output frame in order."""
         prep = Preprocess.of(self.model, self.resolution)
+        self.seconds_forward = 0.0
         pending: list[videos.Frame] = []
         done = 0
 
