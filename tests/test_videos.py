@@ -129,3 +129,16 @@ def test_fps_out_of_range_is_refused(tmp_path):
     for bad in (0, -5, 1000, "fast"):
         with pytest.raises(VideoError, match="accepted: 0.1 to 120"):
             list(videos.frames(src, fps=bad))
+
+
+def test_the_shipped_clips_decode_are_small_and_credited():
+    from attention.config import EXAMPLES_DIR
+
+    credits = (EXAMPLES_DIR / "CREDITS.md").read_text()
+    clips = sorted((EXAMPLES_DIR / "videos").glob("*.mp4"))
+    assert [c.name for c in clips] == ["chelsea.mp4", "digits.mp4"]
+    for clip in clips:
+        assert f"`videos/{clip.name}`" in credits
+        assert clip.stat().st_size < 500_000
+        info = videos.probe(clip)
+        assert info.codec == "h264" and info.frames == 40 and float(info.fps) == 10

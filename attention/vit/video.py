@@ -133,6 +133,7 @@ class VideoRun:
     threshold: float
     batch_size: int = BATCH
     max_frames: int = SETTINGS.video_max_frames
+    max_gflop: float | None = None  # enforced while running too: a stream can hold more than its headers say
     progress: Progress | None = None
     seconds_forward: float = 0.0  # measured during the last iteration: forwards only
 
@@ -142,16 +143,24 @@ class VideoRun:
         prep = Preprocess.of(self.model, self.resolution)
         self.seconds_forward = 0.0
         pending: list[videos.Frame] = []
-        done = 0
+        done = forwards = 0
+        per_frame = self.gflop / max(1, self.forwards)
 
         def flush() -> Iterator[VideoFrameMaps]:
-            nonlocal done
+            nonlocal done, forwards
             uniq: dict[int, int] = {}
             items = []
             for fr in pending:
                 if fr.source_index not in uniq:
                     uniq[fr.source_index] = len(items)
                     items.append(prep(fr.rgb))
+            forwards += len(items)
+            if self.max_gflop is not None and forwards * per_frame > self.max_gflop:
+                raise BudgetError(
+                    f"This video holds more frames than its headers said: {forwards:,} frames so far, over this "
+                    f"server's budget of {self.max_gflop:,.0f} GFLOP per video; accepted: a shorter length or a "
+                    "lower frame rate."
+                )
             t0 = time.perf_counter()
             maps = batch_maps(self.model, torch.stack([p.x for p in items]), layer=self.layer, query=self.query)
             self.seconds_forward += time.perf_counter() - t0
@@ -255,7 +264,7 @@ def attention_video(
         )
     return VideoRun(
         model, os.fspath(video), info, rate, seconds, frames, forwards, res, grid, gflop, layer, query, threshold,
-        batch_size, max_frames, progress,
+        batch_size, max_frames, max_gflop, progress,
     )  # fmt: skip
 
 

@@ -12,6 +12,7 @@ import pytest
 from gradio_client import handle_file
 
 from attention.ui.video_tab import DIGITS_CLIP
+from tests.video_clips import four_hours
 
 
 def call(client, path=DIGITS_CLIP, **kw):
@@ -54,6 +55,12 @@ def test_not_a_video_gets_its_message_and_the_server_keeps_serving(client, tmp_p
     bad.write_bytes(content)
     with pytest.raises(Exception, match=message):
         call(client, path=str(bad))
+    assert call(client, seconds=0.5)[2]["output"]["frames"] == 5
+
+
+def test_a_four_hour_video_is_refused_with_what_fits_and_the_server_keeps_serving(client, tmp_path):
+    with pytest.raises(Exception, match=r"14,400 frames at 1 fps .* What fits: the first 600.0 s at 1 fps"):
+        call(client, path=four_hours(tmp_path / "long.mp4"))
     assert call(client, seconds=0.5)[2]["output"]["frames"] == 5
 
 

@@ -13,7 +13,7 @@ from attention.errors import BudgetError, InputError
 from attention.vit.extract import attention_maps
 from attention.vit.models import load_vit
 from attention.vit.video import attention_video, write_video
-from tests.video_clips import encode, levels, moving_digit
+from tests.video_clips import encode, four_hours, levels, moving_digit
 
 # mnist_vit (patch 4, trained on centred 28x28 digits) on a 112x56 frame at native size: a 14x28 grid.
 # Layer 2's head 3 is the one of its 16 heads whose CLS row peaks on the digit wherever it is
@@ -102,17 +102,7 @@ def test_a_patch_query_and_every_view(mnist, clip, tmp_path):
 
 
 def test_a_four_hour_video_is_refused_up_front_with_what_fits(mnist, tmp_path):
-    a = np.zeros((16, 16, 3), np.uint8)
-    with av.open(str(tmp_path / "long.mp4"), "w") as c:  # 4 h at 1 fps: 14,400 frames of 16x16
-        s = c.add_stream("libx264", rate=1)
-        s.width = s.height = 16
-        s.pix_fmt = "yuv420p"
-        s.options = {"preset": "ultrafast"}
-        f = av.VideoFrame.from_ndarray(a, format="rgb24")
-        for i in range(14400):
-            f.pts = i
-            c.mux(s.encode(f))
-        c.mux(s.encode(None))
+    four_hours(tmp_path / "long.mp4")  # 1 fps: 14,400 frames
     with pytest.raises(BudgetError, match=r"14,400 frames .* cap of 600 .* first 600.0 s at 1 fps"):
         attention_video(mnist, tmp_path / "long.mp4", max_frames=600)
     with pytest.raises(BudgetError, match=r"first 20.0 s at 30 fps"):
@@ -148,3 +138,17 @@ def test_a_gif_and_a_variable_rate_clip_go_through(mnist, tmp_path):
     src = encode(tmp_path / "vfr.mp4", levels(5, size=(56, 28)), pts_ms=[0, 100, 150, 500, 900], fps=5)
     facts = write_video(attention_video(mnist, src, fps=10), tmp_path / "o.mp4")
     assert facts["output"]["frames"] == 11 and facts["forwards_planned"] <= 11
+
+
+def test_a_stream_holding_more_than_its_headers_said_stops_at_the_budget(mnist, clip):
+    import dataclasses
+
+    path, _ = clip
+    run = attention_video(mnist, path, resolution="native", batch_size=4)
+    per_frame = run.gflop / run.forwards
+    lied = dataclasses.replace(run, forwards=2, gflop=2 * per_frame, max_gflop=6 * per_frame)  # "2 frames"
+    got = []
+    with pytest.raises(BudgetError, match="more frames than its headers said: 8 frames so far"):
+        for f in lied:
+            got.append(f.index)
+    assert got == [0, 1, 2, 3]  # the first batch of 4 fit; the second would pass 6 frames' compute
