@@ -249,23 +249,27 @@ def attention_video(
         raise BudgetError(
             f"This video makes {frames:,} frames at {float(rate):g} fps ({length:,.0f} s), over this server's cap of "
             f"{max_frames:,} frames per video. What fits: the first {max_frames / float(rate):,.1f} s at "
-            f"{float(rate):g} fps, or {max_frames / length:.3g} fps over the whole video."
+            f"{float(rate):g} fps{_rate_fits(max_frames / length)}."
         )
     gflop = forwards * per_frame
     if max_gflop is not None and gflop > max_gflop:
-        fit_frames = int(max_gflop // per_frame)
+        fit_frames = int(max_gflop // per_frame)  # forwards; a second holds min(rate, source fps) of them
         best = largest_resolution(model, size, max_gflop / forwards)
-        sizes = f"a resolution up to {best} px for the whole video" if best else "a smaller model"
+        sizes = f", or a resolution up to {best} px for the whole video" if best else ", or a smaller model"
         raise BudgetError(
             f"This video makes {forwards:,} frames of {grid[0]}x{grid[1]} patches: about {gflop:,.0f} GFLOP through "
             f"{name}, over this server's budget of {max_gflop:,.0f} GFLOP per video. What fits: the first "
-            f"{fit_frames / max(float(rate), float(info.fps)):,.1f} s, {fit_frames / length:.3g} fps over the whole "
-            f"video, or {sizes}."
+            f"{fit_frames / min(float(rate), float(info.fps)):,.1f} s{_rate_fits(fit_frames / length)}{sizes}."
         )
     return VideoRun(
         model, os.fspath(video), info, rate, seconds, frames, forwards, res, grid, gflop, layer, query, threshold,
         batch_size, max_frames, max_gflop, progress,
     )  # fmt: skip
+
+
+def _rate_fits(fps: float) -> str:
+    """ ", or F fps over the whole video" when F is an accepted rate (0.1 fps or more), else ""."""
+    return f", or {fps:.3g} fps over the whole video" if fps >= 0.1 else ""
 
 
 def write_video(
