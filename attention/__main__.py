@@ -1,9 +1,12 @@
-"""Command line: `python -m attention maps|features IMAGE... [options]`, `python -m attention video IN [options]`.
+"""Command line: `python -m attention maps|features IMAGE... [options]`, `python -m attention extract SOURCE`,
+`python -m attention video IN [options]`.
 
 maps: writes, per image, each head's map, the mean and the threshold masks as PNG overlays and
 the raw arrays as .npz (as DINO's visualize_attention.py does), into OUT/<image name>/.
 features: the feature views (pca.png, similarity.png, norms.png, features.npz) and the model view
 (model_view.png: every layer x head of the query), from the same one forward pass.
+extract: a whole dataset (folder, glob, Hugging Face dataset) in batches, into Parquet shards;
+runs under `torchrun --nproc_per_node N` too (attention.dataset).
 video: an H.264 MP4 of the attention of every frame of a video (DINO's video_generation.py, batched:
 `--resize`, `--threshold`, `--fps` as there), optionally the frame beside it and an .npz of the maps.
 A bad file gets one clear line; the other images are still processed.
@@ -43,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
         "--pca-background", type=float, default=None, help="drop patches whose first PCA component is below this (0-1)"
     )
     f.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
+    _extract_parser(sub)
     _video_parser(sub)
     return p
 
@@ -68,6 +72,26 @@ def _video_parser(sub) -> None:
     v.add_argument("--npz", type=Path, default=None, help="also write every frame's raw maps to this .npz")
     v.add_argument("--batch-size", type=int, default=BATCH, help=f"frames per forward pass (default {BATCH})")
     v.add_argument("--max-frames", type=int, default=100_000, help="refuse videos making more frames than this")
+
+
+def _extract_parser(sub) -> None:
+    e = sub.add_parser("extract", help="attention of a whole dataset into Parquet shards (batched; torchrun splits it)")
+    e.add_argument("source", help="folder or glob of images, hf:ORG/NAME (Hub dataset), imagefolder:DIR, saved dataset")
+    e.add_argument("--model", default="dino_vits16", help="alias, timm name or hf-hub:org/repo")
+    e.add_argument("--layer", type=int, default=-1, help="layer of the maps (default: last)")
+    e.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
+    e.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass kept by masks (default 0.6)")
+    e.add_argument(
+        "--buckets", type=int, default=0, help="resize to the nearest of N aspect-ratio grids (fuller batches; 0: off)"
+    )
+    e.add_argument("--pca", action="store_true", help="also the patch features' first 3 principal components")
+    e.add_argument("--batch-size", type=int, default=64, help="images per forward pass (default 64)")
+    e.add_argument("--shard-size", type=int, default=1024, help="images per shard (default 1024)")
+    e.add_argument("--workers", type=int, default=2, help="DataLoader processes decoding images (default 2)")
+    e.add_argument("--split", default="train", help="split of a Hugging Face dataset (default train)")
+    e.add_argument("--image-column", default=None, help="image column of a dataset (default: its first Image column)")
+    e.add_argument("--no-progress", action="store_true", help="no progress bar")
+    e.add_argument("--out", type=Path, required=True, help="output folder (a run there is resumed)")
 
 
 def _query(text: str):
@@ -155,6 +179,42 @@ def features(args) -> int:
     return 1 if failed else 0
 
 
+def extract(args) -> int:
+    from attention.dataset import extract as run
+    from attention.dataset import open_source
+    from attention.dataset.run import dist_env
+    from attention.vit.models import load_vit
+
+    rank, _, local = dist_env()
+    try:
+        source = open_source(args.source, split=args.split, image_column=args.image_column)
+        import torch
+
+        device = f"cuda:{local}" if torch.cuda.is_available() else "cpu"
+        model = load_vit(args.model, device=device)
+        summary = run(
+            source,
+            model,
+            args.out,
+            model_name=args.model,
+            layer=args.layer,
+            resolution=args.resolution,
+            threshold=args.threshold,
+            buckets=args.buckets,
+            pca=args.pca,
+            batch_size=args.batch_size,
+            shard_size=args.shard_size,
+            workers=args.workers,
+            progress=not args.no_progress,
+        )
+    except AttentionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if rank == 0:
+        print(summary.text())
+    return 0
+
+
 def video(args) -> int:
     from tqdm.auto import tqdm
 
@@ -207,7 +267,7 @@ def video(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return {"maps": maps, "features": features, "video": video}[args.command](args)
+    return {"maps": maps, "features": features, "extract": extract, "video": video}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,10 @@ class VideoError(InputError):
     """A video cannot be decoded, holds no frames, or its stream is corrupt (the message says what is accepted)."""
 
 
+class UnsupportedModelError(InputError):
+    """A model whose attention the engine cannot read exactly (the message names the block class and why)."""
+
+
 class ModelLoadError(AttentionError, RuntimeError):
     """Model weights cannot be had: unknown name, offline and not cached, or a hub error."""
 

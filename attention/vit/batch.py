@@ -1,10 +1,12 @@
 """Attention of many images at once: one forward pass per batch of same-grid images.
 
-The one batched path of the package (datasets: `attention.vit.dataset`; videos use it too). Images
-are preprocessed exactly as `attention_maps` preprocesses one (`Preprocess`), grouped by patch grid
+The one batched path of the package (datasets: `attention.dataset`; videos use it too). Images
+are preprocessed exactly as `attention_maps` preprocesses one (`Preprocess`; or first resized to
+the nearest of a few aspect-ratio grids, `Preprocess.of(..., buckets=k)`), grouped by patch grid
 (`group_by_grid`: a batch holds one grid size, so it is one forward with no padding), and each
-sample keeps only its query's row per layer, O(H x N) (never H x N x N); on a GPU the model runs in
-half precision (as `load_vit` loads it) while scores and softmax are fp32.
+sample keeps only its query's row per layer (the engine's `query_rows`), O(H x N), never
+H x N x N; on a GPU the model runs in half precision (as `load_vit` loads it) while scores and
+softmax are fp32.
 
     prep = Preprocess.of(model, resolution="auto")
     items = [prep(img) for img in images]                       # Prepared: x (C, H, W), shown, grid
@@ -20,7 +22,7 @@ the batch size (tests/vit/test_batch.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -30,7 +32,16 @@ from PIL import Image
 
 from attention.errors import InputError
 from attention.images import MAX_TOKENS, ImageSource, check_resolution, load_image, to_tensor
-from attention.vit.extract import AttentionMaps, Query, _layer_index, norm_query, threshold_masks, token_index
+from attention.vit.capture import Recorder, recording
+from attention.vit.extract import (
+    AttentionMaps,
+    Query,
+    _layer_index,
+    norm_query,
+    query_rows,
+    threshold_masks,
+    token_index,
+)
 from attention.vit.models import default_resolution
 
 
@@ -44,10 +55,27 @@ class Prepared:
     grid: tuple[int, int]
 
 
+def aspect_buckets(resolution: int, patch: int, k: int) -> tuple[tuple[int, int], ...]:
+    """k patch grids (gh, gw) whose shorter side is `resolution` px, aspect ratios w/h spread evenly in
+    log scale from 1/2 to 2 (k = 1: the square)."""
+    s = max(1, resolution // patch)
+    out: list[tuple[int, int]] = []
+    for i in range(k):
+        a = 2.0 ** (-1 + 2 * i / (k - 1)) if k > 1 else 1.0
+        g = (s, max(s, round(s * a))) if a >= 1 else (max(s, round(s / a)), s)
+        if g not in out:
+            out.append(g)
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Preprocess:
     """`attention_maps`' preprocessing of one model, as a small picklable value (DataLoader workers
-    run it without the model): resize, the family's crop to the patch grid, normalise."""
+    run it without the model): resize, the family's crop to the patch grid, normalise.
+
+    buckets: a few grids (`aspect_buckets`); each image is first resized (bicubic) to the one of
+    nearest aspect ratio, exactly, so a dataset makes only those grids (full batches); the result is
+    then `attention_maps(model, that resized image, resolution="native")`'s."""
 
     patch_size: int
     mean: tuple[float, ...]
@@ -55,25 +83,46 @@ class Preprocess:
     resolution: int | str | None  # as `check_resolution` returns it
     crop: str = "center"
     max_tokens: int = MAX_TOKENS
+    buckets: tuple[tuple[int, int], ...] = ()
 
     @classmethod
-    def of(cls, model: torch.nn.Module, resolution: int | str | None = "auto", max_tokens: int = MAX_TOKENS):
-        """The preprocessing `attention_maps(model, ..., resolution=resolution)` applies."""
+    def of(
+        cls,
+        model: torch.nn.Module,
+        resolution: int | str | None = "auto",
+        max_tokens: int = MAX_TOKENS,
+        buckets: int = 0,
+    ):
+        """The preprocessing `attention_maps(model, ..., resolution=resolution)` applies; with
+        `buckets` > 0, that many aspect-ratio grids at `resolution` (an int, or "auto")."""
         patch = model.patch_embed.patch_size[0]
         cfg = model.pretrained_cfg
         auto = isinstance(resolution, str) and resolution.strip().lower() == "auto"
         res = default_resolution(model) if auto else check_resolution(resolution, patch)
         crop = getattr(model, "crop_rule", "center")
-        return cls(patch, tuple(cfg["mean"]), tuple(cfg["std"]), res, crop, max_tokens)
+        grids = ()
+        if buckets:
+            if not isinstance(res, int) or not 1 <= buckets <= 64:
+                raise InputError(
+                    f"Buckets {buckets} at resolution {resolution!r}: accepted 1-64 buckets with a resolution in px "
+                    "or 'auto' (not 'native' or 'dino480')."
+                )
+            grids = aspect_buckets(res, patch, buckets)
+        return cls(patch, tuple(cfg["mean"]), tuple(cfg["std"]), res, crop, max_tokens, grids)
 
     def __call__(self, image: ImageSource) -> Prepared:
         """Decode (`load_image`) and preprocess; ImageError for what cannot be read or is too small/large."""
+        img, res = load_image(image), self.resolution
+        if self.buckets:
+            w, h = img.size
+            gh, gw = min(self.buckets, key=lambda g: abs(np.log((w / h) / (g[1] / g[0]))))
+            img, res = img.resize((gw * self.patch_size, gh * self.patch_size), Image.BICUBIC), None
         x, shown = to_tensor(
-            load_image(image),
+            img,
             patch_size=self.patch_size,
             mean=self.mean,
             std=self.std,
-            resolution=self.resolution,
+            resolution=res,
             crop=self.crop,
             max_tokens=self.max_tokens,
         )
@@ -172,64 +221,15 @@ class BatchMaps:
         )
 
 
-class _Rows:
-    """Records, in one batched forward, each sample's query row in the wanted layers and, if asked,
-    the last layer's tokens (a Recorder of `attention.vit.capture`'s contract)."""
+class _LastTokens(Recorder):
+    """The last layer's output tokens (B, N, D) after the final norm, fp32, on the model's device."""
 
-    def __init__(self, index: torch.Tensor, layers: Sequence[int], last: int, keep_tokens: bool):
-        self.index, self.layers, self.last, self.keep_tokens = index, set(layers), last, keep_tokens
-        self.rows: dict[int, torch.Tensor] = {}  # layer -> (B, H, N) fp32, on the model's device
-        self.tokens: torch.Tensor | None = None
+    def __init__(self, last: int):
+        self.last, self.tokens = last, None
 
-    def on_kernel(self, layer: int, q, k, mask, scale: float) -> None:  # q, k: (B, H, N, d)
-        if layer in self.layers:
-            qi = q[torch.arange(q.shape[0], device=q.device), :, self.index.to(q.device)]  # (B, H, d)
-            self.rows[layer] = ((qi[:, :, None].float() * scale) @ k.float().transpose(-2, -1))[:, :, 0]
-
-    def on_output(self, layer: int, out: torch.Tensor) -> None:
-        pass
-
-    def on_block(self, layer: int, x: torch.Tensor) -> None:  # x: (B, N, D)
-        if self.keep_tokens and layer == self.last:
+    def on_block(self, layer: int, x: torch.Tensor) -> None:
+        if layer == self.last:
             self.tokens = x.detach().float()
-
-
-@contextmanager
-def _recording(model: torch.nn.Module, rec: _Rows):
-    """`attention.vit.capture.recording` when the engine has it, else today's q/k and block hooks
-    (extract's and features') adapted to the Recorder contract."""
-    try:
-        from attention.vit.capture import recording  # type: ignore[import-not-found]
-    except ImportError:
-        recording = None
-    if recording is not None:
-        with recording(model, rec):
-            yield
-        return
-    from attention.vit import extract, features
-
-    class Adapter:
-        def __init__(self):
-            self._q: dict[int, torch.Tensor] = {}
-
-        def on_q(self, i, q):
-            self._q[i] = q
-
-        def on_k(self, i, k, scale):
-            rec.on_kernel(i, self._q.pop(i), k, None, scale)
-
-        def on_block(self, i, x):
-            rec.on_block(i, x)
-
-    extract._install_hooks(model)
-    features._install(model)
-    a = Adapter()
-    t1, t2 = extract._ACTIVE.set(a), features._ACTIVE.set(a)
-    try:
-        yield
-    finally:
-        features._ACTIVE.reset(t2)
-        extract._ACTIVE.reset(t1)
 
 
 @torch.inference_mode()
@@ -246,7 +246,7 @@ def batch_maps(
 
     xs: float (B, C, H, W), H and W multiples of the patch (`Preprocess`, stacked). layer: the selected
     layer (negative counts from the end). query: "cls", (row, col), or one of them per sample.
-    every_layer: record every layer's row (needed for `BatchMaps.attention_maps`), else the selected
+    every_layer: keep every layer's row (needed for `BatchMaps.attention_maps`), else the selected
     layer's only. keep_tokens: keep the last layer's tokens (N, D) after the final norm (the CLS
     embedding, patch features). Returns one BatchMaps per sample, on the CPU, fp32.
     """
@@ -260,17 +260,15 @@ def batch_maps(
     if len(queries) != B:
         raise InputError(f"{len(queries)} queries for {B} images; accepted: one query, or one per image.")
     index = torch.tensor([token_index(q, grid, P) for q in queries])
-    rec = _Rows(index, range(L) if every_layer else [layer], L - 1, keep_tokens)
-    param = next(model.parameters())
-    with _recording(model, rec):
-        model.forward_features(xs.to(param.device, param.dtype))
-    recorded = tuple(sorted(rec.rows))
-    if not recorded or (every_layer and len(recorded) != L) or layer not in rec.rows:
-        raise InputError("Unsupported attention block: a layer ran without handing its q and k to the recorder.")
-    scores = torch.stack([rec.rows[i] for i in recorded], 1).cpu()  # (B, Lr, H, N): one transfer
+    tok = _LastTokens(L - 1)
+    with recording(model, tok) if keep_tokens else nullcontext():
+        rows, _ = query_rows(model, xs, index)  # (B, L, H, N) fp32 on the CPU: the engine's O(N) rows
+    recorded = tuple(range(L)) if every_layer else (layer,)
+    scores = rows[:, list(recorded)]
     weights = torch.softmax(scores, -1).numpy()
-    tokens = rec.tokens.cpu().numpy() if keep_tokens and rec.tokens is not None else None
-    scale = float(model.blocks[0].attn.scale)
+    tokens = tok.tokens.cpu().numpy() if keep_tokens else None
+    attn = model.blocks[0].attn
+    scale = float(getattr(attn, "scale", attn.head_dim**-0.5))
     return [
         BatchMaps(
             scores=scores[b].numpy(),

@@ -17,9 +17,7 @@ so other queries (`res.requery((r, c))`) and rollout (`flow.rollout(res)`) need 
 
 from __future__ import annotations
 
-import threading
 import time
-from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -27,8 +25,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-from attention.errors import InputError, as_whole
+from attention.errors import InputError, UnsupportedModelError, as_whole
 from attention.images import MAX_TOKENS, ImageSource, check_resolution, load_image, to_tensor
+from attention.vit.capture import Recorder, check_supported, recording
 from attention.vit.cost import check_budget
 from attention.vit.models import default_resolution
 
@@ -52,7 +51,9 @@ class AttentionMaps:
     query: Query  # "cls" or (row, col) on the grid
     seconds: float = 0.0  # wall time of the forward pass with extraction
     qk: list[tuple[torch.Tensor, torch.Tensor]] | None = field(default=None, repr=False)  # per layer (H, N, d) each
-    scale: float = 1.0  # the blocks' softmax scale (head_dim ** -0.5)
+    scale: float = 1.0  # the kernel's softmax scale (head_dim ** -0.5)
+    bias: list[torch.Tensor | None] | None = field(default=None, repr=False)  # with qk: per layer the kernel's
+    # additive bias (relative position: BEiT, relpos ViTs), float32 (H or 1, N or 1, N), None where it had none
 
     @property
     def layers(self) -> np.ndarray:
@@ -105,6 +106,11 @@ class AttentionMaps:
         """The same pass with another selected layer (no new forward)."""
         return replace(self, layer=_layer_index(layer, self.weights.shape[0]))
 
+    @property
+    def layer_bias(self) -> list[torch.Tensor | None]:
+        """Per layer the kernel's additive bias (H or 1, N or 1, N), or None (no bias, or not kept)."""
+        return self.bias if self.bias is not None else [None] * self.weights.shape[0]
+
     def requery(self, query: Query) -> AttentionMaps:
         """The same pass with another query token, computed from the kept q and k (no new forward).
 
@@ -115,7 +121,7 @@ class AttentionMaps:
                 "This result kept no q/k; extract with keep_qk=True to change the query without a new pass."
             )
         i = token_index(query, self.grid, self.num_prefix_tokens)
-        s = torch.stack([query_scores(q, k, i, self.scale) for q, k in self.qk])  # (L, H, N)
+        s = torch.stack([query_scores(q, k, i, self.scale, m) for (q, k), m in zip(self.qk, self.layer_bias)])
         return replace(self, query=norm_query(query), scores=s.numpy(), weights=torch.softmax(s, -1).numpy())
 
 
@@ -155,36 +161,59 @@ def _layer_index(layer: int, n: int) -> int:
     return v % n
 
 
-def query_scores(q: torch.Tensor, k: torch.Tensor, i: int, scale: float) -> torch.Tensor:
+def query_scores(
+    q: torch.Tensor, k: torch.Tensor, i: int, scale: float, bias: torch.Tensor | None = None
+) -> torch.Tensor:
     """Raw scores of token i against all tokens, in fp32. q, k: (H, N, d) -> (H, N).
 
-    As timm's unfused path: (q_i * scale) @ k^T.
+    As timm's unfused path: (q_i * scale) @ k^T (+ bias_i, the kernel's additive mask (H or 1, N or 1, N)).
     """
-    return ((q[:, i : i + 1].float() * scale) @ k.float().transpose(-2, -1))[:, 0]
+    s = ((q[:, i : i + 1].float() * scale) @ k.float().transpose(-2, -1))[:, 0]
+    if bias is not None:
+        s = s + bias[:, i if bias.shape[1] > 1 else 0].float()
+    return s
 
 
-class _Recorder:
-    """What one forward pass records: the query's row in each layer (and q, k if asked).
+def batch_scores(
+    q: torch.Tensor, k: torch.Tensor, index: torch.Tensor, scale: float, mask: torch.Tensor | None
+) -> torch.Tensor:
+    """Raw scores of token index[b] against all tokens of sample b, in fp32, as the kernel sees them:
+    (q_i * scale) @ k^T + mask_i. q: (B, H, Nq, d), k: (B, H, N, d), index: (B,) long,
+    mask: additive, broadcastable to (B, H, Nq, N), or None -> (B, H, N)."""
+    B, H, Nq, _ = q.shape
+    b = torch.arange(B, device=q.device)
+    idx = index.to(q.device)
+    qi = q[b, :, idx].float() * scale  # (B, H, d)
+    s = (qi.unsqueeze(-2) @ k.float().transpose(-2, -1))[:, :, 0]
+    if mask is not None:
+        s = s + mask.expand(B, H, Nq, k.shape[-2])[b, :, idx].float()
+    return s
 
-    One recorder per call, active only in the calling thread's context (`_ACTIVE`), so passes
-    that run at the same time on one shared model record only their own rows."""
 
-    def __init__(self, index: int, keep_qk: bool, n_layers: int):
-        self.index, self.keep_qk = index, keep_qk  # query token index
-        self.rows: list[torch.Tensor | None] = [None] * n_layers  # per layer (H, N) raw scores
-        self.qk: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * n_layers
-        self._q: list[torch.Tensor | None] = [None] * n_layers
+class _Rows(Recorder):
+    """What one forward pass records: each sample's query row in each layer (and q, k, the kernel's
+    additive bias, if asked). Activated by `capture.recording` in the calling context only."""
 
-    def on_q(self, layer: int, q: torch.Tensor) -> None:  # q: (B, H, N, d), B = 1
-        self._q[layer] = q[0]
+    def __init__(self, index: torch.Tensor, keep_qk: bool, n_layers: int):
+        self.index, self.keep_qk = index, keep_qk  # (B,) query token indices
+        self.rows: list[torch.Tensor | None] = [None] * n_layers  # per layer (B, H, N) raw scores
+        self.qk: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * n_layers  # (B, H, N, d) each
+        self.bias: list[torch.Tensor | None] = [None] * n_layers  # per layer the kernel's mask, as given
+        self.scale: list[float] = [1.0] * n_layers
 
-    def on_k(self, layer: int, k: torch.Tensor, scale: float) -> None:  # k: (B, H, N, d)
-        q, k = self._q[layer], k[0]
-        self._q[layer] = None
-        self.rows[layer] = query_scores(q, k, self.index, scale)
+    def rows_cpu(self) -> torch.Tensor:
+        """float32 (B, L, H, N) on the CPU: every sample's row in every layer."""
+        return torch.stack(self.rows, 1).float().cpu()  # type: ignore[arg-type]
+
+    def on_kernel(self, layer, q, k, v, mask, scale) -> None:
+        if layer >= len(self.rows):  # the attention-pooling head: not a block
+            return
+        self.rows[layer] = batch_scores(q, k, self.index, scale, mask)
+        self.scale[layer] = scale
         if self.keep_qk:  # copies (never views of the block's qkv buffer, which would stay alive whole),
             # on the model's device: no GPU sync inside the forward; moved to the CPU once it is done
             self.qk[layer] = (_compact(q), _compact(k))
+            self.bias[layer] = None if mask is None else mask.detach()
 
 
 def _compact(t: torch.Tensor) -> torch.Tensor:
@@ -197,39 +226,22 @@ def _on_cpu(t: torch.Tensor) -> torch.Tensor:
     return t if t.device.type == "cpu" and t.dtype == torch.float32 else t.to("cpu", torch.float32)
 
 
-_ACTIVE: ContextVar[_Recorder | None] = ContextVar("attention_recorder", default=None)
-_INSTALL_LOCK = threading.Lock()
+def _sample_bias(bias: list[torch.Tensor | None], b: int) -> list[torch.Tensor | None]:
+    """Sample b's per-layer bias as float32 CPU (H or 1, N or 1, N); one copy per distinct tensor
+    (BEiT's shared bias is one tensor for every layer)."""
+    seen: dict[int, torch.Tensor] = {}
+    out: list[torch.Tensor | None] = []
+    for m in bias:
+        if m is None:
+            out.append(None)
+            continue
+        if id(m) not in seen:
+            m4 = m.reshape((1,) * (4 - m.dim()) + tuple(m.shape))
+            seen[id(m)] = m4[b if m4.shape[0] > 1 else 0].to("cpu", torch.float32).contiguous()
+        out.append(seen[id(m)])
+    return out
 
 
-def _install_hooks(model: torch.nn.Module) -> None:
-    """Attach, once per model, forward hooks on every block's q_norm and k_norm that hand q and k
-    to the recorder active in the calling context (and do nothing when none is)."""
-    if getattr(model, "_attention_hooks", False):
-        return
-    with _INSTALL_LOCK:
-        if getattr(model, "_attention_hooks", False):
-            return
-        for i, blk in enumerate(model.blocks):
-            attn = blk.attn
-            if attn.q_norm is attn.k_norm:
-                raise InputError("Unsupported attention block: q_norm and k_norm are one module.")
-
-            def on_q(module, args, q, i=i):
-                rec = _ACTIVE.get()
-                if rec is not None:
-                    rec.on_q(i, q)
-
-            def on_k(module, args, k, i=i, scale=float(attn.scale)):
-                rec = _ACTIVE.get()
-                if rec is not None:
-                    rec.on_k(i, k, scale)
-
-            attn.q_norm.register_forward_hook(on_q)
-            attn.k_norm.register_forward_hook(on_k)
-        model._attention_hooks = True
-
-
-@torch.inference_mode()
 def attention_maps(
     model: torch.nn.Module,
     image: ImageSource,
@@ -256,6 +268,7 @@ def attention_maps(
     Thread-safe: many threads may call it at once on one shared model; each call records only
     its own pass (hooks hand q and k to a recorder bound to the calling context).
     """
+    check_supported(model)
     img = load_image(image)
     patch = model.patch_embed.patch_size[0]
     cfg = model.pretrained_cfg
@@ -279,7 +292,9 @@ def attention_maps(
     n_layers = len(model.blocks)
     layer = _layer_index(layer, n_layers)
     t0 = time.perf_counter()
-    scores, qk = query_rows(model, x, token_index(query, grid, P), keep_qk=keep_qk)
+    with torch.inference_mode():
+        rec = _pass(model, x, token_index(query, grid, P), keep_qk)
+    scores = rec.rows_cpu()[0]
     seconds = time.perf_counter() - t0
     return AttentionMaps(
         scores=scores.numpy(),
@@ -291,29 +306,47 @@ def attention_maps(
         layer=layer,
         query=norm_query(query),
         seconds=seconds,
-        qk=qk,
-        scale=float(model.blocks[0].attn.scale),
+        qk=[(_on_cpu(q[0]), _on_cpu(k[0])) for q, k in rec.qk] if keep_qk else None,
+        scale=rec.scale[0],
+        bias=_sample_bias(rec.bias, 0) if keep_qk and any(m is not None for m in rec.bias) else None,
     )
 
 
-@torch.inference_mode()
-def query_rows(model: torch.nn.Module, x: torch.Tensor, query_index: int = 0, *, keep_qk: bool = False):
-    """The engine of `attention_maps`, on a preprocessed input: one fused forward pass of
-    x (1, C, H, W) with hooks. Returns (scores, qk): scores float32 (L, H, N) on CPU, every
-    layer's raw q_i . k_j * scale for token i = `query_index`; qk, with keep_qk, each layer's
-    (q, k) float32 (H, N, d) on CPU, else None."""
+def _pass(model: torch.nn.Module, x: torch.Tensor, query_index, keep_qk: bool) -> _Rows:
+    """One fused forward pass of x (B, C, H, W) recording each sample's query row in every layer."""
+    if x.dim() != 4:
+        raise InputError(f"Input of shape {tuple(x.shape)} is not accepted; expected a batch (B, C, H, W).")
+    B = x.shape[0]
+    idx = torch.as_tensor(query_index, dtype=torch.long).reshape(-1)
+    if idx.numel() == 1:
+        idx = idx.expand(B)
+    if idx.numel() != B:
+        raise InputError(f"{idx.numel()} query indices for a batch of {B}; give one int or one per sample.")
     param = next(model.parameters())
-    _install_hooks(model)
-    rec = _Recorder(query_index, keep_qk, len(model.blocks))
-    token = _ACTIVE.set(rec)
-    try:
+    rec = _Rows(idx.clone(), keep_qk, len(model.blocks))
+    with recording(model, rec):
         model.forward_features(x.to(param.device, param.dtype))
-    finally:
-        _ACTIVE.reset(token)
     if any(r is None for r in rec.rows):
-        raise InputError("Unsupported attention block: a layer ran without its q_norm/k_norm hooks.")
-    qk = [(_on_cpu(q), _on_cpu(k)) for q, k in rec.qk] if keep_qk else None
-    return torch.stack(rec.rows).float().cpu(), qk
+        raise UnsupportedModelError(
+            f"{type(model.blocks[0].attn).__name__}: a layer ran without an attention-kernel call the engine "
+            "could read."
+        )
+    return rec
+
+
+@torch.inference_mode()
+def query_rows(model: torch.nn.Module, x: torch.Tensor, query_index=0, *, keep_qk: bool = False):
+    """The engine of `attention_maps`, on a preprocessed batch: one fused forward pass of
+    x (B, C, H, W) with the kernel hooks (`capture`). query_index: one token index for every sample,
+    or one per sample (a sequence or tensor (B,)). Returns (scores, qk): scores float32 (B, L, H, N)
+    on CPU, every layer's raw q_i . k_j * scale (+ the kernel's additive bias, e.g. relative
+    position) for token i = query_index[b]; qk, with keep_qk, per sample a list over layers of
+    (q, k) float32 (H, N, d) on CPU, else None."""
+    rec = _pass(model, x, query_index, keep_qk)
+    scores = rec.rows_cpu()
+    if not keep_qk:
+        return scores, None
+    return scores, [[(_on_cpu(q[b]), _on_cpu(k[b])) for q, k in rec.qk] for b in range(x.shape[0])]
 
 
 def threshold_masks(maps: np.ndarray, threshold: float = 0.6) -> np.ndarray:

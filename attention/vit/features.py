@@ -1,6 +1,6 @@
 """Feature views of a ViT, from the same forward pass as the attention maps: PCA, similarity, norms.
 
-Forward hooks on every block (and the final norm) copy the tokens the block outputs, so the pass
+The engine's hooks (`capture`: every block, and the final norm) copy the tokens the block outputs, so the pass
 that records attention also records features: no second forward, O(layers x N x d) memory kept
 as float16. The features of layer l are the tokens block l outputs; for the last layer, after the
 model's final norm (what timm's `forward_features` returns, DINOv2's `x_norm_patchtokens`).
@@ -15,77 +15,49 @@ model's final norm (what timm's `forward_features` returns, DINOv2's `x_norm_pat
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 
 import numpy as np
 import torch
 
 from attention.errors import InputError
+from attention.vit import capture
+from attention.vit.capture import Recorder
 from attention.vit.extract import Query
 
 HIGH_NORM = 2.0  # a token is high-norm (an artifact token) when its norm is over this times the median
 
 
-class _Recorder:
-    """The tokens one forward pass's blocks output (the last one after the final norm)."""
+class Tokens(Recorder):
+    """The tokens one forward pass's blocks output (the last one after the final norm), handed out by
+    the engine's one hook mechanism (`capture.recording`)."""
 
     def __init__(self, n_layers: int):
         self.layers: list[torch.Tensor | None] = [None] * n_layers
 
-    def on_block(self, i: int, x: torch.Tensor) -> None:  # x: (1, N, d)
+    def on_block(self, layer: int, x: torch.Tensor) -> None:  # x: (B, N, d)
         # a float16 copy on the model's device: no GPU sync inside the forward (one transfer after it)
-        self.layers[i] = x[0].detach().to(torch.float16, copy=True)
+        self.layers[layer] = x.detach().to(torch.float16, copy=True)
+
+    @property
+    def batch(self) -> np.ndarray:
+        """float16 (B, L, N, d): every sample's every layer's output tokens, prefix tokens first."""
+        if any(t is None for t in self.layers):
+            raise InputError("No forward pass ran while recording features.")
+        return torch.stack(self.layers, 1).cpu().numpy()  # type: ignore[arg-type]
 
     @property
     def tokens(self) -> np.ndarray:
-        """float16 (L, N, d): every layer's output tokens, prefix tokens first."""
-        if any(t is None for t in self.layers):
-            raise InputError("No forward pass ran while recording features.")
-        return torch.stack(self.layers).cpu().numpy()  # type: ignore[arg-type]
-
-
-_ACTIVE: ContextVar[_Recorder | None] = ContextVar("feature_recorder", default=None)
-_LOCK = threading.Lock()
-
-
-def _install(model: torch.nn.Module) -> None:
-    """Attach, once per model, hooks on every block and on the final norm that hand their output to
-    the recorder active in the calling context (and do nothing when none is). Thread-safe."""
-    if getattr(model, "_feature_hooks", False):
-        return
-    with _LOCK:
-        if getattr(model, "_feature_hooks", False):
-            return
-        last = len(model.blocks) - 1
-        for i, blk in enumerate(model.blocks[:last]):
-
-            def hook(module, args, out, i=i):
-                if (rec := _ACTIVE.get()) is not None:
-                    rec.on_block(i, out)
-
-            blk.register_forward_hook(hook)
-
-        def final(module, args, out):  # the last layer's features: after the final norm
-            if (rec := _ACTIVE.get()) is not None:
-                rec.on_block(last, out)
-
-        model.norm.register_forward_hook(final)
-        model._feature_hooks = True
+        """float16 (L, N, d): the first (or only) sample's output tokens, prefix tokens first."""
+        return self.batch[0]
 
 
 @contextmanager
-def recording(model: torch.nn.Module) -> Iterator[_Recorder]:
+def recording(model: torch.nn.Module) -> Iterator[Tokens]:
     """Record the features of every forward of `model` run in this context (thread, task)."""
-    _install(model)
-    rec = _Recorder(len(model.blocks))
-    token = _ACTIVE.set(rec)
-    try:
+    with capture.recording(model, Tokens(len(model.blocks))) as rec:
         yield rec
-    finally:
-        _ACTIVE.reset(token)
 
 
 def _check(f: np.ndarray, grid: tuple[int, int]) -> np.ndarray:

@@ -66,8 +66,9 @@ def rollout(
     n_drop = int(N * N * discard_ratio) if discard == "global" else int(N * discard_ratio)
     r = torch.zeros(N, dtype=torch.float64)
     r[i] = 1.0
-    for q, k in reversed(res.qk[: last + 1]):  # r <- r A'_l, from the top layer down
-        fused = _Fused(q, k, res.scale, head_fusion, chunk)
+    layers = list(zip(res.qk[: last + 1], res.layer_bias[: last + 1]))
+    for (q, k), bias in reversed(layers):  # r <- r A'_l, from the top layer down
+        fused = _Fused(q, k, res.scale, head_fusion, chunk, bias)
         cut = fused.global_cut(n_drop) if discard == "global" and n_drop else None
         out = torch.zeros(N, dtype=torch.float64)
         for s, e in fused.spans:
@@ -90,16 +91,22 @@ def rollout(
 
 
 class _Fused:
-    """One layer's head-fused attention A (N x N), computed chunk by chunk from q and k (H, N, d)."""
+    """One layer's head-fused attention A (N x N), computed chunk by chunk from q and k (H, N, d) and
+    the kernel's additive bias (H or 1, N or 1, N), if any."""
 
-    def __init__(self, q: torch.Tensor, k: torch.Tensor, scale: float, fusion: str, chunk: int):
-        self.q, self.kt, self.scale, self.fusion = q, k.transpose(-2, -1), scale, fusion
+    def __init__(
+        self, q: torch.Tensor, k: torch.Tensor, scale: float, fusion: str, chunk: int, bias: torch.Tensor | None = None
+    ):
+        self.q, self.kt, self.scale, self.fusion, self.bias = q, k.transpose(-2, -1), scale, fusion, bias
         N = q.shape[1]
         self.spans = [(s, min(s + chunk, N)) for s in range(0, N, chunk)]
 
     def __call__(self, s: int, e: int) -> torch.Tensor:
         """float32 (e - s, N): rows s..e-1 of A (non-negative)."""
-        a = torch.softmax((self.q[:, s:e] * self.scale) @ self.kt, -1)  # (H, c, N)
+        z = (self.q[:, s:e] * self.scale) @ self.kt  # (H, c, N)
+        if self.bias is not None:
+            z = z + (self.bias[:, s:e] if self.bias.shape[1] > 1 else self.bias)
+        a = torch.softmax(z, -1)
         return {"mean": a.mean(0), "max": a.amax(0), "min": a.amin(0)}[self.fusion]
 
     def global_cut(self, n: int) -> float:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from attention.errors import InputError
-from attention.vit.batch import GridBuckets, Preprocess, batch_maps, group_by_grid
+from attention.vit.batch import GridBuckets, Preprocess, aspect_buckets, batch_maps, group_by_grid
 from attention.vit.extract import attention_maps
 from attention.vit.models import load_vit
 from tests.vit.test_extract import photo, reference, tiny_vit
@@ -100,3 +100,17 @@ def test_grouping_puts_each_item_in_one_batch_of_one_grid():
     assert sorted(i for b in batches for i in b) == list(range(20))
     assert all(len(b) <= 4 and len({grids[i] for i in b}) == 1 for b in batches)
     assert sum(len(b) == 4 for b in batches) == 3 * (7 // 4)  # full batches first, one partial per grid at the end
+
+
+def test_aspect_buckets_make_a_few_grids_each_an_exact_resize_then_attention_maps_native():
+    model = tiny_vit()
+    assert aspect_buckets(64, 8, 5) == ((16, 8), (11, 8), (8, 8), (8, 11), (8, 16))  # w/h 1/2 .. 2, shorter side 64 px
+    prep = Preprocess.of(model, 64, buckets=5)
+    shapes = {(75, 101): (8, 11), (101, 75): (11, 8), (60, 60): (8, 8), (40, 200): (8, 16), (33, 34): (8, 8)}
+    for (h, w), grid in shapes.items():
+        p = prep(photo(h, w))
+        assert p.grid == grid and p.shown.size == (grid[1] * 8, grid[0] * 8)
+        r = batch_maps(model, p.x[None])[0]
+        np.testing.assert_allclose(r.maps, attention_maps(model, p.shown, resolution="native").maps, atol=1e-5)
+    with pytest.raises(InputError, match="buckets"):
+        Preprocess.of(model, "dino480", buckets=3)
