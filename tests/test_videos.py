@@ -142,3 +142,26 @@ def test_the_shipped_clips_decode_are_small_and_credited():
         assert clip.stat().st_size < 500_000
         info = videos.probe(clip)
         assert info.codec == "h264" and info.frames == 40 and float(info.fps) == 10
+
+
+def test_a_clip_with_sound_gives_its_frames_and_the_output_has_none(tmp_path):
+    pics = levels(5)
+    with av.open(str(tmp_path / "talk.mp4"), "w") as c:  # video and an AAC track, interleaved
+        v = c.add_stream("libx264", rate=10)
+        v.height, v.width = pics[0].shape[:2]
+        v.pix_fmt = "yuv420p"
+        a = c.add_stream("aac", rate=44100)
+        for i, p in enumerate(pics):
+            f = av.VideoFrame.from_ndarray(p, format="rgb24")
+            f.pts = i
+            c.mux(v.encode(f))
+            s = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
+            s.sample_rate, s.pts = 44100, i * 1024
+            c.mux(a.encode(s))
+        c.mux(v.encode(None))
+        c.mux(a.encode(None))
+    out = list(videos.frames(tmp_path / "talk.mp4"))
+    assert [level_index(f.rgb) for f in out] == list(range(5))
+    videos.write_mp4(tmp_path / "o.mp4", [f.rgb for f in out], 10)
+    with av.open(str(tmp_path / "o.mp4")) as c:
+        assert len(c.streams.video) == 1 and not c.streams.audio
