@@ -16,7 +16,7 @@ try:
     from attention.config import SETTINGS  # every setting, read once
 except ValueError as e:  # attention.config.ConfigError: a bad ATTENTION_* value, named in the message
     raise SystemExit(f"Attention Explorer cannot start: {e}") from None
-from attention.ui import APP_CSS, calculator_tab, retrieval_tab, server, vit_tab
+from attention.ui import APP_CSS, calculator_tab, retrieval_tab, server, video_tab, vit_tab
 from attention.vit.checkpoint import serve_args
 
 if __name__ == "__main__":
@@ -33,7 +33,10 @@ with gr.Blocks(title="Attention Explorer", fill_width=True, delete_cache=(300, i
         "and step by step."
     )
     with gr.Tab("ViT attention", id="vit"):
-        vit_tab.build(demo)
+        with gr.Tab("Image", id="vit-image"):
+            vit_tab.build(demo)
+        with gr.Tab("Video", id="vit-video"):
+            video_tab.build(vit_tab.VIT_STARTUP)
     with gr.Tab("MNIST retrieval", id="retrieval") as retrieval:
         retrieval_tab.build(retrieval)
     with gr.Tab("Q/K/V calculator", id="calculator"):

@@ -1,4 +1,5 @@
-"""Command line: `python -m attention maps|features|relevance IMAGE... [options]`, `python -m attention extract SOURCE`.
+"""Command line: `python -m attention maps|features|relevance IMAGE... [options]`, `python -m attention extract
+SOURCE`, `python -m attention video IN [options]`.
 
 maps: writes, per image, each head's map, the mean and the threshold masks as PNG overlays and
 the raw arrays as .npz (as DINO's visualize_attention.py does), into OUT/<image name>/.
@@ -8,6 +9,8 @@ features: the feature views (pca.png, similarity.png, norms.png, features.npz) a
 (model_view.png: every layer x head of the query), from the same one forward pass.
 extract: a whole dataset (folder, glob, Hugging Face dataset) in batches, into Parquet shards;
 runs under `torchrun --nproc_per_node N` too (attention.dataset).
+video: an H.264 MP4 of the attention of every frame of a video (DINO's video_generation.py, batched:
+`--resize`, `--threshold`, `--fps` as there), optionally the frame beside it and an .npz of the maps.
 A bad file gets one clear line; the other images are still processed.
 Your own checkpoint: `--weights ckpt.pth --arch vit_small_patch16_224` (DINO's `teacher`/`student` keys and
 `module.`/`backbone.` prefixes understood; `--checkpoint-key`, `--family dino` for DINO's preprocessing).
@@ -71,9 +74,34 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--cmap", default="inferno", help="colormap (default inferno)")
     r.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
     e = _extract_parser(sub)
-    for sp in (m, f, r, e):
+    v = _video_parser(sub)
+    for sp in (m, f, r, e, v):
         checkpoint_args(sp)  # --weights, --arch, --checkpoint-key, --family
     return p
+
+
+def _video_parser(sub) -> argparse.ArgumentParser:
+    from attention.vit.video import BATCH, VIDEO_VIEWS
+
+    v = sub.add_parser("video", help="write an attention video (H.264 MP4) of a video file")
+    v.add_argument("input", type=Path, help="video file (MP4, WebM, MOV, MKV, AVI, GIF)")
+    v.add_argument("--out", type=Path, default=Path("attention_video.mp4"), help="output .mp4")
+    v.add_argument("--model", default="dino_vits16", help="alias, timm name or hf-hub:org/repo")
+    v.add_argument("--resize", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480' (default auto)")
+    v.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass the masks keep")
+    v.add_argument("--fps", type=float, default=None, help="output frames per second (default: the source's)")
+    v.add_argument("--seconds", type=float, default=None, help="only the first SECONDS of the video")
+    v.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
+    v.add_argument("--query", default="cls", help="'cls' or ROW,COL of a patch (default: cls)")
+    v.add_argument("--view", default="mean", choices=list(VIDEO_VIEWS), help="what is drawn (default mean)")
+    v.add_argument("--head", type=int, default=0, help="the head of the 'head' and 'masks' views")
+    v.add_argument("--alpha", type=float, default=0.6, help="opacity of the map over the frame, 0 to 1")
+    v.add_argument("--cmap", default="inferno", help="colormap (default inferno)")
+    v.add_argument("--side-by-side", action="store_true", help="the frame on the left, the view on the right")
+    v.add_argument("--npz", type=Path, default=None, help="also write every frame's raw maps to this .npz")
+    v.add_argument("--batch-size", type=int, default=BATCH, help=f"frames per forward pass (default {BATCH})")
+    v.add_argument("--max-frames", type=int, default=100_000, help="refuse videos making more frames than this")
+    return v
 
 
 def _extract_parser(sub) -> argparse.ArgumentParser:
@@ -256,6 +284,56 @@ def extract(args) -> int:
     return 0
 
 
+def video(args) -> int:
+    from tqdm.auto import tqdm
+
+    from attention.vit.models import load_vit
+    from attention.vit.video import attention_video, write_video
+
+    bars = []  # made at the first batch, so an error up front prints no bar
+
+    def report(frac: float, desc: str) -> None:
+        if not bars:
+            bars.append(tqdm(total=1.0, bar_format="{bar:30}| {desc}", file=sys.stderr))
+        bars[0].n = frac
+        bars[0].set_description_str(desc)
+
+    try:
+        run = attention_video(
+            load_vit(args.model),
+            args.input,
+            layer=args.layer,
+            query=_query(args.query),
+            resolution=args.resize,
+            threshold=args.threshold,
+            fps=args.fps,
+            seconds=args.seconds,
+            batch_size=args.batch_size,
+            max_frames=args.max_frames,
+            progress=report,
+        )
+        facts = write_video(
+            run,
+            args.out,
+            view=args.view,
+            head=args.head,
+            alpha=args.alpha,
+            cmap=args.cmap,
+            side_by_side=args.side_by_side,
+            npz=args.npz,
+        )
+    except AttentionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        for b in bars:
+            b.close()
+    o = facts["output"]
+    extra = f" and {args.npz}" if args.npz else ""
+    print(f"{args.input}: {o['frames']} frames, {o['width']}x{o['height']} px at {o['fps']:g} fps -> {args.out}{extra}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -263,7 +341,9 @@ def main(argv: list[str] | None = None) -> int:
     except AttentionError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return {"maps": maps, "features": features, "relevance": relevance, "extract": extract}[args.command](args)
+    return {"maps": maps, "features": features, "relevance": relevance, "extract": extract, "video": video}[
+        args.command
+    ](args)
 
 
 if __name__ == "__main__":

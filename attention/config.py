@@ -94,6 +94,10 @@ class Settings:
     upload_mb_per_min: float = 120.0  # upload MB of one client a minute (as a burst too): ATTENTION_UPLOAD_MB_PER_MIN
     temp_mb: float = 4096.0  # every file in Gradio's upload/cache folder together, MB: ATTENTION_TEMP_MB
     refusal_delay: float = 1.0  # seconds the guard holds a refusal (400/403/413/429): ATTENTION_REFUSAL_DELAY
+    video_max_frames: int = 600  # frames of one attention video: ATTENTION_VIDEO_MAX_FRAMES
+    video_gflop_cpu: float = 6000.0  # estimated compute of one attention video on a CPU: ATTENTION_VIDEO_MAX_GFLOP_CPU
+    video_gflop_gpu: float = 400_000.0  # ... on a GPU: ATTENTION_VIDEO_MAX_GFLOP_GPU
+    video_max_pixels: int = 3840 * 2160  # pixels per video frame (more: scaled down): ATTENTION_VIDEO_MAX_PIXELS
     concurrency: int = 2  # jobs computed at once: ATTENTION_CONCURRENCY
     server_name: str = "127.0.0.1"  # GRADIO_SERVER_NAME
     offline: bool = field(default=False)  # ATTENTION_OFFLINE=1: never try to download full MNIST
@@ -107,6 +111,10 @@ class Settings:
     def budget_gflop(self, device: str) -> float:
         """The compute budget (GFLOP per forward pass) on a device type ("cpu", "cuda", ...)."""
         return self.gflop_cpu if str(device).split(":")[0] == "cpu" else self.gflop_gpu
+
+    def video_budget_gflop(self, device: str) -> float:
+        """The compute budget of one attention video (GFLOP, all its frames) on a device type."""
+        return self.video_gflop_cpu if str(device).split(":")[0] == "cpu" else self.video_gflop_gpu
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -133,6 +141,10 @@ class Settings:
             upload_mb_per_min=_read("ATTENTION_UPLOAD_MB_PER_MIN", cls.upload_mb_per_min, float, 1),
             temp_mb=_read("ATTENTION_TEMP_MB", cls.temp_mb, float, 1),
             refusal_delay=_read("ATTENTION_REFUSAL_DELAY", cls.refusal_delay, float, 0, 10),
+            video_max_frames=int(_read("ATTENTION_VIDEO_MAX_FRAMES", cls.video_max_frames, int, 1)),
+            video_gflop_cpu=_read("ATTENTION_VIDEO_MAX_GFLOP_CPU", cls.video_gflop_cpu, float, 0.001),
+            video_gflop_gpu=_read("ATTENTION_VIDEO_MAX_GFLOP_GPU", cls.video_gflop_gpu, float, 0.001),
+            video_max_pixels=int(_read("ATTENTION_VIDEO_MAX_PIXELS", cls.video_max_pixels, int, 1, PIL_MAX_PIXELS)),
             concurrency=int(_read("ATTENTION_CONCURRENCY", cls.concurrency, int, 1)),
             server_name=os.environ.get("GRADIO_SERVER_NAME", cls.server_name).strip() or cls.server_name,
             offline=_flag("ATTENTION_OFFLINE"),

@@ -30,6 +30,10 @@ class ImageError(InputError):
     """An image cannot be decoded, or is too small or too large to process."""
 
 
+class VideoError(InputError):
+    """A video cannot be decoded, holds no frames, or its stream is corrupt (the message says what is accepted)."""
+
+
 class UnsupportedModelError(InputError):
     """A model whose attention the engine cannot read exactly (the message names the block class and why)."""
 

@@ -17,6 +17,7 @@ views     a pass drawn as a view (heads, mean, rollout, masks) and its texts
 live      what a browser needs to draw the large map itself (patch, layer, head at once)
 outputs   the files of a render: tiles, contact sheet, the .npz download
 relevance "Why this class?": class relevance of classifiers (Chefer et al., grad-rollout), its evaluation
+video     attention videos: a video's frames in batches (`batch`), priced up front, drawn to H.264 MP4
 mnist_vit training the shipped mnist_vit (`python -m attention.vit.mnist_vit --help`)
 """
 
@@ -37,6 +38,7 @@ from attention.vit.models import (
 )
 from attention.vit.query import Query, tokens_of
 from attention.vit.rows import query_rows
+from attention.vit.video import VideoFrameMaps, VideoRun, attention_video, write_video
 
 __all__ = [
     "Query",
@@ -45,6 +47,10 @@ __all__ = [
     "query_rows",
     "recording",
     "tokens_of",
+    "VideoFrameMaps",
+    "VideoRun",
+    "attention_video",
+    "write_video",
     "AttentionMaps",
     "attention_maps",
     "BatchMaps",
