@@ -29,11 +29,12 @@ from PIL import Image
 from attention import videos
 from attention.config import SETTINGS
 from attention.errors import BudgetError, InputError
-from attention.images import target_size
+from attention.images import patch_tokens, target_size
 from attention.render import colormap, mask_overlay, masks_figure, overlay, upsample
 from attention.vit.batch import BatchMaps, Preprocess, batch_maps
-from attention.vit.cost import forward_gflop, largest_resolution, patch_tokens
+from attention.vit.cost import forward_gflop, largest_resolution
 from attention.vit.extract import Query, _layer_index, norm_query, token_index
+from attention.vit.query import prefix_tokens
 
 Progress = Callable[[float, str], None]  # (fraction 0..1, description)
 VIDEO_VIEWS: dict[str, str] = {
@@ -230,20 +231,21 @@ def attention_video(
     if not 0 < threshold <= 1:
         raise InputError(f"Threshold {threshold} is out of range; accepted: more than 0, at most 1.")
     patch = model.patch_embed.patch_size[0]
-    res = Preprocess.of(model, resolution).resolution  # "auto": the model's (480 px for DINO)
+    prep = Preprocess.of(model, resolution)
+    res, crop = prep.resolution, prep.crop  # "auto": the model's (480 px for DINO); the family's crop rule
     size = (info.width, info.height)
     if min(size) < patch:
         raise videos.VideoError(f"Frames are {size[0]}x{size[1]} px, smaller than one {patch}x{patch} patch.")
-    _, (cw, ch) = target_size(size, patch, res)
+    _, (cw, ch) = target_size(size, patch, res, crop)
     grid = (ch // patch, cw // patch)
     n_layers = len(model.blocks)
     layer = _layer_index(layer, n_layers)
     query = norm_query(query)
-    token_index(query, grid, model.num_prefix_tokens)  # off the grid: InputError now
+    token_index(query, grid, model.num_prefix_tokens, prefix_tokens(model))  # off the grid or not a token: now
     frames = videos.planned_frames(info, rate, seconds)
     length = frames / float(rate)
     forwards = min(frames, max(1, math.ceil(length * float(info.fps) - 1e-9)))
-    per_frame = forward_gflop(model, patch_tokens(size, patch, res))
+    per_frame = forward_gflop(model, patch_tokens(size, patch, res, crop))
     name = getattr(model, "alias", "this model")
     if frames > max_frames:
         raise BudgetError(
