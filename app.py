@@ -36,7 +36,7 @@ with gr.Blocks(title="Attention Explorer", fill_width=True, delete_cache=(300, i
         with gr.Tab("Image", id="vit-image"):
             vit_tab.build(demo)
         with gr.Tab("Video", id="vit-video"):
-            video_tab.build(vit_tab.VIT_STARTUP)
+            video_tab.build()
     with gr.Tab("MNIST retrieval", id="retrieval") as retrieval:
         retrieval_tab.build(retrieval)
     with gr.Tab("Q/K/V calculator", id="calculator"):
