@@ -7,12 +7,24 @@ module level (tests import it); it is launched only under __main__, with `LAUNCH
 
 from __future__ import annotations
 
+import logging
+import sys
 import warnings
 
 import gradio as gr
 
-from attention.config import SETTINGS
-from attention.ui import APP_CSS, calculator_tab, retrieval_tab, vit_tab
+try:
+    from attention.config import SETTINGS  # every setting, read once
+except ValueError as e:  # attention.config.ConfigError: a bad ATTENTION_* value, named in the message
+    raise SystemExit(f"Attention Explorer cannot start: {e}") from None
+from attention.ui import APP_CSS, calculator_tab, retrieval_tab, server, video_tab, vit_tab
+from attention.vit.checkpoint import serve_args
+
+if __name__ == "__main__":
+    # the package's own fallbacks and refusals at INFO; other libraries' (each HTTP request) at WARNING
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("attention").setLevel(logging.INFO)
+    serve_args(sys.argv[1:])  # `python app.py --model PATH --arch NAME`: the operator's checkpoint, the default
 
 # Files Gradio serves (sheets, .npz, plots) are deleted every 5 minutes once older than
 # ATTENTION_FILE_TTL seconds, so its temp dir is bounded by traffic x age.
@@ -22,23 +34,24 @@ with gr.Blocks(title="Attention Explorer", fill_width=True, delete_cache=(300, i
         "and step by step. Layers, heads, rows, columns and indices count from 0 in every tab."
     )
     with gr.Tab("ViT attention", id="vit"):
-        vit_tab.build(demo)
+        with gr.Tab("Image", id="vit-image"):
+            vit_tab.build(demo)
+        with gr.Tab("Video", id="vit-video"):
+            video_tab.build()
     with gr.Tab("MNIST retrieval", id="retrieval") as retrieval:
         retrieval_tab.build(retrieval)
     with gr.Tab("Q/K/V calculator", id="calculator"):
         calculator_tab.build()
 
 demo.queue(default_concurrency_limit=SETTINGS.concurrency)  # 2 cores: two jobs compute at once, the rest wait
-# Gradio's queue looks for new jobs every 1 ms, which keeps an idle server busy on a small CPU
-# (bench/bench_app_roundtrip.py --idle-cpu); every 10 ms costs a job at most 10 ms of waiting.
-QUEUE_POLL = SETTINGS.queue_poll  # ATTENTION_QUEUE_POLL (Gradio's own: 0.001)
-if hasattr(demo._queue, "sleep_when_free"):  # a private attribute of Gradio 6's Queue: set only if there
-    demo._queue.sleep_when_free = QUEUE_POLL
 
 # What launch() needs wherever the app is served (here, tests, benches): the upload cap, how many
-# sessions' state Gradio keeps (the oldest forgotten first), the API endpoints as MCP tools, and the
-# page-wide CSS (in the page's head from the start).
-LAUNCH = dict(
+# sessions' state Gradio keeps (the oldest forgotten first), the API endpoints as MCP tools, the
+# page-wide CSS (in the page's head from the start), and, as `app_kwargs`, the guard in front of
+# Gradio's app (body sizes, session ids, per-client rates: attention/guard.py).
+LAUNCH = server.LaunchKwargs(
+    SETTINGS,
+    demo,
     max_file_size=int(SETTINGS.max_upload_mb * 2**20),
     state_session_capacity=SETTINGS.max_sessions,
     mcp_server=SETTINGS.mcp,

@@ -7,6 +7,9 @@ Knows nothing of Gradio: `app.py` is one user of it, the command line
     import attention
     model = attention.load_vit("dino_vits16")         # or "mnist_vit" offline
     res = attention.attention_maps(model, "examples/photos/chelsea.jpg")  # res.maps: (heads, gh, gw)
+    rel = attention.relevance(model, image, target=None)  # classifiers: why this class? (Chefer et al.)
+    for f in attention.attention_video(model, "examples/videos/digits.mp4"):   # f.maps, f.mean, f.masks per frame
+        ...
     steps = attention.attend(Q, K, V, heads=2, mask="causal")  # steps.weights: (heads, n, m)
 
 One subpackage per feature over a small shared core:
@@ -17,14 +20,25 @@ One subpackage per feature over a small shared core:
     config        every setting, read once from the environment
     errors        the typed errors and the checks every feature shares
     images        decoding, size guards, resizing and cropping to patches
+    videos        video decoding at a constant rate and H.264 encoding (PyAV)
     render        colour maps, overlays, grids, PNG encoding
-    cache         the bounded, thread-safe store shared between requests
+    cache         the bounded, thread-safe store shared between requests (a share per visitor)
+    turns         how many forward passes one visitor may run at once
     mnist, net    the shipped digits; is the network there
     ui/           the Gradio tabs (the only code that imports gradio)
 """
 
 from attention.calculator import attend, attend_from_x
-from attention.errors import AttentionError, BudgetError, ImageError, InputError, ModelLoadError
+from attention.errors import (
+    AttentionError,
+    BudgetError,
+    CheckpointError,
+    ImageError,
+    InputError,
+    ModelLoadError,
+    UnsupportedModelError,
+    VideoError,
+)
 from attention.images import load_image
 from attention.render import colorize, grid, mark_patch, mask_overlay, overlay, upsample
 from attention.vit import (
@@ -33,6 +47,7 @@ from attention.vit import (
     REGISTRY,
     AttentionMaps,
     attention_maps,
+    attention_video,
     available,
     default_device,
     load_vit,
@@ -40,6 +55,7 @@ from attention.vit import (
     rollout_map,
     threshold_masks,
 )
+from attention.vit.relevance import Relevance, relevance
 
 __all__ = [
     "attend",
@@ -49,11 +65,17 @@ __all__ = [
     "ImageError",
     "InputError",
     "ModelLoadError",
+    "UnsupportedModelError",
+    "CheckpointError",
+    "VideoError",
     "AttentionMaps",
     "attention_maps",
+    "attention_video",
     "rollout",
     "rollout_map",
     "threshold_masks",
+    "relevance",
+    "Relevance",
     "load_image",
     "DEFAULT_MODEL",
     "OFFLINE_MODEL",

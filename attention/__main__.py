@@ -1,10 +1,19 @@
-"""Command line: `python -m attention maps|features IMAGE... [options]`.
+"""Command line: `python -m attention maps|features|relevance IMAGE... [options]`, `python -m attention extract
+SOURCE`, `python -m attention video IN [options]`.
 
 maps: writes, per image, each head's map, the mean and the threshold masks as PNG overlays and
 the raw arrays as .npz (as DINO's visualize_attention.py does), into OUT/<image name>/.
+relevance: why a classifier says a class: relevance.png (Chefer et al.'s map, grad-rollout and the CLS
+attention of the same pass, captioned), relevance.npz and relevance.json (the top classes), per image.
 features: the feature views (pca.png, similarity.png, norms.png, features.npz) and the model view
 (model_view.png: every layer x head of the query), from the same one forward pass.
+extract: a whole dataset (folder, glob, Hugging Face dataset) in batches, into Parquet shards;
+runs under `torchrun --nproc_per_node N` too (attention.dataset).
+video: an H.264 MP4 of the attention of every frame of a video (DINO's video_generation.py, batched:
+`--resize`, `--threshold`, `--fps` as there), optionally the frame beside it and an .npz of the maps.
 A bad file gets one clear line; the other images are still processed.
+Your own checkpoint: `--weights ckpt.pth --arch vit_small_patch16_224` (DINO's `teacher`/`student` keys and
+`module.`/`backbone.` prefixes understood; `--checkpoint-key`, `--family dino` for DINO's preprocessing).
 """
 
 from __future__ import annotations
@@ -14,6 +23,9 @@ import sys
 from pathlib import Path
 
 from attention.errors import AttentionError
+from attention.vit.checkpoint import checkpoint_args, use_checkpoint
+
+RESOLUTION_HELP = "shorter side in px (DINOv3: the height), 'auto', 'native' or 'dino480'"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,8 +37,13 @@ def _parser() -> argparse.ArgumentParser:
         "--model", default="dino_vits16", help="alias (dino_vits16, mnist_vit, ...), timm name or hf-hub:org/repo"
     )
     m.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
-    m.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
-    m.add_argument("--query", default="cls", help="'cls' or ROW,COL of a patch (default: cls)")
+    m.add_argument("--resolution", default="auto", help=RESOLUTION_HELP)
+    m.add_argument(
+        "--query",
+        default=None,
+        help="a token (cls, dist, pool, reg0, ...) or ROW,COL of a patch (default: CLS, "
+        "else the pooling head's, else the centre patch)",
+    )
     m.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass kept by masks (default 0.6)")
     m.add_argument("--cmap", default="inferno", help="matplotlib colormap (default inferno)")
     m.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
@@ -34,24 +51,89 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("images", nargs="+", type=Path, help="image files")
     f.add_argument("--model", default="dino_vits16", help="alias, timm name or hf-hub:org/repo")
     f.add_argument("--layer", type=int, default=-1, help="layer whose output tokens (default: last, after the norm)")
-    f.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
-    f.add_argument("--query", default="cls", help="the similarity's query: 'cls' or ROW,COL (default: cls)")
+    f.add_argument("--resolution", default="auto", help=RESOLUTION_HELP)
+    f.add_argument(
+        "--query", default=None, help="the similarity's query: a token (cls, reg0, ...) or ROW,COL (default: CLS)"
+    )
     f.add_argument("--cmap", default="inferno", help="colormap (default inferno)")
     f.add_argument(
         "--pca-background", type=float, default=None, help="drop patches whose first PCA component is below this (0-1)"
     )
+    f.add_argument(
+        "--pca",
+        default="minmax",
+        help="PCA colours: 'minmax' (default) or 'dinov3' (DINOv3's notebook: fitted on the foreground, whitened)",
+    )
     f.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
+    r = sub.add_parser("relevance", help="why a classifier says a class: relevance maps beside CLS attention")
+    r.add_argument("images", nargs="+", type=Path, help="image files")
+    r.add_argument("--model", default="mnist_vit", help="a classifier: mnist_vit, deit_small, a timm classifier name")
+    r.add_argument("--target", default=None, help="class index or name (default: the top class of each image)")
+    r.add_argument("--resolution", default="auto", help="shorter side in px, 'auto' or 'native'")
+    r.add_argument("--discard-ratio", type=float, default=0.9, help="grad-rollout's discard (default 0.9)")
+    r.add_argument("--cmap", default="inferno", help="colormap (default inferno)")
+    r.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
+    e = _extract_parser(sub)
+    v = _video_parser(sub)
+    for sp in (m, f, r, e, v):
+        checkpoint_args(sp)  # --weights, --arch, --checkpoint-key, --family
     return p
 
 
-def _query(text: str):
-    if text.strip().lower() == "cls":
-        return "cls"
+def _video_parser(sub) -> argparse.ArgumentParser:
+    from attention.vit.video import BATCH, VIDEO_VIEWS
+
+    v = sub.add_parser("video", help="write an attention video (H.264 MP4) of a video file")
+    v.add_argument("input", type=Path, help="video file (MP4, WebM, MOV, MKV, AVI, GIF)")
+    v.add_argument("--out", type=Path, default=Path("attention_video.mp4"), help="output .mp4")
+    v.add_argument("--model", default="dino_vits16", help="alias, timm name or hf-hub:org/repo")
+    v.add_argument("--resize", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480' (default auto)")
+    v.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass the masks keep")
+    v.add_argument("--fps", type=float, default=None, help="output frames per second (default: the source's)")
+    v.add_argument("--seconds", type=float, default=None, help="only the first SECONDS of the video")
+    v.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
+    v.add_argument("--query", default="cls", help="'cls' or ROW,COL of a patch (default: cls)")
+    v.add_argument("--view", default="mean", choices=list(VIDEO_VIEWS), help="what is drawn (default mean)")
+    v.add_argument("--head", type=int, default=0, help="the head of the 'head' and 'masks' views")
+    v.add_argument("--alpha", type=float, default=0.6, help="opacity of the map over the frame, 0 to 1")
+    v.add_argument("--cmap", default="inferno", help="colormap (default inferno)")
+    v.add_argument("--side-by-side", action="store_true", help="the frame on the left, the view on the right")
+    v.add_argument("--npz", type=Path, default=None, help="also write every frame's raw maps to this .npz")
+    v.add_argument("--batch-size", type=int, default=BATCH, help=f"frames per forward pass (default {BATCH})")
+    v.add_argument("--max-frames", type=int, default=100_000, help="refuse videos making more frames than this")
+    return v
+
+
+def _extract_parser(sub) -> argparse.ArgumentParser:
+    e = sub.add_parser("extract", help="attention of a whole dataset into Parquet shards (batched; torchrun splits it)")
+    e.add_argument("source", help="folder or glob of images, hf:ORG/NAME (Hub dataset), imagefolder:DIR, saved dataset")
+    e.add_argument("--model", default="dino_vits16", help="alias, timm name or hf-hub:org/repo")
+    e.add_argument("--layer", type=int, default=-1, help="layer of the maps (default: last)")
+    e.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
+    e.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass kept by masks (default 0.6)")
+    e.add_argument(
+        "--buckets", type=int, default=0, help="resize to the nearest of N aspect-ratio grids (fuller batches; 0: off)"
+    )
+    e.add_argument("--pca", action="store_true", help="also the patch features' first 3 principal components")
+    e.add_argument("--batch-size", type=int, default=64, help="images per forward pass (default 64)")
+    e.add_argument("--shard-size", type=int, default=1024, help="images per shard (default 1024)")
+    e.add_argument("--workers", type=int, default=2, help="DataLoader processes decoding images (default 2)")
+    e.add_argument("--split", default="train", help="split of a Hugging Face dataset (default train)")
+    e.add_argument("--image-column", default=None, help="image column of a dataset (default: its first Image column)")
+    e.add_argument("--no-progress", action="store_true", help="no progress bar")
+    e.add_argument("--out", type=Path, required=True, help="output folder (a run there is resumed)")
+    return e
+
+
+def _query(text: str | None):
+    from attention.vit.query import ACCEPTED, parse
+
+    if text is None:
+        return None
     try:
-        r, c = (int(v) for v in text.split(","))
-    except ValueError:
-        raise AttentionError(f"--query {text!r} is not accepted; use 'cls' or ROW,COL such as 3,5.") from None
-    return (r, c)
+        return parse(text)
+    except AttentionError:
+        raise AttentionError(f"--query {text!r} is not accepted; use {ACCEPTED}.") from None
 
 
 def write_outputs(res, out: Path, *, threshold: float, cmap: str) -> None:
@@ -101,11 +183,13 @@ def features(args) -> int:
 
     from attention.render import png_bytes
     from attention.vit.feature_views import feature_pictures
+    from attention.vit.features import check_pca_style
     from attention.vit.modelview import model_view
     from attention.vit.session import get_pass
 
     try:
         query = _query(args.query)
+        check_pca_style(args.pca)
     except AttentionError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -113,7 +197,9 @@ def features(args) -> int:
     for path in args.images:
         try:
             p = get_pass(path, args.model, args.resolution)
-            tiles, arrays = feature_pictures(p, query, args.layer, cmap=args.cmap, background=args.pca_background)
+            tiles, arrays = feature_pictures(
+                p, query, args.layer, cmap=args.cmap, background=args.pca_background, pca_style=args.pca
+            )
             out = args.out / path.stem
             out.mkdir(parents=True, exist_ok=True)
             for t in tiles:
@@ -129,9 +215,135 @@ def features(args) -> int:
     return 1 if failed else 0
 
 
+def relevance(args) -> int:
+    import json
+    import shutil
+
+    from attention.vit.models import load_vit
+    from attention.vit.relevance import check_classifier, relevance
+    from attention.vit.relevance.views import write_answer
+
+    try:
+        model = load_vit(args.model)
+        check_classifier(model)
+    except AttentionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    failed = 0
+    for path in args.images:
+        try:
+            rel = relevance(model, path, args.target, resolution=args.resolution, discard_ratio=args.discard_ratio)
+            pic, npz, info = write_answer(rel, model=args.model, cmap=args.cmap)
+            out = args.out / path.stem
+            out.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(pic, out / "relevance.png")
+            shutil.copyfile(npz, out / "relevance.npz")
+            (out / "relevance.json").write_text(json.dumps(info, indent=2) + "\n")
+            top = ", ".join(f"{n.split(',')[0]} {p:.1%}" for _, n, p in rel.top(3))
+            print(f"{path}: why {info['target']['name']!r}? top: {top} -> {out}/")
+        except AttentionError as e:
+            failed += 1
+            print(f"{path}: skipped: {e}", file=sys.stderr)
+    print(f"{len(args.images) - failed} of {len(args.images)} images written to {args.out}/")
+    return 1 if failed else 0
+
+
+def extract(args) -> int:
+    from attention.dataset import extract as run
+    from attention.dataset import open_source
+    from attention.dataset.run import dist_env
+    from attention.vit.models import load_vit
+
+    rank, _, local = dist_env()
+    try:
+        source = open_source(args.source, split=args.split, image_column=args.image_column)
+        import torch
+
+        device = f"cuda:{local}" if torch.cuda.is_available() else "cpu"
+        model = load_vit(args.model, device=device)
+        summary = run(
+            source,
+            model,
+            args.out,
+            model_name=args.model,
+            layer=args.layer,
+            resolution=args.resolution,
+            threshold=args.threshold,
+            buckets=args.buckets,
+            pca=args.pca,
+            batch_size=args.batch_size,
+            shard_size=args.shard_size,
+            workers=args.workers,
+            progress=not args.no_progress,
+        )
+    except AttentionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if rank == 0:
+        print(summary.text())
+    return 0
+
+
+def video(args) -> int:
+    from tqdm.auto import tqdm
+
+    from attention.vit.models import load_vit
+    from attention.vit.video import attention_video, write_video
+
+    bars = []  # made at the first batch, so an error up front prints no bar
+
+    def report(frac: float, desc: str) -> None:
+        if not bars:
+            bars.append(tqdm(total=1.0, bar_format="{bar:30}| {desc}", file=sys.stderr))
+        bars[0].n = frac
+        bars[0].set_description_str(desc)
+
+    try:
+        run = attention_video(
+            load_vit(args.model),
+            args.input,
+            layer=args.layer,
+            query=_query(args.query),
+            resolution=args.resize,
+            threshold=args.threshold,
+            fps=args.fps,
+            seconds=args.seconds,
+            batch_size=args.batch_size,
+            max_frames=args.max_frames,
+            progress=report,
+        )
+        facts = write_video(
+            run,
+            args.out,
+            view=args.view,
+            head=args.head,
+            alpha=args.alpha,
+            cmap=args.cmap,
+            side_by_side=args.side_by_side,
+            npz=args.npz,
+        )
+    except AttentionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        for b in bars:
+            b.close()
+    o = facts["output"]
+    extra = f" and {args.npz}" if args.npz else ""
+    print(f"{args.input}: {o['frames']} frames, {o['width']}x{o['height']} px at {o['fps']:g} fps -> {args.out}{extra}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return {"maps": maps, "features": features}[args.command](args)
+    try:
+        args.model = use_checkpoint(args.weights, args.arch, args.checkpoint_key, args.family) or args.model
+    except AttentionError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return {"maps": maps, "features": features, "relevance": relevance, "extract": extract, "video": video}[
+        args.command
+    ](args)
 
 
 if __name__ == "__main__":

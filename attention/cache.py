@@ -2,17 +2,21 @@
 a total byte budget, a time to live, and one computation per key however many ask at once.
 
 Shared by every visitor, so it is thread-safe. Keys must identify the *content* of what is
-computed (e.g. an image digest, a model name and a resolution): two visitors who send the same
-input get the same entry, and nobody can reach an entry without sending its input.
+computed (e.g. an image digest, a model name and a resolution) and, for what a visitor brought,
+the visitor too: two visitors who send the same example get the same entry, while a visitor's own
+upload is theirs alone (no one learns from a fast answer that someone else sent that picture).
+Each entry is charged to an owner, whose share of the budget is bounded (`max_owner_bytes`).
 
-    cache = SharedCache(max_bytes=1 << 30, ttl=1800)
+    cache = SharedCache(max_bytes=1 << 30, ttl=1800, max_owner_bytes=1 << 28)
     value = cache.get_or_run(key, lambda: compute())   # computed once, even from 8 threads at once
+    value = cache.get_or_run(key, compute, owner=visitor)  # kept within that visitor's share
 
 The files the server writes for Gradio to serve are bounded the same way, by age: `sweep`.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import time
@@ -33,11 +37,26 @@ V = TypeVar("V", bound=Sized)
 
 class SharedCache(Generic[V]):
     """Values with an `nbytes` under `max_bytes` in total, each dropped `ttl` seconds after its
-    last use. A value larger than `max_bytes` is returned but not kept."""
+    last use. A value larger than `max_bytes` (or than `max_owner_bytes`) is returned but not kept.
 
-    def __init__(self, max_bytes: int, ttl: float, clock: Callable[[], float] = time.monotonic):
+    Every value is charged to an `owner` (a visitor; None = nobody in particular): one owner's values
+    together stay under `max_owner_bytes`, its own least recently used dropped first, so an owner's
+    new values never push out another's while it is within its share. When the total is full, the
+    value dropped is the least recently used of the owner holding the most bytes (the new value
+    counted for its owner), so a crowd shares the budget evenly and no owner can empty it of others."""
+
+    def __init__(
+        self,
+        max_bytes: int,
+        ttl: float,
+        clock: Callable[[], float] = time.monotonic,
+        max_owner_bytes: int | None = None,
+    ):
         self.max_bytes, self.ttl, self._clock = int(max_bytes), float(ttl), clock
-        self._items: OrderedDict[Hashable, tuple[V, int, float]] = OrderedDict()  # key -> (value, bytes, last use)
+        self.max_owner_bytes = self.max_bytes if max_owner_bytes is None else int(max_owner_bytes)
+        # key -> (value, bytes, last use, owner), least recently used first
+        self._items: OrderedDict[Hashable, tuple[V, int, float, Hashable]] = OrderedDict()
+        self._owned: dict[Hashable, int] = {}  # owner -> bytes of its values
         self._inflight: dict[Hashable, Future] = {}
         self._lock = threading.Lock()
         self.nbytes = 0
@@ -48,35 +67,36 @@ class SharedCache(Generic[V]):
             self._expire()
             return len(self._items)
 
+    def owned(self, owner: Hashable) -> int:
+        """Bytes of the values charged to `owner`."""
+        with self._lock:
+            self._expire()
+            return self._owned.get(owner, 0)
+
     def get(self, key: Hashable) -> V | None:
         """The value of `key` if kept (and fresh), marking it used; else None."""
         with self._lock:
             self._expire()
-            if key not in self._items:
-                return None
-            value, size, _ = self._items.pop(key)
-            self._items[key] = (value, size, self._clock())
-            return value
+            return self._touch(key)
 
-    def put(self, key: Hashable, value: V) -> None:
-        """Keep `value` under `key`, dropping the least recently used values until it fits."""
+    def put(self, key: Hashable, value: V, owner: Hashable = None) -> None:
+        """Keep `value` under `key`, charged to `owner`, dropping values until it fits (see the class)."""
         with self._lock:
-            self._put(key, value)
+            self._put(key, value, owner)
 
-    def get_or_run(self, key: Hashable, compute: Callable[[], V]) -> V:
-        """The kept value of `key`, else `compute()` run once: callers asking for the same key
-        meanwhile wait for that one result (or get its exception)."""
+    def get_or_run(self, key: Hashable, compute: Callable[[], V], owner: Hashable = None) -> V:
+        """The kept value of `key`, else `compute()` run once and kept for `owner`: callers asking for
+        the same key meanwhile wait for that one result (or get its exception)."""
         with self._lock:
             self._expire()
-            if key in self._items:
-                value, size, _ = self._items.pop(key)
-                self._items[key] = (value, size, self._clock())
-                return value
+            kept = self._touch(key)
+            if kept is not None:
+                return kept
             fut = self._inflight.get(key)
-            owner = fut is None
-            if owner:
+            is_first = fut is None
+            if is_first:
                 fut = self._inflight[key] = Future()
-        if not owner:
+        if not is_first:
             return fut.result()
         try:
             value = compute()
@@ -87,7 +107,7 @@ class SharedCache(Generic[V]):
             raise
         with self._lock:
             self.computed += 1
-            self._put(key, value)
+            self._put(key, value, owner)
             del self._inflight[key]
         fut.set_result(value)
         return value
@@ -95,27 +115,49 @@ class SharedCache(Generic[V]):
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._owned.clear()
             self.nbytes = 0
 
-    def _put(self, key: Hashable, value: V) -> None:
+    def _touch(self, key: Hashable) -> V | None:
+        if key not in self._items:
+            return None
+        value, size, _, owner = self._items.pop(key)
+        self._items[key] = (value, size, self._clock(), owner)
+        return value
+
+    def _drop(self, key: Hashable) -> None:
+        _, size, _, owner = self._items.pop(key)
+        self.nbytes -= size
+        self._owned[owner] -= size
+        if not self._owned[owner]:
+            del self._owned[owner]
+
+    def _oldest_of(self, owner: Hashable) -> Hashable:
+        return next(k for k, item in self._items.items() if item[3] == owner)
+
+    def _put(self, key: Hashable, value: V, owner: Hashable) -> None:
         if key in self._items:
-            self.nbytes -= self._items.pop(key)[1]
+            self._drop(key)
         size = int(value.nbytes)
-        if size > self.max_bytes:
+        if size > min(self.max_bytes, self.max_owner_bytes):
             return
-        while self._items and self.nbytes + size > self.max_bytes:
-            self.nbytes -= self._items.popitem(last=False)[1][1]
-        self._items[key] = (value, size, self._clock())
+        while self._owned.get(owner, 0) + size > self.max_owner_bytes:  # the owner's share: its own go first
+            self._drop(self._oldest_of(owner))
+        while self.nbytes + size > self.max_bytes:  # the whole store: from the owner holding the most
+            held = {o: b + (size if o == owner else 0) for o, b in self._owned.items()}
+            richest = max(held, key=lambda o: (held[o], o == owner))  # a tie: the newcomer's own first
+            self._drop(self._oldest_of(richest))
+        self._items[key] = (value, size, self._clock(), owner)
         self.nbytes += size
+        self._owned[owner] = self._owned.get(owner, 0) + size
 
     def _expire(self) -> None:
         cutoff = self._clock() - self.ttl
         while self._items:
-            key, (_, size, used) = next(iter(self._items.items()))
+            key, (_, _, used, _) = next(iter(self._items.items()))
             if used > cutoff:
                 break
-            del self._items[key]
-            self.nbytes -= size
+            self._drop(key)
 
 
 _last_sweep: dict[Path, float] = {}  # root -> when it was last swept
@@ -137,3 +179,20 @@ def sweep(root: Path, max_age: float, every: float = 60.0) -> None:
                 shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink()
         except OSError:
             pass  # gone already (another process's sweep)
+
+
+def sweep_empty_dirs(root: Path, min_age: float = 60.0) -> int:
+    """Remove every empty folder under `root` (not `root` itself) unchanged for `min_age` seconds,
+    deepest first; the number removed. Gradio's own cache deletion removes the files it served but
+    leaves the folder each was in (one per file ever served)."""
+    now, removed = time.time(), 0
+    for d, _, files in os.walk(root, topdown=False):
+        if Path(d) == Path(root) or files:
+            continue
+        try:
+            if now - os.stat(d).st_mtime >= min_age:
+                os.rmdir(d)  # fails (and is left) if anything was put there meanwhile
+                removed += 1
+        except OSError:
+            pass
+    return removed

@@ -15,6 +15,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from attention.errors import AttentionError
+
 ROOT = Path(__file__).resolve().parent.parent  # the checkout (or the Space's folder)
 WEIGHTS_DIR = ROOT / "weights"  # shipped weights: safetensors + json config
 EXAMPLES_DIR = ROOT / "examples"  # shipped photos, digits and the 5,000-digit MNIST subset
@@ -25,8 +27,10 @@ EXAMPLES_DIR = ROOT / "examples"  # shipped photos, digits and the 5,000-digit M
 PIL_MAX_PIXELS = 2 * 89_478_485
 
 
-class ConfigError(SystemExit):
-    """An environment variable holds a value that is not accepted (stops the process at start-up)."""
+class ConfigError(AttentionError, ValueError):
+    """An environment variable holds a value that is not accepted. Raised when the settings are read (at
+    import, so a bad value stops start-up with a message naming the variable); an ordinary exception, so
+    a caller that constructs `Settings.from_env()` itself can catch it."""
 
 
 def _read(name: str, default: float, kind: type = float, lo: float = 0.0, hi: float = float("inf")) -> float:
@@ -47,8 +51,21 @@ def _read(name: str, default: float, kind: type = float, lo: float = 0.0, hi: fl
     return value
 
 
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+_YES, _NO = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
+
+
+def _flag(name: str, default: bool = False) -> bool:
+    """An on/off switch: 1/true/yes/on or 0/false/no/off (any case); unset or empty = `default`;
+    anything else is refused (a typo must not silently mean off)."""
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in _YES | _NO:
+        return raw in _YES
+    raise ConfigError(
+        f"{name}={os.environ[name]!r} is not accepted; expected one of 1/true/yes/on or 0/false/no/off "
+        f"(default {'on' if default else 'off'})."
+    )
 
 
 @dataclass(frozen=True)
@@ -61,21 +78,43 @@ class Settings:
     gflop_gpu: float = 40_000.0  # ... on a GPU: ATTENTION_MAX_GFLOP_GPU
     state_mb: float = 1024.0  # every visitor's kept passes together, MB: ATTENTION_STATE_MB
     state_ttl: float = 1800.0  # seconds a kept pass lives unused: ATTENTION_STATE_TTL
+    state_visitor_mb: float = 256.0  # one visitor's kept passes together, MB: ATTENTION_STATE_VISITOR_MB
+    visitor_jobs: int = 3  # one visitor's jobs waiting or running in the queue at once: ATTENTION_VISITOR_JOBS
     max_models: int = 3  # models resident at once (least recently used unloaded): ATTENTION_MAX_MODELS
     allow_downloads: bool = False  # visitors may make the server download unlisted models: ATTENTION_ALLOW_DOWNLOADS
     max_sessions: int = 1000  # browser sessions whose state Gradio keeps: ATTENTION_MAX_SESSIONS
     max_upload_mb: float = 20.0  # largest upload: ATTENTION_MAX_UPLOAD_MB
     cache_age: float = 900.0  # seconds a served file is kept before deletion: ATTENTION_FILE_TTL
     max_text_chars: int = 200_000  # characters of one typed matrix, checked before parsing: ATTENTION_MAX_TEXT
-    queue_poll: float = 0.01  # seconds between the queue's looks for jobs: ATTENTION_QUEUE_POLL
+    guard: bool = True  # the checks in front of the app (attention.guard); ATTENTION_GUARD=0 turns them off
+    max_body_kb: float = 1024.0  # a body on other routes than uploads, MCP, live: ATTENTION_MAX_BODY_KB
+    live_body_kb: float = 16.0  # a live-route call's body: ATTENTION_LIVE_BODY_KB
+    new_sessions_per_min: float = 30.0  # new sessions a client opens a minute: ATTENTION_NEW_SESSIONS_PER_MIN
+    live_per_s: float = 20.0  # live-route calls of one client a second (bursts of twice that): ATTENTION_LIVE_PER_S
+    upload_mb_per_min: float = 120.0  # upload MB of one client a minute (as a burst too): ATTENTION_UPLOAD_MB_PER_MIN
+    temp_mb: float = 4096.0  # every file in Gradio's upload/cache folder together, MB: ATTENTION_TEMP_MB
+    refusal_delay: float = 1.0  # seconds the guard holds a refusal (400/403/413/429): ATTENTION_REFUSAL_DELAY
+    video_max_frames: int = 600  # frames of one attention video: ATTENTION_VIDEO_MAX_FRAMES
+    video_gflop_cpu: float = 6000.0  # estimated compute of one attention video on a CPU: ATTENTION_VIDEO_MAX_GFLOP_CPU
+    video_gflop_gpu: float = 400_000.0  # ... on a GPU: ATTENTION_VIDEO_MAX_GFLOP_GPU
+    video_max_pixels: int = 3840 * 2160  # pixels per video frame (more: scaled down): ATTENTION_VIDEO_MAX_PIXELS
     concurrency: int = 2  # jobs computed at once: ATTENTION_CONCURRENCY
     server_name: str = "127.0.0.1"  # GRADIO_SERVER_NAME
     offline: bool = field(default=False)  # ATTENTION_OFFLINE=1: never try to download full MNIST
     mcp: bool = True  # serve the API endpoints as MCP tools at /gradio_api/mcp/: ATTENTION_MCP=0 turns it off
+    # the operator's own checkpoint, made the default model (as `python app.py --model PATH --arch NAME`):
+    checkpoint: str = ""  # its file: ATTENTION_CHECKPOINT
+    checkpoint_arch: str = ""  # its timm architecture: ATTENTION_ARCH
+    checkpoint_key: str = ""  # the key its weights sit under (DINO's teacher, ...): ATTENTION_CHECKPOINT_KEY
+    checkpoint_family: str = ""  # how images are fed (dino, dinov2, ..., default the arch's): ATTENTION_FAMILY
 
     def budget_gflop(self, device: str) -> float:
         """The compute budget (GFLOP per forward pass) on a device type ("cpu", "cuda", ...)."""
         return self.gflop_cpu if str(device).split(":")[0] == "cpu" else self.gflop_gpu
+
+    def video_budget_gflop(self, device: str) -> float:
+        """The compute budget of one attention video (GFLOP, all its frames) on a device type."""
+        return self.video_gflop_cpu if str(device).split(":")[0] == "cpu" else self.video_gflop_gpu
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -86,17 +125,34 @@ class Settings:
             gflop_gpu=_read("ATTENTION_MAX_GFLOP_GPU", cls.gflop_gpu, float, 0.001),
             state_mb=_read("ATTENTION_STATE_MB", cls.state_mb),
             state_ttl=_read("ATTENTION_STATE_TTL", cls.state_ttl),
+            state_visitor_mb=_read("ATTENTION_STATE_VISITOR_MB", cls.state_visitor_mb),
+            visitor_jobs=int(_read("ATTENTION_VISITOR_JOBS", cls.visitor_jobs, int, 1)),
             max_models=int(_read("ATTENTION_MAX_MODELS", cls.max_models, int, 1)),
             allow_downloads=_flag("ATTENTION_ALLOW_DOWNLOADS"),
             max_sessions=int(_read("ATTENTION_MAX_SESSIONS", cls.max_sessions, int, 1)),
             max_upload_mb=_read("ATTENTION_MAX_UPLOAD_MB", cls.max_upload_mb, float, 0.001),
             cache_age=_read("ATTENTION_FILE_TTL", cls.cache_age, float, 1),
             max_text_chars=int(_read("ATTENTION_MAX_TEXT", cls.max_text_chars, int, 1)),
-            queue_poll=_read("ATTENTION_QUEUE_POLL", cls.queue_poll, float, 0.0),
+            guard=_flag("ATTENTION_GUARD", default=True),
+            max_body_kb=_read("ATTENTION_MAX_BODY_KB", cls.max_body_kb, float, 1),
+            live_body_kb=_read("ATTENTION_LIVE_BODY_KB", cls.live_body_kb, float, 1),
+            new_sessions_per_min=_read("ATTENTION_NEW_SESSIONS_PER_MIN", cls.new_sessions_per_min, float, 1),
+            live_per_s=_read("ATTENTION_LIVE_PER_S", cls.live_per_s, float, 0.1),
+            upload_mb_per_min=_read("ATTENTION_UPLOAD_MB_PER_MIN", cls.upload_mb_per_min, float, 1),
+            temp_mb=_read("ATTENTION_TEMP_MB", cls.temp_mb, float, 1),
+            refusal_delay=_read("ATTENTION_REFUSAL_DELAY", cls.refusal_delay, float, 0, 10),
+            video_max_frames=int(_read("ATTENTION_VIDEO_MAX_FRAMES", cls.video_max_frames, int, 1)),
+            video_gflop_cpu=_read("ATTENTION_VIDEO_MAX_GFLOP_CPU", cls.video_gflop_cpu, float, 0.001),
+            video_gflop_gpu=_read("ATTENTION_VIDEO_MAX_GFLOP_GPU", cls.video_gflop_gpu, float, 0.001),
+            video_max_pixels=int(_read("ATTENTION_VIDEO_MAX_PIXELS", cls.video_max_pixels, int, 1, PIL_MAX_PIXELS)),
             concurrency=int(_read("ATTENTION_CONCURRENCY", cls.concurrency, int, 1)),
             server_name=os.environ.get("GRADIO_SERVER_NAME", cls.server_name).strip() or cls.server_name,
             offline=_flag("ATTENTION_OFFLINE"),
-            mcp=os.environ.get("ATTENTION_MCP", "1").strip().lower() not in {"0", "false", "no", "off"},
+            mcp=_flag("ATTENTION_MCP", default=True),
+            checkpoint=os.environ.get("ATTENTION_CHECKPOINT", "").strip(),
+            checkpoint_arch=os.environ.get("ATTENTION_ARCH", "").strip(),
+            checkpoint_key=os.environ.get("ATTENTION_CHECKPOINT_KEY", "").strip(),
+            checkpoint_family=os.environ.get("ATTENTION_FAMILY", "").strip(),
         )
 
 

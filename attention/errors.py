@@ -8,6 +8,16 @@ always names what was wrong and what is accepted.
 from __future__ import annotations
 
 
+def html_text(text: object) -> str:
+    """`text` as HTML element content that shows exactly the characters given: `&` and `<` become
+    entities, so markup inside (a URL parameter, a file or model name, matrix text a visitor typed)
+    never becomes an element, a request or a form. The one escape for every message a page renders
+    as HTML (Gradio's toasts from gr.Error / gr.Warning / gr.Info, gr.HTML). `>` and quotes are left
+    as typed (no tag can open without `<`; never used inside an attribute), so API callers, who get
+    the same message, read `>=` and `'nine'` unchanged."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;")
+
+
 class AttentionError(Exception):
     """Base class: a problem with the caller's input or environment, with a readable message."""
 
@@ -20,8 +30,26 @@ class ImageError(InputError):
     """An image cannot be decoded, or is too small or too large to process."""
 
 
+class VideoError(InputError):
+    """A video cannot be decoded, holds no frames, or its stream is corrupt (the message says what is accepted)."""
+
+
+class UnsupportedModelError(InputError):
+    """A model whose attention the engine cannot read exactly (the message names the block class and why)."""
+
+
+class NoClassifierError(InputError):
+    """The model has no classifier head (a feature backbone such as DINO's): there is no class to explain
+    (the message names models that have one)."""
+
+
 class ModelLoadError(AttentionError, RuntimeError):
     """Model weights cannot be had: unknown name, offline and not cached, or a hub error."""
+
+
+class CheckpointError(ModelLoadError):
+    """A checkpoint file of one's own cannot be used: unreadable, unsafe to unpickle, or not fitting its
+    architecture (the message names the file, the tensor and both shapes where it applies)."""
 
 
 def as_whole(value) -> int | None:

@@ -5,17 +5,23 @@ x, shown = to_tensor(img, patch_size=16, mean=..., std=..., resolution=480)
 # x: float32 (1, C, H, W), H and W multiples of 16; `shown` is the RGB image x shows
 x, shown = to_tensor(img, patch_size=16, mean=..., std=..., resolution=None, crop="top-left")
 # DINO's own preprocessing of a 500x375 photo: no resize, the top-left 496x368 px, a 23x31 grid
+x, shown = to_tensor(img, patch_size=16, mean=..., std=..., resolution=768, crop="resize")
+# DINOv3's notebooks: 500x375 -> 1024x768 px (48 rows of patches, 64 columns), nothing cropped
 
 Resolutions: an int (shorter side, px, aspect kept, bicubic), None / "native" (no resize), or
 "dino480" (squashed to 480 x 480 px, bilinear: DINO's visualize_attention.py default,
 `transforms.Resize((480, 480))` on a PIL image). Crops: "center" (timm's) or "top-left" (DINO's
-`img[:, :h - h % p, :w - w % p]`).
+`img[:, :h - h % p, :w - w % p]`), or "resize": no crop, the image resized to whole patches keeping
+its aspect as DINOv3's notebooks do (`resize_transform` in facebookresearch/dinov3 notebooks/pca.ipynb:
+`resolution` is then the height, image_size there; the width is floor(w * image_size / (h * p)) patches;
+bilinear, torchvision's default on a PIL image).
 """
 
 from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -36,8 +42,8 @@ DINO_SQUARE = 480
 
 ImageSource = str | os.PathLike | bytes | Image.Image | np.ndarray
 Resolution = int | str | None
-Crop = Literal["top-left", "center"]
-CROPS = ("top-left", "center")
+Crop = Literal["top-left", "center", "resize"]
+CROPS = ("top-left", "center", "resize")
 
 
 def load_image(src: ImageSource, *, max_pixels: int = MAX_PIXELS) -> Image.Image:
@@ -119,14 +125,21 @@ def _to_rgb(img: Image.Image) -> Image.Image:
 
 
 def target_size(
-    size: tuple[int, int], patch_size: int, resolution: Resolution
+    size: tuple[int, int], patch_size: int, resolution: Resolution, crop: Crop = "center"
 ) -> tuple[tuple[int, int], tuple[int, int]]:
     """Resized size (W, H) and then cropped size (W', H'), multiples of `patch_size`.
 
     resolution: int, the shorter side in pixels (aspect kept); None keeps the size; "dino480"
     (DINO480) is 480 x 480 whatever the aspect. (As returned by `check_resolution`.)
+    crop "resize" (DINOv3's notebooks): the image is resized straight to whole patches, nothing
+    cropped: an int resolution is the height (floor(resolution / p) patches) and the width is
+    floor(w * resolution / (h * p)) patches (at least one); None: floor(h / p) x floor(w / p) patches.
     """
     w, h = size
+    if crop == "resize" and resolution != DINO480:
+        r = h if resolution is None else int(resolution)
+        rw, rh = max(1, int(w * r / (h * patch_size))) * patch_size, max(1, int(r / patch_size)) * patch_size
+        return (rw, rh), (rw, rh)
     if resolution is None:
         rw, rh = w, h
     elif resolution == DINO480:
@@ -135,6 +148,34 @@ def target_size(
         s = resolution / min(w, h)
         rw, rh = max(1, round(w * s)), max(1, round(h * s))
     return (rw, rh), (rw // patch_size * patch_size, rh // patch_size * patch_size)
+
+
+def patch_tokens(size: tuple[int, int], patch: int, resolution: Resolution, crop: Crop = "center") -> int:
+    """Patch tokens of an image of `size` (W, H) at `resolution`, cropped or resized to the patch grid
+    by `crop` (see `target_size`; for crop "resize" an int resolution is the height)."""
+    _, (cw, ch) = target_size(size, patch, resolution, crop)
+    return (cw // patch) * (ch // patch)
+
+
+def largest_resolution_where(fits: Callable[[int], bool], patch: int) -> int | None:
+    """The largest resolution r in [patch, MAX_RESOLUTION] with `fits(r)`, or None when not even
+    `patch` fits. Binary search: `fits` must turn false once and stay false as r grows (a cost
+    that grows with the resolution), as every limit on a pass does."""
+    lo, hi = patch, MAX_RESOLUTION
+    if not fits(lo):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+def largest_token_resolution(
+    size: tuple[int, int], patch: int, max_tokens: int = MAX_TOKENS, crop: Crop = "center"
+) -> int | None:
+    """The largest resolution at which an image of `size` makes at most `max_tokens` patches (`crop`
+    as in `target_size`)."""
+    return largest_resolution_where(lambda r: patch_tokens(size, patch, r, crop) <= max_tokens, patch)
 
 
 def check_resolution(resolution: Resolution, patch_size: int) -> int | str | None:
@@ -170,7 +211,8 @@ def to_tensor(
     max_tokens: int = MAX_TOKENS,
 ):
     """Resize (shorter side to `resolution`, bicubic; "dino480": 480 x 480, bilinear; None: not at
-    all), crop to multiples of the patch (`crop`: "center", or "top-left" as DINO), normalise with
+    all), crop to multiples of the patch (`crop`: "center", or "top-left" as DINO; "resize": no crop,
+    resized to whole patches as DINOv3's notebooks, bilinear: see `target_size`), normalise with
     `mean`/`std` (1 or 3 channels).
 
     Returns (x, shown): x float32 tensor (1, C, H', W'); shown, the RGB PIL image of size
@@ -189,16 +231,17 @@ def to_tensor(
             f"Image is {w}x{h} px, smaller than one {patch_size}x{patch_size} patch; "
             f"accepted: at least {patch_size} px on each side."
         )
-    (rw, rh), (cw, ch) = target_size((w, h), patch_size, resolution)
+    (rw, rh), (cw, ch) = target_size((w, h), patch_size, resolution, crop)
     tokens = (cw // patch_size) * (ch // patch_size)
     if tokens > max_tokens:
-        fits = int(patch_size * (max_tokens * min(w, h) / max(w, h)) ** 0.5)
+        best = largest_token_resolution((w, h), patch_size, max_tokens, crop)
         raise ImageError(
             f"At this resolution the image makes {cw // patch_size}x{ch // patch_size} = {tokens:,} patches, "
-            f"over the cap of {max_tokens:,}; choose a smaller resolution (at most about {fits} px)."
+            f"over the cap of {max_tokens:,}; the largest resolution accepted for this {w}x{h} image is "
+            f"{best} px."
         )
     if (rw, rh) != (w, h):  # PIL filters antialias when shrinking, as torchvision's Resize on PIL images
-        img = img.resize((rw, rh), Image.BILINEAR if resolution == DINO480 else Image.BICUBIC)
+        img = img.resize((rw, rh), Image.BILINEAR if resolution == DINO480 or crop == "resize" else Image.BICUBIC)
     left, top = ((rw - cw) // 2, (rh - ch) // 2) if crop == "center" else (0, 0)
     shown = img.crop((left, top, left + cw, top + ch))
     src = shown.convert("L") if len(mean) == 1 else shown

@@ -8,6 +8,7 @@ Burges, CC BY-SA 3.0 (see examples/CREDITS.md).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from attention import net
 from attention.config import EXAMPLES_DIR
 from attention.errors import ImageError
 
+log = logging.getLogger(__name__)
 SUBSET_PATH = EXAMPLES_DIR / "mnist_5k.npz"
 MEAN, STD = 0.1307, 0.3081  # the usual MNIST normalisation, on [0, 1] pixels
 RAW_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")  # what torchvision's MNIST reads, in MNIST/raw
@@ -84,14 +86,20 @@ def load_digits(prefer_full: bool = True) -> Digits:
     if prefer_full:
         try:
             return load_full(download=False)
-        except (OSError, RuntimeError):
-            pass
-        if not net.offline() and net.reachable(*MNIST_HOST):
+        except (OSError, RuntimeError) as e:
+            log.info("full MNIST not cached (%s)", e)
+        if net.offline():
+            log.info("offline (ATTENTION_OFFLINE or HF_HUB_OFFLINE): not downloading full MNIST")
+        elif not net.reachable(*MNIST_HOST):
+            log.warning("full MNIST's host %s:%d does not answer: not downloading", *MNIST_HOST)
+        else:
             try:
                 return load_full(download=True)
-            except (OSError, RuntimeError):  # network flaked mid-download: fall back
-                pass
-    return load_subset()
+            except (OSError, RuntimeError) as e:  # network flaked mid-download: fall back
+                log.warning("downloading full MNIST failed (%s)", e)
+    subset = load_subset()
+    log.warning("using the %s", subset.source)
+    return subset
 
 
 def split(n: int, heldout_fraction: float = 0.2, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -16,9 +16,8 @@ and prints ratio = trip / bare (target <= 1.5: rendering must not dominate), wit
 the per-round ratios (each trip over the bare call just before it) and its 90% bootstrap interval,
 as a check on this noisy machine. The server's own forward and drawing times (the answer's
 `forward_ms`, `render_ms`) split the overhead into the app's drawing and the rest.
---idle-cpu also measures, after the timings, the CPU an idle `python app.py` uses over 10 s with the
-app's queue poll (10 ms) and with Gradio's own (ATTENTION_QUEUE_POLL=0.001; see app.py), one server
-at a time.
+--idle-cpu also measures, after the timings, the CPU an idle `python app.py` uses over 10 s (Gradio's
+queue looks for jobs every 1 ms).
 
 When the real DINO ViT-S/16 weights are not in the HF cache, it builds a temporary HF cache
 holding a *random-weight* `vit_small_patch16_224.dino` in the hub's layout (same architecture,
@@ -129,7 +128,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=25)
     ap.add_argument("--image", default=str(ROOT / "examples" / "photos" / "chelsea.jpg"))
-    ap.add_argument("--idle-cpu", action="store_true", help="also measure an idle server's CPU at both queue polls")
+    ap.add_argument("--idle-cpu", action="store_true", help="also measure an idle server's CPU")
     args = ap.parse_args()
 
     env = {
@@ -233,11 +232,7 @@ def main() -> None:
     print(f"ratio (URLs, no download) = {trip_urls / bare:.2f}")
     print(f"the app's drawing alone: {render / bare:.3f} of bare")
     if args.idle_cpu:
-        ours, gradios = idle_cpu(env), idle_cpu({**env, "ATTENTION_QUEUE_POLL": "0.001"})
-        print(
-            f"idle server CPU, share of one core over 10 s: {ours:.1%} with the app's 10 ms queue poll, "
-            f"{gradios:.1%} with Gradio's 1 ms (ratio {gradios / ours:.1f})"
-        )
+        print(f"idle server CPU, share of one core over 10 s: {idle_cpu(env):.1%}")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     python bench/bench_extract.py            # full table (a few minutes on 2 cores)
     python bench/bench_extract.py --quick    # 224 px only
+    python bench/bench_extract.py --only dinov3   # the configurations whose model name contains "dinov3"
 
 For each model/size it prints, relative to a plain fused `forward_features` of the same model
 and input:
@@ -33,6 +34,9 @@ CONFIGS = [
     ("vit_small_patch16_224.dino", 480),
     ("vit_small_patch16_224.dino", 1024),
     ("vit_small_patch8_224.dino", 480),
+    # DINOv3 ViT-S/16 (timm Eva: RoPE after q/k norms, 4 registers): the kernel hook reads q, k after RoPE
+    ("vit_small_patch16_dinov3", 480),
+    ("vit_small_patch16_dinov3", 1024),
 ]
 METHODS = ("plain", "rows", "maps", "rollout", "explicit")
 
@@ -112,15 +116,15 @@ def child_memory(name: str, size: int, method: str) -> None:
     print(json.dumps({"extra_mb": peak - base}))
 
 
-def times(name: str, size: int, reps: int) -> dict[str, float]:
+def times(name: str, size: int, reps: int, methods=METHODS) -> dict[str, float]:
     import torch
 
     with torch.inference_mode():
         model, img, x = setup(name, size)
-        fns = {m: runner(m, model, img, x, size) for m in METHODS}
+        fns = {m: runner(m, model, img, x, size) for m in methods}
         for fn in fns.values():  # warm-up
             fn()
-        t = {m: [] for m in METHODS}
+        t = {m: [] for m in methods}
         for _ in range(reps):  # interleaved, so drifting load hits every method alike
             for m, fn in fns.items():
                 t0 = time.perf_counter()
@@ -146,6 +150,10 @@ def memory(name: str, size: int, method: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default=None, help="run the configurations whose model name contains this")
+    ap.add_argument("--px", type=int, default=None, help="run only the configurations at this size")
+    ap.add_argument("--reps", type=int, default=None, help="interleaved repeats (default 15 below 300 tokens, else 9)")
+    ap.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated subset of {','.join(METHODS)}")
     ap.add_argument("--child", nargs=3)
     args = ap.parse_args()
     if args.child:
@@ -176,13 +184,19 @@ def main() -> None:
         "maps MB/pl",
     )
     print(("{:28s}" + " {:>5s}" * 2 + " {:>8s}" + " {:>7s}" * 4 + " {:>8s}" * 5 + " {:>10s}" * 2).format(*cols))
-    for name, size in CONFIGS[:1] if args.quick else CONFIGS:
+    configs = (
+        CONFIGS[:1]
+        if args.quick
+        else [c for c in CONFIGS if (args.only is None or args.only in c[0]) and (args.px is None or c[1] == args.px)]
+    )
+    for name, size in configs:
         patch = 8 if "patch8" in name else 16
-        n = (size // patch) ** 2 + 1
-        reps = 15 if n < 300 else 9
-        t = times(name, size, reps)
-        mem = {m: memory(name, size, m) for m in METHODS}
-        r = {m: t[m] / t["plain"] for m in METHODS}
+        n = (size // patch) ** 2 + (5 if "dinov3" in name else 1)  # prefix: CLS (+ 4 registers)
+        reps = args.reps or (15 if n < 300 else 9)
+        methods = [m for m in METHODS if m in args.methods.split(",")]
+        t = times(name, size, reps, methods)
+        mem = {m: memory(name, size, m) if m in methods else float("nan") for m in METHODS}
+        r = {m: t[m] / t["plain"] if m in methods else float("nan") for m in METHODS}
         print(
             ("{:28s} {:5d} {:5d} {:8.3f}" + " {:7.3f}" * 4 + " {:8.0f}" * 5 + " {:10.3f}" * 2).format(
                 name,

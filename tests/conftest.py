@@ -21,6 +21,11 @@ os.environ.setdefault("GRADIO_TEMP_DIR", tempfile.mkdtemp(prefix="gradio-tmp-"))
 os.environ.setdefault("GRADIO_EXAMPLES_CACHE", tempfile.mkdtemp(prefix="gradio-examples-"))  # never replay old caches
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# The suite is one client (127.0.0.1) opening hundreds of sessions in minutes: the shared app's per-client
+# rates are lifted; the guard's limits are specified on their own (tests/test_guard.py, tests/ui/test_server.py).
+os.environ.setdefault("ATTENTION_NEW_SESSIONS_PER_MIN", "1000000")
+os.environ.setdefault("ATTENTION_LIVE_PER_S", "1000000")
+os.environ.setdefault("ATTENTION_REFUSAL_DELAY", "0.05")  # the tests' refusals are not floods
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"  # screenshots of browser tests (git-ignored)

@@ -66,3 +66,40 @@ def temporary_hf_home(home: str | Path) -> Iterator[Callable[[str, dict[str, byt
             os.environ.pop("HF_HOME", None)
         else:
             os.environ["HF_HOME"] = saved_env
+
+
+# config.json of a tiny DINOv3 as timm's hub repos hold it: timm's `vit_small_patch16_dinov3` (an `Eva`:
+# rotary positions, no absolute ones, CLS + 4 registers, patch 16) narrowed to 2 layers of width 32.
+DINOV3_TINY = {
+    "architecture": "vit_small_patch16_dinov3",
+    "num_classes": 0,
+    "model_args": {"embed_dim": 32, "depth": 2, "num_heads": 2, "img_size": 64},
+    "pretrained_cfg": {
+        "mean": [0.485, 0.456, 0.406],
+        "std": [0.229, 0.224, 0.225],
+        "input_size": [3, 64, 64],
+        "num_classes": 0,
+        "license": "dinov3-license",
+    },
+}
+DINOV3_REPO = "testorg/tiny_patch16_dinov3.lvd1689m"  # a name `family_of` reads as DINOv3
+
+
+def tiny_dinov3(seed: int = 0):
+    """A randomly initialised model of DINOV3_TINY (eval mode), the weights a fixture serves."""
+    import timm
+    import torch
+
+    torch.manual_seed(seed)
+    cfg = DINOV3_TINY
+    return timm.create_model(cfg["architecture"], pretrained=False, num_classes=0, **cfg["model_args"]).eval()
+
+
+def add_tiny_dinov3(add: Callable[[str, dict[str, bytes]], Path], repo: str = DINOV3_REPO, seed: int = 0):
+    """Put a tiny DINOv3 (config.json + model.safetensors) into the hub cache through `add` (as yielded by
+    `temporary_hf_home`); returns the model whose weights were written (`load_vit("hf-hub:" + repo)` loads them)."""
+    import json
+
+    ref = tiny_dinov3(seed)
+    add(repo, {"config.json": json.dumps(DINOV3_TINY).encode(), "model.safetensors": safetensors_bytes(ref)})
+    return ref

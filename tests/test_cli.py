@@ -67,3 +67,32 @@ def test_features_writes_the_three_views_the_model_view_and_the_arrays(tmp_path,
         for k in ("pca", "similarity", "norms"):
             np.testing.assert_array_equal(z[k], want[k])
     assert Image.open(out / "a" / "pca.png").size == (224, 224)
+
+
+def test_relevance_writes_the_picture_the_arrays_and_the_top_classes(tmp_path, capsys):
+    import json
+
+    d = digit_png(tmp_path / "d.png", 0)
+    assert main(["relevance", str(d), "--model", "mnist_vit", "--target", "8", "--out", str(tmp_path / "out")]) == 0
+    out = tmp_path / "out" / "d"
+    assert (out / "relevance.png").exists()
+    info = json.loads((out / "relevance.json").read_text())
+    assert info["target"]["index"] == 8 and len(info["top"]) == 5
+    assert np.load(out / "relevance.npz")["chefer"].shape == (7, 7)
+    assert "why '8'?" in capsys.readouterr().out
+    assert main(["relevance", str(d), "--target", "zebra", "--out", str(tmp_path / "out")]) == 1
+    assert "not one of this model's 10 classes" in capsys.readouterr().err
+
+
+def test_features_draws_dinov3_s_pca_when_asked_and_refuses_unknown_styles(tmp_path, capsys):
+    from attention.vit.session import get_pass
+
+    a = digit_png(tmp_path / "a.png", 0)
+    out = tmp_path / "out"
+    assert main(["features", str(a), "--model", "mnist_vit", "--pca", "dinov3", "--out", str(out)]) == 0
+    with np.load(out / "a" / "features.npz") as z:
+        want = get_pass(str(a), "mnist_vit", "auto").feature_maps("cls", -1, pca_style="dinov3")
+        np.testing.assert_array_equal(z["pca"], want["pca"])
+        np.testing.assert_array_equal(z["foreground"], want["foreground"])
+    assert main(["features", str(a), "--model", "mnist_vit", "--pca", "fancy", "--out", str(out)]) == 2
+    assert "PCA style 'fancy' is not known; accepted: minmax, dinov3" in capsys.readouterr().err

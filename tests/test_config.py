@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from attention.config import ConfigError, Settings
+from attention.errors import AttentionError
 
 
 def test_defaults_bound_everything_a_visitor_can_make_the_server_hold():
@@ -40,9 +41,44 @@ def test_a_bad_value_names_the_variable_and_what_is_accepted(monkeypatch, var, v
         Settings.from_env()
 
 
-@pytest.mark.parametrize("value, expected", [("1", True), ("true", True), ("YES", True), ("0", False), ("", False)])
-def test_switches_read_yes_words(monkeypatch, value, expected):
-    monkeypatch.setenv("ATTENTION_OFFLINE", value)
-    monkeypatch.setenv("ATTENTION_ALLOW_DOWNLOADS", value)
+@pytest.mark.parametrize(
+    "value, expected", [("1", True), ("true", True), ("YES", True), ("on", True), ("0", False), ("Off", False)]
+)
+def test_switches_read_yes_and_no_words(monkeypatch, value, expected):
+    for var in ("ATTENTION_OFFLINE", "ATTENTION_ALLOW_DOWNLOADS", "ATTENTION_MCP"):
+        monkeypatch.setenv(var, value)
     s = Settings.from_env()
-    assert s.offline is expected and s.allow_downloads is expected
+    assert s.offline is expected and s.allow_downloads is expected and s.mcp is expected
+
+
+def test_an_unset_or_empty_switch_keeps_its_default(monkeypatch):
+    for var in ("ATTENTION_OFFLINE", "ATTENTION_ALLOW_DOWNLOADS", "ATTENTION_MCP"):
+        monkeypatch.setenv(var, " ")
+    s = Settings.from_env()
+    assert (s.offline, s.allow_downloads, s.mcp) == (False, False, True)
+
+
+@pytest.mark.parametrize("var", ["ATTENTION_OFFLINE", "ATTENTION_ALLOW_DOWNLOADS", "ATTENTION_MCP"])
+@pytest.mark.parametrize("value", ["ture", "2", "enabled", "nein"])
+def test_a_switch_with_a_junk_value_is_refused_not_read_as_off(monkeypatch, var, value):
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ConfigError, match=f"{var}='{value}' is not accepted; expected one of 1/true/yes/on"):
+        Settings.from_env()
+
+
+def test_a_config_error_is_an_ordinary_attention_error_not_a_silent_exit():
+    assert issubclass(ConfigError, AttentionError) and not issubclass(ConfigError, SystemExit)
+
+
+def test_the_guards_limits_have_stated_defaults_and_come_from_the_environment(monkeypatch):
+    s = Settings()
+    assert (s.guard, s.max_body_kb, s.live_body_kb, s.new_sessions_per_min) == (True, 1024, 16, 30)
+    assert (s.live_per_s, s.upload_mb_per_min, s.temp_mb) == (20, 120, 4096)
+    monkeypatch.setenv("ATTENTION_GUARD", "0")
+    monkeypatch.setenv("ATTENTION_LIVE_PER_S", "5")
+    monkeypatch.setenv("ATTENTION_TEMP_MB", "100")
+    s = Settings.from_env()
+    assert (s.guard, s.live_per_s, s.temp_mb) == (False, 5.0, 100.0)
+    monkeypatch.setenv("ATTENTION_MAX_BODY_KB", "0")
+    with pytest.raises(ConfigError, match="ATTENTION_MAX_BODY_KB='0' is out of range"):
+        Settings.from_env()

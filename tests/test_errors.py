@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from html.parser import HTMLParser
+
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from attention.errors import AttentionError, ImageError, InputError, ModelLoadError, as_whole, check_int
+from attention.errors import AttentionError, ImageError, InputError, ModelLoadError, as_whole, check_int, html_text
 
 
 def test_every_user_error_is_an_attention_error():
@@ -44,3 +48,51 @@ def test_check_int_names_the_value_and_the_range():
         check_int(10, "n", 1, 9)
     with pytest.raises(InputError, match="out of range"):  # a huge whole number is out of range, not "not whole"
         check_int(2**63 + 1, "seed", 0, 2**31 - 1)
+
+
+class _Tags(HTMLParser):
+    """An independent reader of HTML: the tags a browser would build from a string."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.text = ""
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        self.tags.append(tag)
+
+    def handle_data(self, data):
+        self.text += data
+
+
+def rendered(html_string: str) -> _Tags:
+    p = _Tags()
+    p.feed(html_string)
+    p.close()
+    return p
+
+
+@pytest.mark.parametrize(
+    "typed",
+    [
+        "<img src=http://127.0.0.1:7931/track.png>",
+        "<form action=https://evil.example><input type=password name=p>",
+        '<a href="https://evil.example">log in again</a>',
+        "<script>alert(1)</script>",
+        "&lt;img src=x&gt; (already an entity)",
+        "<<img src=x>>",
+        "x >= 1 & y < 2",
+    ],
+)
+def test_html_text_shows_markup_as_the_characters_typed(typed):
+    page = rendered(f"<div>{html_text(typed)}</div>")
+    assert page.tags == ["div"] and page.text == typed
+
+
+@given(st.text(alphabet=st.sampled_from("<>&;#x/=\"' abimgscrpt0123456789")))
+def test_html_text_never_opens_a_tag_and_reads_back_exactly(typed):
+    page = rendered(f"<p>{html_text(typed)}</p>")
+    assert page.tags == ["p"] and page.text == typed

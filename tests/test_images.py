@@ -139,5 +139,35 @@ def test_crop_to_the_patch_grid_from_the_centre_or_the_top_left(crop, left, top)
 
 
 def test_unknown_crop_is_refused():
-    with pytest.raises(InputError, match="Crop 'middle' is not accepted; accepted: 'top-left', 'center'"):
+    with pytest.raises(InputError, match="Crop 'middle' is not accepted; accepted: 'top-left', 'center', 'resize'"):
         to_tensor(Image.new("RGB", (32, 32)), patch_size=8, mean=(0,), std=(1,), resolution=None, crop="middle")
+
+
+@pytest.mark.parametrize(
+    "size, resolution, expected",
+    [
+        ((500, 375), 768, (1024, 768)),  # landscape: 48 rows, floor(500 * 768 / (375 * 16)) = 64 columns
+        ((375, 500), 768, (576, 768)),  # portrait: 48 rows, floor(375 * 768 / (500 * 16)) = 36 columns
+        ((500, 375), 500, (656, 496)),  # int(500 / 16) = 31 rows, floor(500 * 500 / (375 * 16)) = 41 columns
+        ((500, 375), None, (496, 368)),  # native: floor(375 / 16) rows, floor(500 / 16) columns, resized
+        ((4000, 20), 32, (16 * 400, 32)),  # a strip keeps its aspect
+        ((20, 4000), 32, (16, 32)),  # at least one column
+    ],
+)
+def test_dinov3_rule_resizes_to_whole_patches_keeping_the_aspect_without_cropping(size, resolution, expected):
+    assert target_size(size, 16, resolution, "resize") == (expected, expected)
+
+
+def test_dinov3_rule_equals_the_notebooks_resize_transform():
+    """facebookresearch/dinov3 notebooks/pca.ipynb: resize_transform (TF.resize to (h_patches * 16,
+    w_patches * 16) on the PIL image, TF.to_tensor), then TF.normalize with ImageNet's mean and std."""
+    import torchvision.transforms.functional as TF
+
+    img = Image.fromarray((np.random.default_rng(5).random((375, 500, 3)) * 255).astype(np.uint8))
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    w, h = img.size
+    h_patches, w_patches = int(768 / 16), int((w * 768) / (h * 16))
+    ref = TF.normalize(TF.to_tensor(TF.resize(img, (h_patches * 16, w_patches * 16))), mean=mean, std=std)
+    x, shown = to_tensor(img, patch_size=16, mean=mean, std=std, resolution=768, crop="resize")
+    assert x.shape == (1, 3, 768, 1024) == (1, *ref.shape) and shown.size == (1024, 768)
+    np.testing.assert_allclose(x[0].numpy(), ref.numpy(), atol=1e-5)

@@ -3,6 +3,7 @@ sketch normalisation (any drawing becomes a 28 x 28, white-on-black, MNIST-style
 
 from __future__ import annotations
 
+import logging
 import time
 
 import numpy as np
@@ -54,6 +55,20 @@ def test_cached_full_set_is_used_even_offline(monkeypatch, no_network, offline_s
     monkeypatch.setattr(mnist, "load_full", lambda root=None, download=True: calls.append(download) or full)
     assert mnist.load_digits() is full
     assert calls == [False]  # read from the cache, no download attempted
+
+
+def test_each_fallback_to_the_subset_is_logged_with_its_reason(monkeypatch, no_network, offline_switches, caplog):
+    offline_switches(attention=True)
+    monkeypatch.setattr(mnist, "load_full", _not_cached)
+    with caplog.at_level(logging.INFO, logger="attention.mnist"):
+        mnist.load_digits()
+    said = [r.getMessage() for r in caplog.records if r.name == "attention.mnist"]
+    assert said == [
+        "full MNIST not cached (Dataset not found)",
+        "offline (ATTENTION_OFFLINE or HF_HUB_OFFLINE): not downloading full MNIST",
+        "using the MNIST subset shipped with the app (5,000 digits)",
+    ]
+    assert caplog.records[-1].levelno == logging.WARNING
 
 
 def test_unreachable_host_is_probed_once_then_the_subset_is_used(monkeypatch, offline_switches):

@@ -1,5 +1,6 @@
 """The Q/K/V calculator: softmax(QK^T/sqrt(d))V step by step, with masks and heads.
 
+arithmetic attention's arithmetic in a float type; extended precision where float64 overflows
 steps      the computation itself (`attend`, `attend_from_x`), every intermediate kept
 reference  the same through torch (scaled_dot_product_attention, nn.MultiheadAttention)
 matrices   reading and writing matrices as text or table rows
@@ -10,6 +11,7 @@ plots      heatmaps of matrices
 patches    an image cut into patches, attended with random Q/K/V
 """
 
+from attention.calculator.arithmetic import softmax
 from attention.calculator.steps import (
     ProjectedSteps,
     Steps,
@@ -17,7 +19,6 @@ from attention.calculator.steps import (
     attend_from_x,
     causal_mask,
     merge_heads,
-    softmax,
     split_heads,
 )
 

@@ -149,9 +149,12 @@ def check_matrix(a: np.ndarray, name: str = "matrix", *, max_size: int | None = 
 
 
 def format_number(x: float, digits: int = 4) -> str:
-    """A compact string for one entry: '-inf' for masked entries, up to `digits` significant decimals."""
+    """A compact string for one entry: '-inf' for masked entries, up to `digits` decimals (`digits`
+    significant digits in e-notation from 1e6 on)."""
     if np.isneginf(x):
         return "-inf"
+    if np.isfinite(x) and abs(x) >= 1e6:  # 1e+200, not two hundred digits
+        return f"{x:.{digits}g}"
     s = f"{x:.{digits}f}".rstrip("0").rstrip(".")
     return "0" if s in ("-0", "") else s
 

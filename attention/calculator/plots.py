@@ -31,14 +31,15 @@ def heatmap(
 ) -> np.ndarray:
     """A matrix (r, c) as uint8 RGB, each entry a square cell (about `target` px on the long side).
 
-    Colours run from vmin to vmax (default: the finite entries' min and max); -inf cells
-    are hatched grey; cells of 8 px or more get a thin white grid.
+    Colours run from vmin to vmax (default: the finite entries' min and max); +inf cells (beyond
+    float64) are the bright end, -inf cells are hatched grey; cells of 8 px or more get a thin white grid.
     """
     a = np.asarray(a, dtype=np.float64)
     finite = np.isfinite(a)
     lo = vmin if vmin is not None else (float(a[finite].min()) if finite.any() else 0.0)
     hi = vmax if vmax is not None else (float(a[finite].max()) if finite.any() else 1.0)
     t = (np.where(finite, a, lo) - lo) / (hi - lo) if hi > lo else np.full(a.shape, 0.5)
+    t = np.where(np.isposinf(a), 1.0, t)  # beyond float64 (named in the notes): the bright end
     cell = int(max(1, min(max_cell, target // max(a.shape))))
     rgb = upsample(colorize(t, cmap, normalized=True), cell)
     if np.isneginf(a).any():

@@ -22,7 +22,7 @@ from attention.calculator.matrices import MAX_SIZE, format_number, parse_matrix
 from attention.calculator.plots import heatmap
 from attention.calculator.reference import Check, check_mha, check_sdpa
 from attention.calculator.steps import FieldError, ProjectedSteps, Steps, attend, attend_from_x, blame
-from attention.errors import InputError, check_int, check_number
+from attention.errors import InputError, check_int, check_number, html_text
 from attention.render import png_bytes
 
 MAX_SCALE = 1e6  # a custom scale's magnitude
@@ -115,9 +115,15 @@ def compute(
 
 
 # --- JSON ------------------------------------------------------------------------------------
-def _json(a: np.ndarray) -> list:
-    """Nested lists of floats; -inf (masked) becomes None (JSON null)."""
-    return np.where(np.isneginf(a), None, a.astype(object)).tolist()
+def _json(a: np.ndarray, masked: bool = False) -> list:
+    """Nested lists of floats (strict JSON): in the masked scores -inf (masked) becomes None (null);
+    other non-finite entries (beyond float64's range, named in the notes) become "inf", "-inf" or "nan"."""
+    out = a.astype(object)
+    for bad, text in ((np.isposinf(a), "inf"), (np.isneginf(a), "-inf"), (np.isnan(a), "nan")):
+        out[bad] = text
+    if masked:
+        out[np.isneginf(a)] = None
+    return out.tolist()
 
 
 def to_json(r: Result) -> dict:
@@ -129,7 +135,7 @@ def to_json(r: Result) -> dict:
         "mask": None if s.mask is None else s.mask.astype(int).tolist(),
         "scores": _json(s.scores),
         "scaled": _json(s.scaled),
-        "masked": _json(s.masked),
+        "masked": _json(s.masked, masked=True),
         "weights": _json(s.weights),
         "output": _json(s.output),
         "notes": list(s.notes),
@@ -137,7 +143,10 @@ def to_json(r: Result) -> dict:
             {"reference": c.reference, "max_abs_diff": c.max_abs_diff, "ok": c.ok, "message": c.message}
             for c in r.checks
         ],
-        "legend": "arrays of steps are [head][query][key]; null = masked (-inf); mask 1 = may attend",
+        "legend": (
+            "arrays of steps are [head][query][key]; null = masked (-inf); mask 1 = may attend; "
+            '"inf" / "-inf" = beyond float64\'s range (see notes)'
+        ),
     }
     if s.dropout > 0:
         out["dropout"] = {"p": s.dropout, "seed": s.seed, "weights_after_dropout": _json(s.dropped)}
@@ -278,7 +287,7 @@ def to_html(r: Result, table_max: int | None = TABLE_MAX) -> str:
 def stale_html(message: str) -> str:
     """The note above results left from the last valid input when a calculation failed with `message`."""
     return (
-        f"<div class='qkv-stale-box'><b>Not recalculated:</b> {html.escape(message)}<br>The results below are "
+        f"<div class='qkv-stale-box'><b>Not recalculated:</b> {html_text(message)}<br>The results below are "
         "for the previous valid input; fix the input outlined in red.</div>"
     )
 

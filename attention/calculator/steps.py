@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attention.calculator.arithmetic import FLOAT64_MAX, WIDE, core, wide_core
 from attention.calculator.matrices import MAX_SIZE, check_matrix
 from attention.errors import InputError
 
@@ -130,16 +131,6 @@ def causal_mask(n: int, m: int) -> np.ndarray:
     return np.tril(np.ones((n, m), dtype=bool))
 
 
-def softmax(x: np.ndarray) -> np.ndarray:
-    """Stable softmax over the last axis; -inf entries get weight 0; rows that are all -inf get all 0."""
-    finite = np.isfinite(x)
-    row_max = np.max(np.where(finite, x, -np.inf), axis=-1, keepdims=True)
-    row_max = np.where(np.isfinite(row_max), row_max, 0.0)
-    e = np.where(finite, np.exp(np.where(finite, x, 0.0) - row_max), 0.0)
-    total = e.sum(axis=-1, keepdims=True)
-    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
-
-
 def _shape(a: np.ndarray) -> str:
     return f"{a.shape[0]} x {a.shape[1]}"
 
@@ -239,17 +230,19 @@ def attend(
     keep = _mask(mask, n, m)
 
     q, k, v = split_heads(Q, heads), split_heads(K, heads), split_heads(V, heads)
-    scores = q @ k.transpose(0, 2, 1)
-    scaled = float(scale) * scores
-    masked = np.where(keep, scaled, -np.inf) if keep is not None else scaled.copy()
-    weights = softmax(masked)
-    dropped = weights
-    if dropout > 0:
-        kept = np.random.default_rng(seed).random(weights.shape) >= dropout
-        dropped = weights * kept / (1.0 - dropout)
-    head_outputs = dropped @ v
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is looked for below, and named
+        parts = core(q, k, v, float(scale), keep, dropout, seed, np.float64)
+    seen = np.broadcast_to(True if keep is None else keep, parts["scores"].shape)  # entries a query may see
+    wide = not all(np.isfinite(parts[s][seen]).all() for s in ("scores", "scaled"))
+    wide = wide or not np.isfinite(parts["head_outputs"]).all()
+    overflow_notes: list[str] = []
+    if wide:  # a step left float64's range: redo it where the range is wide enough, and say so
+        parts, overflow_notes = wide_core(q, k, v, float(scale), keep, dropout, seed)
+    scores, scaled, masked, weights, dropped, head_outputs = (
+        parts[s] for s in ("scores", "scaled", "masked", "weights", "dropped", "head_outputs")
+    )
     steps = dict(scores=scores, scaled=scaled, masked=masked, weights=weights)
-    notes = _notes(steps, keep, isinstance(mask, str) and mask.lower() == "causal")
+    notes = overflow_notes + _notes(steps, keep, isinstance(mask, str) and mask.lower() == "causal")
     if dropout > 0:
         notes.append(
             f"Dropout p = {dropout:g} (seed {seed}) zeroed {int((dropped == 0).sum() - (weights == 0).sum())} "
@@ -306,7 +299,18 @@ def attend_from_x(
             "of columns (d), so that Q and K can be compared in Q K^T",
             ("W_q", "W_k"),
         )
-    q, k, v = X @ ws["W_q"], X @ ws["W_k"], X @ ws["W_v"]
+    with np.errstate(over="ignore", invalid="ignore"):
+        q, k, v = X @ ws["W_q"], X @ ws["W_k"], X @ ws["W_v"]
+    for nm, a in (("W_q", q), ("W_k", k), ("W_v", v)):
+        if not np.isfinite(a).all():
+            i, j = np.argwhere(~np.isfinite(a))[0]
+            exact = X[i].astype(WIDE or np.float64) @ ws[nm][:, j]
+            exact = np.format_float_scientific(exact, precision=1, unique=False)
+            raise FieldError(
+                f"{nm[-1].upper()} = X {nm} exceeds float64's largest number ({FLOAT64_MAX:.3g}) at row {i}, "
+                f"column {j} (about {exact}); scale X or {nm} down",
+                ("X", nm),
+            )
     steps = attend(q, k, v, heads=heads, scale=scale, mask=mask, dropout=dropout, seed=seed, max_size=None)
     output = steps.output
     if W_o is not None:

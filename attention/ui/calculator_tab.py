@@ -14,6 +14,7 @@ from attention.calculator import presets as qkv_presets
 from attention.calculator import report as qkv
 from attention.config import EXAMPLES_DIR
 from attention.errors import AttentionError
+from attention.ui import calculator_api
 from attention.ui.components import image_path, number, slider, user_errors
 
 QKV_DIRECT, QKV_X = qkv_form.MATRICES[qkv.DIRECT], qkv_form.MATRICES[qkv.FROM_X]
@@ -389,7 +390,8 @@ def _build_patches() -> None:
             )
     p_in = [p_img, p_size, p_heads, p_seed, p_index]
     p_out = [p_grid, p_maps, p_mats, p_info, p_index]
-    p_go.click(qkv_patch_attention, p_in, p_out, api_name="patch_attention")
+    p_go.click(qkv_patch_attention, p_in, p_out, **QUIET)
+    calculator_api.build(qkv_patch_attention)  # /patch_attention, on inputs without a server path
 
     @user_errors
     def regrid(image, patch, h, s):  # a new image or patch size: a new grid, so the centre patch

@@ -12,15 +12,114 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
+import threading
+import time
 from abc import ABCMeta
+from collections.abc import Callable
 
 import gradio as gr
 
-from attention.errors import AttentionError
+from attention.config import SETTINGS
+from attention.errors import AttentionError, html_text
+
+
+def error(message: object) -> gr.Error:
+    """A `gr.Error` showing `message` as text (`html_text`: Gradio renders a toast's message as HTML),
+    without a traceback in the log."""
+    return gr.Error(html_text(message), print_exception=False)
+
+
+def warning(message: object) -> None:
+    """`gr.Warning` with `message` shown as text (see `error`)."""
+    gr.Warning(html_text(message))
+
+
+def info(message: object) -> None:
+    """`gr.Info` with `message` shown as text (see `error`)."""
+    gr.Info(html_text(message))
+
+
+def visitor() -> str | None:
+    """Who the event being handled is for: its session id (Gradio's request context; an API client's
+    own session too), or None outside an event. Keys a visitor's own passes and bounds their share."""
+    from gradio.context import LocalContext
+
+    request = LocalContext.request.get(None)
+    return None if request is None else getattr(request, "session_hash", None)
+
+
+def jobs_of(session: str | None) -> int:
+    """Jobs of `session` waiting in Gradio's queue or running (its own count of pending events)."""
+    from gradio.context import LocalContext
+
+    blocks = LocalContext.blocks.get(None)
+    queue = getattr(blocks, "_queue", None)
+    pending = getattr(queue, "pending_event_ids_session", {})
+    return len(pending.get(session, ())) if session is not None else 0
+
+
+JUST_ADMITTED = 0.25  # seconds a job admitted by `queue_share` counts before Gradio's own count shows it
+_admitted: dict[str, list[tuple[float, int]]] = {}  # session -> (when, its queued jobs then) of recent admissions
+_admitted_lock = threading.Lock()
+
+
+def _admit(session: str | None) -> int | None:
+    """Admit a job of `session` unless it has `SETTINGS.visitor_jobs` waiting or running: None when
+    admitted, else how many it has. Gradio counts a job only once its validator has returned, so jobs
+    admitted in the last moments and not yet in that count are added (a burst of joins at one
+    instant cannot slip past the bound)."""
+    if session is None:
+        return None
+    now = time.monotonic()
+    with _admitted_lock:
+        queued = jobs_of(session)
+        recent = [(t, n) for t, n in _admitted.get(session, ()) if now - t < JUST_ADMITTED]
+        landed = max(0, queued - recent[0][1]) if recent else 0  # admitted jobs Gradio counts by now
+        held = queued + max(0, len(recent) - landed)
+        if held >= SETTINGS.visitor_jobs:
+            return held
+        _admitted[session] = [*recent, (now, recent[0][1] if recent else queued)]
+        for s in [s for s, ts in _admitted.items() if now - ts[-1][0] >= JUST_ADMITTED]:
+            del _admitted[s]  # forget sessions with nothing recent (bounded by the sessions joining now)
+        return None
+
+
+def queue_share(validator: Callable | None = None) -> Callable:
+    """A validator (Gradio runs it when a job asks to join the queue, before it waits) that refuses
+    the job of a visitor who already has `SETTINGS.visitor_jobs` jobs waiting or running, so one
+    visitor cannot fill the queue that every visitor waits in; then runs `validator`, if any. The
+    refusal is a failed validation of the first input: the page marks it with the message, an API
+    client gets it (gradio_client: ValidationError), and nothing is queued.
+
+    Use as `event(fn, inputs, outputs, validator=queue_share())`."""
+
+    def share(request: gr.Request, *args):
+        held = _admit(getattr(request, "session_hash", None))
+        if held is not None:
+            refusal = (
+                f"You have {held} requests waiting or running; this one was not queued: each visitor may "
+                f"have at most {SETTINGS.visitor_jobs} at once, so that no one waits behind another's "
+                "queue. Ask again when one has finished."
+            )
+            return [gr.validate(False, refusal)] + [gr.validate(True, "")] * (len(args) - 1)
+        return validator(*args) if validator is not None else [gr.validate(True, "")] * len(args)
+
+    return share
+
+
+log = logging.getLogger(__name__)
+
+
+def _refused(fn, e: AttentionError) -> gr.Error:
+    """The visitor's message for a typed error, logged for the operator (a refusal, not a fault)."""
+    log.info("%s refused: %s: %s", fn.__name__, type(e).__name__, e)
+    return error(e)
 
 
 def user_errors(fn):
-    """Show the package's typed errors as a `gr.Error` with their message (never a traceback).
+    """Show the package's typed errors as a `gr.Error` with their message (never a traceback; the
+    message as text, `error`).
 
     Works for plain handlers and for generator handlers (streamed outputs)."""
     if inspect.isgeneratorfunction(fn):
@@ -30,7 +129,7 @@ def user_errors(fn):
             try:
                 yield from fn(*args, **kwargs)
             except AttentionError as e:
-                raise gr.Error(str(e), print_exception=False) from None
+                raise _refused(fn, e) from None
 
         return gen_wrapper
 
@@ -39,7 +138,7 @@ def user_errors(fn):
         try:
             return fn(*args, **kwargs)
         except AttentionError as e:
-            raise gr.Error(str(e), print_exception=False) from None
+            raise _refused(fn, e) from None
 
     return wrapper
 
@@ -62,10 +161,9 @@ def _guarded_sketch(self, payload):
     try:
         return gr.Sketchpad.preprocess(self, payload)
     except Exception:  # noqa: BLE001 - any decoding failure is the sender's file
-        raise gr.Error(
+        raise error(
             "The sketch is not an image that can be read; accepted: a PNG, JPEG or WebP drawing "
-            "(an ImageEditor value whose composite is an image file).",
-            print_exception=False,
+            "(an ImageEditor value whose composite is an image file)."
         ) from None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from attention.ui.components import image_path, number, user_errors
+from attention.ui.components import image_path, number, queue_share, user_errors, visitor
 from attention.vit import outputs as vit_outputs
 from attention.vit import session as vit_session
 from attention.vit import views as vit_views
@@ -42,13 +42,14 @@ def attention_maps_fn(model_default: str, defaults: dict):
 
         Args:
             image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF; EXIF orientation honoured).
-            model: dino_vits16, dino_vits8, dino_vitb16, dino_vitb8, dinov2_vits14, dinov2_vits14_reg or mnist_vit.
+            model: dino_vits16, dino_vits8, dino_vitb16, dino_vitb8, dinov2_vits14, dinov2_vits14_reg, dinov3_vits16,
+                dinov3_vits16plus, dinov3_vitb16 or mnist_vit (or the server's own checkpoint, ckpt:<name>).
             layer: the layer whose attention is shown: 0 = first, -1 = last (negative counts from the end).
-            resolution: 'auto' (480 px for DINO), 'native' (as DINO's script), 'dino480' (480x480), or px.
+            resolution: 'auto' (480 px for DINO, 768 px high for DINOv3), 'native', 'dino480' (480x480), or px.
             view: 'heads', 'mean', 'masks' (DINO's thresholded masks), 'fig3' (coloured masks) or 'rollout'.
             threshold: the share of attention each mask keeps, in (0, 1] (the masks and fig3 views).
-            query_row: the query patch's row on the patch grid; query_row and query_col empty = the CLS token.
-            query_col: the query patch's column on the patch grid (give both, or neither for the CLS token).
+            query_row: the query patch's row on the patch grid; both empty = the model's own token (CLS).
+            query_col: the query patch's column on the patch grid (give both, or neither for the model's own token).
             head_fusion: rollout view: how each layer's heads are fused, 'mean', 'max' or 'min'.
             discard_ratio: rollout view: the share of the lowest attention dropped in each layer, 0 to below 1.
             discard: rollout view: drop the lowest 'row' (in each row) or 'global' (whole matrix, CLS kept).
@@ -60,7 +61,14 @@ def attention_maps_fn(model_default: str, defaults: dict):
         layer = vit_session.parse_index(-1 if layer is None else layer, "Layer")
         # one request, one query: the forward records that query's rows and keeps q/k only for rollout
         p = vit_session.get_pass(
-            image, model, resolution, query=query, keep_qk=view == "rollout", cache=vit_session.PASSES, shared=True
+            image,
+            model,
+            resolution,
+            query=query,
+            keep_qk=view == "rollout",
+            cache=vit_session.PASSES,
+            shared=True,
+            visitor=visitor(),
         )
         opts = dict(head_fusion=head_fusion, discard_ratio=0.0 if discard_ratio is None else discard_ratio)
         f = vit_views.frame(
@@ -93,6 +101,7 @@ def feature_maps_fn(model_default: str, defaults: dict):
         query_row=None,
         query_col=None,
         pca_background=0.0,
+        pca="minmax",
     ):
         """Feature views of a vision transformer's patch tokens for one image: PCA colours, similarity, norms.
 
@@ -102,20 +111,30 @@ def feature_maps_fn(model_default: str, defaults: dict):
 
         Args:
             image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF; EXIF orientation honoured).
-            model: dino_vits16, dino_vits8, dino_vitb16, dino_vitb8, dinov2_vits14, dinov2_vits14_reg or mnist_vit.
+            model: dino_vits16, dino_vits8, dino_vitb16, dino_vitb8, dinov2_vits14, dinov2_vits14_reg, dinov3_vits16,
+                dinov3_vits16plus, dinov3_vitb16 or mnist_vit (or the server's own checkpoint, ckpt:<name>).
             layer: whose output tokens: 0 = first block, -1 = last (after the final norm, as forward_features).
-            resolution: 'auto' (480 px for DINO), 'native' (as DINO's script), 'dino480' (480x480), or px.
-            query_row: the row of the patch whose similarity to every patch is shown; both empty = the CLS token.
-            query_col: the column of that patch (give both, or neither for the CLS token).
+            resolution: 'auto' (480 px for DINO, 768 px high for DINOv3), 'native', 'dino480' (480x480), or px.
+            query_row: the row of the patch whose similarity to every patch is shown; both empty = CLS.
+            query_col: the column of that patch (give both, or neither for the model's own token).
             pca_background: 0 keeps every patch in the PCA; in (0, 1), drops patches whose first component is below it.
+            pca: 'minmax' (each component min-max scaled) or 'dinov3' (DINOv3's notebook: whitened PCA fitted on the
+                foreground, sigmoid(2x), background black; the .npz then also holds the foreground mask).
         """
         query = vit_session.parse_query(query_row, query_col)
         layer = vit_session.parse_index(-1 if layer is None else layer, "Layer")
         p = vit_session.get_pass(
-            image, model, resolution, query=query, keep_qk=False, cache=vit_session.PASSES, shared=True
+            image,
+            model,
+            resolution,
+            query=query,
+            keep_qk=False,
+            cache=vit_session.PASSES,
+            shared=True,
+            visitor=visitor(),
         )
         background = None if not pca_background else float(pca_background)
-        return write_feature_outputs(p, query, layer, background=background)
+        return write_feature_outputs(p, query, layer, background=background, pca_style=pca or "minmax")
 
     return feature_maps
 
@@ -144,6 +163,7 @@ def build(model_default: str, defaults: dict) -> None:
         [a_sheet, a_file, a_info],
         api_name="attention_maps",
         api_visibility="public",
+        validator=queue_share(),
     )
     with gr.Row(visible=False):
         f_img = image_path(type="filepath", image_mode=None, label="image")
@@ -153,14 +173,16 @@ def build(model_default: str, defaults: dict) -> None:
         f_qr = number(None, label="query_row")
         f_qc = number(None, label="query_col")
         f_bg = number(0.0, label="pca_background")
+        f_style = gr.Textbox("minmax", label="pca")
         f_pic = gr.Image(format="png", type="filepath", label="picture")
         f_file = gr.File(label="features")
         f_info = gr.JSON(label="info")
         f_btn = gr.Button("feature_maps")
     f_btn.click(
         feature_maps_fn(model_default, defaults),
-        [f_img, f_model, f_layer, f_res, f_qr, f_qc, f_bg],
+        [f_img, f_model, f_layer, f_res, f_qr, f_qc, f_bg, f_style],
         [f_pic, f_file, f_info],
         api_name="feature_maps",
         api_visibility="public",
+        validator=queue_share(),
     )

@@ -2,9 +2,10 @@
 
 The first screen (1400x1000) holds the image, the model and the view on the left, the large map with
 the layer and head sliders right under it in the middle, and every head's map on the right (`side`:
-room for another view beside the map). Below: a second model beside the main one, the examples,
-then the scores, the model view, the features, the link and the download. On a phone the map and its
-sliders come first, then the tiles, then the controls (`vit_tab.css`).
+room for another view beside the map). Under the map and the tiles, for a classifier: "Why this
+class?" (`relevance_panel`). Below: a second model beside the main one, the examples, then the
+scores, the model view, the features, the link and the download. On a phone the map and its sliders
+come first, then the tiles, "Why this class?", then the controls (`vit_tab.css`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import gradio as gr
 from attention import render as vit_render
 from attention.ui import vit_live
 from attention.ui.components import image_path, number, slider, tiles_gallery
+from attention.ui.relevance_panel import RelevancePanel
 from attention.ui.vit_panels import ComparePanel, FeaturePanel
 from attention.vit import models as vit_models
 from attention.vit import session as vit_session
@@ -69,6 +71,8 @@ class ViTTab:
                         self._map()
                     with gr.Column(scale=5, min_width=300, elem_id="vit-side") as self.side:
                         self.gallery = tiles_gallery("Every head (click one to show it large)", 2, "vit-gallery")
+                # "Why this class?" (classifiers only): under the map and the tiles, before the controls on a phone
+                self.why = RelevancePanel()
         self.cmp = ComparePanel(vit_pass)
         self.examples_slot = gr.Column(elem_id="vit-examples")
         self._panels()
@@ -125,7 +129,7 @@ class ViTTab:
                 value=VIT_DEFAULTS["resolution"],
                 allow_custom_value=True,
                 label="Resolution",
-                info="shorter side, px",
+                info="shorter side, px (DINOv3: the height)",
                 min_width=110,
                 elem_id="vit-resolution",
             )

@@ -16,6 +16,7 @@ import gradio as gr
 
 from attention.errors import AttentionError
 from attention.vit import live
+from attention.vit.query import parse as parse_query
 from attention.vit.session import Pass
 from attention.vit.views import check_view
 
@@ -25,7 +26,7 @@ AFTER_DRAWING = "(...args) => (window.attentionLive ? window.attentionLive.settl
 
 
 def live_maps(args) -> dict | None:
-    """[token, query ([row, col] or null for CLS), layer] -> that view's maps (`live.view_maps`), or
+    """[token, query ([row, col], or null for the model's own token), layer] -> that view's maps (`live.view_maps`), or
     None for an unknown pass or a query or layer off the pass (the browser then waits for the answer)."""
     if not isinstance(args, (list, tuple)) or len(args) != 3:
         return None
@@ -35,7 +36,7 @@ def live_maps(args) -> dict | None:
     if p is None or type(layer) is not int or not whole:
         return None
     try:
-        return live.view_maps(p, "cls" if query is None else tuple(query), layer)
+        return live.view_maps(p, None if query is None else parse_query(query), layer)
     except AttentionError:
         return None
 

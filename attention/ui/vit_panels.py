@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from attention.errors import AttentionError
-from attention.ui.components import tiles_gallery, user_errors
+from attention.ui.components import queue_share, tiles_gallery, user_errors
 from attention.vit import models as vit_models
 from attention.vit import session as vit_session
 from attention.vit import views as vit_views
@@ -24,6 +24,7 @@ from attention.vit.views import THUMB_SIDE
 
 VIT_NONE = "(none)"
 FAST = dict(show_progress="minimal", api_visibility="private")
+HEAVY = dict(FAST, validator=queue_share())  # may run a forward: within the visitor's share of the queue
 
 
 @dataclass
@@ -102,10 +103,10 @@ class ComparePanel:
         ins = [m.image, m.model, self.compare, m.resolution, m.qrow, m.qcol, m.layer, m.view, m.head, m.threshold]
         ins += [m.alpha, m.cmap, m.state, self.cstate, m.qimg]
         outs = [self.cdetails, self.cgallery, self.cmain, self.cimg, self.cstate, self.cpair, self.cacc]
-        at = dict(FAST, show_progress_on=[self.cdetails])  # one progress indicator per job
-        for ev in events:
-            ev.success(self.update, ins, outs, **at)
-        self.compare.input(user_errors(self.update), ins, outs, **at)
+        at = dict(show_progress_on=[self.cdetails])  # one progress indicator per job
+        for ev in events:  # follows a job already within the visitor's share (a forward here takes a turn)
+            ev.success(self.update, ins, outs, **FAST, **at)
+        self.compare.input(user_errors(self.update), ins, outs, **HEAVY, **at)
 
 
 class FeaturePanel:
@@ -122,23 +123,32 @@ class FeaturePanel:
                 + "\n\nClick a patch of the large map to move the similarity's query.",
                 elem_id="vit-features-help",
             )
+            self.style = gr.Radio(
+                [("min-max (DINOv2's demos)", "minmax"), ("DINOv3's notebook: foreground, whitened", "dinov3")],
+                value="minmax",
+                label="PCA colours",
+                elem_id="vit-pca-style",
+            )
             self.gallery = tiles_gallery("Feature views of the chosen layer", 3, "vit-features")
 
     @user_errors
-    def update(self, is_open, img, mdl, res, qr, qc, lay, hd, al, cm, st):
+    def update(self, is_open, img, mdl, res, qr, qc, lay, hd, al, cm, st, style="minmax"):
         if not is_open:
             return gr.skip()
         p = self.vit_pass(img, mdl, res)
         lay, _, qr, qc = self.fit(p, st, lay, hd, qr, qc)
-        tiles, _ = feature_pictures(p, vit_session.parse_query(qr, qc), lay, alpha=al, cmap=cm)
+        q = vit_session.parse_query(qr, qc)
+        tiles, _ = feature_pictures(p, q, lay, alpha=al, cmap=cm, pca_style=style or "minmax")
         return [(reduced(t.image, THUMB_SIDE), t.caption) for t in tiles]
 
     def follow(self, events: list, m: Main) -> None:
         """Redraw after each of `events` succeeds (while open), and when the panel opens."""
         ins = [self.open, m.image, m.model, m.resolution, m.qrow, m.qcol, m.layer, m.head, m.alpha, m.cmap, m.state]
-        for ev in events:
+        ins.append(self.style)
+        for ev in events:  # follows a job already within the visitor's share (no forward of its own)
             ev.success(self.update, ins, self.gallery, **FAST)
+        self.style.input(self.update, ins, self.gallery, **FAST)
         self.acc.expand(lambda: True, None, self.open, queue=False, api_visibility="private").then(
-            self.update, ins, self.gallery, **FAST
+            self.update, ins, self.gallery, **HEAVY
         )
         self.acc.collapse(lambda: False, None, self.open, queue=False, api_visibility="private")

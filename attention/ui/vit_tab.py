@@ -11,24 +11,27 @@ import pandas as pd
 
 from attention.config import EXAMPLES_DIR
 from attention.errors import AttentionError, as_whole
-from attention.ui import vit_api, vit_layout, vit_live
-from attention.ui.components import user_errors
+from attention.ui import relevance_panel, vit_api, vit_layout, vit_live
+from attention.ui.components import info, queue_share, user_errors, visitor, warning
 from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_panels import Main
 from attention.vit import models as vit_models
 from attention.vit import permalink
+from attention.vit import query as vit_query
 from attention.vit import session as vit_session
 from attention.vit import views as vit_views
 from attention.vit.modelview import model_view
 
 FAULT = ["vit-fault"]  # the class (vit_tab.css) of an input whose value could not be used
-VIT_STARTUP = vit_session.startup_model()  # cheap: cache lookup, no network under HF_HUB_OFFLINE=1
-# the first screen: a photo through DINO when its weights are at hand, else a digit through mnist_vit
-START_IMAGE = str(
-    EXAMPLES_DIR / "photos" / "chelsea.jpg"
-    if VIT_STARTUP.default_available
-    else EXAMPLES_DIR / "digits" / "digit_3.png"
-)
+
+
+def start_image(startup: vit_session.Startup) -> str:
+    """The first screen's image: a photo through the default model when its weights are at hand, else a
+    digit through mnist_vit."""
+    photo = EXAMPLES_DIR / "photos" / "chelsea.jpg"
+    return str(photo if startup.default_available else EXAMPLES_DIR / "digits" / "digit_3.png")
+
+
 VIT_PHOTOS = [
     "chelsea",
     "astronaut",
@@ -46,10 +49,13 @@ VIT_PHOTOS = [
 
 def vit_pass(image, model, resolution, progress: gr.Progress | None = None):
     """The visitor's pass from the server's shared, bounded store (`session.PASSES`): computed once
-    per (image content, model, resolution), within the model allow-list and compute budget; a new
-    forward reports to `progress` (the event's progress bar)."""
+    per (image content, model, resolution), an upload's per visitor (`session.pass_key`), within the
+    model allow-list, the compute budget and the visitor's share; a new forward reports to `progress`
+    (the event's progress bar)."""
     report = None if progress is None else (lambda frac, desc: progress(frac, desc=desc))
-    return vit_session.get_pass(image, model, resolution, progress=report, cache=vit_session.PASSES, shared=True)
+    return vit_session.get_pass(
+        image, model, resolution, progress=report, cache=vit_session.PASSES, shared=True, visitor=visitor()
+    )
 
 
 def _vit_frame(p, qrow, qcol, layer, view, head, threshold, alpha, cmap, rollout=(), download=False):
@@ -82,7 +88,7 @@ def fit(p, st, lay, hd, qr, qc):
     if st is not None and p.base.grid != st.grid:
         qr = qc = None
     q = vit_session.parse_query(qr, qc)
-    if q != "cls" and not (0 <= q[0] < p.base.grid[0] and 0 <= q[1] < p.base.grid[1]) and st is None:
+    if isinstance(q, tuple) and not (0 <= q[0] < p.base.grid[0] and 0 <= q[1] < p.base.grid[1]) and st is None:
         qr = qc = None
     return min(lay, p.num_layers - 1) if lay >= 0 else lay, min(hd, p.num_heads - 1), qr, qc
 
@@ -90,7 +96,10 @@ def fit(p, st, lay, hd, qr, qc):
 def build(demo: gr.Blocks | None = None) -> None:
     """The ViT attention maps tab, inside the caller's `gr.Tab`; registers /attention_maps.
     `demo`: the app, whose page load shows the start example's maps at once."""
-    s = VIT_STARTUP
+    # decided when the tab is built (after `python app.py --model PATH` registered the operator's model):
+    # cheap, a cache lookup, no network under HF_HUB_OFFLINE=1
+    s = vit_session.startup_model()
+    first_image = start_image(s)
     t = vit_layout.ViTTab(s, vit_pass, fit)
 
     show = [
@@ -164,11 +173,16 @@ def build(demo: gr.Blocks | None = None) -> None:
         grid = st.grid if st is not None else None
         verdicts = []
         for value, other, name, i in ((qr, qc, "row", 0), (qc, qr, "column", 1)):
-            empty, other_empty = vit_session.is_empty(value), vit_session.is_empty(other)
+            empty, other_empty = vit_query.is_empty(value), vit_query.is_empty(other)
             top = f"0 to {grid[i] - 1}" if grid else "0 or more"
             v = as_whole(value)
             ok = (empty and other_empty) or (not empty and v is not None and v >= 0 and (not grid or v < grid[i]))
-            msg = "" if ok else f"Query {name} {value!r}: accepted a whole number {top}, or both fields empty for CLS."
+            msg = (
+                ""
+                if ok
+                else f"Query {name} {value!r}: accepted a whole number {top}, or both fields empty for the "
+                "model's own token (CLS, or its pooling head's)."
+            )
             verdicts.append(gr.validate(ok, msg))
         return [gr.validate(True, "")] * 3 + verdicts + [gr.validate(True, "")] * (7 + len(ro))
 
@@ -219,13 +233,13 @@ def build(demo: gr.Blocks | None = None) -> None:
         try:
             link = permalink.parse(dict(request.query_params) if request is not None else {})
         except AttentionError as e:
-            gr.Warning(f"This link could not be opened as given: {e}")
+            warning(f"This link could not be opened as given: {e}")
             link = permalink.Link()
-        img = str(permalink.examples()[link.example]) if link.example else START_IMAGE
+        img = str(permalink.examples()[link.example]) if link.example else first_image
         digit = link.example is not None and link.example.startswith("digit_")
         mdl = link.model or (vit_models.OFFLINE_MODEL if digit else s.model)
         res, vw = link.resolution or d["resolution"], link.view or d["view"]
-        qr, qc = (None, None) if link.query in (None, "cls") else link.query
+        qr, qc = link.query if isinstance(link.query, tuple) else (None, None)
         p = vit_pass(img, mdl, res, progress)
         lay, hd, qr, qc = fit(p, None, -1 if link.layer is None else link.layer, link.head or 0, qr, qc)
         f = _vit_frame(p, qr, qc, lay, vw, hd, d["threshold"], d["alpha"], d["cmap"])
@@ -237,10 +251,11 @@ def build(demo: gr.Blocks | None = None) -> None:
             t.resolution: res,
             t.view: vw,
             t.head: head_up,
+            t.why.target: link.cls,
         }
 
     @user_errors
-    def make_link(img, mdl, res, qr, qc, lay, vw, hd, url):
+    def make_link(img, mdl, res, qr, qc, lay, vw, hd, cls, url):
         """The address of the view on screen (an uploaded image is not part of it: links name examples)."""
         q = vit_session.parse_query(qr, qc)
         link = permalink.Link(
@@ -251,9 +266,10 @@ def build(demo: gr.Blocks | None = None) -> None:
             head=vit_session.parse_index(hd or 0, "Head"),
             view=vit_views.check_view(vw),
             query=q,
+            cls=None if cls is None else int(cls),
         )
         if link.example is None and img is not None:
-            gr.Info(
+            info(
                 "Uploaded images are not part of links (the server keeps no one's files): this link opens "
                 "the same model, layer, head, view and query on the start image."
             )
@@ -273,7 +289,7 @@ def build(demo: gr.Blocks | None = None) -> None:
         p = vit_pass(img, mdl, res)
         return {
             t.gallery: gr.update(selected_index=0),
-            t.live: vit_live.value(p, p.at("cls", -1), vw, 0, al, cm),
+            t.live: vit_live.value(p, p.at(None, -1), vw, 0, al, cm),
             t.layer: gr.update(maximum=p.num_layers - 1, value=p.num_layers - 1),
             t.head: gr.update(maximum=p.num_heads - 1, value=0),
             t.qrow: None,
@@ -281,14 +297,19 @@ def build(demo: gr.Blocks | None = None) -> None:
             t.state: p.ref,
         }
 
+    adopted = []  # events after which only "Why this class?" redraws: the first screen, an example's follow-up
     ropts = [t.fusion, t.discard_ratio, t.discard_rule]
     inputs = [t.image, t.model, t.resolution, t.qrow, t.qcol, *style, t.state, *ropts]
     fast = dict(show_progress="minimal", api_visibility="private")
+    heavy_only = dict(validator=queue_share())  # jobs that may run a forward: a visitor's share of the queue
+    heavy = dict(fast, **heavy_only)
     on_map = dict(fast, show_progress_on=[t.qimg])  # one progress indicator (and error mark) per job
+    on_map_heavy = dict(on_map, **heavy_only)
     # one listener per input that can be at fault (a failure marks that input only; the last good maps
     # stay unmarked), one job per change: a dropdown's `input` fires twice for one pick (on the pick and
-    # again on blur), its `change` once; "always_last" runs the latest change after a running one
-    at = dict(trigger_mode="always_last", js=vit_live.AFTER_DRAWING, api_visibility="private")
+    # again on blur), its `change` once; "always_last" runs the latest change after a running one; each
+    # may run a forward, so each asks for a turn within the visitor's share of the queue
+    at = dict(trigger_mode="always_last", js=vit_live.AFTER_DRAWING, api_visibility="private", **heavy_only)
     quick = dict(queue=False, api_visibility="private")
     upload = t.image.upload(update, inputs, [*show, t.state], show_progress_on=[t.image], **at)
     # a file that failed: no broken picture left in the input, which is outlined until an image is read
@@ -317,7 +338,12 @@ def build(demo: gr.Blocks | None = None) -> None:
             **at,
         ),
         gr.on(  # typed query fields: checked first, so only the field at fault is marked
-            [t.qrow.submit, t.qcol.submit], update, inputs, [*show, t.state], validator=check_query, **on_map
+            [t.qrow.submit, t.qcol.submit],
+            update,
+            inputs,
+            [*show, t.state],
+            **on_map,
+            validator=queue_share(check_query),
         ),
         # clicks as changes: the latest runs after a running one (the browser has drawn it already)
         t.qimg.select(
@@ -326,30 +352,34 @@ def build(demo: gr.Blocks | None = None) -> None:
             [*show, t.state],
             trigger_mode="always_last",
             js=vit_live.AFTER_DRAWING,
-            **on_map,
+            **on_map_heavy,
         ),
         t.gallery.select(
             pick_head,
             [c for c in inputs if c is not t.head],  # the tile names the head
             [*show, t.state, t.view],
             trigger_mode="always_last",
-            **on_map,
+            **on_map_heavy,
         ),
         t.cls_btn.click(lambda: (None, None), None, [t.qrow, t.qcol], api_visibility="private", queue=False).then(
-            update, inputs, [*show, t.state], **on_map
+            update, inputs, [*show, t.state], **on_map_heavy
         ),
     ]
-    t.dl_btn.click(make_download, inputs, t.download, **fast)
-    t.mv_btn.click(model_sheet, inputs, t.mv_img, **fast)
+    t.dl_btn.click(make_download, inputs, t.download, **heavy)
+    t.mv_btn.click(model_sheet, inputs, t.mv_img, **heavy)
     t.link_btn.click(
         make_link,
-        [t.image, t.model, t.resolution, t.qrow, t.qcol, t.layer, t.view, t.head, t.page_url],
+        [t.image, t.model, t.resolution, t.qrow, t.qcol, t.layer, t.view, t.head, t.why.target, t.page_url],
         t.link_box,
         js="(...args) => [...args.slice(0, -1), window.location.href]",
         **fast,
     )
     if demo is not None:
-        demo.load(first_screen, None, [*show, t.state, t.image, t.model, t.resolution, t.view], **fast)
+        adopted.append(  # the first screen: "Why this class?" follows it too
+            demo.load(
+                first_screen, None, [*show, t.state, t.image, t.model, t.resolution, t.view, t.why.target], **fast
+            )
+        )
     main = Main(
         t.image,
         t.resolution,
@@ -392,10 +422,15 @@ def build(demo: gr.Blocks | None = None) -> None:
                 api_visibility="private",
                 elem_id=api.replace("_", "-"),
             )
-            ex.load_input_event.then(
-                adopt,
-                [t.image, t.model, t.resolution, t.view, t.alpha, t.cmap],
-                [t.layer, t.head, t.qrow, t.qcol, t.state, t.live, t.gallery],
-                **fast,
+            adopted.append(
+                ex.load_input_event.then(
+                    adopt,
+                    [t.image, t.model, t.resolution, t.view, t.alpha, t.cmap],
+                    [t.layer, t.head, t.qrow, t.qcol, t.state, t.live, t.gallery],
+                    **fast,
+                )
             )
+    then_update = lambda ev: ev.then(update, inputs, [*show, t.state], **on_map)  # noqa: E731
+    t.why.follow([*changes, *adopted], main, on_query=then_update, compare=t.cmp.compare)
     vit_api.build(s.model, VIT_DEFAULTS)
+    relevance_panel.build_api(vit_models.OFFLINE_MODEL)

@@ -1,7 +1,14 @@
 """Attention maps of vision transformers (DINO, DINOv2, timm ViTs, the shipped mnist_vit).
 
 models    the registry, `load_vit` (timm + huggingface-hub), the model allow-list
-extract   one forward pass -> every layer's query row; threshold masks
+checkpoint  your own checkpoint (DINO's conventions, weights_only), the app's --model PATH --arch NAME
+hub_errors  what failed loading from the Hub, why, and the fix
+capture   the one hook mechanism: what each block hands the attention kernel, and its output tokens
+rows      the engine: a batch's query rows in every layer from one fused pass (`query_rows`)
+extract   one image -> every layer's query row (`attention_maps`); threshold masks
+query     the query type: tokens a model has (`tokens_of`), parsing and writing queries
+compat    which timm ViT families are exact, against timm's own unfused attention (the README table)
+batch     many images of one grid through one forward (datasets, videos): per-sample rows, CLS embedding
 flow      attention rollout from the kept q and k (per-row or vit-explain's global discard)
 posembed  position embeddings resampled to any grid as each family's own code does (DINO, DINOv2)
 cost      a pass's compute, estimated before it runs, and the budget check
@@ -9,9 +16,14 @@ session   a visitor's pass (q/k kept), the server's shared store of passes
 views     a pass drawn as a view (heads, mean, rollout, masks) and its texts
 live      what a browser needs to draw the large map itself (patch, layer, head at once)
 outputs   the files of a render: tiles, contact sheet, the .npz download
+relevance "Why this class?": class relevance of classifiers (Chefer et al., grad-rollout), its evaluation
+video     attention videos: a video's frames in batches (`batch`), priced up front, drawn to H.264 MP4
 mnist_vit training the shipped mnist_vit (`python -m attention.vit.mnist_vit --help`)
 """
 
+from attention.vit.batch import BatchMaps, Preprocess, batch_maps, group_by_grid
+from attention.vit.capture import Recorder, check_supported, recording
+from attention.vit.checkpoint import register_checkpoint
 from attention.vit.extract import AttentionMaps, attention_maps, threshold_masks
 from attention.vit.flow import rollout, rollout_map
 from attention.vit.models import (
@@ -24,10 +36,27 @@ from attention.vit.models import (
     default_device,
     load_vit,
 )
+from attention.vit.query import Query, tokens_of
+from attention.vit.rows import query_rows
+from attention.vit.video import VideoFrameMaps, VideoRun, attention_video, write_video
 
 __all__ = [
+    "Query",
+    "Recorder",
+    "check_supported",
+    "query_rows",
+    "recording",
+    "tokens_of",
+    "VideoFrameMaps",
+    "VideoRun",
+    "attention_video",
+    "write_video",
     "AttentionMaps",
     "attention_maps",
+    "BatchMaps",
+    "Preprocess",
+    "batch_maps",
+    "group_by_grid",
     "rollout",
     "rollout_map",
     "threshold_masks",
@@ -39,4 +68,5 @@ __all__ = [
     "available",
     "default_device",
     "load_vit",
+    "register_checkpoint",
 ]

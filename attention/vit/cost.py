@@ -15,15 +15,17 @@ from __future__ import annotations
 import torch
 
 from attention.errors import BudgetError
-from attention.images import MAX_RESOLUTION, target_size
+from attention.images import MAX_TOKENS, largest_resolution_where, patch_tokens
 
 
 def dims(model: torch.nn.Module) -> tuple[int, int, int, int, int]:
-    """(layers L, width D, MLP width M, prefix tokens P, patch size p) of a timm ViT."""
+    """(layers L, width D, MLP width M, prefix tokens P, patch size p) of a timm ViT. M is the width of
+    a plain two-layer MLP with the same multiply-adds: its Linear layers' weights / 2D (a SwiGLU's three
+    layers, DINOv3 S+'s and larger: 1.5x its hidden width); 4D when it has none."""
     blk = model.blocks[0]
-    fc1 = getattr(blk.mlp, "fc1", None)
     d = int(model.embed_dim)
-    m = int(fc1.out_features) if fc1 is not None else 4 * d
+    macs = sum(x.in_features * x.out_features for x in blk.mlp.modules() if isinstance(x, torch.nn.Linear))
+    m = macs // (2 * d) if macs else 4 * d
     return len(model.blocks), d, m, int(model.num_prefix_tokens), int(model.patch_embed.patch_size[0])
 
 
@@ -36,31 +38,19 @@ def forward_gflop(model: torch.nn.Module, tokens: int) -> float:
     return (L * block + embed) / 1e9
 
 
-def patch_tokens(size: tuple[int, int], patch: int, resolution: int | None) -> int:
-    """Patch tokens of an image of `size` (W, H) at `resolution` (shorter side px; None = native)."""
-    _, (cw, ch) = target_size(size, patch, resolution)
-    return (cw // patch) * (ch // patch)
-
-
 def largest_resolution(
     model: torch.nn.Module, size: tuple[int, int], max_gflop: float, max_tokens: int | None = None
 ) -> int | None:
     """The largest resolution (shorter side, px) at which `size` stays within `max_gflop` (and
     `max_tokens`), or None when not even one patch per side fits. Binary search: cost grows with
     the resolution."""
-    p = dims(model)[4]
+    p, crop = dims(model)[4], getattr(model, "crop_rule", "center")
 
     def fits(r: int) -> bool:
-        t = patch_tokens(size, p, r)
+        t = patch_tokens(size, p, r, crop)
         return forward_gflop(model, t) <= max_gflop and (max_tokens is None or t <= max_tokens)
 
-    lo, hi = p, MAX_RESOLUTION
-    if not fits(lo):
-        return None
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
-    return lo
+    return largest_resolution_where(fits, p)
 
 
 def check_budget(
@@ -71,15 +61,18 @@ def check_budget(
     *,
     name: str = "this model",
     device: str = "cpu",
+    max_tokens: int = MAX_TOKENS,
 ) -> float:
     """Raise BudgetError when a pass of an image of `size` (W, H) at `resolution` would cost over
-    `max_gflop`; the message names the largest resolution that fits. Returns the estimate (GFLOP)."""
+    `max_gflop`; the message names the largest resolution accepted, under the compute budget and
+    the token cap `max_tokens` both (one number: the next try at it passes both). Returns the
+    estimate (GFLOP)."""
     p = dims(model)[4]
-    tokens = patch_tokens(size, p, resolution)
+    tokens = patch_tokens(size, p, resolution, getattr(model, "crop_rule", "center"))
     cost = forward_gflop(model, tokens)
     if cost <= max_gflop:
         return cost
-    best = largest_resolution(model, size, max_gflop)
+    best = largest_resolution(model, size, max_gflop, max_tokens)
     at = (
         "at its native size"
         if resolution is None
@@ -88,8 +81,8 @@ def check_budget(
         else f"at {resolution} px"
     )
     fit = (
-        f"The largest resolution that fits this {size[0]}x{size[1]} image is {best} px; accepted: a resolution "
-        f"up to {best} px, or 'auto'."
+        f"The largest resolution accepted for this {size[0]}x{size[1]} image is {best} px; accepted: a "
+        f"resolution up to {best} px, or 'auto'."
         if best
         else "No resolution of this image fits; try a smaller model."
     )

@@ -1,12 +1,13 @@
 """Attention out of a timm ViT: the query token's row in every layer from one forward pass.
 
-Each timm `Attention` block computes `q, k = q_norm(q), k_norm(k)` and then calls the fused
-`F.scaled_dot_product_attention`, so the softmax never materialises. We leave that path
-untouched: forward hooks on `q_norm` and `k_norm` see the q and k the block already computed
-(no second qkv projection), and compute only the query's row softmax(q_i k^T * scale),
-O(heads x N) per layer instead of heads x N x N. The block's output is unchanged.
+Each timm attention block calls the fused `F.scaled_dot_product_attention`, so the softmax never
+materialises. We leave that path untouched: the kernel hook (`capture`) sees the q and k the block
+hands the kernel (after q/k norms and RoPE), its additive bias and scale (no second qkv projection),
+and the engine (`rows`) computes only the query's row softmax(q_i k^T * scale + bias_i),
+O(heads x N) per layer instead of heads x N x N. The block's output is unchanged. Blocks it cannot
+read exactly are refused (`capture.check_supported`, UnsupportedModelError naming the block class).
 
-    res = attention_maps(model, image, layer=-1, query="cls")
+    res = attention_maps(model, image, layer=-1, query="cls")  # or "reg0", "pool", (row, col): query.tokens_of
     res.maps          # (heads, gh, gw): the chosen layer's row over patch tokens
     res.layers        # (layers, heads, gh, gw): every layer, same pass
     res.scores        # (layers, heads, N): raw scores before softmax, all N tokens
@@ -17,29 +18,33 @@ so other queries (`res.requery((r, c))`) and rollout (`flow.rollout(res)`) need 
 
 from __future__ import annotations
 
-import threading
 import time
-from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageOps
 
 from attention.errors import InputError, as_whole
 from attention.images import MAX_TOKENS, ImageSource, check_resolution, load_image, to_tensor
+from attention.vit.capture import check_supported
 from attention.vit.cost import check_budget
 from attention.vit.models import default_resolution
+from attention.vit.query import Query, has_pool, prefix_tokens
+from attention.vit.query import default as default_query
+from attention.vit.query import index as query_index_of
+from attention.vit.query import parse as parse_query
+from attention.vit.rows import on_cpu, query_rows, run_pass, sample_bias
 
-Query = Literal["cls"] | tuple[int, int]
+__all__ = ["AttentionMaps", "attention_maps", "query_rows", "query_scores", "threshold_masks"]
 
 
 @dataclass
 class AttentionMaps:
     """Attention of one query token, for every layer of one forward pass.
 
-    L layers, H heads, N = P + gh*gw tokens (P prefix tokens: CLS, registers).
+    L layers, H heads, N = P + gh*gw tokens (P prefix tokens: CLS, registers). For the query "pool"
+    (the attention-pooling head's, `query`), L = 1: the pool's one attention over the last layer's tokens.
     """
 
     scores: np.ndarray  # float32 (L, H, N): q_i . k_j * scale, before softmax
@@ -49,10 +54,17 @@ class AttentionMaps:
     patch_size: int
     num_prefix_tokens: int  # P
     layer: int  # the selected layer, 0..L-1
-    query: Query  # "cls" or (row, col) on the grid
+    query: Query  # a token name ("cls", "reg0", "pool", ...: `query.tokens_of`) or (row, col) on the grid
     seconds: float = 0.0  # wall time of the forward pass with extraction
     qk: list[tuple[torch.Tensor, torch.Tensor]] | None = field(default=None, repr=False)  # per layer (H, N, d) each
-    scale: float = 1.0  # the blocks' softmax scale (head_dim ** -0.5)
+    scale: float = 1.0  # the kernel's softmax scale (head_dim ** -0.5)
+    bias: list[torch.Tensor | None] | None = field(default=None, repr=False)  # with qk: per layer the kernel's
+    # additive bias (relative position: BEiT, relpos ViTs), float32 (H or 1, N or 1, N), None where it had none
+    tokens: tuple[str, ...] = ("cls",)  # names of the P prefix tokens in order (`query.prefix_tokens`)
+    pool: bool = False  # the model pools by attention: the query "pool" exists
+    blocks: int = 0  # the model's layers (L, but for the pool's query, whose result has one); 0 = L
+    pool_qk: tuple[torch.Tensor, torch.Tensor, float] | None = field(default=None, repr=False)  # with qk: the
+    # pool's q (H, 1, d), k (H, N, d), scale
 
     @property
     def layers(self) -> np.ndarray:
@@ -77,8 +89,8 @@ class AttentionMaps:
 
     @property
     def query_index(self) -> int:
-        """Token index of the query (0 for CLS)."""
-        return token_index(self.query, self.grid, self.num_prefix_tokens)
+        """Token index of the query (0 for CLS; -1 for the pool's query, not in the sequence)."""
+        return self.index_of(self.query)
 
     def arrays(self, threshold: float = 0.6) -> dict[str, np.ndarray]:
         """The raw arrays, for files: maps (H, gh, gw), mean (gh, gw), layers (L, H, gh, gw),
@@ -95,6 +107,7 @@ class AttentionMaps:
             "masks": threshold_masks(self.maps, threshold),
             "image": np.asarray(self.image, dtype=np.uint8),
             "query": np.array((-1, -1) if isinstance(self.query, str) else self.query, np.int32),
+            "query_token": np.array(self.query if isinstance(self.query, str) else ""),
             "layer": np.array(self.layer, np.int32),
             "patch_size": np.array(self.patch_size, np.int32),
             "num_prefix_tokens": np.array(self.num_prefix_tokens, np.int32),
@@ -102,8 +115,21 @@ class AttentionMaps:
         }
 
     def at_layer(self, layer: int) -> AttentionMaps:
-        """The same pass with another selected layer (no new forward)."""
+        """The same pass with another selected layer (no new forward). The pool's query has one
+        attention, after the last layer: for it the layer does not apply (`self` is returned)."""
+        if self.query == "pool":
+            return self
         return replace(self, layer=_layer_index(layer, self.weights.shape[0]))
+
+    @property
+    def depth(self) -> int:
+        """The model's number of layers (the blocks), whatever the query."""
+        return self.blocks or self.weights.shape[0]
+
+    @property
+    def layer_bias(self) -> list[torch.Tensor | None]:
+        """Per layer the kernel's additive bias (H or 1, N or 1, N), or None (no bias, or not kept)."""
+        return self.bias if self.bias is not None else [None] * self.depth
 
     def requery(self, query: Query) -> AttentionMaps:
         """The same pass with another query token, computed from the kept q and k (no new forward).
@@ -114,35 +140,52 @@ class AttentionMaps:
             raise InputError(
                 "This result kept no q/k; extract with keep_qk=True to change the query without a new pass."
             )
-        i = token_index(query, self.grid, self.num_prefix_tokens)
-        s = torch.stack([query_scores(q, k, i, self.scale) for q, k in self.qk])  # (L, H, N)
-        return replace(self, query=norm_query(query), scores=s.numpy(), weights=torch.softmax(s, -1).numpy())
+        q = parse_query(query)
+        i = self.index_of(q)
+        if i < 0:
+            pq, pk, pscale = self.pool_qk  # type: ignore[misc]
+            s = _pad_prefix(query_scores(pq, pk, 0, pscale), self.weights.shape[-1] - pk.shape[1])[None]  # (1, H, N)
+            layer = 0
+        else:
+            s = torch.stack([query_scores(q_, k, i, self.scale, m) for (q_, k), m in zip(self.qk, self.layer_bias)])
+            layer = self.layer if self.query != "pool" else len(self.qk) - 1
+        return replace(self, query=q, scores=s.numpy(), weights=torch.softmax(s, -1).numpy(), layer=layer)
+
+    def index_of(self, query: Query) -> int:
+        """The token index of `query` in this pass's sequence (-1 for "pool"); InputError for a token
+        the model lacks (naming what it has) or a patch off the grid."""
+        return query_index_of(query, self.grid, self.tokens, self.pool)
 
 
-def token_index(query: Query, grid: tuple[int, int], num_prefix_tokens: int) -> int:
-    """Token index of `query`: 0 for "cls", else P + row * gw + col. Raises InputError off the grid."""
-    if isinstance(query, str):
-        if query.lower() == "cls":
-            return 0
-        raise InputError(
-            f"Query {query!r} is not accepted; use 'cls' or a (row, col) patch on the {grid[0]}x{grid[1]} grid."
-        )
-    try:
-        r, c = (int(v) for v in query)
-    except (TypeError, ValueError):
-        raise InputError(
-            f"Query {query!r} is not accepted; use 'cls' or a (row, col) patch on the {grid[0]}x{grid[1]} grid."
-        ) from None
-    if not (0 <= r < grid[0] and 0 <= c < grid[1]):
-        raise InputError(
-            f"Patch ({r}, {c}) is off the {grid[0]}x{grid[1]} grid; rows 0-{grid[0] - 1}, columns 0-{grid[1] - 1}."
-        )
-    return num_prefix_tokens + r * grid[1] + c
+def _pad_prefix(s: torch.Tensor, P: int) -> torch.Tensor:
+    """Pool scores (H, N - P) over patches only (a pool that skips the P prefix tokens) padded with -inf."""
+    return s if P == 0 else torch.cat([torch.full((*s.shape[:-1], P), float("-inf")), s], -1)
 
 
-def norm_query(query: Query) -> Query:
-    """One spelling per query: "cls", or (row, col) as a tuple of ints."""
-    return "cls" if isinstance(query, str) else (int(query[0]), int(query[1]))
+def token_index(
+    query: Query | None, grid: tuple[int, int], num_prefix_tokens: int, tokens: tuple[str, ...] | None = None
+) -> int:
+    """Token index of `query` (None: the model's own, `query.default`). `tokens`: the model's prefix
+    names (`query.prefix_tokens(model)`); without them the prefix is taken to be CLS then registers,
+    which is wrong for register-only models: pass them. InputError for a token the model lacks."""
+    names = (
+        tokens if tokens is not None else ("cls", *(f"reg{i}" for i in range(num_prefix_tokens)))[:num_prefix_tokens]
+    )
+    q = default_query(names, grid) if query is None else query
+    return query_index_of(q, grid, names)
+
+
+def norm_query(query: Query | None) -> Query | None:
+    """One spelling per query (`query.parse`): a token name, or (row, col) ints; None stays None
+    (the model's own token)."""
+    return None if query is None else parse_query(query)
+
+
+def fixed_size(model: torch.nn.Module) -> tuple[int, int] | None:
+    """(H, W) px when `model` takes only its trained input size (a strict patch embedding: BEiT, relpos
+    ViTs, any timm ViT created without dynamic_img_size), else None (any size)."""
+    pe = model.patch_embed
+    return tuple(int(v) for v in pe.img_size) if getattr(pe, "strict_img_size", False) else None  # type: ignore
 
 
 def _layer_index(layer: int, n: int) -> int:
@@ -155,87 +198,25 @@ def _layer_index(layer: int, n: int) -> int:
     return v % n
 
 
-def query_scores(q: torch.Tensor, k: torch.Tensor, i: int, scale: float) -> torch.Tensor:
+def query_scores(
+    q: torch.Tensor, k: torch.Tensor, i: int, scale: float, bias: torch.Tensor | None = None
+) -> torch.Tensor:
     """Raw scores of token i against all tokens, in fp32. q, k: (H, N, d) -> (H, N).
 
-    As timm's unfused path: (q_i * scale) @ k^T.
+    As timm's unfused path: (q_i * scale) @ k^T (+ bias_i, the kernel's additive mask (H or 1, N or 1, N)).
     """
-    return ((q[:, i : i + 1].float() * scale) @ k.float().transpose(-2, -1))[:, 0]
+    s = ((q[:, i : i + 1].float() * scale) @ k.float().transpose(-2, -1))[:, 0]
+    if bias is not None:
+        s = s + bias[:, i if bias.shape[1] > 1 else 0].float()
+    return s
 
 
-class _Recorder:
-    """What one forward pass records: the query's row in each layer (and q, k if asked).
-
-    One recorder per call, active only in the calling thread's context (`_ACTIVE`), so passes
-    that run at the same time on one shared model record only their own rows."""
-
-    def __init__(self, index: int, keep_qk: bool, n_layers: int):
-        self.index, self.keep_qk = index, keep_qk  # query token index
-        self.rows: list[torch.Tensor | None] = [None] * n_layers  # per layer (H, N) raw scores
-        self.qk: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * n_layers
-        self._q: list[torch.Tensor | None] = [None] * n_layers
-
-    def on_q(self, layer: int, q: torch.Tensor) -> None:  # q: (B, H, N, d), B = 1
-        self._q[layer] = q[0]
-
-    def on_k(self, layer: int, k: torch.Tensor, scale: float) -> None:  # k: (B, H, N, d)
-        q, k = self._q[layer], k[0]
-        self._q[layer] = None
-        self.rows[layer] = query_scores(q, k, self.index, scale)
-        if self.keep_qk:  # copies (never views of the block's qkv buffer, which would stay alive whole),
-            # on the model's device: no GPU sync inside the forward; moved to the CPU once it is done
-            self.qk[layer] = (_compact(q), _compact(k))
-
-
-def _compact(t: torch.Tensor) -> torch.Tensor:
-    """A compact copy of `t` on its device, in its dtype (not a view of a larger buffer)."""
-    return t.detach().clone(memory_format=torch.contiguous_format)
-
-
-def _on_cpu(t: torch.Tensor) -> torch.Tensor:
-    """`t` as float32 on the CPU: itself when it already is (a compact copy), else one converted copy."""
-    return t if t.device.type == "cpu" and t.dtype == torch.float32 else t.to("cpu", torch.float32)
-
-
-_ACTIVE: ContextVar[_Recorder | None] = ContextVar("attention_recorder", default=None)
-_INSTALL_LOCK = threading.Lock()
-
-
-def _install_hooks(model: torch.nn.Module) -> None:
-    """Attach, once per model, forward hooks on every block's q_norm and k_norm that hand q and k
-    to the recorder active in the calling context (and do nothing when none is)."""
-    if getattr(model, "_attention_hooks", False):
-        return
-    with _INSTALL_LOCK:
-        if getattr(model, "_attention_hooks", False):
-            return
-        for i, blk in enumerate(model.blocks):
-            attn = blk.attn
-            if attn.q_norm is attn.k_norm:
-                raise InputError("Unsupported attention block: q_norm and k_norm are one module.")
-
-            def on_q(module, args, q, i=i):
-                rec = _ACTIVE.get()
-                if rec is not None:
-                    rec.on_q(i, q)
-
-            def on_k(module, args, k, i=i, scale=float(attn.scale)):
-                rec = _ACTIVE.get()
-                if rec is not None:
-                    rec.on_k(i, k, scale)
-
-            attn.q_norm.register_forward_hook(on_q)
-            attn.k_norm.register_forward_hook(on_k)
-        model._attention_hooks = True
-
-
-@torch.inference_mode()
 def attention_maps(
     model: torch.nn.Module,
     image: ImageSource,
     *,
     layer: int = -1,
-    query: Query = "cls",
+    query: Query | None = None,
     resolution: int | str | None = "auto",
     max_tokens: int = MAX_TOKENS,
     keep_qk: bool = False,
@@ -243,12 +224,16 @@ def attention_maps(
 ) -> AttentionMaps:
     """Per-head attention of `query` in every layer of `model` on `image`, from one forward pass.
 
-    model: a timm VisionTransformer (see `load_vit`). image: path, bytes, PIL image (any mode;
-    EXIF honoured) or uint8 array (H, W[, C]). resolution: shorter side in px, "auto" (480 for
-    DINO, else the trained size), None/"native" (only cropped to the patch grid) or "dino480"
+    model: a timm ViT (VisionTransformer, DeiT, Eva: EVA-02, DINOv3, RoPE ViTs; BEiT, relpos ViTs (fed
+    their trained size): the README's "Which ViTs work"; others are refused: UnsupportedModelError).
+    image: path, bytes, PIL image (any mode; EXIF honoured) or uint8 array (H, W[, C]).
+    resolution: shorter side in px, "auto" (480 for DINO, else the trained size), None/"native"
+    (only cropped to the patch grid) or "dino480"
     (squashed to 480 x 480 as DINO's visualize_attention.py). The crop to the patch grid is the
     model's family's (`model.crop_rule`, set by `load_vit`: top-left for DINO, else centre).
-    query: "cls" or (row, col) of a patch. layer: selected layer (negative counts from the end).
+    query: a token the model has (`query.tokens_of`: "cls", "dist", "reg0".., "pool") or (row, col) of a
+    patch; None: the model's first (`query.default`: CLS, else the pool's, else the centre patch).
+    layer: selected layer (negative counts from the end; not used by "pool").
     max_gflop: refuse at once (BudgetError naming the largest resolution that fits) when the pass's
     estimated cost (`attention.vit.cost.forward_gflop`) is over it; None = no compute budget.
     Fused attention stays on and the model's outputs are unchanged.
@@ -256,11 +241,21 @@ def attention_maps(
     Thread-safe: many threads may call it at once on one shared model; each call records only
     its own pass (hooks hand q and k to a recorder bound to the calling context).
     """
+    check_supported(model)
     img = load_image(image)
     patch = model.patch_embed.patch_size[0]
     cfg = model.pretrained_cfg
     auto = isinstance(resolution, str) and resolution.strip().lower() == "auto"
     res = default_resolution(model) if auto else check_resolution(resolution, patch)
+    fixed = fixed_size(model)
+    if fixed is not None:  # tables built for one grid (BEiT, relpos ViTs): the image fitted to it, as timm's eval
+        if not auto and res is not None:
+            raise InputError(
+                f"Resolution {resolution!r} is not accepted by {type(model).__name__}: it takes only its trained "
+                f"input size, {fixed[1]}x{fixed[0]} px (its relative-position tables are built for that grid); "
+                "use 'auto' or 'native'."
+            )
+        img, res = ImageOps.fit(img, (fixed[1], fixed[0]), Image.BICUBIC), None
     if max_gflop is not None:
         check_budget(
             model,
@@ -269,18 +264,30 @@ def attention_maps(
             max_gflop,
             name=getattr(model, "alias", "this model"),
             device=str(next(model.parameters()).device),
+            max_tokens=max_tokens,
         )
     crop = getattr(model, "crop_rule", "center")
     x, shown = to_tensor(
         img, patch_size=patch, mean=cfg["mean"], std=cfg["std"], resolution=res, crop=crop, max_tokens=max_tokens
     )
     grid = (x.shape[2] // patch, x.shape[3] // patch)
-    P = model.num_prefix_tokens
+    P, names, pool = model.num_prefix_tokens, prefix_tokens(model), has_pool(model)
+    q = default_query((*names, *(["pool"] if pool else [])), grid) if query is None else parse_query(query)
+    i = query_index_of(q, grid, names, pool)
     n_layers = len(model.blocks)
     layer = _layer_index(layer, n_layers)
     t0 = time.perf_counter()
-    scores, qk = query_rows(model, x, token_index(query, grid, P), keep_qk=keep_qk)
+    with torch.inference_mode():
+        rec = run_pass(model, x, max(i, 0), keep_qk, pool=pool and (i < 0 or keep_qk))
+    if i < 0:  # the pool's one attention, after the last layer
+        row = rec.pool[0][0].float().cpu()  # type: ignore[index]
+        scores, layer = _pad_prefix(row, P + grid[0] * grid[1] - row.shape[-1])[None], 0
+    else:
+        scores = rec.rows_cpu()[0]
     seconds = time.perf_counter() - t0
+    pool_qk = None
+    if keep_qk and rec.pool is not None:
+        pool_qk = (on_cpu(rec.pool[1][0]), on_cpu(rec.pool[2][0]), rec.pool[3])
     return AttentionMaps(
         scores=scores.numpy(),
         weights=torch.softmax(scores, -1).numpy(),
@@ -289,31 +296,16 @@ def attention_maps(
         patch_size=patch,
         num_prefix_tokens=P,
         layer=layer,
-        query=norm_query(query),
+        query=q,
         seconds=seconds,
-        qk=qk,
-        scale=float(model.blocks[0].attn.scale),
+        qk=[(on_cpu(q_[0]), on_cpu(k[0])) for q_, k in rec.qk] if keep_qk else None,
+        scale=rec.scale[0],
+        bias=sample_bias(rec.bias, 0) if keep_qk and any(m is not None for m in rec.bias) else None,
+        tokens=names,
+        pool=pool,
+        blocks=n_layers,
+        pool_qk=pool_qk,
     )
-
-
-@torch.inference_mode()
-def query_rows(model: torch.nn.Module, x: torch.Tensor, query_index: int = 0, *, keep_qk: bool = False):
-    """The engine of `attention_maps`, on a preprocessed input: one fused forward pass of
-    x (1, C, H, W) with hooks. Returns (scores, qk): scores float32 (L, H, N) on CPU, every
-    layer's raw q_i . k_j * scale for token i = `query_index`; qk, with keep_qk, each layer's
-    (q, k) float32 (H, N, d) on CPU, else None."""
-    param = next(model.parameters())
-    _install_hooks(model)
-    rec = _Recorder(query_index, keep_qk, len(model.blocks))
-    token = _ACTIVE.set(rec)
-    try:
-        model.forward_features(x.to(param.device, param.dtype))
-    finally:
-        _ACTIVE.reset(token)
-    if any(r is None for r in rec.rows):
-        raise InputError("Unsupported attention block: a layer ran without its q_norm/k_norm hooks.")
-    qk = [(_on_cpu(q), _on_cpu(k)) for q, k in rec.qk] if keep_qk else None
-    return torch.stack(rec.rows).float().cpu(), qk
 
 
 def threshold_masks(maps: np.ndarray, threshold: float = 0.6) -> np.ndarray:

@@ -10,13 +10,15 @@ Each layer's N x N attention is rebuilt a chunk of rows at a time from q and k (
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
 import torch
 
 from attention.errors import InputError
-from attention.vit.extract import AttentionMaps, Query, _layer_index, token_index
+from attention.vit.extract import AttentionMaps, _layer_index
+from attention.vit.query import Query
 
 
 def rollout(
@@ -61,13 +63,16 @@ def rollout(
             f"Discard ratio {discard_ratio} is out of range; accepted: 0 (keep all) up to, not including, 1."
         )
     last = res.layer if layer is None else _layer_index(layer, len(res.qk))
-    i = res.query_index if query is None else token_index(query, res.grid, res.num_prefix_tokens)
+    i = res.query_index if query is None else res.index_of(query)
+    if i < 0:
+        raise InputError("Rollout follows a token of the blocks; the pooling head's query ('pool') is not one.")
     N = res.qk[0][0].shape[1]
     n_drop = int(N * N * discard_ratio) if discard == "global" else int(N * discard_ratio)
     r = torch.zeros(N, dtype=torch.float64)
     r[i] = 1.0
-    for q, k in reversed(res.qk[: last + 1]):  # r <- r A'_l, from the top layer down
-        fused = _Fused(q, k, res.scale, head_fusion, chunk)
+    layers = list(zip(res.qk[: last + 1], res.layer_bias[: last + 1]))
+    for (q, k), bias in reversed(layers):  # r <- r A'_l, from the top layer down
+        fused = _Fused(q, k, res.scale, head_fusion, chunk, bias)
         cut = fused.global_cut(n_drop) if discard == "global" and n_drop else None
         out = torch.zeros(N, dtype=torch.float64)
         for s, e in fused.spans:
@@ -90,35 +95,47 @@ def rollout(
 
 
 class _Fused:
-    """One layer's head-fused attention A (N x N), computed chunk by chunk from q and k (H, N, d)."""
+    """One layer's head-fused attention A (N x N), computed chunk by chunk from q and k (H, N, d) and
+    the kernel's additive bias (H or 1, N or 1, N), if any."""
 
-    def __init__(self, q: torch.Tensor, k: torch.Tensor, scale: float, fusion: str, chunk: int):
-        self.q, self.kt, self.scale, self.fusion = q, k.transpose(-2, -1), scale, fusion
+    def __init__(
+        self, q: torch.Tensor, k: torch.Tensor, scale: float, fusion: str, chunk: int, bias: torch.Tensor | None = None
+    ):
+        self.q, self.kt, self.scale, self.fusion, self.bias = q, k.transpose(-2, -1), scale, fusion, bias
         N = q.shape[1]
         self.spans = [(s, min(s + chunk, N)) for s in range(0, N, chunk)]
 
     def __call__(self, s: int, e: int) -> torch.Tensor:
         """float32 (e - s, N): rows s..e-1 of A (non-negative)."""
-        a = torch.softmax((self.q[:, s:e] * self.scale) @ self.kt, -1)  # (H, c, N)
+        z = (self.q[:, s:e] * self.scale) @ self.kt  # (H, c, N)
+        if self.bias is not None:
+            z = z + (self.bias[:, s:e] if self.bias.shape[1] > 1 else self.bias)
+        a = torch.softmax(z, -1)
         return {"mean": a.mean(0), "max": a.amax(0), "min": a.amin(0)}[self.fusion]
 
     def global_cut(self, n: int) -> float:
-        """The n-th smallest entry of A (1-based), without holding A: non-negative float32 values
-        order as their bit patterns, so count the high 16 bits, then the low 16 bits of the entries
-        in the high bin that holds rank n."""
-        prefix, below = -1, 0
-        for shift in (16, 0):
-            counts = torch.zeros(1 << 16, dtype=torch.int64)
-            for s, e in self.spans:
-                bits = self(s, e).abs().view(torch.int32).flatten()  # abs: -0.0 -> +0.0
-                if prefix >= 0:
-                    bits = bits[(bits >> 16) == prefix]
-                counts += torch.bincount(((bits >> shift) & 0xFFFF).long(), minlength=1 << 16)
-            cum = counts.cumsum(0)
-            b = int(torch.searchsorted(cum, n - below))  # the first bin reaching rank n
-            below += int(cum[b - 1]) if b else 0
-            prefix = b if prefix < 0 else (prefix << 16) | b
-        return float(torch.tensor(prefix, dtype=torch.int32).view(torch.float32))
+        """The n-th smallest entry of A (1-based), without holding A (`nth_smallest`)."""
+        return nth_smallest(self, self.spans, n)
+
+
+def nth_smallest(rows: Callable[[int, int], torch.Tensor], spans: list[tuple[int, int]], n: int) -> float:
+    """The n-th smallest entry (1-based) of a non-negative float32 matrix given a chunk of rows at a
+    time (`rows(s, e)`: rows s..e-1, for each (s, e) of `spans`), without holding it: non-negative
+    float32 values order as their bit patterns, so count the high 16 bits, then the low 16 bits of
+    the entries in the high bin that holds rank n (two passes over the rows)."""
+    prefix, below = -1, 0
+    for shift in (16, 0):
+        counts = torch.zeros(1 << 16, dtype=torch.int64)
+        for s, e in spans:
+            bits = rows(s, e).abs().view(torch.int32).flatten()  # abs: -0.0 -> +0.0
+            if prefix >= 0:
+                bits = bits[(bits >> 16) == prefix]
+            counts += torch.bincount(((bits >> shift) & 0xFFFF).long(), minlength=1 << 16)
+        cum = counts.cumsum(0)
+        b = int(torch.searchsorted(cum, n - below))  # the first bin reaching rank n
+        below += int(cum[b - 1]) if b else 0
+        prefix = b if prefix < 0 else (prefix << 16) | b
+    return float(torch.tensor(prefix, dtype=torch.int32).view(torch.float32))
 
 
 def rollout_map(res: AttentionMaps, **kwargs) -> np.ndarray:

@@ -24,7 +24,8 @@ import zlib
 import numpy as np
 
 from attention.render import color_indices, colormap, jpeg_bytes, png_bytes
-from attention.vit.extract import AttentionMaps, Query
+from attention.vit.extract import AttentionMaps
+from attention.vit.query import Query
 from attention.vit.session import PASSES, Pass
 from attention.vit.views import big_scale, display_scale
 
@@ -36,15 +37,20 @@ def _b64(data: bytes) -> str:
 
 
 def _sign(body: str) -> str:
-    return hmac.new(_SECRET, body.encode(), hashlib.sha256).hexdigest()[:32]
+    return hmac.new(_SECRET, _utf8(body), hashlib.sha256).hexdigest()[:32]
+
+
+def _utf8(text: str) -> bytes:
+    """Any str as bytes (a lone surrogate from JSON too), for signing and comparing."""
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _query(res: AttentionMaps) -> list[int] | None:
-    """The query as JSON has it: [row, col], or null for CLS."""
+    """The query as the browser has it: [row, col], or null for a named token (CLS, a register, the pool's)."""
     return None if isinstance(res.query, str) else list(res.query)
 
 
-def token(key: tuple[str, str, str]) -> str:
+def token(key: tuple[str, ...]) -> str:
     """A pass's key, signed: '<key as JSON>.<hmac>' (the browser hands it back to fetch data)."""
     body = json.dumps(list(key), separators=(",", ":"))
     return f"{body}.{_sign(body)}"
@@ -55,7 +61,7 @@ def find(tok: str) -> Pass | None:
     if not isinstance(tok, str) or "." not in tok:
         return None
     body, sig = tok.rsplit(".", 1)
-    if not hmac.compare_digest(sig, _sign(body)):
+    if not hmac.compare_digest(_utf8(sig), _sign(body).encode()):  # bytes: any text, never a TypeError
         return None
     return PASSES.get(tuple(json.loads(body)))
 
@@ -94,7 +100,7 @@ def payload(p: Pass, res: AttentionMaps, *, view: str, head: int, alpha: float, 
     }
 
 
-def view_maps(p: Pass, query: Query, layer: int) -> dict:
+def view_maps(p: Pass, query: Query | None, layer: int) -> dict:
     """The maps of `query` at `layer` from pass `p` (no forward: its kept q/k), as `payload` packs
     them. Raises InputError off the grid or depth."""
     res = p.at(query, layer)

@@ -12,6 +12,7 @@ exception is `mnist_vit`, a small ViT trained here whose weights ship in `weight
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from collections import OrderedDict
@@ -24,20 +25,23 @@ import torch
 from attention import net
 from attention.config import SETTINGS, WEIGHTS_DIR
 from attention.errors import ModelLoadError
-from attention.vit import posembed
+from attention.vit import hub_errors, posembed
 
 
 @dataclass(frozen=True)
 class Family:
     """How a family's own code feeds an image of any size to its ViT, so our maps are its maps.
 
-    crop: which part of the image is kept when its size is not a multiple of the patch.
-    pos_embed: how position embeddings are resampled to the patch grid (`posembed.RULES`).
-    resolution: what "auto" means (shorter side, px), None = the model's trained input size.
+    crop: which part of the image is kept when its size is not a multiple of the patch ("resize":
+    none, the image is resized to whole patches instead: `images.target_size`).
+    pos_embed: how position embeddings are resampled to the patch grid (`posembed.RULES`, or
+    "rope": rotary, nothing to resample).
+    resolution: what "auto" means (shorter side, px; the height for "resize"), None = the model's
+    trained input size.
     """
 
-    crop: Literal["top-left", "center"]
-    pos_embed: Literal["dino", "dinov2", "dinov2_reg", "timm"]
+    crop: Literal["top-left", "center", "resize"]
+    pos_embed: Literal["dino", "dinov2", "dinov2_reg", "timm", "rope"]
     resolution: int | None
 
 
@@ -45,21 +49,28 @@ class Family:
 # (the top-left corner; its default --image_size is (480, 480): our "dino480"); its ViT resamples position
 # embeddings with interpolate_pos_encoding (facebookresearch/dino vision_transformer.py). DINOv2 has
 # no script of its own: people run DINO's, so the same crop, with DINOv2's interpolate_pos_encoding
-# and the settings of its hub models (see posembed.RULES). Any other ViT is fed as timm feeds it
-# (centre crop, timm's resampling). mnist_vit sees 28 x 28 digits, a whole number of patches.
+# and the settings of its hub models (see posembed.RULES). DINOv3's notebooks (facebookresearch/dinov3
+# notebooks/pca.ipynb and foreground_segmentation.ipynb, `resize_transform`, IMAGE_SIZE = 768) resize
+# the whole image, no crop, to 768 px high (48 rows of patches) and floor(w * 768 / (h * 16)) columns,
+# bilinear; its positions are rotary (timm `Eva` with RotaryEmbeddingDinoV3), so nothing is resampled;
+# "auto" is those notebooks' 768. Any other ViT is fed as timm feeds it (centre crop, timm's
+# resampling). mnist_vit sees 28 x 28 digits, a whole number of patches.
 FAMILIES: dict[str, Family] = {
     "dino": Family("top-left", "dino", 480),
     "dinov2": Family("top-left", "dinov2", 480),
     "dinov2_reg": Family("top-left", "dinov2_reg", 480),
+    "dinov3": Family("resize", "rope", 768),
     "timm": Family("center", "timm", None),
 }
 
 
 def family_of(name: str) -> str:
-    """The family of a timm name or `hf-hub:org/repo`, from its name: a DINOv2 name (with
-    `reg<n>`: registers) -> "dinov2"/"dinov2_reg"; a `dino` tag or word (`vit_small_patch16_224.dino`,
-    `..._dino`) -> "dino"; anything else (DINOv3 included) -> "timm"."""
+    """The family of a timm name or `hf-hub:org/repo`, from its name: a DINOv3 name -> "dinov3"; a
+    DINOv2 name (with `reg<n>`: registers) -> "dinov2"/"dinov2_reg"; a `dino` tag or word
+    (`vit_small_patch16_224.dino`, `..._dino`) -> "dino"; anything else -> "timm"."""
     base = name.strip().lower().removeprefix("hf-hub:").rsplit("/", 1)[-1]
+    if "dinov3" in base:
+        return "dinov3"
     if "dinov2" in base:
         return "dinov2_reg" if re.search(r"reg\d", base) else "dinov2"
     return "dino" if re.search(r"(^|[._-])dino($|[._-])", base) else "timm"
@@ -70,14 +81,17 @@ class ModelSpec:
     """One entry of the registry: a short alias for a timm tag (or the shipped model)."""
 
     alias: str
-    timm_name: str  # timm tag, or "local" for weights shipped in weights/
+    timm_name: str  # timm tag, or "local" for weights shipped in weights/ (the architecture, for a checkpoint)
     description: str
-    resolution: int  # what "auto" resolution means for this model (shorter side, px)
+    resolution: int | None  # what "auto" resolution means for this model (shorter side, px; None: trained size)
     family: str = "timm"  # a key of FAMILIES: how its own code crops and resamples position embeddings
+    checkpoint: str | None = None  # the operator's own weights file (`checkpoint.register_checkpoint`)
+    checkpoint_key: str | None = None  # where in that file the weights sit (DINO's --checkpoint_key)
+    classifier: bool = False  # has a classifier head read from its class token (class relevance: "Why this class?")
 
     @property
     def hub_id(self) -> str | None:
-        return None if self.timm_name == "local" else f"timm/{self.timm_name}"
+        return None if self.timm_name == "local" or self.checkpoint else f"timm/{self.timm_name}"
 
     @property
     def crop(self) -> str:
@@ -105,7 +119,13 @@ REGISTRY: dict[str, ModelSpec] = {
             480,
             "dinov2_reg",
         ),
-        ModelSpec("mnist_vit", "local", "ViT trained here on MNIST digits (ships with the app)", 28),
+        # DINOv3 (timm `Eva`: RoPE, 4 registers), 768 px high as its notebooks; weights under the DINOv3
+        # licence (pretrained_cfg license "dinov3-license"), in timm's own ungated hub repos
+        ModelSpec("dinov3_vits16", "vit_small_patch16_dinov3.lvd1689m", "DINOv3 ViT-S/16", 768, "dinov3"),
+        ModelSpec("dinov3_vits16plus", "vit_small_plus_patch16_dinov3.lvd1689m", "DINOv3 ViT-S+/16", 768, "dinov3"),
+        ModelSpec("dinov3_vitb16", "vit_base_patch16_dinov3.lvd1689m", "DINOv3 ViT-B/16", 768, "dinov3"),
+        ModelSpec("mnist_vit", "local", "ViT trained here on MNIST digits (ships with the app)", 28, classifier=True),
+        ModelSpec("deit_small", "deit_small_patch16_224.fb_in1k", "DeiT-S ImageNet classifier", 224, classifier=True),
     ]
 }
 DEFAULT_MODEL = "dino_vits16"
@@ -160,16 +180,20 @@ def resolve(name: str) -> tuple[str, ModelSpec | None]:
     import timm
 
     if name and timm.is_model(name):
-        if not timm.models.is_model_in_modules(name, ["vision_transformer", "deit"]):
+        if not timm.models.is_model_in_modules(name, VIT_MODULES):
             raise ModelLoadError(
-                f"Model {name!r} is not a plain ViT; attention extraction supports timm VisionTransformer models "
-                f"(vision_transformer, deit), e.g. {', '.join(REGISTRY)}."
+                f"Model {name!r} is not a plain ViT; attention extraction supports timm ViT models "
+                f"({', '.join(VIT_MODULES)}), e.g. {', '.join(REGISTRY)}."
             )
         return name, None
     raise ModelLoadError(
         f"Unknown model {name!r}. Accepted: one of the aliases {', '.join(REGISTRY)}; "
         "a timm ViT name such as 'vit_small_patch16_224.dino'; or 'hf-hub:org/repo'."
     )
+
+
+FIXED_SIZE = ["beit", "vision_transformer_relpos"]  # relative-position tables for one grid: the trained size
+VIT_MODULES = ["vision_transformer", "deit", "eva", "beit", "vision_transformer_relpos"]  # what `resolve` accepts
 
 
 def default_resolution(model: torch.nn.Module) -> int:
@@ -196,8 +220,13 @@ def hub_id(name: str) -> str | None:
 def is_cached(name: str) -> bool:
     """True when the weights of `name` are on disk (shipped, or in the HF cache): no network used."""
     repo = hub_id(name)
-    if repo is None:
-        return (WEIGHTS_DIR / f"{resolve(name)[1].alias}.safetensors").exists()
+    if repo is None:  # shipped weights, a checkpoint, or a timm name with no pretrained weights on the hub
+        spec = resolve(name)[1]
+        if spec is None:
+            return False
+        return (
+            os.path.isfile(spec.checkpoint) if spec.checkpoint else (WEIGHTS_DIR / f"{spec.alias}.safetensors").exists()
+        )
     from huggingface_hub import try_to_load_from_cache
 
     return any(isinstance(try_to_load_from_cache(repo, f), str) for f in ("model.safetensors", "pytorch_model.bin"))
@@ -225,10 +254,17 @@ def load_vit(
     name: str = DEFAULT_MODEL,
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
+    *,
+    arch: str | None = None,
+    checkpoint_key: str | None = None,
+    family: str | None = None,
 ) -> torch.nn.Module:
     """A timm VisionTransformer with pretrained weights, in eval mode on `device`.
 
-    name: an alias of REGISTRY, a timm ViT name, or `hf-hub:org/repo`.
+    name: an alias of REGISTRY, a timm ViT name, or `hf-hub:org/repo`; with `arch`, the path of your own
+    checkpoint (.pth/.pt/.bin/.safetensors) for timm architecture `arch` (`checkpoint.load`: DINO's
+    `teacher`/`student` keys, `module.`/`backbone.` prefixes; `checkpoint_key` picks the key; `family`,
+    default the architecture's, how images are fed: a key of FAMILIES).
     device: default CUDA when available, else CPU. dtype: default `default_dtype(device)`.
     Loaded once per (name, device, dtype) and cached; at most `SETTINGS.max_models`
     (ATTENTION_MAX_MODELS) stay resident, the least recently used is dropped first
@@ -241,18 +277,23 @@ def load_vit(
     cannot be had (offline and not cached, hub error, unknown name, not a ViT).
     Never falls back to random weights.
     """
-    timm_name, spec = resolve(name)
+    if arch is not None:
+        from attention.vit.checkpoint import checkpoint_spec
+
+        timm_name, spec = arch, checkpoint_spec(name, arch, checkpoint_key, family)
+    else:
+        timm_name, spec = resolve(name)
     device = torch.device(device) if device is not None else default_device()
     dtype = dtype or default_dtype(device)
     key = (_cache_name(timm_name, spec), str(device), str(dtype))
     with _lock:  # one load per key, even when two visitors ask at once
         if key not in _cache:
-            model = _load_local(spec.alias) if spec and spec.timm_name == "local" else _load_hub(timm_name)
+            model = _load(timm_name, spec)
             family = FAMILIES[spec.family if spec else family_of(timm_name)]
             auto = spec.resolution if spec else family.resolution
             if auto:
                 model.auto_resolution = auto
-            model.alias, model.crop_rule = key[0], family.crop
+            model.alias, model.crop_rule = spec.alias if spec else timm_name, family.crop
             model = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
             _cache[key] = posembed.install(model, family.pos_embed)
             while len(_cache) > max(1, SETTINGS.max_models):
@@ -261,7 +302,20 @@ def load_vit(
         return _cache[key]
 
 
+def _load(timm_name: str, spec: ModelSpec | None) -> torch.nn.Module:
+    """The model with its weights from where they are: shipped, the operator's checkpoint, or the hub."""
+    if spec and spec.timm_name == "local":
+        return _load_local(spec.alias)
+    if spec and spec.checkpoint:
+        from attention.vit import checkpoint
+
+        return _check_vit(checkpoint.load(spec.checkpoint, spec.timm_name, spec.checkpoint_key), spec.timm_name)
+    return _load_hub(timm_name)
+
+
 def _cache_name(timm_name: str, spec: ModelSpec | None) -> str:
+    if spec and spec.checkpoint:  # a checkpoint re-registered under its alias with another file, arch or key
+        return f"{spec.alias}|{spec.timm_name}|{spec.checkpoint_key}|{spec.checkpoint}"
     return spec.alias if spec else timm_name
 
 
@@ -291,36 +345,45 @@ def check_allowed(name: str, allow_downloads: bool | None = None) -> str:
 
 
 def _check_vit(model: torch.nn.Module, name: str) -> torch.nn.Module:
-    from timm.models.vision_transformer import VisionTransformer
+    """`model` when the engine reads its attention exactly (`capture.check_supported`), else
+    ModelLoadError for a model that is no ViT, UnsupportedModelError naming the block class and why."""
+    from attention.vit.capture import check_supported
 
-    if not isinstance(model, VisionTransformer):
+    if not hasattr(model, "patch_embed") or not hasattr(model, "blocks"):
         raise ModelLoadError(
-            f"Model {name!r} is a {type(model).__name__}, not a timm VisionTransformer; "
+            f"Model {name!r} is a {type(model).__name__}, not a timm ViT; "
             f"attention extraction supports ViTs (e.g. {', '.join(REGISTRY)})."
         )
+    check_supported(model)
     return model
 
 
-def _load_hub(timm_name: str) -> torch.nn.Module:
+def _create(timm_name: str):
+    """timm.create_model with pretrained weights, any input size where the architecture allows it
+    (`dynamic_img_size`; BEiT and the relpos ViTs have tables for one grid and take their trained size).
+    A classifier keeps its head (class relevance, "Why this class?"); a backbone has none."""
     import timm
 
+    try:
+        return timm.create_model(timm_name, pretrained=True, dynamic_img_size=True)
+    except TypeError as e:
+        arch = hub_errors.architecture_of(timm_name)
+        if "dynamic_img_size" not in str(e) or not arch or not timm.models.is_model_in_modules(arch, FIXED_SIZE):
+            raise  # NaFlexVit and others: hub_errors says what cannot be built
+        return timm.create_model(timm_name, pretrained=True)
+
+
+def _load_hub(timm_name: str) -> torch.nn.Module:
     repo = hub_id(timm_name)
-    fix = (
-        f"Download it once with `hf download {repo}` where the hub "
-        f"is reachable, then run with the same HF_HOME; offline, pick '{OFFLINE_MODEL}', which ships with the app."
-    )
-    cached = is_cached(timm_name)
-    if not cached and not hub_reachable():
+    if not is_cached(timm_name) and not hub_reachable():
         from huggingface_hub import constants
 
         why = "HF_HUB_OFFLINE=1 is set" if constants.HF_HUB_OFFLINE else "the Hugging Face Hub cannot be reached"
-        raise ModelLoadError(f"Weights of {timm_name!r} ({repo}) are not in the local cache and {why}. {fix}")
+        raise hub_errors.offline(timm_name, repo, why)
     try:
-        model = timm.create_model(timm_name, pretrained=True, num_classes=0, dynamic_img_size=True)
-    except Exception as e:  # hub, network, file or config errors: all become one readable error
-        raise ModelLoadError(
-            f"Could not load weights of {timm_name!r} ({repo}): {type(e).__name__}: {str(e).rstrip('.')}. {fix}"
-        ) from e
+        model = _create(timm_name)
+    except Exception as e:  # hub, network, file or config errors: each said as what it is (hub_errors)
+        raise hub_errors.explain(e, timm_name, repo, hub_errors.architecture_of(timm_name)) from e
     return _check_vit(model, timm_name)
 
 

@@ -15,7 +15,7 @@ from PIL import Image
 
 from attention.errors import InputError
 from attention.render import grid, mark_patch, overlays
-from attention.vit.extract import Query
+from attention.vit.query import Query
 from attention.vit.session import Pass
 from attention.vit.views import QUERY_COLOR
 
@@ -23,7 +23,7 @@ MODEL_TILE = 160  # px: a tile's longer side (a ViT-B has 144 tiles: about 2,000
 
 
 def model_view(
-    p: Pass, query: Query = "cls", *, tile: int = MODEL_TILE, alpha: float = 0.6, cmap: str = "inferno"
+    p: Pass, query: Query | None = None, *, tile: int = MODEL_TILE, alpha: float = 0.6, cmap: str = "inferno"
 ) -> np.ndarray:
     """Every layer's every head's map of `query` (no new forward: rows requeried from kept q/k).
 
@@ -42,7 +42,7 @@ def model_view(
     for layer in range(p.num_layers):
         res = p.at(query, layer)
         tiles = overlays(small, res.maps, alpha=alpha, cmap=cmap)  # H x (gh*s, gw*s, 3)
-        if res.query != "cls":
+        if isinstance(res.query, tuple):
             tiles = [mark_patch(t, res.query, s, color=QUERY_COLOR) for t in tiles]
         rows.append(tiles)
         labels += [f"L{layer} h{h}" for h in range(len(tiles))]

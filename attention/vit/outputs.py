@@ -93,17 +93,19 @@ def maps_arrays(
     return arrays
 
 
-def save_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray], pngs: dict[str, bytes]) -> str:
+def save_npz(
+    path: str | os.PathLike, arrays: dict[str, np.ndarray], pngs: dict[str, bytes], readme: str | None = None
+) -> str:
     """Write one .npz that is also a zip of PNGs: `np.load(path)[name]` gives each array
     (no pickle needed); members `png/<name>.png` are the pictures (`unzip path` extracts them,
-    `np.load(path)["png/<name>.png"]` returns their bytes)."""
+    `np.load(path)["png/<name>.png"]` returns their bytes); README.txt is `readme` (default: the maps')."""
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as z:  # floats and PNGs barely deflate
         for name, a in arrays.items():
             with z.open(f"{name}.npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, np.asanyarray(a), allow_pickle=False)
         for name, data in pngs.items():
             z.writestr(zipfile.ZipInfo(f"png/{name}.png", time.localtime()[:6]), data, compress_type=zipfile.ZIP_STORED)
-        z.writestr("README.txt", README_NPZ)
+        z.writestr("README.txt", README_NPZ if readme is None else readme)
     return os.fspath(path)
 
 
@@ -162,7 +164,7 @@ def write_outputs(
             p.write_bytes(jpeg_bytes(small) if thumb_jpeg else png_bytes(small))
             thumbs.append(os.fspath(p))
     if sheet_only or download:
-        q = "cls" if isinstance(res.query, str) else f"r{res.query[0]}c{res.query[1]}"
+        q = res.query if isinstance(res.query, str) else f"r{res.query[0]}c{res.query[1]}"
         safe_model = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model)[:60]
         npz = save_npz(
             d / f"attention_{safe_model}_L{res.layer}_{q}_{view}.npz",
@@ -184,7 +186,7 @@ def describe(
     render_seconds: float | None = None,
 ) -> dict:
     """The facts of one render as JSON-ready data (what `details` says in prose): model, device,
-    patch size, grid [gh, gw], tokens, layer, query ("cls" or [row, col]), view, the input size
+    patch size, grid [gh, gw], tokens, layer, query (a token name or [row, col]), view, the input size
     [w, h], the forward's milliseconds, with `render_seconds` the drawing's and file writing's
     (`render_ms`, see `Frame.seconds`), and each tile's name and caption, in order."""
     L, H, N = res.weights.shape

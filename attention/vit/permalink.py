@@ -1,6 +1,7 @@
 """Permalinks: a view of the ViT tab as URL parameters, and back.
 
     ?example=chelsea&model=dino_vits16&layer=9&head=2&view=heads&q=5,7&res=auto
+    ?example=digit_3&model=mnist_vit&class=8          # "Why this class?" explaining class 8
 
 Every parameter is optional (the start screen's value when absent). An uploaded image is not in a
 link (the server keeps no visitor's files): links name a shipped example, by file name.
@@ -10,18 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from urllib.parse import urlencode
 
-from attention.config import EXAMPLES_DIR
 from attention.errors import InputError, as_whole
 from attention.images import ImageSource
-from attention.vit.extract import Query
-from attention.vit.session import file_digest
+from attention.vit.query import ACCEPTED, Query, to_text
+from attention.vit.query import parse as parse_query
+from attention.vit.session import example_digests, example_files, file_digest
 from attention.vit.views import check_view
 
-KEYS = ("example", "model", "res", "layer", "head", "view", "q")
+KEYS = ("example", "model", "res", "layer", "head", "view", "q", "class")
 
 
 @dataclass(frozen=True)
@@ -34,25 +34,20 @@ class Link:
     layer: int | None = None
     head: int | None = None
     view: str | None = None
-    query: Query | None = None  # "cls" or (row, col)
+    query: Query | None = None  # a token name ("cls", "reg0", ...) or (row, col)
+    cls: int | None = None  # the class "Why this class?" explains (classifier models); None: the top class
 
 
-@lru_cache(maxsize=1)
 def examples() -> dict[str, Path]:
     """Every shipped example image by name (file name without extension): photos and digits."""
-    return {p.stem: p for d in ("photos", "digits") for p in sorted((EXAMPLES_DIR / d).glob("*.*"))}
-
-
-@lru_cache(maxsize=1)
-def _by_digest() -> dict[str, str]:
-    return {file_digest(str(p)): name for name, p in examples().items()}
+    return example_files()
 
 
 def example_name(image: ImageSource | None) -> str | None:
     """The name of the shipped example `image` is (by content, so a served copy counts), else None."""
     if image is None:
         return None
-    return _by_digest().get(file_digest(image))
+    return example_digests().get(file_digest(image))
 
 
 def _whole(params: Mapping[str, str], key: str, what: str) -> int | None:
@@ -75,13 +70,11 @@ def parse(params: Mapping[str, str]) -> Link:
         )
     q_raw = (params.get("q") or "").strip().lower()
     query: Query | None = None
-    if q_raw in ("cls",):
-        query = "cls"
-    elif q_raw:
-        parts = [as_whole(v.strip()) for v in q_raw.split(",")]
-        if len(parts) != 2 or any(v is None or v < 0 for v in parts):
-            raise InputError(f"Link parameter q={q_raw!r} is not a patch; accepted: 'row,col' (e.g. q=5,7) or q=cls.")
-        query = (parts[0], parts[1])
+    if q_raw:
+        try:
+            query = parse_query(q_raw)
+        except InputError:
+            raise InputError(f"Link parameter q={q_raw!r} is not a query; accepted: {ACCEPTED}.") from None
     view = (params.get("view") or "").strip() or None
     if view is not None:
         view = check_view(view)
@@ -93,11 +86,12 @@ def parse(params: Mapping[str, str]) -> Link:
         head=_whole(params, "head", "0, 1, 2, ..."),
         view=view,
         query=query,
+        cls=_whole(params, "class", "a class index 0, 1, 2, ..."),
     )
 
 
 def query_string(link: Link) -> str:
     """A Link as URL parameters ("example=chelsea&layer=9&q=5,7"), only the fields that are set."""
-    q = None if link.query is None else "cls" if link.query == "cls" else f"{link.query[0]},{link.query[1]}"
-    values = [link.example, link.model, link.resolution, link.layer, link.head, link.view, q]
+    q = None if link.query is None else to_text(link.query)
+    values = [link.example, link.model, link.resolution, link.layer, link.head, link.view, q, link.cls]
     return urlencode({k: v for k, v in zip(KEYS, values) if v is not None}, safe=",:/")

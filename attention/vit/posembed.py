@@ -11,6 +11,8 @@ resampled bicubically; the families differ in how, and the difference shows in t
     "dinov2_reg" size=(gh, gw), antialias on (= timm's)                dinov2/models/vision_transformer.py
     "timm"       size=(gh, gw), antialias on (timm's own code, left     + dinov2/hub/backbones.py
                  in place: `timm.layers.resample_abs_pos_embed`)
+    "rope"       nothing to resample: rotary embeddings (DINOv3, timm   timm eva.py
+                 `Eva`) are computed for each grid by the model itself   (RotaryEmbeddingDinoV3)
 
 Given a scale factor s, PyTorch samples output pixel i at input (i + 0.5) / s - 0.5 with s itself,
 not gh / M, so DINO's "+ 0.1" (added against a rounding error in the output size, dino#8) moves
@@ -47,14 +49,15 @@ RULES: dict[str, tuple[float | None, bool]] = {
     "dinov2_reg": (None, True),
     "timm": (None, True),
 }
+ROPE = "rope"  # models whose positions are rotary only (no absolute pos_embed): nothing to resample
 CACHE_SIZE = 8  # resampled embeddings kept per model (grid sizes), least recently used out first
 _lock = threading.Lock()  # one for all models: a model holds no lock, so it stays copyable
 
 
 def check_rule(rule: str) -> str:
-    """`rule` when it is one of RULES, else InputError listing them."""
-    if rule not in RULES:
-        raise InputError(f"Position-embedding rule {rule!r} is not known; accepted: {', '.join(RULES)}.")
+    """`rule` when it is one of RULES or ROPE, else InputError listing them."""
+    if rule not in RULES and rule != ROPE:
+        raise InputError(f"Position-embedding rule {rule!r} is not known; accepted: {', '.join([*RULES, ROPE])}.")
     return rule
 
 
@@ -65,7 +68,9 @@ def resample(patch_pos: torch.Tensor, grid: tuple[int, int], rule: str) -> torch
     patch_pos's dtype, computed in float32; patch_pos itself when the grid is already M x M
     (the families' own early exit: no resampling at the trained size).
     """
-    offset, antialias = RULES[check_rule(rule)]
+    if check_rule(rule) == ROPE:
+        raise InputError("Rotary position embeddings are computed per grid by the model; there is nothing to resample.")
+    offset, antialias = RULES[rule]
     n, d = patch_pos.shape[1], patch_pos.shape[2]
     m = math.isqrt(n)
     if m * m != n:
@@ -139,9 +144,16 @@ def _family_pos_embed(self: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
 def install(model: torch.nn.Module, rule: str) -> torch.nn.Module:
     """Make `model` (a timm VisionTransformer) resample its position embeddings by `rule` on any
     grid: its `_pos_embed` is replaced on this instance only. "timm" leaves timm's own code in
-    place. Returns the model; `model.pos_embed_rule` names the rule."""
-    model.pos_embed_rule = check_rule(rule)
-    if rule == "timm":
+    place; "rope" too, for a model with no absolute embeddings (InputError when it has some).
+    Returns the model; `model.pos_embed_rule` names the rule."""
+    check_rule(rule)
+    if rule == ROPE and getattr(model, "pos_embed", None) is not None:
+        raise InputError(
+            f"Position-embedding rule 'rope' is for models with rotary embeddings only; this "
+            f"{type(model).__name__} has absolute ones; accepted: {', '.join(RULES)}."
+        )
+    model.pos_embed_rule = rule
+    if rule in ("timm", ROPE):
         model.__dict__.pop("_pos_embed", None)
     else:
         model._pos_embed = types.MethodType(_family_pos_embed, model)

@@ -14,24 +14,26 @@ nothing in a Pass is shared between visitors, only the loaded models are (read-o
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from attention.cache import SharedCache
-from attention.config import SETTINGS
+from attention.config import EXAMPLES_DIR, SETTINGS
 from attention.errors import InputError, as_whole
 from attention.images import ImageSource
+from attention.turns import Turns
 from attention.vit import features
-from attention.vit.extract import AttentionMaps, Query, attention_maps, norm_query
+from attention.vit.extract import AttentionMaps, attention_maps
 from attention.vit.flow import rollout_map
 from attention.vit.models import (
-    DEFAULT_MODEL,
     OFFLINE_MODEL,
     REGISTRY,
     available,
@@ -40,6 +42,8 @@ from attention.vit.models import (
     is_loaded,
     load_vit,
 )
+from attention.vit.query import Query, from_fields, is_empty, parse  # noqa: F401 (is_empty: for the UI)
+from attention.vit.query import default as default_query
 
 Progress = Callable[[float, str], None]  # (fraction 0..1, description)
 
@@ -76,9 +80,13 @@ class Startup:
     notice: str | None
 
 
-def startup_model(default: str = DEFAULT_MODEL, fallback: str = OFFLINE_MODEL) -> Startup:
-    """Pick the start-up model cheaply: `default` when its weights are cached or the hub is
-    reachable (one short connect, none at all under HF_HUB_OFFLINE=1), else `fallback`."""
+def startup_model(default: str | None = None, fallback: str = OFFLINE_MODEL) -> Startup:
+    """Pick the start-up model cheaply: `default` (default: `models.DEFAULT_MODEL` now, which the
+    operator's own checkpoint may have become) when its weights are cached or the hub is reachable
+    (one short connect, none at all under HF_HUB_OFFLINE=1), else `fallback`."""
+    from attention.vit import models
+
+    default = default or models.DEFAULT_MODEL
     if available(default):
         return Startup(default, True, None)
     repo = hub_id(default)
@@ -113,28 +121,25 @@ def file_digest(src: ImageSource) -> str:
     return hashlib.sha1(f"{src.size}{src.mode}".encode() + src.tobytes()).hexdigest()  # PIL image
 
 
-def is_empty(v) -> bool:
-    """An empty query field: None, NaN or blank text."""
-    return v is None or (isinstance(v, float) and np.isnan(v)) or (isinstance(v, str) and not v.strip())
+@functools.cache
+def example_files() -> dict[str, Path]:
+    """Every shipped example image by name (file name without extension): photos and digits."""
+    return {p.stem: p for d in ("photos", "digits") for p in sorted((EXAMPLES_DIR / d).glob("*.*"))}
 
 
-def parse_query(row: float | int | None, col: float | int | None) -> Query:
-    """(row, col) numbers -> a query: both empty (None or NaN) means CLS, else a patch (int, int).
+@functools.cache
+def example_digests() -> dict[str, str]:
+    """Content digest -> name of every shipped example image (`example_files`)."""
+    return {file_digest(str(p)): name for name, p in example_files().items()}
+
+
+def parse_query(row: float | int | None, col: float | int | None, token: str | None = None) -> Query | None:
+    """(row, col) numbers -> a query (`query.from_fields`): both empty (None or NaN) means `token`,
+    None = the model's own (`Pass.default_query`), else a patch (int, int).
 
     Raises InputError when only one is given or a value is not a whole number.
     """
-
-    if is_empty(row) and is_empty(col):
-        return "cls"
-    if is_empty(row) or is_empty(col):
-        raise InputError("Give both query_row and query_col for a patch query, or leave both empty for the CLS token.")
-    r, c = as_whole(row), as_whole(col)
-    if r is None or c is None:
-        raise InputError(
-            f"Query ({row!r}, {col!r}) must be a pair of whole numbers: the row and column of a patch "
-            "on the grid, or both empty for the CLS token."
-        )
-    return r, c
+    return from_fields(row, col, token)
 
 
 def parse_index(value: float | int | str, what: str = "Layer") -> int:
@@ -150,7 +155,7 @@ def forward(
     model: str,
     image: ImageSource,
     resolution: int | str | None,
-    query: Query = "cls",
+    query: Query | None = None,
     keep_qk: bool = True,
     shared: bool = False,
 ) -> tuple[AttentionMaps, str, np.ndarray]:
@@ -182,9 +187,10 @@ def depth(model: str) -> tuple[int, int]:
 
 @dataclass
 class Pass:
-    """A cached forward pass (see the module docstring). `base` has the CLS query and q/k kept."""
+    """A cached forward pass (see the module docstring). `base` has the model's default query
+    (`query.default`: CLS, else the pooling head's, else the centre patch) and q/k kept."""
 
-    key: tuple[str, str, str]  # (image digest, model, resolution)
+    key: PassKey
     model: str
     base: AttentionMaps
     device: str
@@ -202,10 +208,12 @@ class Pass:
 
     @property
     def nbytes(self) -> int:
-        """Bytes this pass can hold: kept q/k, the block outputs, its rows, the image, full memos of
-        queries and rollouts."""
+        """Bytes this pass can hold: kept q/k (and bias, the pool's q/k), the block outputs, its rows,
+        the image, full memos of queries and rollouts."""
         b = self.base
         qk = sum(q.nbytes + k.nbytes for q, k in b.qk or [])
+        qk += sum({id(m): m.nbytes for m in b.bias or [] if m is not None}.values())  # relative-position bias
+        qk += sum(t.nbytes for t in (b.pool_qk or ())[:2])
         rows = b.scores.nbytes + b.weights.nbytes
         tokens = 0 if self.tokens is None else self.tokens.nbytes
         return (
@@ -218,15 +226,27 @@ class Pass:
 
     @property
     def num_layers(self) -> int:
-        return self.base.weights.shape[0]
+        return self.base.depth
 
     @property
     def num_heads(self) -> int:
         return self.base.weights.shape[1]
 
-    def at(self, query: Query = "cls", layer: int = -1) -> AttentionMaps:
-        """The pass seen from `query` at `layer` (no new forward). Raises InputError off the grid/depth."""
-        q = norm_query(query)
+    @property
+    def query_tokens(self) -> list[str]:
+        """The named queries the model has (`query.tokens_of`): what a query picker offers besides patches."""
+        return [*self.base.tokens, *(["pool"] if self.base.pool else [])]
+
+    @property
+    def default_query(self) -> Query:
+        """The query an empty query means for this model (`query.default`)."""
+        return default_query(self.query_tokens, self.base.grid)
+
+    def at(self, query: Query | None = None, layer: int = -1) -> AttentionMaps:
+        """The pass seen from `query` (None: `default_query`) at `layer` (no new forward). Raises
+        InputError off the grid/depth, or for a token the model lacks (naming what it has)."""
+        q = self.default_query if query is None else parse(query)
+        self.base.index_of(q)  # a token the model lacks: refused before anything is memoised
         with self._lock:
             if q not in self._queries:
                 self._queries[q] = self.base if q == self.base.query else self.base.requery(q)
@@ -236,16 +256,20 @@ class Pass:
         return res.at_layer(layer)
 
     def feature_maps(
-        self, query: Query = "cls", layer: int = -1, background: float | None = None
+        self, query: Query | None = None, layer: int = -1, background: float | None = None, pca_style: str = "minmax"
     ) -> dict[str, np.ndarray]:
         """float32 pca (gh, gw, 3), similarity to `query` (gh, gw) and norms (gh, gw) of layer `layer`'s
-        output tokens (`features.feature_maps`), from this pass. InputError off the depth or grid."""
+        output tokens (`features.feature_maps`: pca_style, background), from this pass. InputError off the
+        depth or grid."""
         if self.tokens is None:
             raise InputError("This pass kept no features; run it again through `get_pass`.")
         b = self.base
-        return features.feature_maps(self.tokens, b.grid, b.num_prefix_tokens, layer, norm_query(query), background)
+        i = b.index_of(self.default_query if query is None else query)
+        if i < 0:
+            raise InputError("The pooling head's query is not a token of the blocks: it has no features to compare.")
+        return features.feature_maps(self.tokens, b.grid, b.num_prefix_tokens, layer, i, background, pca_style)
 
-    def rollout(self, query: Query = "cls", layer: int = -1, **options) -> np.ndarray:
+    def rollout(self, query: Query | None = None, layer: int = -1, **options) -> np.ndarray:
         """float32 (gh, gw): attention rollout of `query` through layers 0..layer, memoised.
         options: `flow.rollout`'s head_fusion ("mean", "max", "min"), discard_ratio, discard ("row", "global")."""
         res = self.at(query, layer)
@@ -258,9 +282,18 @@ class Pass:
             return self._rollouts[key]
 
 
-def pass_key(image: ImageSource, model: str, resolution: int | str | None) -> tuple[str, str, str]:
-    """What identifies a forward pass: image content, model name, resolution."""
-    return file_digest(image), (model or "").strip(), str(resolution).strip().lower()
+PassKey = tuple[str, str, str, str]
+"""(image digest, model, resolution, scope): scope "" for a shipped example (one pass shared by every
+visitor), else the visitor who sent the picture (theirs alone, so no visitor can time whether someone
+else sent it)."""
+
+
+def pass_key(image: ImageSource, model: str, resolution: int | str | None, visitor: str | None = None) -> PassKey:
+    """What identifies a forward pass: image content, model name, resolution and, for a picture that is
+    not a shipped example, the visitor (None: nobody in particular, as a script or the command line)."""
+    digest = file_digest(image)
+    scope = "" if visitor is None or digest in example_digests() else str(visitor)
+    return digest, (model or "").strip(), str(resolution).strip().lower(), scope
 
 
 def get_pass(
@@ -270,10 +303,11 @@ def get_pass(
     previous: Pass | None = None,
     progress: Progress | None = None,
     *,
-    query: Query = "cls",
+    query: Query | None = None,
     keep_qk: bool = True,
     cache: SharedCache[Pass] | None = None,
     shared: bool = False,
+    visitor: str | None = None,
 ) -> Pass:
     """The Pass of (image, model, resolution): `previous` when it has that key, else a new forward.
 
@@ -285,6 +319,9 @@ def get_pass(
     cache: a server's store of passes (`PASSES`): a full pass of the same key is taken from it (a
     one-query request too), and a new full pass is computed once however many visitors ask at
     once, then kept there. shared: see `forward` (model allow-list and compute budget).
+    visitor: who asks (a session id). A picture that is not a shipped example is then theirs alone: its
+    pass is keyed and charged to them (`pass_key`; the store bounds each visitor's share), so another
+    visitor sending the same bytes gets a pass of their own. Examples stay shared, charged to "examples".
 
     Raises InputError when there is no image, and the engine's typed errors (ImageError,
     ModelLoadError, InputError) for bad images, models and resolutions.
@@ -294,11 +331,13 @@ def get_pass(
     model = (model or "").strip()
     if not model:
         raise InputError(f"No model given; accepted: {', '.join(REGISTRY)}, a timm ViT name or 'hf-hub:org/repo'.")
-    key = pass_key(image, model, resolution)
+    key = pass_key(image, model, resolution, visitor)
     if (
         previous is not None
         and previous.key == key
-        and (previous.base.qk is not None or (not keep_qk and previous.base.query == query))
+        and (
+            previous.base.qk is not None or (not keep_qk and query is not None and previous.base.query == parse(query))
+        )
     ):
         return previous
     if cache is not None and (kept := cache.get(key)) is not None:
@@ -312,7 +351,20 @@ def get_pass(
             progress(0.9, "Rendering…")
         return Pass(key=key, model=model, base=res, device=device, tokens=tokens)
 
-    return cache.get_or_run(key, compute) if cache is not None and keep_qk else compute()
+    with FORWARDS.hold(visitor if shared else None):  # a forward is needed: within the visitor's turn
+        if cache is None or not keep_qk:
+            return compute()
+        return cache.get_or_run(key, compute, owner=key[3] or "examples")
+
+
+FORWARDS = Turns(SETTINGS.concurrency - 1)
+"""Forward passes of one visitor at once: one fewer than the jobs the server computes at once
+(ATTENTION_CONCURRENCY), at least 1."""
+
+
+def _answers(previous: Pass, keep_qk: bool, query: Query | None) -> bool:
+    """Whether a one-query pass without q/k answers a request for `query` (without q/k)."""
+    return not keep_qk and query is not None and previous.base.query == parse(query)
 
 
 @dataclass(frozen=True)
@@ -320,22 +372,25 @@ class Ref:
     """A visitor's handle on their pass: a few bytes in their session; the pass itself is in a
     SharedCache, whose byte budget bounds every visitor's passes together."""
 
-    key: tuple[str, str, str]
+    key: PassKey
     grid: tuple[int, int]
     num_layers: int
     num_heads: int
 
 
-PASSES: SharedCache[Pass] = SharedCache(int(SETTINGS.state_mb * 2**20), SETTINGS.state_ttl)
-"""The server's passes, every visitor's together: ATTENTION_STATE_MB, least recently used out
-first, each dropped after ATTENTION_STATE_TTL seconds unused. A dropped pass is recomputed when
-its visitor next needs it."""
+PASSES: SharedCache[Pass] = SharedCache(
+    int(SETTINGS.state_mb * 2**20), SETTINGS.state_ttl, max_owner_bytes=int(SETTINGS.state_visitor_mb * 2**20)
+)
+"""The server's passes, every visitor's together: ATTENTION_STATE_MB, one visitor's (or the shared
+examples') at most ATTENTION_STATE_VISITOR_MB, their own least recently used out first; when full,
+the least recently used of whoever holds most goes; each dropped after ATTENTION_STATE_TTL seconds
+unused. A dropped pass is recomputed when its visitor next needs it."""
 
 
-def map_query(query: Query, src: tuple[int, int], dst: tuple[int, int]) -> Query:
+def map_query(query: Query | None, src: tuple[int, int], dst: tuple[int, int]) -> Query | None:
     """The patch of grid `dst` (rows, cols) under the centre of `query`'s patch on grid `src`
-    (same image, another model or resolution)."""
-    if isinstance(query, str):
+    (same image, another model or resolution); a token name or None as it is."""
+    if query is None or isinstance(query, str):
         return query
     (r, c), (gh, gw), (dh, dw) = query, src, dst
     return (min(dh - 1, int((r + 0.5) / gh * dh)), min(dw - 1, int((c + 0.5) / gw * dw)))

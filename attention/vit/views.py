@@ -32,8 +32,10 @@ from attention.render import (
     png_bytes,
     upsample,
 )
-from attention.vit.extract import AttentionMaps, Query, threshold_masks
+from attention.vit.extract import AttentionMaps, threshold_masks
 from attention.vit.outputs import SHEET_TILE, Outputs, Tile, write_outputs
+from attention.vit.query import Query
+from attention.vit.query import label as query_label_text
 from attention.vit.session import Pass
 
 VIEWS: dict[str, str] = {
@@ -217,11 +219,18 @@ def patch_at(x: float, y: float, res: AttentionMaps) -> tuple[int, int]:
 
 
 def query_label(res: AttentionMaps) -> str:
-    """Markdown naming the query token."""
+    """Markdown naming the query token, and the model's tokens a query may name (`query.tokens_of`)."""
+    names = [*res.tokens, *(["pool"] if res.pool else [])]
+    has = f" This model's tokens: {', '.join(names)}." if names else " This model has no class token: patches only."
+    if res.query == "pool":
+        return (
+            f"**Query: {query_label_text(res.query)}** (its one attention, after the last layer).{has} "
+            "Click a patch of the image to make it the query."
+        )
     if isinstance(res.query, str):
-        return "**Query: the CLS token.** Click a patch of the image to make it the query."
+        return f"**Query: {query_label_text(res.query)}.**{has} Click a patch of the image to make it the query."
     r, c = res.query
-    return f"**Query: patch (row {r}, col {c})**, token {res.query_index}, marked by a cyan square."
+    return f"**Query: patch (row {r}, col {c})**, token {res.query_index}, marked by a cyan square.{has}"
 
 
 def details(res: AttentionMaps, *, model: str, device: str) -> str:
@@ -335,7 +344,7 @@ def rollout_caption(head_fusion: str = "mean", discard_ratio: float = 0.0, disca
 def frame(
     p: Pass,
     *,
-    query: Query = "cls",
+    query: Query | None = None,
     layer: int = -1,
     view: str = "heads",
     head: int = 0,

@@ -101,5 +101,5 @@ def test_run_refuses_heads_and_seeds_that_are_not_whole_numbers_in_range(kw, fra
 
 def test_the_stale_note_quotes_the_error_and_says_the_results_are_old():
     note = stale_html("X: '<b>' (row 1, column 1) is not a number")
-    assert "&#x27;&lt;b&gt;&#x27;" in note and "<b>'" not in note  # the visitor's text is escaped
+    assert "'&lt;b>'" in note and "'<b>" not in note  # the visitor's text is escaped (errors.html_text)
     assert "previous valid input" in note and "qkv-stale-box" in note

@@ -97,8 +97,13 @@ def test_the_patch_index_is_checked_against_this_image_not_the_last_answer(clien
 def test_an_oversized_matrix_text_is_refused_before_parsing(client):
     import time
 
-    huge = "1 " * 4_000_000  # 8 MB of text
+    import httpx
+
+    long = "1 " * 150_000  # 300,000 characters: over ATTENTION_MAX_TEXT, under the body limit
     t0 = time.perf_counter()
     with pytest.raises(AppError, match="characters"):
+        client.predict(long, "1", "1", api_name="/calculate")
+    huge = "1 " * 4_000_000  # 8 MB of text: over the body limit, refused before Gradio reads it
+    with pytest.raises(httpx.HTTPStatusError, match="413"):
         client.predict(huge, "1", "1", api_name="/calculate")
     assert time.perf_counter() - t0 < 10  # refused from its length (it used to parse for 22 s)

@@ -138,3 +138,24 @@ def test_a_bad_cell_is_outlined_and_the_old_results_are_marked_stale_until_fixed
     pg.wait_for_selector("#qkv-report:not(.qkv-stale)")
     assert "qkv-fault" not in pg.locator("#qkv-table-k").get_attribute("class")
     assert _table_text(pg, "4. Softmax weights") != weights
+
+
+@pytest.mark.browser
+def test_scores_beyond_float64_are_exact_and_named_on_the_page(page):
+    pg = page
+    pg.get_by_role("tab", name="Q/K/V calculator").click()
+    pg.locator("#qkv-edit-as").get_by_label("Text").check()
+    for name, text in (("q", "1e200 1; 1 1"), ("k", "1e200 1; 1 1"), ("v", "1 0; 0 1")):
+        box = pg.locator(f"#qkv-text-{name} textarea")
+        box.wait_for()
+        box.fill(text)
+    pg.locator("#qkv-go").click()
+    notes = pg.locator("#qkv-notes")
+    notes.get_by_text("exceed float64", exact=False).wait_for()
+    assert "query 0, key 0 (about 1.0e+400)" in notes.inner_text()  # counted from 0
+    checks = pg.locator("#qkv-checks").inner_text()
+    assert "row 0 skipped" in checks and "= nan" not in checks.lower()
+    weights = pg.locator("#qkv-report .qkv-card", has=pg.locator("h4", has_text="4. Softmax weights"))
+    cells = [c.inner_text().strip() for c in weights.locator("td").all()]
+    assert cells[:2] == ["1", "0"], cells  # the exact weights of query 0 (float64 alone gives 0, 1)
+    screenshot(pg, "qkv_overflow")

@@ -214,6 +214,28 @@ def test_the_feature_views_open_and_follow_the_query(page):
 
 
 @pytest.mark.browser
+@pytest.mark.parametrize("viewport", [(1400, 1000), (390, 844)])
+def test_the_feature_panel_offers_dinov3_s_pca_beside_the_min_max_one(browser, app_url, viewport):
+    ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+    pg = ctx.new_page()
+    pg.set_default_timeout(60_000)
+    try:
+        pg.goto(app_url)
+        pg.locator("#vit-gallery").get_by_text("mean of heads").first.wait_for()
+        pg.get_by_text("Features of this layer").click()
+        feats = pg.locator("#vit-features")
+        feats.get_by_text("PCA of layer 3").first.wait_for()
+        assert feats.get_by_text("DINOv3 style").count() == 0
+        pg.locator("#vit-pca-style").get_by_text("DINOv3's notebook").click()
+        feats.get_by_text("PCA of layer 3's patch features · DINOv3 style").wait_for()
+        assert feats.locator("img").count() == 3 and pg.get_by_test_id("toast-body").count() == 0
+        pg.locator("#vit-pca-style").scroll_into_view_if_needed()
+        screenshot(pg, f"vit_features_dinov3_{viewport[0]}")
+    finally:
+        ctx.close()
+
+
+@pytest.mark.browser
 def test_on_a_phone_all_three_tabs_are_on_one_line_and_the_maps_come_first(browser, app_url):
     ctx = browser.new_context(viewport={"width": 390, "height": 844})
     pg = ctx.new_page()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
 
 import gradio as gr
+import pytest
 
+from attention.errors import AttentionError, InputError
 from attention.ui import components
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,10 +26,16 @@ def test_inputs_are_gradios_components_that_pass_values_as_sent():
     assert n.preprocess("abc") == "abc" and n.get_block_name() == "number"
 
 
+def _project_stubs() -> set[Path]:
+    """`.pyi` files in the project's own code (a virtual environment in the checkout, `.venv/`, has
+    its packages' stubs: they are not ours)."""
+    return set(ROOT.glob("*.pyi")) | {p for d in ("attention", "tests", "bench") for p in (ROOT / d).rglob("*.pyi")}
+
+
 def test_importing_the_app_writes_no_stub_files():
-    before = set(ROOT.rglob("*.pyi"))
+    before = _project_stubs()
     subprocess.run([sys.executable, "-c", "import app"], cwd=ROOT, check=True, timeout=120)
-    assert set(ROOT.rglob("*.pyi")) == before == set()
+    assert _project_stubs() == before == set()
 
 
 def test_each_input_is_drawn_by_its_bases_frontend_component():
@@ -37,3 +46,72 @@ def test_each_input_is_drawn_by_its_bases_frontend_component():
         (components.number(), gr.Number()),
     ):
         assert ours.get_block_name() == base.get_block_name()
+
+
+def test_a_typed_error_reaches_the_visitor_as_its_message_and_the_operators_log(caplog):
+    @components.user_errors
+    def handler():
+        raise InputError("Layer 99 is out of range; this model has 12 layers: 0 to 11 (or -12 to -1).")
+
+    with caplog.at_level(logging.INFO, logger="attention.ui.components"), pytest.raises(gr.Error) as e:
+        handler()
+    assert e.value.message == "Layer 99 is out of range; this model has 12 layers: 0 to 11 (or -12 to -1)."
+    assert [r.getMessage() for r in caplog.records] == [f"handler refused: InputError: {e.value.message}"]
+
+
+MARKUP = "<img src=http://127.0.0.1:7931/track.png>"
+
+
+def _messages_with_markup(tmp_path) -> list[str]:
+    """The message of each builder that quotes visitor text, given markup: permalink parameters,
+    model names, resolutions, matrix text and file names."""
+    from attention.calculator.matrices import parse_matrix
+    from attention.images import check_resolution, load_image
+    from attention.vit import models, permalink
+
+    bad_file = tmp_path / "<b onmouseover=alert(1)>x.png"
+    bad_file.write_bytes(b"not an image")
+    attempts = [
+        lambda: permalink.parse({"example": MARKUP}),
+        lambda: permalink.parse({"q": MARKUP}),
+        lambda: permalink.parse({"view": MARKUP}),
+        lambda: permalink.parse({"layer": MARKUP}),
+        lambda: models.check_allowed(MARKUP),
+        lambda: check_resolution(MARKUP, 16),
+        lambda: parse_matrix(MARKUP, "Q"),
+        lambda: parse_matrix(f"1 2; 3 {MARKUP}".replace(" src", "_src"), "K"),
+        lambda: load_image(str(bad_file)),
+    ]
+    out = []
+    for attempt in attempts:
+        with pytest.raises(AttentionError) as e:
+            attempt()
+        out.append(str(e.value))
+    return out
+
+
+def test_every_toast_shows_visitor_markup_as_text(tmp_path, monkeypatch):
+    from tests.test_errors import rendered
+
+    shown = []
+    monkeypatch.setattr(gr, "Warning", shown.append)
+    monkeypatch.setattr(gr, "Info", shown.append)
+    for message in _messages_with_markup(tmp_path):
+        assert "<" in message  # the builder quotes what was sent
+        err = components.user_errors(lambda m=message: (_ for _ in ()).throw(AttentionError(m)))
+        with pytest.raises(gr.Error) as e:
+            err()
+        for toast in (e.value.message, components.error(message).message):
+            page = rendered(f"<div>{toast}</div>")
+            assert page.tags == ["div"] and page.text == message
+        components.warning(message)
+        components.info(message)
+    assert all(rendered(s).tags == [] for s in shown) and len(shown) == 2 * len(_messages_with_markup(tmp_path))
+
+
+def test_the_calculators_stale_note_shows_markup_as_text():
+    from attention.calculator.report import stale_html
+    from tests.test_errors import rendered
+
+    page = rendered(stale_html(f"Q: '{MARKUP}' is not a number"))
+    assert "img" not in page.tags and MARKUP in page.text

@@ -5,16 +5,10 @@ from __future__ import annotations
 import json
 import urllib.request
 
-import app
-
 
 def schema(app_url: str) -> dict[str, dict]:
     with urllib.request.urlopen(app_url.rstrip("/") + "/gradio_api/mcp/schema", timeout=30) as r:
         return {t["name"]: t for t in json.load(r)}
-
-
-def test_the_mcp_server_is_on_by_default():
-    assert app.LAUNCH["mcp_server"] is True
 
 
 def test_the_attention_map_tool_describes_every_parameter(app_url):
@@ -37,3 +31,18 @@ def test_the_attention_map_tool_describes_every_parameter(app_url):
 def test_private_ui_events_are_not_tools(app_url):
     tools = schema(app_url)
     assert not any(name.startswith(("update", "click", "pick_head", "first_screen", "lambda")) for name in tools)
+
+
+def test_no_tool_shows_a_server_path(app_url):
+    """A tool's defaults are published: none may name a file on the server (its cache, the checkout)."""
+    import tempfile
+
+    from gradio.utils import get_upload_folder
+
+    from attention.config import ROOT
+
+    tools = schema(app_url)
+    text = json.dumps(tools)
+    for where in (get_upload_folder(), tempfile.gettempdir(), str(ROOT)):
+        assert where not in text, where
+    assert any(name.endswith("patch_attention") for name in tools)  # the endpoint that had one is still a tool

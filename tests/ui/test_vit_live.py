@@ -73,6 +73,10 @@ def test_concurrent_clients_each_get_their_own_view_over_http(app_url, tok, digi
     (cid,) = [i for i, b in app.demo.blocks.items() if getattr(b, "elem_id", None) == "vit-live"]
     asks = [([r, c], layer) for r in range(7) for c in (0, 3, 6) for layer in range(4)]
 
+    # the route answers a session the server has seen on another route (a page's first event)
+    cancel = {"session_hash": "test", "fn_index": 0, "event_id": "none"}
+    httpx.post(app_url.rstrip("/") + "/gradio_api/cancel", json=cancel).raise_for_status()
+
     def call(ask):
         body = {"component_id": cid, "fn_name": "live_maps", "session_hash": "test", "data": [tok, *ask]}
         with httpx.Client(timeout=30) as http:

@@ -119,7 +119,7 @@ def test_pca_colours_put_the_border_low():
 def test_bad_layers_queries_and_thresholds_are_refused(digit_pass):
     with pytest.raises(InputError, match="Layer 9 is out of range; accepted: 0 to 3"):
         digit_pass.feature_maps("cls", 9)
-    with pytest.raises(InputError, match=r"Query patch \(7, 0\) is off the 7x7 grid"):
+    with pytest.raises(InputError, match=r"Patch \(7, 0\) is off the 7x7 grid"):
         digit_pass.feature_maps((7, 0), -1)
     with pytest.raises(InputError, match="accepted: 0 to 1"):
         features.pca(digit_pass.tokens[-1, 1:], (7, 7), background=1.5)
@@ -144,3 +144,68 @@ def test_recording_is_per_thread_on_a_shared_model(digit_pass):
         together = list(ex.map(run, imgs * 8))
     for i, t in enumerate(together):
         np.testing.assert_array_equal(t, alone[i % 2])
+
+
+def object_features(grid=(9, 12), d=24, seed=0):
+    """Patch features (gh*gw, d) of a synthetic scene: an object (a block in the middle) whose patches
+    share one direction and parts along two others, on a background of small noise; and its mask."""
+    rng = np.random.default_rng(seed)
+    gh, gw = grid
+    obj = np.zeros(grid, bool)
+    obj[2:7, 3:9] = True
+    f = rng.normal(0, 0.2, (gh * gw, d))
+    parts = rng.normal(0, 1, (gh * gw, 2)) @ rng.normal(0, 1, (2, d))
+    f[obj.reshape(-1)] += 4 * rng.normal(0, 1, d) + parts[obj.reshape(-1)]
+    return f.astype(np.float32), obj
+
+
+def test_median3_is_scipys_medfilt2d():
+    from scipy.signal import medfilt2d
+
+    m = np.random.default_rng(1).random((7, 11)).astype(np.float32)
+    np.testing.assert_array_equal(features.median3(m), medfilt2d(m, kernel_size=3))
+
+
+def test_the_foreground_stand_in_finds_the_object_median_filtered_as_the_notebook_filters_its_scores():
+    from scipy.signal import medfilt2d
+
+    f, obj = object_features()
+    want = medfilt2d(obj.astype(np.float32), kernel_size=3) > 0.5  # the block without its four corners
+    assert want.sum() == obj.sum() - 4
+    np.testing.assert_array_equal(features.foreground(f, obj.shape), want)
+    np.testing.assert_array_equal(features.foreground(-f, obj.shape), want)  # the sign does not matter
+
+
+def test_dinov3_pca_is_the_notebooks_whitened_pca_on_the_foreground():
+    """facebookresearch/dinov3 notebooks/pca.ipynb: PCA(n_components=3, whiten=True).fit(fg patches),
+    transform(all patches), sigmoid(2x), background * 0."""
+    from sklearn.decomposition import PCA
+
+    f, obj = object_features()
+    rgb, fg = features.pca_foreground(f, obj.shape, obj)
+    want = 1 / (1 + np.exp(-2 * PCA(n_components=3, whiten=True).fit(f[obj.reshape(-1)]).transform(f)))
+    want[~obj.reshape(-1)] = 0
+    assert rgb.shape == (9, 12, 3) and rgb.dtype == np.float32 and (fg == obj).all()
+    np.testing.assert_allclose(rgb.reshape(-1, 3), want, atol=1e-5)
+    rgb2, fg2 = features.pca_foreground(f, obj.shape)  # its own foreground: the stand-in's
+    assert (fg2 == features.foreground(f, obj.shape)).all() and (rgb2[~fg2] == 0).all() and rgb2[fg2].min() > 0
+    with pytest.raises(InputError, match="does not match the 9x12 patch grid"):
+        features.pca_foreground(f, obj.shape, obj[:, :5])
+
+
+def test_dinov3_pca_with_hardly_any_foreground_fits_every_patch_and_masks_nothing():
+    from sklearn.decomposition import PCA
+
+    f, obj = object_features()
+    few = np.zeros_like(obj)
+    few[0, :3] = True
+    rgb, fg = features.pca_foreground(f, obj.shape, few)
+    assert fg.all()
+    want = 1 / (1 + np.exp(-2 * PCA(n_components=3, whiten=True).fit(f).transform(f)))
+    np.testing.assert_allclose(rgb.reshape(-1, 3), want, atol=1e-5)
+
+
+def test_unknown_pca_styles_are_refused_naming_the_accepted_ones():
+    with pytest.raises(InputError, match="accepted: minmax, dinov3"):
+        features.check_pca_style("fancy")
+    assert features.check_pca_style(" DINOv3 ") == "dinov3"

@@ -96,6 +96,8 @@ def test_a_token_names_only_a_kept_pass_and_cannot_be_forged(kept):
     other = json.dumps([digit_pass.key[0], "dino_vits16", "auto"], separators=(",", ":"))
     for bad in (f"{other}.{sig}", f"{body}.{'0' * 32}", body, "", None, 42, "x.y"):
         assert live.find(bad) is None
+    for bad in (f"{body}.{'é' * 32}", f"{body}.\ud800", f"\ud800.{sig}", f"{body}.{sig[:-1]}\u00ff"):
+        assert live.find(bad) is None  # any text, not only ASCII: refused, never a TypeError
     assert live.find(live.token(("0" * 40, "mnist_vit", "auto"))) is None  # signed, but no such pass kept
 
 

@@ -197,7 +197,8 @@ def test_each_family_has_its_crop_and_resampling_rule_in_the_registry():
         ("vit_large_patch14_dinov2.lvd142m", "dinov2"),
         ("vit_small_patch16_224.augreg_in21k", "timm"),
         ("hf-hub:someone/dinosaur-vit", "timm"),
-        ("vit_small_patch16_dinov3.lvd1689m", "timm"),
+        ("vit_small_patch16_dinov3.lvd1689m", "dinov3"),
+        ("hf-hub:timm/vit_large_patch16_dinov3.lvd1689m", "dinov3"),
     ],
 )
 def test_family_is_inferred_from_any_timm_name_or_hub_id(name, family):

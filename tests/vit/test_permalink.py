@@ -36,8 +36,8 @@ def test_unknown_parameters_are_ignored():
         ({"example": "../../etc/passwd"}, "example='../../etc/passwd' is not a shipped example; accepted: "),
         ({"layer": "nine"}, "layer='nine' is not a whole number; accepted: 0, 1, 2"),
         ({"head": "1.5"}, "head='1.5' is not a whole number"),
-        ({"q": "5"}, "q='5' is not a patch; accepted: 'row,col'"),
-        ({"q": "-1,2"}, "is not a patch"),
+        ({"q": "5"}, "q='5' is not a query; accepted: a token name"),
+        ({"q": "-1,2"}, "is not a query"),
         ({"view": "everything"}, "everything"),
     ],
 )
@@ -55,3 +55,12 @@ def test_examples_are_named_by_file_and_recognised_by_content(tmp_path):
     other = tmp_path / "other.png"
     other.write_bytes(copy.read_bytes() + b"\0")
     assert permalink.example_name(str(other)) is None and permalink.example_name(None) is None
+
+
+def test_the_explained_class_travels_as_class():
+    link = Link(example="digit_3", model="mnist_vit", cls=8)
+    text = permalink.query_string(link)
+    assert text == "example=digit_3&model=mnist_vit&class=8"
+    assert permalink.parse(dict(parse_qsl(text))) == link
+    with pytest.raises(InputError, match="class=.*accepted"):
+        permalink.parse({"class": "tabby"})

@@ -54,9 +54,9 @@ def test_startup_online_keeps_the_default(monkeypatch):
 @pytest.mark.parametrize(
     "row, col, want",
     [
-        (None, None, "cls"),
-        (float("nan"), float("nan"), "cls"),
-        ("", " ", "cls"),
+        (None, None, None),  # empty: the model's own token (Pass.default_query: CLS, else the pool's, ...)
+        (float("nan"), float("nan"), None),
+        ("", " ", None),
         (2, 3, (2, 3)),
         (2.0, 3.0, (2, 3)),
         ("4", "0", (4, 0)),

@@ -1,0 +1,12 @@
+"""Attention for a whole dataset: `python -m attention extract SOURCE --out OUT` (and under torchrun).
+
+sources   a folder, a glob, or a Hugging Face `datasets` dataset, as one ordered list of items
+run       decode in DataLoader workers, one forward per batch of one grid, shards split by rank
+shards    the Parquet shards, their done markers, the index (readable by pandas, pyarrow, datasets)
+"""
+
+from attention.dataset.run import Summary, extract
+from attention.dataset.shards import schema
+from attention.dataset.sources import FileSource, HFSource, open_source
+
+__all__ = ["FileSource", "HFSource", "Summary", "extract", "open_source", "schema"]

@@ -1,0 +1,284 @@
+"""One extraction run over a dataset: decode in DataLoader workers, one forward per batch of one grid,
+write shards; split by rank under torch.distributed (`torchrun`), resumable.
+
+Items are cut into shards of `shard_size` consecutive items; rank r of W takes shards r, r + W, ...
+(no overlap, no gap, whatever W), skips those already finished, and writes its own; rank 0 writes the
+index once every rank is done. Batches never span shards, so a shard's contents do not depend on
+how many processes ran, and on the CPU (fp32) they are the same whatever the batch size.
+
+    summary = extract(open_source("photos/"), load_vit("dino_vits16"), Path("out"), model_name="dino_vits16")
+    print(summary.text())
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from attention.dataset.shards import check_run, is_done, write_index, write_shard
+from attention.dataset.sources import Source
+from attention.errors import AttentionError, InputError
+from attention.images import MAX_TOKENS
+from attention.vit.batch import BatchMaps, GridBuckets, Preprocess, batch_maps
+from attention.vit.extract import _layer_index, threshold_masks
+from attention.vit.features import pca as pca_colors
+
+
+@dataclass(frozen=True)
+class Item:
+    """One decoded item: x float32 (C, H, W) and its grid, or the reason it could not be read."""
+
+    id: int
+    name: str
+    x: torch.Tensor | None = None
+    grid: tuple[int, int] | None = None
+    size: tuple[int, int] | None = None  # (W, H) px as the model sees it
+    error: str | None = None
+
+
+class Decoded(Dataset):
+    """`source`'s items `ids`, each decoded and preprocessed (in a DataLoader worker); a bad item
+    becomes an Item with its reason, never an exception."""
+
+    def __init__(self, source: Source, prep: Preprocess, ids: list[int]):
+        self.source, self.prep, self.ids = source, prep, ids
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, j: int) -> Item:
+        i = self.ids[j]
+        name = f"item {i}"
+        try:
+            name = self.source.name(i)
+            p = self.prep(self.source.get(i))
+            return Item(i, name, p.x, p.grid, p.shown.size)
+        except AttentionError as e:
+            reason = str(e)
+        except Exception as e:  # anything a decoder or a dataset row can raise: recorded, never fatal
+            reason = f"{type(e).__name__}: {e}"
+        return Item(i, name, error=reason)
+
+
+def _items(batch: Item) -> Item:  # the DataLoader's collate: items pass one by one
+    return batch
+
+
+@dataclass
+class Summary:
+    """What a run did. images/failed: the whole output so far; done_now: images this run (all ranks)."""
+
+    out: Path
+    images: int
+    failed: list[dict]
+    shards: int
+    skipped: int  # shards already finished before this run
+    done_now: int
+    seconds: float
+    world: int
+    missing: list[int] = field(default_factory=list)
+
+    def text(self, max_failures: int = 10) -> str:
+        """A one-screen report: totals, throughput, failures with reasons (the first few)."""
+        rate = self.done_now / self.seconds if self.seconds > 0 else 0.0
+        procs = f"{self.world} process{'es' if self.world > 1 else ''}"
+        lines = [
+            f"{self.images:,} images in {self.shards} shards -> {self.out}/ (index.parquet, index.json)",
+            f"this run: {self.done_now:,} images in {self.seconds:.1f} s, {rate:.1f} images/s on {procs}"
+            + (f"; {self.skipped} finished shards skipped" if self.skipped else ""),
+        ]
+        if self.missing:
+            lines.append(f"not finished: shards {self.missing} (run again to complete them)")
+        lines.append(f"failed: {len(self.failed)}" + (" (recorded in index.parquet, skipped)" if self.failed else ""))
+        lines += [f"  {f['name']}: {f['reason']}" for f in self.failed[:max_failures]]
+        if len(self.failed) > max_failures:
+            lines.append(f"  ... and {len(self.failed) - max_failures} more (index.json)")
+        return "\n".join(lines)
+
+
+def dist_env() -> tuple[int, int, int]:
+    """(rank, world size, local rank) as torchrun (or srun + torchrun) sets them; (0, 1, 0) alone."""
+    return (int(os.environ.get(k, d)) for k, d in (("RANK", 0), ("WORLD_SIZE", 1), ("LOCAL_RANK", 0)))
+
+
+def _row(it: Item, r: BatchMaps, threshold: float, pca: bool) -> dict:
+    row = {
+        "id": it.id,
+        "name": it.name,
+        "width": it.size[0],
+        "height": it.size[1],
+        "grid_h": r.grid[0],
+        "grid_w": r.grid[1],
+        "maps": r.maps,
+        "mean": r.mean,
+        "masks": threshold_masks(r.maps, threshold),
+        "embedding": r.embedding,
+    }
+    if pca:
+        row["pca"] = pca_colors(r.tokens[r.num_prefix_tokens :], r.grid)
+    return row
+
+
+def extract(
+    source: Source,
+    model: torch.nn.Module,
+    out: Path,
+    *,
+    model_name: str,
+    layer: int = -1,
+    resolution: int | str | None = "auto",
+    threshold: float = 0.6,
+    buckets: int = 0,
+    pca: bool = False,
+    batch_size: int = 64,
+    shard_size: int = 1024,
+    workers: int = 2,
+    max_tokens: int = MAX_TOKENS,
+    progress: bool = True,
+) -> Summary:
+    """Extract every item of `source` into `out` (see `attention.dataset.shards` for the files).
+
+    model: loaded on this rank's device (fp16 on a GPU). layer: the maps' layer. threshold: DINO's
+    mask threshold. buckets: resize each image to the nearest of that many aspect-ratio grids
+    (`batch.aspect_buckets`; 0: keep each image's aspect, as `attention_maps`). pca: also the last
+    layer's patch features' first three principal components.
+    Under torch.distributed (initialised, or the torchrun environment: it is initialised here, gloo
+    on CPU, nccl on GPUs) each rank takes its shards. Returns the Summary (on every rank).
+    """
+    if not 0 < threshold <= 1:
+        raise InputError(f"Threshold {threshold} is out of range; accepted: more than 0, at most 1.")
+    if shard_size < 1 or workers < 0:
+        raise InputError(f"Shard size {shard_size} / workers {workers}: accepted shard size >= 1, workers >= 0.")
+    t0 = time.perf_counter()
+    rank, world, _ = _init_dist()
+    prep = Preprocess.of(model, resolution, max_tokens, buckets)
+    layer = _layer_index(layer, len(model.blocks))
+    n = len(source)
+    n_shards = math.ceil(n / shard_size)
+    config = {
+        "model": model_name,
+        "layer": layer,
+        "resolution": prep.resolution,
+        "threshold": threshold,
+        "buckets": [list(g) for g in prep.buckets],
+        "pca": pca,
+        "shard_size": shard_size,
+        "source": source.spec,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    check_run(out, config, write=rank == 0)
+    mine = range(rank, n_shards, world)
+    todo = [k for k in mine if not is_done(out, k)]
+    ids = [i for k in todo for i in range(k * shard_size, min(n, (k + 1) * shard_size))]
+    dl = DataLoader(
+        Decoded(source, prep, ids),
+        batch_size=None,
+        num_workers=workers,
+        collate_fn=_items,
+        prefetch_factor=max(2, 2 * batch_size // workers) if workers else None,  # about two batches ahead
+    )
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(ids), unit="img", desc="extract", disable=not progress or rank != 0, file=sys.stderr)
+    buckets: GridBuckets[Item] = GridBuckets(batch_size, lambda it: it.grid)
+    rows: list[dict] = []
+    fails: list[dict] = []
+    done = 0
+
+    def run(items: list[Item]) -> None:
+        nonlocal done
+        try:
+            results = batch_maps(model, torch.stack([it.x for it in items]), layer=layer, keep_tokens=True)
+        except Exception as e:  # a batch that fails (out of memory, ...) is retried one image at a time
+            if len(items) > 1:
+                for it in items:
+                    run([it])
+                return
+            fails.append({"id": items[0].id, "name": items[0].name, "reason": f"{type(e).__name__}: {e}"})
+            bar.update(1)
+            return
+        for it, r in zip(items, results):
+            try:
+                rows.append(_row(it, r, threshold, pca))
+            except AttentionError as e:
+                fails.append({"id": it.id, "name": it.name, "reason": str(e)})
+        done += len(items)
+        bar.update(len(items))
+
+    def finish(k: int, started: float) -> None:
+        nonlocal rows, fails
+        for group in buckets.flush():
+            run(group)
+        write_shard(out, k, rows, fails, pca, seconds=round(time.perf_counter() - started, 3), rank=rank)
+        rows, fails = [], []
+
+    current, started = None, time.perf_counter()
+    for it in dl:
+        k = it.id // shard_size
+        if current is not None and k != current:
+            finish(current, started)
+            started = time.perf_counter()
+        current = k
+        if it.error is not None:
+            fails.append({"id": it.id, "name": it.name, "reason": it.error})
+            bar.update(1)
+        elif (full := buckets.add(it)) is not None:
+            run(full)
+    if current is not None:
+        finish(current, started)
+    bar.close()
+    done, left = _sum([done, len(todo)], world, model)
+    index = write_index(out, n_shards, config) if rank == 0 else None
+    _barrier(world)
+    if index is None:
+        import json
+
+        index = json.loads((out / "index.json").read_text())
+    return Summary(
+        out=out,
+        images=index["images"],
+        failed=index["failures"],
+        shards=n_shards,
+        skipped=n_shards - left,
+        done_now=done,
+        seconds=time.perf_counter() - t0,
+        world=world,
+        missing=index["missing_shards"],
+    )
+
+
+def _init_dist() -> tuple[int, int, int]:
+    """Join the torchrun process group (gloo on CPU, nccl on GPUs) when WORLD_SIZE > 1."""
+    rank, world, local = dist_env()
+    if world > 1:
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+        rank, world = dist.get_rank(), dist.get_world_size()
+    return rank, world, local
+
+
+def _sum(values: list[int], world: int, model: torch.nn.Module) -> list[int]:
+    """`values` summed over ranks (waits for every rank: the shards are all written after it)."""
+    if world == 1:
+        return values
+    import torch.distributed as dist
+
+    t = torch.tensor(values, dtype=torch.int64, device=next(model.parameters()).device)
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+def _barrier(world: int) -> None:
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.barrier()

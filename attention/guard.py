@@ -1,0 +1,363 @@
+"""Cheap refusals in front of the web app: what a request may cost the server before it is validated.
+
+A plain ASGI middleware (no web framework imported) that answers, before the app builds anything:
+- 413 for a body over its route's limit (the Content-Length, and the bytes actually received);
+- 400 for a session id that is not 1-64 characters of [A-Za-z0-9_-] (query string or JSON body);
+- 429 for a client over its rate of new sessions, of live-route calls or of upload bytes;
+- 403 for a live-route call from a session this server has not seen on another route (a browser's
+  first call there always follows an answer of the queue, which carried the token it asks about);
+- 507 for an upload that would take the upload folder over its total.
+Refusals of the kinds a flood sends (400, 403, 413, 429) are held `refusal_delay` seconds before they are
+sent (an asyncio sleep: nearly free here), so one connection of a flooding client gets one answer a
+second instead of hundreds.
+
+A client is the peer address (`scope["client"]`; behind a proxy, uvicorn puts the forwarded address
+there for the proxies named in FORWARDED_ALLOW_IPS). Every table is bounded: clients and sessions are
+kept least recently used first out, at most `max_clients` and `max_sessions`.
+
+    app = Guard(app, GuardLimits(...), Routes(...))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs
+
+HELD = {400, 403, 413, 429}  # refusals of what a flood sends: each costs its sender a second, the server ~nothing
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # Gradio's page: base-36 digits; gradio_client: a UUID
+
+
+def session_id_ok(value: object) -> bool:
+    """A session id this server accepts: a str of 1-64 characters of [A-Za-z0-9_-]."""
+    return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
+
+
+class Buckets:
+    """Token buckets, one per key: `rate` tokens a second up to `burst`; at most `max_keys` keys (the
+    least recently used forgotten, which starts it full again, as a client never seen)."""
+
+    def __init__(self, rate: float, burst: float, max_keys: int = 10_000, clock: Callable[[], float] = time.monotonic):
+        self.rate, self.burst, self.max_keys, self._clock = float(rate), float(burst), int(max_keys), clock
+        self._levels: OrderedDict[str, tuple[float, float]] = OrderedDict()  # key -> (tokens, when)
+        self._lock = threading.Lock()
+
+    def take(self, key: str, amount: float = 1.0) -> float:
+        """Take `amount` tokens of `key`'s bucket: 0.0 if taken, else the seconds until they would be
+        there (nothing taken). An amount over `burst` is never taken."""
+        with self._lock:
+            now = self._clock()
+            tokens, when = self._levels.pop(key, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - when) * self.rate)
+            wait = 0.0
+            if amount > self.burst:
+                wait = float("inf")
+            elif tokens >= amount:
+                tokens -= amount
+            else:
+                wait = (amount - tokens) / self.rate if self.rate > 0 else float("inf")
+            self._levels[key] = (tokens, now)
+            while len(self._levels) > self.max_keys:
+                self._levels.popitem(last=False)
+            return wait
+
+    def __len__(self) -> int:
+        return len(self._levels)
+
+
+class Recent:
+    """A bounded set of strings, least recently seen out first."""
+
+    def __init__(self, capacity: int):
+        self.capacity, self._items = int(capacity), OrderedDict()
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._items
+
+    def add(self, key: str) -> None:
+        self._items.pop(key, None)
+        self._items[key] = None
+        while len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def folder_bytes(root: Path) -> int:
+    """Bytes of every file under `root` (0 if it does not exist)."""
+    total = 0
+    for d, _, files in os.walk(root):
+        for f in files:
+            try:
+                total += os.stat(os.path.join(d, f)).st_size
+            except OSError:  # deleted meanwhile
+                pass
+    return total
+
+
+class FolderBudget:
+    """A folder's size against a limit: measured at most every `every` seconds (in a worker thread),
+    plus the bytes admitted since the last measure."""
+
+    def __init__(self, root: Path | None, limit_bytes: int, every: float = 10.0, clock=time.monotonic):
+        self.root, self.limit, self.every, self._clock = root, int(limit_bytes), float(every), clock
+        self.measured, self.added, self._when = 0, 0, None
+
+    async def admit(self, nbytes: int) -> bool:
+        """True (and counted) if `nbytes` more keep the folder within its limit."""
+        if self.root is None:
+            return True
+        if self._when is None or self._clock() - self._when > self.every:
+            self._when = self._clock()
+            self.measured, self.added = await asyncio.to_thread(folder_bytes, self.root), 0
+        if self.measured + self.added + nbytes > self.limit:
+            return False
+        self.added += nbytes
+        return True
+
+
+@dataclass(frozen=True)
+class GuardLimits:
+    """What one request and one client may cost (bytes, and rates per second)."""
+
+    body_bytes: int = 1 << 20  # a request's body on any route without its own limit below
+    live_body_bytes: int = 16 << 10  # a live-route call ([token, query, layer] as JSON)
+    upload_body_bytes: int = 21 << 20  # one upload request (the largest upload and its multipart framing)
+    mcp_body_bytes: int = 28 << 20  # an MCP call (an image may come base64-encoded: 4/3 of its bytes)
+    new_sessions_per_s: float = 0.5  # new sessions a client may open, a second (burst: new_session_burst)
+    new_session_burst: float = 30
+    live_per_s: float = 20.0  # live-route calls of a client, a second (burst: twice as many)
+    upload_bytes_per_s: float = 2 << 20  # upload bytes of a client, a second (burst: upload_burst_bytes)
+    upload_burst_bytes: float = 120 << 20
+    upload_folder_bytes: int = 4 << 30  # every file in the upload folder together
+    max_sessions: int = 1000  # session ids remembered as seen (the app's own session capacity)
+    max_clients: int = 10_000  # clients whose buckets are remembered
+    refusal_delay: float = 1.0  # seconds a refusal (400, 403, 413, 429) is held before it is sent
+
+
+@dataclass(frozen=True)
+class Routes:
+    """Which paths are which (prefixes of `scope["path"]`)."""
+
+    live: str = "/gradio_api/component_server"
+    upload: str = "/gradio_api/upload"
+    mcp: str = "/gradio_api/mcp"
+    fresh_session: tuple[str, ...] = ("/gradio_api/call/",)  # a POST without a session id opens one
+    session_in_path: tuple[str, ...] = ("/gradio_api/heartbeat/",)  # the segment after it is a session id
+
+
+class Refusal(Exception):
+    """A request answered here: HTTP `status` with `message` (and Retry-After seconds, for 429)."""
+
+    def __init__(self, status: int, message: str, retry_after: float | None = None, detail: object = None):
+        super().__init__(message)
+        self.status, self.message, self.retry_after = status, message, retry_after
+        self.detail = message if detail is None else detail
+
+
+class Guard:
+    """The ASGI middleware (see the module's doc). `housekeeping` (if given) runs in a worker thread,
+    one at a time, at most every `housekeeping_every` seconds, started by a request."""
+
+    def __init__(
+        self,
+        app,
+        limits: GuardLimits | None = None,
+        routes: Routes | None = None,
+        upload_folder: Path | None = None,
+        housekeeping: Callable[[], None] | None = None,
+        housekeeping_every: float = 300.0,
+        check_json: Callable[[str, dict], tuple[str, object] | None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.app, self.limits, self.routes = app, limits or GuardLimits(), routes or Routes()
+        lim = self.limits
+        self.new_sessions = Buckets(lim.new_sessions_per_s, lim.new_session_burst, lim.max_clients, clock)
+        self.live_calls = Buckets(lim.live_per_s, 2 * lim.live_per_s, lim.max_clients, clock)
+        self.uploads = Buckets(lim.upload_bytes_per_s, lim.upload_burst_bytes, lim.max_clients, clock)
+        self.seen = Recent(lim.max_sessions)
+        self.folder = FolderBudget(upload_folder, lim.upload_folder_bytes, clock=clock)
+        self.refused: dict[int, int] = {}  # status -> how many (for benches and tests)
+        self._chore, self._chore_every, self._clock = housekeeping, housekeeping_every, clock
+        self._chore_last, self._chore_busy = None, False
+        self.check_json = check_json  # (path, JSON body) -> None, or (message, detail) answered with 422
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        self._maybe_housekeep()
+        try:
+            receive = await self._check(scope, receive)
+        except Refusal as r:
+            self.refused[r.status] = self.refused.get(r.status, 0) + 1
+            if r.status in HELD and self.limits.refusal_delay > 0:
+                await asyncio.sleep(self.limits.refusal_delay)  # a flooding client's connections wait (a tarpit)
+            return await _answer(send, r)
+        await self.app(scope, receive, send)
+
+    # ----- the checks ----------------------------------------------------------------------------
+    async def _check(self, scope, receive):
+        """Raise a Refusal, or return the `receive` the app reads the body from."""
+        path, method, routes, lim = scope["path"], scope["method"], self.routes, self.limits
+        client = (scope.get("client") or ("?", 0))[0]
+        headers = dict(scope.get("headers") or [])
+        length = _content_length(headers)
+        if path.startswith(routes.upload):
+            limit = lim.upload_body_bytes
+        elif path.startswith(routes.live):
+            limit = lim.live_body_bytes
+        elif path.startswith(routes.mcp):
+            limit = lim.mcp_body_bytes
+        else:
+            limit = lim.body_bytes
+        if length is not None and length > limit:
+            raise Refusal(413, f"The request body is {length:,} bytes; this route accepts at most {limit:,}.")
+
+        sessions = list(parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_hash", []))
+        for prefix in routes.session_in_path:
+            if path.startswith(prefix):
+                sessions.append(path[len(prefix) :].split("/", 1)[0])
+        body = data = None
+        form = headers.get(b"content-type", b"").startswith((b"multipart/", b"application/x-www-form"))
+        if method == "POST" and not form and not path.startswith((routes.upload, routes.mcp)):
+            body = await _read(receive, limit)  # JSON (the app reads a body without a Content-Type as JSON too)
+            data = _loads(body)
+            if isinstance(data, dict) and data.get("session_hash") is not None:
+                sessions.append(data["session_hash"])
+        elif path.startswith(routes.live) and method == "POST":
+            raise Refusal(415, "The live route accepts a JSON body only, not a form.")
+
+        for s in sessions:
+            if not session_id_ok(s):
+                what = f"{len(s):,} characters long" if isinstance(s, str) else f"a {type(s).__name__}"
+                raise Refusal(400, f"The session id ({what}) is not accepted; expected 1-64 of A-Z a-z 0-9 _ -.")
+        new = [s for s in dict.fromkeys(sessions) if s not in self.seen]
+        if method == "POST" and not sessions and any(path.startswith(p) for p in routes.fresh_session):
+            new.append(None)  # the app opens a session of its own for this call
+        if path.startswith(routes.live) and method == "POST":
+            if new:
+                raise Refusal(403, "The live route answers only a session that has used this page's events first.")
+            if wait := self.live_calls.take(client):
+                raise Refusal(429, "Too many live-route calls from this client; slow down.", wait)
+        elif new and (wait := self.new_sessions.take(client, len(new))):
+            raise Refusal(429, "Too many new sessions from this client; try again shortly.", wait)
+        if path.startswith(routes.upload) and method == "POST":
+            await self._admit_upload(client, length)
+        if self.check_json is not None and isinstance(data, dict):
+            if bad := self.check_json(path, data):
+                raise Refusal(422, *bad[:1], detail=bad[1])
+        for s in new:
+            if s is not None:
+                self.seen.add(s)
+        for s in sessions:
+            self.seen.add(s)  # most recently seen last
+        if body is not None:
+            return _replay(body, receive)
+        return _counting(receive, limit)
+
+    async def _admit_upload(self, client: str, length: int | None) -> None:
+        if length is None:
+            raise Refusal(411, "An upload must state its size (Content-Length).")
+        if wait := self.uploads.take(client, length):
+            raise Refusal(429, "Too many upload bytes from this client; try again shortly.", wait)
+        if not await self.folder.admit(length):
+            raise Refusal(507, "The server's upload space is full; try again in a few minutes.", 60.0)
+
+    def _maybe_housekeep(self) -> None:
+        if self._chore is None or self._chore_busy:
+            return
+        now = self._clock()
+        if self._chore_last is not None and now - self._chore_last < self._chore_every:
+            return
+        self._chore_last, self._chore_busy = now, True
+
+        def run():
+            try:
+                self._chore()
+            finally:
+                self._chore_busy = False
+
+        threading.Thread(target=run, name="guard-housekeeping", daemon=True).start()
+
+
+# ----- ASGI plumbing -------------------------------------------------------------------------
+def _loads(body: bytes | None) -> object:
+    """The body as JSON, or None (no body, or not JSON: the app answers malformed JSON itself)."""
+    try:
+        return json.loads(body) if body else None
+    except ValueError:
+        return None
+
+
+def _content_length(headers: dict[bytes, bytes]) -> int | None:
+    raw = headers.get(b"content-length")
+    if raw is None:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise Refusal(400, "The Content-Length header is not a number.") from None
+
+
+async def _read(receive, limit: int) -> bytes:
+    """The whole body, refused (413) as soon as it passes `limit` bytes."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise Refusal(400, "The client went away before sending the whole body.")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise Refusal(413, f"The request body is over {limit:,} bytes, the most this route accepts.")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive):
+    sent = False
+
+    async def replay():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def _counting(receive, limit: int):
+    """`receive`, with the body cut off (as a disconnect) once it passes `limit` bytes."""
+    size = 0
+
+    async def counted():
+        nonlocal size
+        message = await receive()
+        if message["type"] == "http.request":
+            size += len(message.get("body", b""))
+            if size > limit:
+                return {"type": "http.disconnect"}
+        return message
+
+    return counted
+
+
+async def _answer(send, r: Refusal) -> None:
+    body = json.dumps({"detail": r.detail, "error": r.message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if r.retry_after is not None:
+        seconds = 3600 if r.retry_after == float("inf") else max(1, int(r.retry_after + 0.999))
+        headers.append((b"retry-after", str(seconds).encode()))
+    await send({"type": "http.response.start", "status": r.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,132 @@
+"""What `launch()` is given besides the Blocks: the guard in front of Gradio's app (`attention.guard`)
+and the sweep of the folders Gradio's cache deletion leaves.
+
+`launch_kwargs(...)` is a mapping whose `app_kwargs` is built anew at each read: Gradio writes into the
+`app_kwargs` dict it is given (its lifespan, which holds that launch's MCP server), so one dict shared
+by two launches in a process (tests) would start the first launch's server again in the second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+from gradio.utils import get_upload_folder
+from starlette.middleware import Middleware
+
+from attention.cache import sweep_empty_dirs
+from attention.config import Settings
+from attention.guard import Guard, GuardLimits
+
+MB = 1 << 20
+FILE_TYPES = (gr.Image, gr.ImageEditor, gr.File)  # inputs whose value is a file object
+SWEEP_EVERY = 300.0  # seconds between sweeps of empty folders (Gradio deletes files every 300 s here)
+
+
+def guard_limits(s: Settings) -> GuardLimits:
+    """The guard's limits from the settings (an upload's body: the largest file and 1 MB of framing;
+    an MCP call: the largest file base64-encoded, 4/3 of its bytes, and 1 MB)."""
+    upload = int(s.max_upload_mb * MB)
+    return GuardLimits(
+        body_bytes=int(s.max_body_kb * 1024),
+        live_body_bytes=int(s.live_body_kb * 1024),
+        upload_body_bytes=upload + MB,
+        mcp_body_bytes=upload * 4 // 3 + MB,
+        new_sessions_per_s=s.new_sessions_per_min / 60,
+        new_session_burst=s.new_sessions_per_min,
+        live_per_s=s.live_per_s,
+        upload_bytes_per_s=s.upload_mb_per_min * MB / 60,
+        upload_burst_bytes=s.upload_mb_per_min * MB,
+        upload_folder_bytes=int(s.temp_mb * MB),
+        max_sessions=s.max_sessions,
+        refusal_delay=s.refusal_delay,
+    )
+
+
+FILE_ACCEPTED = (
+    "a file uploaded to this server first: gradio_client's handle_file('photo.png') uploads a local file; "
+    'over HTTP, POST it to /gradio_api/upload, then send {"path": <the path it answers>, "meta": '
+    '{"_type": "gradio.FileData"}}. A path or URL on its own is not read (download a picture from the web first)'
+)
+
+
+class FileInputs:
+    """Which inputs of each event take a file (images, sketches), to refuse a path or URL sent in
+    their place before Gradio does (Gradio refuses it too, but its answer names nothing: an
+    `{"error": null}`, or gradio_client's "has not enabled verbose error reporting")."""
+
+    def __init__(self, blocks: gr.Blocks, folder: Path):
+        self.folder = folder.resolve()
+        self.by_id = {
+            fn._id: [(i, b.label or f"input {i}") for i, b in enumerate(fn.inputs) if isinstance(b, FILE_TYPES)]
+            for fn in blocks.fns.values()
+        }
+        self.by_name = {fn.api_name: fn._id for fn in blocks.fns.values() if fn.api_name}
+
+    def __call__(self, path: str, body: dict) -> tuple[str, list[dict]] | None:
+        """None if every file input of the called event holds an uploaded file (or nothing); else
+        (message, Gradio's validation detail: gradio_client raises it as a ValidationError)."""
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        fn = body.get("fn_index") if path.endswith("/queue/join") else self.by_name.get(name)
+        data = body.get("data")
+        if fn not in self.by_id or not isinstance(data, list):
+            return None
+        for i, label in self.by_id[fn]:
+            if i < len(data) and not self._uploaded(data[i]):
+                message = f"{label!r} is not a file uploaded to this server; accepted: {FILE_ACCEPTED}."
+                detail = [{"__type__": "validate", "is_valid": False, "parameter_name": label, "message": message}]
+                return message, detail
+        return None
+
+    def _uploaded(self, value: Any) -> bool:
+        """None, or file objects (at any depth: a sketch holds several) all inside the upload folder."""
+        if value is None:
+            return True
+        if isinstance(value, list):
+            return all(self._uploaded(v) for v in value)
+        if not isinstance(value, dict):
+            return False
+        if "path" in value or "url" in value:
+            where = value.get("path")
+            if str(value.get("url") or "").startswith("data:"):
+                return True
+            return isinstance(where, str) and Path(where).resolve().is_relative_to(self.folder)
+        return all(self._uploaded(v) for k, v in value.items() if k not in ("meta", "id"))
+
+
+def middleware(s: Settings, blocks: gr.Blocks | None = None) -> list[Middleware]:
+    """The guard as Starlette middleware (empty when ATTENTION_GUARD=0)."""
+    if not s.guard:
+        return []
+    folder = Path(get_upload_folder())
+    return [
+        Middleware(
+            Guard,
+            limits=guard_limits(s),
+            upload_folder=folder,
+            housekeeping=lambda: sweep_empty_dirs(folder, min_age=60.0),
+            housekeeping_every=SWEEP_EVERY,
+            check_json=None if blocks is None else FileInputs(blocks, folder),
+        )
+    ]
+
+
+class LaunchKwargs(Mapping):
+    """launch()'s keyword arguments: `fixed`, and a fresh `app_kwargs` (the guard) at every read."""
+
+    def __init__(self, settings: Settings, blocks: gr.Blocks, **fixed: Any):
+        self._settings, self._blocks, self._fixed = settings, blocks, fixed
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "app_kwargs":
+            return {"middleware": middleware(self._settings, self._blocks)}
+        return self._fixed[key]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._fixed
+        yield "app_kwargs"
+
+    def __len__(self) -> int:
+        return len(self._fixed) + 1

@@ -1,0 +1,118 @@
+"""The stateless /attention_video endpoint, for `gradio_client` and MCP callers (and the Video sub-tab).
+
+It takes a video file and plain parameters with defaults, answers with the MP4, the .npz of the raw
+maps when asked (else None) and a JSON of facts, and keeps nothing for the caller. Video jobs run one
+at a time on the server (`CONCURRENCY`), each within the video budget (`SETTINGS.video_*`).
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from attention.errors import InputError, check_number
+from attention.ui.components import number, user_errors
+from attention.vit import session as vit_session
+from attention.vit.video import VIDEO_VIEWS, check_video_view, visitor_video
+
+CONCURRENCY = dict(concurrency_limit=1, concurrency_id="attention_video")  # one video computed at a time
+
+
+def _optional(value, name: str) -> float | None:
+    """An optional positive number: None for empty (None, NaN, blank, 0), else the float."""
+    if vit_session.is_empty(value) or value == 0:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} {value!r} is not a number; accepted: a positive number, or empty.") from None
+
+
+def attention_video_fn(model_default: str):
+    """The /attention_video handler, its default model bound."""
+
+    @user_errors
+    def attention_video(
+        video,
+        model=model_default,
+        layer=-1,
+        head=0,
+        view="mean",
+        threshold=0.6,
+        resolution="auto",
+        fps=None,
+        seconds=None,
+        side_by_side=False,
+        npz=False,
+        query_row=None,
+        query_col=None,
+        progress=gr.Progress(),
+    ):
+        """Attention video of a vision transformer (DINO, DINOv2, any timm ViT): every frame's attention, drawn over it.
+
+        Returns (video, maps, info): an H.264 MP4 of the chosen view over each frame (optionally beside the
+        frame); with npz, one .npz of every frame's raw float32 maps (frames, heads, rows, cols), mean, masks,
+        times (else None); a dict of the facts (source size, fps, rotation, frames, grid, budget, timings).
+
+        Args:
+            video: the video (MP4, WebM, MOV, MKV, AVI or GIF; rotation metadata honoured, audio dropped).
+            model: dino_vits16, dino_vits8, dino_vitb16, dino_vitb8, dinov2_vits14, dinov2_vits14_reg or mnist_vit.
+            layer: the layer whose attention is shown: 0 = first, -1 = last (negative counts from the end).
+            head: the head of the 'head' and 'masks' views (0 = first).
+            view: 'mean' (mean of heads, DINO's video), 'head', 'masks' (one head's threshold mask) or 'fig3'.
+            threshold: the share of attention each mask keeps, in (0, 1] (the masks and fig3 views).
+            resolution: 'auto' (480 px for DINO), 'native', 'dino480' (480x480), or the shorter side in px.
+            fps: output frames per second, 0.1 to 120; empty = the source's (a lower rate costs less).
+            seconds: only the first this many seconds of the video; empty = all of it.
+            side_by_side: true: the frame on the left, the attention on the right.
+            npz: true: also return every frame's raw maps as an .npz.
+            query_row: the query patch's row on the patch grid; query_row and query_col empty = the CLS token.
+            query_col: the query patch's column (give both, or neither for the CLS token).
+        """
+        report = None if progress is None else (lambda frac, desc: progress(frac, desc=desc))
+        return visitor_video(
+            video,
+            model,
+            view=check_video_view(view),
+            head=vit_session.parse_index(0 if vit_session.is_empty(head) else head, "Head"),
+            side_by_side=bool(side_by_side),
+            npz=bool(npz),
+            progress=report,
+            layer=vit_session.parse_index(-1 if vit_session.is_empty(layer) else layer, "Layer"),
+            query=vit_session.parse_query(query_row, query_col),
+            resolution=resolution or "auto",
+            threshold=check_number(0.6 if vit_session.is_empty(threshold) else threshold, "Threshold", 0, 1),
+            fps=_optional(fps, "Frame rate"),
+            seconds=_optional(seconds, "Length"),
+        )
+
+    return attention_video
+
+
+def build(model_default: str) -> None:
+    """Register /attention_video (hidden inputs, so every parameter after `video` has a default)."""
+    with gr.Row(visible=False):
+        v_in = gr.File(type="filepath", label="video")
+        v_model = gr.Textbox(model_default, label="model")
+        v_layer = number(-1, label="layer")
+        v_head = number(0, label="head")
+        v_view = gr.Textbox("mean", label="view", info=", ".join(VIDEO_VIEWS))
+        v_thr = number(0.6, label="threshold")
+        v_res = gr.Textbox("auto", label="resolution")
+        v_fps = number(None, label="fps")
+        v_sec = number(None, label="seconds")
+        v_sbs = gr.Checkbox(False, label="side_by_side")
+        v_npz = gr.Checkbox(False, label="npz")
+        v_qr = number(None, label="query_row")
+        v_qc = number(None, label="query_col")
+        v_out = gr.Video(label="video", format=None)
+        v_file = gr.File(label="maps")
+        v_info = gr.JSON(label="info")
+        v_btn = gr.Button("attention_video")
+    v_btn.click(
+        attention_video_fn(model_default),
+        [v_in, v_model, v_layer, v_head, v_view, v_thr, v_res, v_fps, v_sec, v_sbs, v_npz, v_qr, v_qc],
+        [v_out, v_file, v_info],
+        api_name="attention_video",
+        api_visibility="public",
+        **CONCURRENCY,
+    )

@@ -1,0 +1,103 @@
+"""The ViT tab's Video sub-tab: a video in, every frame's attention out as a video that plays in the page.
+
+The same model, layer, head, view and threshold controls as for images; a progress bar per batch of
+frames; the handler is the /attention_video endpoint's (`video_api`), which also registers here.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from attention.config import EXAMPLES_DIR, SETTINGS
+from attention.ui import video_api
+from attention.ui.components import number
+from attention.vit import models as vit_models
+from attention.vit import session as vit_session
+from attention.vit.session import Startup
+from attention.vit.video import VIDEO_VIEWS
+
+DIGITS_CLIP = str(EXAMPLES_DIR / "videos" / "digits.mp4")
+PHOTO_CLIP = str(EXAMPLES_DIR / "videos" / "chelsea.mp4")
+
+
+def summary(facts: dict) -> str:
+    """One markdown line of an answer's facts: frames, rate, size, grid, model, device, seconds."""
+    o, src = facts["output"], facts["source"]
+    rot = f", rotated {src['rotation']}°" if src["rotation"] else ""
+    return (
+        f"`{facts['model']}` · layer {facts['layer']} · {o['frames']} frames at {o['fps']:g} fps · "
+        f"{o['width']}×{o['height']} px · grid {facts['grid'][0]}×{facts['grid'][1]} · source "
+        f"{src['width']}×{src['height']} px, {src['duration_s']:g} s at {src['fps']:g} fps{rot} · {facts['device']} · "
+        f"forward {facts['forward_s']:.1f} s of {facts['total_s']:.1f} s"
+    )
+
+
+def build(startup: Startup | None = None) -> None:
+    """The Video sub-tab, inside the caller's `gr.Tab`; registers /attention_video. `startup`: the
+    start-up model (default: the image tab's rule, `session.startup_model`)."""
+    startup = startup or vit_session.startup_model()
+    gr.Markdown(
+        "Upload a short video or pick an example: each frame goes through the model (in batches of frames, one "
+        "forward each) and the chosen view of its attention is drawn over it, as in DINO's attention videos. "
+        f"This server takes up to {SETTINGS.video_max_frames:,} frames per video; a lower frame rate or a shorter "
+        "length costs less.",
+        elem_id="video-intro",
+    )
+    with gr.Row(equal_height=False, elem_id="video-main"):
+        with gr.Column(scale=2, min_width=280, elem_id="video-controls"):
+            video = gr.Video(
+                label="Video", sources=["upload"], format=None, include_audio=True, height=220, elem_id="video-in"
+            )
+            examples = gr.Column()
+            model = gr.Dropdown(
+                [(f"{a} · {sp.description}", a) for a, sp in vit_models.REGISTRY.items()],
+                value=startup.model,
+                allow_custom_value=True,
+                label="Model",
+                elem_id="video-model",
+            )
+            resolution = gr.Dropdown(
+                ["auto", "native", "dino480", "224", "320", "480"],
+                value="auto",
+                allow_custom_value=True,
+                label="Resolution",
+                info="shorter side, px",
+                elem_id="video-resolution",
+            )
+            view = gr.Radio([(label, key) for key, label in VIDEO_VIEWS.items()], value="mean", label="View")
+            with gr.Row():
+                layer = number(-1, label="Layer", info="-1 = last", precision=0, elem_id="video-layer")
+                head = number(0, label="Head", info="head and mask views", precision=0, elem_id="video-head")
+            threshold = gr.Slider(0.05, 1.0, value=0.6, step=0.05, label="Threshold", info="share of mass kept")
+            with gr.Row():
+                fps = number(0, label="Frame rate", info="0 = the source's", elem_id="video-fps")
+                seconds = number(0, label="Seconds", info="0 = all of it", elem_id="video-seconds")
+            with gr.Row():
+                side = gr.Checkbox(True, label="Side by side with the frame", elem_id="video-side")
+                npz = gr.Checkbox(False, label="Raw maps (.npz) too", elem_id="video-npz")
+            run = gr.Button("Make the attention video", variant="primary", elem_id="video-run")
+        with gr.Column(scale=3, elem_id="video-results"):
+            out = gr.Video(label="Attention video", autoplay=True, loop=True, interactive=False, elem_id="video-out")
+            details = gr.Markdown(elem_id="video-details")
+            maps = gr.File(label="Raw maps (.npz)", visible=False, elem_id="video-maps")
+
+    with examples:  # mnist_vit's layer-2 head 3 follows a digit anywhere in the frame (tests/vit/test_video.py)
+        rows = [[DIGITS_CLIP, vit_models.OFFLINE_MODEL, "native", 2, "head", 3]]
+        if startup.default_available:
+            rows.insert(0, [PHOTO_CLIP, vit_models.DEFAULT_MODEL, "auto", -1, "mean", 0])
+        gr.Examples(rows, [video, model, resolution, layer, view, head], label="Examples", cache_examples=False)
+
+    handler = video_api.attention_video_fn(startup.model)
+
+    def make(v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, progress=gr.Progress()):
+        mp4, npz_path, facts = handler(v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, None, None, progress)
+        return mp4, summary(facts), gr.update(value=npz_path, visible=npz_path is not None)
+
+    run.click(
+        make,
+        [video, model, layer, head, view, threshold, resolution, fps, seconds, side, npz],
+        [out, details, maps],
+        api_visibility="private",
+        **video_api.CONCURRENCY,
+    )
+    video_api.build(startup.model)

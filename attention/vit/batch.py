@@ -1,0 +1,304 @@
+"""Attention of many images at once: one forward pass per batch of same-grid images.
+
+The one batched path of the package (datasets: `attention.dataset`; videos use it too). Images
+are preprocessed exactly as `attention_maps` preprocesses one (`Preprocess`; or first resized to
+the nearest of a few aspect-ratio grids, `Preprocess.of(..., buckets=k)`), grouped by patch grid
+(`group_by_grid`: a batch holds one grid size, so it is one forward with no padding), and each
+sample keeps only its query's row per layer (the engine's `query_rows`), O(H x N), never
+H x N x N; on a GPU the model runs in half precision (as `load_vit` loads it) while scores and
+softmax are fp32.
+
+    prep = Preprocess.of(model, resolution="auto")
+    items = [prep(img) for img in images]                       # Prepared: x (C, H, W), shown, grid
+    for group in group_by_grid(items, batch_size=64):           # lists of one grid each
+        xs = torch.stack([p.x for p in group])                  # (B, C, H, W)
+        for res in batch_maps(model, xs, layer=-1, keep_tokens=True):
+            res.maps, res.mean, res.masks(0.6), res.embedding   # (H, gh, gw), (gh, gw), bool, (D,)
+
+Per sample, the results equal `attention_maps` on that image alone (fp32: within 1e-5), whatever
+the batch size (tests/vit/test_batch.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import numpy as np
+import torch
+from PIL import Image, ImageOps
+
+from attention.errors import InputError
+from attention.images import MAX_TOKENS, ImageSource, check_resolution, load_image, to_tensor
+from attention.vit.capture import Recorder, recording
+from attention.vit.extract import AttentionMaps, _layer_index, fixed_size, threshold_masks
+from attention.vit.models import default_resolution
+from attention.vit.query import Query, prefix_tokens
+from attention.vit.query import default as default_query
+from attention.vit.query import index as query_index
+from attention.vit.query import parse as parse_query
+from attention.vit.rows import query_rows
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One image as the model sees it: x float32 (C, H, W), H and W multiples of the patch; `shown`
+    the RGB image x shows; grid (gh, gw) = (H / p, W / p)."""
+
+    x: torch.Tensor
+    shown: Image.Image
+    grid: tuple[int, int]
+
+
+def aspect_buckets(resolution: int, patch: int, k: int) -> tuple[tuple[int, int], ...]:
+    """k patch grids (gh, gw) whose shorter side is `resolution` px, aspect ratios w/h spread evenly in
+    log scale from 1/2 to 2 (k = 1: the square)."""
+    s = max(1, resolution // patch)
+    out: list[tuple[int, int]] = []
+    for i in range(k):
+        a = 2.0 ** (-1 + 2 * i / (k - 1)) if k > 1 else 1.0
+        g = (s, max(s, round(s * a))) if a >= 1 else (max(s, round(s / a)), s)
+        if g not in out:
+            out.append(g)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Preprocess:
+    """`attention_maps`' preprocessing of one model, as a small picklable value (DataLoader workers
+    run it without the model): resize, the family's crop to the patch grid, normalise.
+
+    buckets: a few grids (`aspect_buckets`); each image is first resized (bicubic) to the one of
+    nearest aspect ratio, exactly, so a dataset makes only those grids (full batches); the result is
+    then `attention_maps(model, that resized image, resolution="native")`'s."""
+
+    patch_size: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    resolution: int | str | None  # as `check_resolution` returns it
+    crop: str = "center"
+    max_tokens: int = MAX_TOKENS
+    buckets: tuple[tuple[int, int], ...] = ()
+    fixed: tuple[int, int] | None = None  # (H, W) px: a model taking only its trained size (BEiT, relpos)
+
+    @classmethod
+    def of(
+        cls,
+        model: torch.nn.Module,
+        resolution: int | str | None = "auto",
+        max_tokens: int = MAX_TOKENS,
+        buckets: int = 0,
+    ):
+        """The preprocessing `attention_maps(model, ..., resolution=resolution)` applies; with
+        `buckets` > 0, that many aspect-ratio grids at `resolution` (an int, or "auto")."""
+        patch = model.patch_embed.patch_size[0]
+        cfg = model.pretrained_cfg
+        auto = isinstance(resolution, str) and resolution.strip().lower() == "auto"
+        res = default_resolution(model) if auto else check_resolution(resolution, patch)
+        crop = getattr(model, "crop_rule", "center")
+        fixed = fixed_size(model)
+        if fixed is not None and (buckets or (not auto and res is not None)):
+            raise InputError(
+                f"{type(model).__name__} takes only its trained input size, {fixed[1]}x{fixed[0]} px; accepted: "
+                "resolution 'auto' or 'native', no buckets."
+            )
+        grids = ()
+        if buckets:
+            if not isinstance(res, int) or not 1 <= buckets <= 64:
+                raise InputError(
+                    f"Buckets {buckets} at resolution {resolution!r}: accepted 1-64 buckets with a resolution in px "
+                    "or 'auto' (not 'native' or 'dino480')."
+                )
+            grids = aspect_buckets(res, patch, buckets)
+        res = None if fixed is not None else res
+        return cls(patch, tuple(cfg["mean"]), tuple(cfg["std"]), res, crop, max_tokens, grids, fixed)
+
+    def __call__(self, image: ImageSource) -> Prepared:
+        """Decode (`load_image`) and preprocess; ImageError for what cannot be read or is too small/large."""
+        img, res = load_image(image), self.resolution
+        if self.fixed is not None:  # fitted to the one grid its tables know, as attention_maps does
+            img = ImageOps.fit(img, (self.fixed[1], self.fixed[0]), Image.BICUBIC)
+        if self.buckets:
+            w, h = img.size
+            gh, gw = min(self.buckets, key=lambda g: abs(np.log((w / h) / (g[1] / g[0]))))
+            img, res = img.resize((gw * self.patch_size, gh * self.patch_size), Image.BICUBIC), None
+        x, shown = to_tensor(
+            img,
+            patch_size=self.patch_size,
+            mean=self.mean,
+            std=self.std,
+            resolution=res,
+            crop=self.crop,
+            max_tokens=self.max_tokens,
+        )
+        return Prepared(x[0], shown, (x.shape[2] // self.patch_size, x.shape[3] // self.patch_size))
+
+
+T = TypeVar("T")
+
+
+class GridBuckets(Generic[T]):
+    """Streaming grouping by patch grid: `add` returns a full batch (`batch_size` items of one grid)
+    or None; `flush` returns what is left, one batch per grid (in order of first arrival)."""
+
+    def __init__(self, batch_size: int, grid_of: Callable[[T], tuple[int, int]] = lambda p: p.grid):
+        if batch_size < 1:
+            raise InputError(f"Batch size {batch_size} is out of range; accepted: 1 or more.")
+        self.batch_size, self.grid_of = batch_size, grid_of
+        self._open: dict[tuple[int, int], list[T]] = {}
+
+    def add(self, item: T) -> list[T] | None:
+        group = self._open.setdefault(tuple(self.grid_of(item)), [])
+        group.append(item)
+        if len(group) < self.batch_size:
+            return None
+        return self._open.pop(tuple(self.grid_of(item)))
+
+    def flush(self) -> list[list[T]]:
+        out, self._open = list(self._open.values()), {}
+        return out
+
+
+def group_by_grid(items: Iterable[T], batch_size: int, grid_of=lambda p: p.grid) -> Iterator[list[T]]:
+    """Batches of at most `batch_size` items sharing one grid, each item in exactly one batch; full
+    batches as soon as they fill, the partial ones at the end."""
+    buckets = GridBuckets(batch_size, grid_of)
+    for item in items:
+        if (full := buckets.add(item)) is not None:
+            yield full
+    yield from buckets.flush()
+
+
+@dataclass
+class BatchMaps:
+    """One sample's attention from a batched pass. Lr recorded layers (all, or the selected one),
+    H heads, N = P + gh*gw tokens (P prefix tokens)."""
+
+    scores: np.ndarray  # float32 (Lr, H, N): q_i . k_j * scale of the query token, before softmax
+    weights: np.ndarray  # float32 (Lr, H, N): softmax of scores
+    recorded: tuple[int, ...]  # the layer index of each row of scores
+    layer: int  # the selected layer, 0..L-1
+    query: Query
+    grid: tuple[int, int]
+    patch_size: int
+    num_prefix_tokens: int
+    scale: float
+    tokens: np.ndarray | None = field(default=None, repr=False)  # float32 (N, D): last layer, after the norm
+    prefix: tuple[str, ...] = ("cls",)  # names of the P prefix tokens in order (`query.prefix_tokens`)
+
+    @property
+    def maps(self) -> np.ndarray:
+        """float32 (H, gh, gw): the selected layer's query row over patch tokens."""
+        w = self.weights[self.recorded.index(self.layer), :, self.num_prefix_tokens :]
+        return w.reshape(-1, *self.grid)
+
+    @property
+    def mean(self) -> np.ndarray:
+        """float32 (gh, gw): the selected layer's map averaged over heads."""
+        return self.maps.mean(0)
+
+    def masks(self, threshold: float = 0.6) -> np.ndarray:
+        """bool (H, gh, gw): DINO's threshold masks of the selected layer (`threshold_masks`)."""
+        return threshold_masks(self.maps, threshold)
+
+    @property
+    def embedding(self) -> np.ndarray:
+        """float32 (D,): the CLS token after the final norm (timm's `forward_features(x)[:, 0]`)."""
+        if self.tokens is None:
+            raise InputError("This result kept no tokens; call batch_maps with keep_tokens=True.")
+        return self.tokens[0]
+
+    def attention_maps(self, image: Image.Image, seconds: float = 0.0) -> AttentionMaps:
+        """As `AttentionMaps` (for views and files); needs every layer (`batch_maps(..., every_layer=True)`).
+        image: the sample's preprocessed RGB image (`Prepared.shown`)."""
+        if len(self.recorded) != int(self.recorded[-1]) + 1:
+            raise InputError("AttentionMaps needs every layer; call batch_maps with every_layer=True.")
+        return AttentionMaps(
+            scores=self.scores,
+            weights=self.weights,
+            grid=self.grid,
+            image=image,
+            patch_size=self.patch_size,
+            num_prefix_tokens=self.num_prefix_tokens,
+            layer=self.layer,
+            query=self.query,
+            seconds=seconds,
+            scale=self.scale,
+            tokens=self.prefix,
+        )
+
+
+class _LastTokens(Recorder):
+    """The last layer's output tokens (B, N, D) after the final norm, fp32, on the model's device."""
+
+    def __init__(self, last: int):
+        self.last, self.tokens = last, None
+
+    def on_block(self, layer: int, x: torch.Tensor) -> None:
+        if layer == self.last:
+            self.tokens = x.detach().float()
+
+
+@torch.inference_mode()
+def batch_maps(
+    model: torch.nn.Module,
+    xs: torch.Tensor,
+    *,
+    layer: int = -1,
+    query: Query | Sequence[Query] | None = None,
+    every_layer: bool = False,
+    keep_tokens: bool = False,
+) -> list[BatchMaps]:
+    """Attention of `query` in each of B preprocessed images of one grid, from one forward pass.
+
+    xs: float (B, C, H, W), H and W multiples of the patch (`Preprocess`, stacked). layer: the selected
+    layer (negative counts from the end). query: a token the model has ("cls", "reg0", ...), (row, col),
+    or one of them per sample; None: the model's own (`query.default`: CLS, else the centre patch).
+    every_layer: keep every layer's row (needed for `BatchMaps.attention_maps`), else the selected
+    layer's only. keep_tokens: keep the last layer's tokens (N, D) after the final norm (the CLS
+    embedding, patch features). Returns one BatchMaps per sample, on the CPU, fp32.
+    """
+    if xs.ndim != 4 or xs.shape[0] < 1:
+        raise InputError(f"Images of shape {tuple(xs.shape)} are not a batch; accepted: (B, C, H, W), B >= 1.")
+    B, patch = xs.shape[0], model.patch_embed.patch_size[0]
+    grid = (xs.shape[2] // patch, xs.shape[3] // patch)
+    P, L = model.num_prefix_tokens, len(model.blocks)
+    layer = _layer_index(layer, L)
+    names = prefix_tokens(model)
+    many = query if isinstance(query, (list, tuple)) and _many(query) else [query] * B
+    queries = [default_query(names, grid) if q is None else parse_query(q) for q in many]
+    if len(queries) != B:
+        raise InputError(f"{len(queries)} queries for {B} images; accepted: one query, or one per image.")
+    index = torch.tensor([query_index(q, grid, names) for q in queries])
+    tok = _LastTokens(L - 1)
+    with recording(model, tok) if keep_tokens else nullcontext():
+        rows, _ = query_rows(model, xs, index)  # (B, L, H, N) fp32 on the CPU: the engine's O(N) rows
+    recorded = tuple(range(L)) if every_layer else (layer,)
+    scores = rows[:, list(recorded)]
+    weights = torch.softmax(scores, -1).numpy()
+    tokens = tok.tokens.cpu().numpy() if keep_tokens else None
+    attn = model.blocks[0].attn
+    scale = float(getattr(attn, "scale", attn.head_dim**-0.5))
+    return [
+        BatchMaps(
+            scores=scores[b].numpy(),
+            weights=weights[b],
+            recorded=recorded,
+            layer=layer,
+            query=queries[b],
+            grid=grid,
+            patch_size=patch,
+            num_prefix_tokens=P,
+            scale=scale,
+            tokens=None if tokens is None else tokens[b],
+            prefix=names,
+        )
+        for b in range(B)
+    ]
+
+
+def _many(query) -> bool:
+    """True when `query` is a sequence of queries rather than one (row, col) pair."""
+    return len(query) > 0 and not (len(query) == 2 and all(isinstance(v, (int, np.integer)) for v in query))

@@ -1,0 +1,71 @@
+"""Relevance for a server's visitors: a model by name (the allow-list), the compute budget, and a
+bounded store of results shared by all, so redrawing (another rule, opacity, colours) needs no new pass.
+
+    rel = get_relevance("examples/digits/digit_3.png", "mnist_vit", "auto", target=None)
+"""
+
+from __future__ import annotations
+
+from attention.cache import SharedCache
+from attention.config import SETTINGS
+from attention.errors import InputError
+from attention.images import ImageSource
+from attention.vit.models import check_allowed, load_vit
+from attention.vit.relevance.compute import Relevance, check_classifier, relevance
+from attention.vit.relevance.labels import class_index, class_names
+from attention.vit.session import file_digest, gpu
+
+# One relevance pass costs a forward, a backward (about one more) and the rows of A and dA (about one
+# more at 480 px): bench/bench_relevance.py. The compute budget of a forward is divided by this.
+COST_OF_A_FORWARD = 3.0
+RESULTS: SharedCache[Relevance] = SharedCache(64 << 20, SETTINGS.state_ttl)
+"""Every visitor's results together: 64 MB, least recently used out first (a result is its maps and
+the shown image: ~0.2 MB for DeiT-S at 224 px)."""
+
+
+@gpu
+def _compute(model: str, image: ImageSource, resolution, target: int | None) -> Relevance:
+    vit = load_vit(model)
+    device = str(next(vit.parameters()).device)
+    budget = SETTINGS.budget_gflop(device) / COST_OF_A_FORWARD
+    return relevance(vit, image, target, resolution=resolution, max_gflop=budget)
+
+
+def resolve_target(model: str, target) -> int | None:
+    """The class index `target` names for `model` (None: the top class); InputError otherwise."""
+    if target is None or (isinstance(target, str) and not target.strip()):
+        return None
+    vit = load_vit(model)
+    check_classifier(vit)
+    return class_index(target, class_names(vit))
+
+
+def get_relevance(image: ImageSource | None, model: str, resolution="auto", target=None, *, shared=True) -> Relevance:
+    """The relevance of `image` for `model` (a name) and `target`, from the shared store or computed once.
+    shared: as a server (allow-list, compute budget). Raises the engine's typed errors."""
+    if image is None or (isinstance(image, str) and not image):
+        raise InputError("No image: upload one (PNG, JPEG, WebP, GIF, BMP or TIFF) or pick an example.")
+    model = (model or "").strip()
+    if shared:
+        check_allowed(model)
+    vit = load_vit(model)
+    check_classifier(vit)
+    t = resolve_target(model, target)
+    key = (file_digest(image), model, str(resolution), t)
+    return RESULTS.get_or_run(key, lambda: _compute(model, image, resolution, t))
+
+
+def is_classifier(model: str) -> bool:
+    """Whether `model` (a name) is loaded or offered with a classifier head (no load for unknown names)."""
+    from attention.vit.models import REGISTRY, is_loaded
+
+    spec = REGISTRY.get((model or "").strip())
+    if spec is not None:
+        return spec.classifier
+    if not is_loaded(model):
+        return False
+    try:
+        check_classifier(load_vit(model))
+    except InputError:
+        return False
+    return True

@@ -1,0 +1,228 @@
+"""Spec of attention.guard: what a request may cost before the app sees it. The guard is driven here
+in front of a bare ASGI app that records what reaches it (no Gradio), with a clock the tests move."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from starlette.testclient import TestClient
+
+from attention.guard import Buckets, FolderBudget, Guard, GuardLimits, Recent, Routes, session_id_ok
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Recorder:
+    """An ASGI app answering 200 with the body it read: what the guard let through."""
+
+    def __init__(self):
+        self.calls = []
+
+    async def __call__(self, scope, receive, send):
+        body = b""
+        while True:
+            m = await receive()
+            body += m.get("body", b"")
+            if m["type"] == "http.disconnect" or not m.get("more_body"):
+                break
+        self.calls.append((scope["path"], body))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": body})
+
+
+def guarded(clock=None, check_json=None, upload_folder=None, **limits):
+    limits.setdefault("refusal_delay", 0.0)
+    app = Recorder()
+    guard = Guard(
+        app,
+        GuardLimits(**limits),
+        Routes(),
+        upload_folder=upload_folder,
+        check_json=check_json,
+        clock=clock or Clock(),
+    )
+    return guard, app, TestClient(guard, client=("10.0.0.1", 5000))
+
+
+def other_client(guard) -> TestClient:
+    return TestClient(guard, client=("10.0.0.2", 5000))
+
+
+LIVE, JOIN = "/gradio_api/component_server", "/gradio_api/queue/join"
+
+
+def live_body(session: str = "s1") -> dict:
+    return {"data": ["tok", None, 0], "component_id": 1, "fn_name": "live_maps", "session_hash": session}
+
+
+def join_body(session: str) -> dict:
+    return {"data": [], "fn_index": 0, "session_hash": session}
+
+
+# ----- session ids ---------------------------------------------------------------------------
+@pytest.mark.parametrize("good", ["k3j2h1g0f9", "0b5f5a5e-2c1d-4a47-9a8c-0e5e4cc6a3a1", "a", "x" * 64])
+def test_the_session_ids_of_gradios_page_and_client_are_accepted(good):
+    assert session_id_ok(good)
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 65, "x" * 1_000_000, "a b", "<img>", "é", "../x", 5, None, ["a"]])
+def test_other_session_ids_are_not(bad):
+    assert not session_id_ok(bad)
+
+
+def test_a_1_mb_session_id_is_refused_before_the_app_reads_it():
+    _, app, http = guarded(body_bytes=4 << 20)
+    r = http.post(JOIN, json=join_body("x" * 1_000_000))
+    assert r.status_code == 400 and "1,000,000 characters" in r.json()["detail"] and "1-64" in r.json()["detail"]
+    r = http.get("/gradio_api/queue/data", params={"session_hash": "<script>"})
+    assert r.status_code == 400 and "<script>" not in r.text  # the id is not echoed
+    assert http.get("/gradio_api/heartbeat/" + "y" * 200).status_code == 400
+    assert app.calls == []
+
+
+# ----- bodies --------------------------------------------------------------------------------
+def test_a_body_over_its_routes_limit_is_refused_from_its_content_length():
+    _, app, http = guarded(body_bytes=1000, live_body_bytes=100, upload_body_bytes=5000)
+    assert http.post(LIVE, content=b"x" * 101, headers={"content-type": "application/json"}).status_code == 413
+    r = http.post(JOIN, content=b"x" * 1001)
+    assert r.status_code == 413 and "1,000" in r.json()["detail"]
+    assert http.post("/gradio_api/upload", files={"files": ("a.png", b"x" * 6000)}).status_code == 413
+    assert app.calls == []
+
+
+def test_a_body_without_a_length_is_cut_off_at_the_limit():
+    _, app, http = guarded(body_bytes=1000)
+
+    def chunks():
+        for _ in range(50):
+            yield b"x" * 100
+
+    r = http.post(JOIN, content=chunks())  # chunked: no Content-Length
+    assert r.status_code == 413 and app.calls == []
+
+
+def test_a_body_within_its_limit_reaches_the_app_unchanged():
+    _, app, http = guarded()
+    body = join_body("abc")
+    assert http.post(JOIN, json=body).status_code == 200
+    assert json.loads(app.calls[0][1]) == body
+
+
+# ----- new sessions and the live route -------------------------------------------------------
+def test_new_sessions_of_a_client_are_rate_limited_and_known_ones_are_not():
+    clock = Clock()
+    guard, app, http = guarded(clock, new_sessions_per_s=1.0, new_session_burst=3)
+    assert [http.post(JOIN, json=join_body(f"s{i}")).status_code for i in range(5)] == [200, 200, 200, 429, 429]
+    r = http.post(JOIN, json=join_body("s9"))
+    assert r.status_code == 429 and r.headers["retry-after"] == "1" and "new sessions" in r.json()["detail"]
+    assert all(http.post(JOIN, json=join_body("s1")).status_code == 200 for _ in range(20))  # a known one
+    assert other_client(guard).post(JOIN, json=join_body("t1")).status_code == 200  # another client
+    clock.now += 2.0
+    assert [http.post(JOIN, json=join_body(f"u{i}")).status_code for i in range(3)] == [200, 200, 429]
+    assert guard.refused[429] == 4
+
+
+def test_a_call_without_a_session_counts_as_a_new_one():
+    guard, _, http = guarded(new_sessions_per_s=0.001, new_session_burst=2)
+    codes = [http.post("/gradio_api/call/calculate", json={"data": ["1", "1", "1"]}).status_code for _ in range(3)]
+    assert codes == [200, 200, 429]
+
+
+def test_the_live_route_answers_only_a_session_seen_elsewhere_first():
+    _, app, http = guarded()
+    r = http.post(LIVE, json=live_body("fresh"))
+    assert r.status_code == 403 and app.calls == []
+    http.post(JOIN, json=join_body("fresh"))
+    assert http.post(LIVE, json=live_body("fresh")).status_code == 200
+
+
+def test_live_calls_of_a_client_are_rate_limited():
+    clock = Clock()
+    guard, _, http = guarded(clock, live_per_s=5.0)
+    http.post(JOIN, json=join_body("s1"))
+    codes = [http.post(LIVE, json=live_body()).status_code for _ in range(12)]
+    assert codes == [200] * 10 + [429] * 2  # a burst of twice the rate
+    other = other_client(guard)
+    assert other.post(LIVE, json=live_body()).status_code == 200
+    clock.now += 1.0
+    assert [http.post(LIVE, json=live_body()).status_code for _ in range(6)] == [200] * 5 + [429]
+
+
+def test_the_live_route_takes_json_only():
+    _, _, http = guarded()
+    http.post(JOIN, json=join_body("s1"))
+    r = http.post(LIVE, data={"session_hash": "s1", "fn_name": "live_maps", "component_id": "1"})
+    assert r.status_code == 415
+
+
+# ----- uploads -------------------------------------------------------------------------------
+def test_upload_bytes_of_a_client_are_rate_limited(tmp_path):
+    clock = Clock()
+    guard, _, http = guarded(clock, upload_bytes_per_s=1000, upload_burst_bytes=10_000, upload_folder=tmp_path)
+    codes = [http.post("/gradio_api/upload", files={"files": ("a.png", b"x" * 3000)}).status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    assert other_client(guard).post("/gradio_api/upload", files={"files": ("a.png", b"x" * 3000)}).status_code == 200
+    clock.now += 4
+    assert http.post("/gradio_api/upload", files={"files": ("a.png", b"x" * 3000)}).status_code == 200
+
+
+def test_uploads_stop_when_the_upload_folder_is_full(tmp_path):
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "big.bin").write_bytes(b"x" * 9000)
+    _, _, http = guarded(upload_folder=tmp_path, upload_folder_bytes=10_000)
+    r = http.post("/gradio_api/upload", files={"files": ("a.png", b"x" * 3000)})
+    assert r.status_code == 507 and "full" in r.json()["detail"]
+
+
+def test_the_folder_budget_counts_what_it_admitted_between_measures(tmp_path):
+    clock = Clock()
+    budget = FolderBudget(tmp_path, 1000, every=10, clock=clock)
+    assert asyncio.run(budget.admit(600)) and not asyncio.run(budget.admit(600))
+    clock.now += 11  # re-measured: the 600 were never written
+    assert asyncio.run(budget.admit(600))
+
+
+# ----- the app's own validation, and the tables' bounds --------------------------------------
+def test_a_json_check_answers_422_with_its_detail():
+    detail = [{"__type__": "validate", "is_valid": False, "parameter_name": "image", "message": "not a file"}]
+    _, app, http = guarded(
+        check_json=lambda path, body: ("not a file", detail) if body.get("data") == ["/etc"] else None
+    )
+    r = http.post("/gradio_api/call/attention_maps", json={"data": ["/etc"]})
+    assert r.status_code == 422 and r.json()["detail"] == detail and app.calls == []
+    assert http.post("/gradio_api/call/attention_maps", json={"data": []}).status_code == 200
+
+
+def test_buckets_and_seen_sessions_are_bounded():
+    clock = Clock()
+    b = Buckets(rate=1.0, burst=2.0, max_keys=3, clock=clock)
+    for k in "abcdef":
+        assert b.take(k) == 0.0
+    assert len(b) == 3
+    assert b.take("f") == 0.0 and b.take("f") == pytest.approx(1.0)  # wait one second for a token
+    assert b.take("g", 3.0) == float("inf")  # more than a burst is never given
+    r = Recent(2)
+    for k in "abc":
+        r.add(k)
+    assert "a" not in r and "b" in r and "c" in r and len(r) == 2
+
+
+def test_a_refusal_of_a_flood_is_held_and_a_validation_answer_is_not():
+    import time
+
+    bad = ("no", [{"__type__": "validate", "is_valid": False, "parameter_name": "image", "message": "no"}])
+    _, _, http = guarded(refusal_delay=0.3, check_json=lambda path, body: bad if body.get("data") == ["x"] else None)
+    t = time.perf_counter()
+    assert http.post(JOIN, json=join_body("x" * 100)).status_code == 400
+    assert time.perf_counter() - t >= 0.3
+    t = time.perf_counter()
+    assert http.post("/gradio_api/call/attention_maps", json={"data": ["x"]}).status_code == 422
+    assert time.perf_counter() - t < 0.3

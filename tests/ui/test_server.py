@@ -1,0 +1,135 @@
+"""Spec of attention.ui.server: the guard in front of the launched app (session ids, bodies, rates),
+and the clear refusal of a path or URL sent where an image goes, on every image-taking route."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import urllib.request
+
+import gradio as gr
+import httpx
+import pytest
+from gradio_client import Client, handle_file
+from gradio_client.exceptions import ValidationError
+
+import app
+from attention.config import SETTINGS
+from attention.ui import server, vit_live
+from tests.conftest import DIGIT
+
+
+def _live_id() -> int:
+    (cid,) = [i for i, b in app.demo.blocks.items() if getattr(b, "elem_id", None) == "vit-live"]
+    return cid
+
+
+def _open(url: str, session: str, headers: dict | None = None) -> None:
+    """A session's first request on a route other than the live one (a page's first event does this)."""
+    body = {"session_hash": session, "fn_index": 0, "event_id": "none"}
+    httpx.post(url + "gradio_api/cancel", json=body, headers=headers).raise_for_status()
+
+
+def test_launch_kwargs_give_each_launch_its_own_app_kwargs():
+    a, b = app.LAUNCH["app_kwargs"], app.LAUNCH["app_kwargs"]
+    assert a is not b and a["middleware"][0].cls.__name__ == "Guard"
+    assert {**app.LAUNCH}.keys() >= {"max_file_size", "css", "app_kwargs"}
+    off = server.LaunchKwargs(dataclasses.replace(SETTINGS, guard=False), app.demo)
+    assert off["app_kwargs"] == {"middleware": []}
+
+
+def test_session_ids_and_bodies_are_bounded_on_the_launched_app(app_url):
+    live = {"data": ["x.y", None, 0], "component_id": _live_id(), "fn_name": "live_maps"}
+    r = httpx.post(app_url + "gradio_api/component_server", json={**live, "session_hash": "x" * 1_000_000})
+    assert r.status_code == 413  # over the live route's 16 kB
+    r = httpx.post(app_url + "gradio_api/queue/join", json={"data": [], "fn_index": 0, "session_hash": "x" * 500_000})
+    assert r.status_code == 400 and "session id" in r.json()["detail"]
+    big = b"[" + b"0," * (50 << 20) + b"0]"  # 100 MB
+    r = httpx.post(app_url + "gradio_api/component_server", content=big, headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "16,384" in r.json()["detail"]
+    r = httpx.post(app_url + "gradio_api/component_server", json={**live, "session_hash": "never-seen"})
+    assert r.status_code == 403
+
+
+def test_a_non_ascii_signature_on_the_live_route_is_answered_null(app_url):
+    _open(app_url, "sig-test")
+    live = {"component_id": _live_id(), "fn_name": "live_maps", "session_hash": "sig-test"}
+    for tok in ('["a","mnist_vit","auto"].' + "é" * 32, '["a"].\ud800'):  # JSON escapes both: \u00e9, \ud800
+        body = json.dumps({**live, "data": [tok, None, 0]})
+        r = httpx.post(
+            app_url + "gradio_api/component_server", content=body, headers={"content-type": "application/json"}
+        )
+        assert r.status_code == 200 and r.json() is None
+    r = httpx.post(app_url + "gradio_api/component_server", json={**live, "fn_name": "live_base", "data": "é.é"})
+    assert r.status_code == 200 and r.json() is None
+
+
+PATHS = ["/etc/hostname", DIGIT, "http://127.0.0.1:9/x.png", "file:///etc/passwd"]
+
+
+@pytest.mark.parametrize("value", [*PATHS, handle_file("https://example.com/cat.png")])
+@pytest.mark.parametrize("api_name", ["/attention_maps", "/feature_maps", "/patch_attention"])
+def test_a_path_or_url_as_the_image_is_named_with_what_is_accepted(client, api_name, value):
+    with pytest.raises(ValidationError) as e:
+        client.predict(value, api_name=api_name)
+    msg = str(e.value)
+    assert "not a file uploaded to this server" in msg and "handle_file" in msg and "/gradio_api/upload" in msg
+
+
+@pytest.mark.parametrize("value", PATHS)
+def test_a_path_or_url_inside_a_sketch_is_named_too(app_url, value):
+    """(Over plain HTTP: gradio_client would upload a local path itself.)"""
+    sketch = {"background": None, "layers": [], "composite": {"path": value, "meta": {"_type": "gradio.FileData"}}}
+    r = httpx.post(app_url + "gradio_api/call/retrieval_sketch", json={"data": [100, 42, sketch]})
+    assert r.status_code == 422 and "not a file uploaded to this server" in r.json()["detail"][0]["message"]
+
+
+def test_a_path_over_plain_http_gets_the_message_too(app_url):
+    r = httpx.post(app_url + "gradio_api/call/attention_maps", json={"data": ["/etc/passwd"]})
+    assert r.status_code == 422 and "not a file uploaded" in r.json()["detail"][0]["message"]
+    r = httpx.post(app_url + "gradio_api/call/attention_maps", json={"data": [{"path": "../../etc/passwd"}]})
+    assert r.status_code == 422
+
+
+def test_an_uploaded_image_still_goes_through(client):
+    _sheet, _npz, info = client.predict(handle_file(DIGIT), model="mnist_vit", api_name="/attention_maps")
+    assert info["model"] == "mnist_vit"
+
+
+@pytest.fixture
+def small_app():
+    """A small Blocks with a server function and an event, launched with LaunchKwargs from tight settings:
+    3 new sessions a minute, 2 live calls a second per client."""
+    tight = dataclasses.replace(SETTINGS, new_sessions_per_min=3, live_per_s=2.0, refusal_delay=0.05)
+    with gr.Blocks() as demo:
+        box = gr.HTML("", server_functions=[vit_live.live_maps], elem_id="probe")
+        gr.Button("go").click(lambda: "ok", None, gr.Textbox(), api_name="go")
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **server.LaunchKwargs(tight, demo))
+    deadline = time.time() + 60
+    while True:
+        try:
+            urllib.request.urlopen(url + "gradio_api/info", timeout=5).read()
+            break
+        except OSError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
+    yield url, box._id
+    demo.close()
+
+
+def test_the_rates_of_new_sessions_and_live_calls_are_bounded_per_client(small_app):
+    url, cid = small_app
+    joins = [httpx.post(url + "gradio_api/call/go", json={"data": []}) for _ in range(5)]
+    assert [r.status_code for r in joins] == [200, 200, 200, 429, 429]  # each call without a session opens one
+    assert "new sessions" in joins[-1].json()["detail"] and int(joins[-1].headers["retry-after"]) >= 1
+    # another client (as a proxy names it: uvicorn trusts X-Forwarded-For from loopback) is not held back
+    other = {"X-Forwarded-For": "10.1.2.3"}
+    assert Client(url, verbose=False, headers=other).predict(api_name="/go") == "ok"
+    third = {"X-Forwarded-For": "10.1.2.4"}
+    body = {"data": ["x.y", None, 0], "component_id": cid, "fn_name": "live_maps", "session_hash": "s1"}
+    assert httpx.post(url + "gradio_api/component_server", json=body, headers=third).status_code == 403
+    _open(url, "s1", third)
+    live = [httpx.post(url + "gradio_api/component_server", json=body, headers=third).status_code for _ in range(20)]
+    assert live[:4] == [200] * 4 and live[-1] == 429  # bursts of twice 2 a second, then 2 a second
