@@ -130,7 +130,7 @@ class VideoRun:
     grid: tuple[int, int]
     gflop: float  # estimate of the whole run
     layer: int
-    query: Query
+    query: Query | None  # None: the model's own token
     threshold: float
     batch_size: int = BATCH
     max_frames: int = SETTINGS.video_max_frames
@@ -189,7 +189,7 @@ class VideoRun:
             "forwards_planned": self.forwards,
             "grid": list(self.grid),
             "layer": self.layer,
-            "query": self.query if isinstance(self.query, str) else list(self.query),
+            "query": list(self.query) if isinstance(self.query, tuple) else self.query,  # None: the model's own
             "threshold": self.threshold,
             "batch_size": self.batch_size,
             "gflop_estimate": round(self.gflop, 1),
@@ -311,7 +311,7 @@ def write_video(
 
     n = videos.write_mp4(out, pictures(), run.fps)
     if npz is not None:
-        q = (-1, -1) if isinstance(run.query, str) else run.query
+        q = run.query if isinstance(run.query, tuple) else (-1, -1)  # a token (None: the model's own): no patch
         np.savez(
             npz,
             maps=np.stack(kept["maps"]).astype(np.float32),
