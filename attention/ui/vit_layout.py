@@ -48,15 +48,15 @@ class ViTTab:
 
     def __init__(self, s: Startup, vit_pass: Callable, fit: Callable):
         gr.Markdown(
-            "Every head's attention from the **query token** (the CLS token, or any patch you click) over the "
-            "image. Layer, head, view, threshold, opacity and colours reuse your last forward pass: they answer "
-            "at once. Upload an image or pick an example below.",
+            "Every head's attention from the **query token** (CLS, or any patch you click) over the image. "
+            "Layer, head, view and colours reuse your last forward pass: they answer at once. Upload an image or "
+            "pick an example below.",
             elem_id="vit-intro",
         )
         if s.notice:
             gr.HTML(
                 f'<div style="border:1px solid #e0b000;background:#fff8e1;color:#5d4300;border-radius:6px;'
-                f'padding:8px 12px">⚠️ {s.notice}</div>',
+                f'line-height:1.35;padding:4px 10px">⚠️ {s.notice}</div>',
                 elem_id="vit-notice",
             )
         self.state = gr.State(None, time_to_live=1800)
