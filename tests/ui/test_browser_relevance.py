@@ -41,6 +41,7 @@ def test_why_this_class_on_a_digit(page, app_url):
     page.locator("#vit-rel-rule").get_by_text("grad-rollout").click()
     page.locator("#vit-rel-caption").get_by_text("vit-explain").wait_for()
 
+    page.get_by_text("Compare with a second model").click()  # the compare panel is folded at first
     pick = page.locator("#vit-compare input")  # a second classifier in the compare panel: its relevance too
     pick.fill("mnist_vit")
     pick.press("Enter")

@@ -208,7 +208,7 @@ def test_the_feature_views_open_and_follow_the_query(page):
     assert feats.locator("img").count() == 3
     feats.get_by_text("PCA of layer 3").wait_for()
     click_image_at(page, "#vit-query-image img", 0.5, 0.5)  # patch (3, 3) of the 7x7 digit grid
-    feats.get_by_text("similarity to patch (3, 3)").wait_for()
+    feats.get_by_text("similarity to patch (row 3, col 3)").wait_for()  # the query vocabulary's label
     assert page.get_by_test_id("toast-body").count() == 0
     screenshot(page, "vit_features")
 
