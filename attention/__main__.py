@@ -151,30 +151,36 @@ def write_outputs(res, out: Path, *, threshold: float, cmap: str) -> None:
 
 
 def maps(args) -> int:
-    from tqdm.auto import tqdm
-
     from attention.vit.extract import attention_maps
     from attention.vit.models import load_vit
 
-    try:
-        model = load_vit(args.model)
-        query = _query(args.query)
-    except AttentionError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    failed = 0
+    model = load_vit(args.model)
+    query = _query(args.query)
     stems: dict[str, int] = {}
-    for path in tqdm(args.images, desc="images", unit="img", disable=len(args.images) < 2):
+
+    def one(path: Path) -> str:
+        res = attention_maps(model, path, layer=args.layer, query=query, resolution=args.resolution)
+        n = stems[path.stem] = stems.get(path.stem, 0) + 1
+        out = args.out / (path.stem if n == 1 else f"{path.stem}_{n}")
+        write_outputs(res, out, threshold=args.threshold, cmap=args.cmap)
+        return f"{res.maps.shape[0]} heads, grid {res.grid[0]}x{res.grid[1]} -> {out}/"
+
+    return _each_image(args.images, args.out, one)
+
+
+def _each_image(images: list[Path], out: Path, one) -> int:
+    """`one(path)` for each image, printing the line it returns; a bad file (AttentionError) gets one
+    line and the others are still done. Returns the exit status: 0, or 1 when any file was skipped."""
+    from tqdm.auto import tqdm
+
+    failed = 0
+    for path in tqdm(images, desc="images", unit="img", disable=len(images) < 2):
         try:
-            res = attention_maps(model, path, layer=args.layer, query=query, resolution=args.resolution)
-            n = stems[path.stem] = stems.get(path.stem, 0) + 1
-            out = args.out / (path.stem if n == 1 else f"{path.stem}_{n}")
-            write_outputs(res, out, threshold=args.threshold, cmap=args.cmap)
-            tqdm.write(f"{path}: {res.maps.shape[0]} heads, grid {res.grid[0]}x{res.grid[1]} -> {out}/")
+            tqdm.write(f"{path}: {one(path)}")
         except AttentionError as e:
             failed += 1
             tqdm.write(f"{path}: skipped: {e}", file=sys.stderr)
-    print(f"{len(args.images) - failed} of {len(args.images)} images written to {args.out}/")
+    print(f"{len(images) - failed} of {len(images)} images written to {out}/")
     return 1 if failed else 0
 
 
@@ -187,32 +193,24 @@ def features(args) -> int:
     from attention.vit.modelview import model_view
     from attention.vit.session import get_pass
 
-    try:
-        query = _query(args.query)
-        check_pca_style(args.pca)
-    except AttentionError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    failed = 0
-    for path in args.images:
-        try:
-            p = get_pass(path, args.model, args.resolution)
-            tiles, arrays = feature_pictures(
-                p, query, args.layer, cmap=args.cmap, background=args.pca_background, pca_style=args.pca
-            )
-            out = args.out / path.stem
-            out.mkdir(parents=True, exist_ok=True)
-            for t in tiles:
-                (out / f"{t.name}.png").write_bytes(png_bytes(t.image))
-            (out / "model_view.png").write_bytes(png_bytes(model_view(p, query, cmap=args.cmap)))
-            res = p.at(query, args.layer)
-            np.savez(out / "features.npz", **arrays, image=np.asarray(res.image), grid=np.array(res.grid))
-            print(f"{path}: layer {res.layer}, grid {res.grid[0]}x{res.grid[1]} -> {out}/")
-        except AttentionError as e:
-            failed += 1
-            print(f"{path}: skipped: {e}", file=sys.stderr)
-    print(f"{len(args.images) - failed} of {len(args.images)} images written to {args.out}/")
-    return 1 if failed else 0
+    query = _query(args.query)
+    check_pca_style(args.pca)
+
+    def one(path: Path) -> str:
+        p = get_pass(path, args.model, args.resolution)
+        tiles, arrays = feature_pictures(
+            p, query, args.layer, cmap=args.cmap, background=args.pca_background, pca_style=args.pca
+        )
+        out = args.out / path.stem
+        out.mkdir(parents=True, exist_ok=True)
+        for t in tiles:
+            (out / f"{t.name}.png").write_bytes(png_bytes(t.image))
+        (out / "model_view.png").write_bytes(png_bytes(model_view(p, query, cmap=args.cmap)))
+        res = p.at(query, args.layer)
+        np.savez(out / "features.npz", **arrays, image=np.asarray(res.image), grid=np.array(res.grid))
+        return f"layer {res.layer}, grid {res.grid[0]}x{res.grid[1]} -> {out}/"
+
+    return _each_image(args.images, args.out, one)
 
 
 def relevance(args) -> int:
@@ -223,62 +221,50 @@ def relevance(args) -> int:
     from attention.vit.relevance import check_classifier, relevance
     from attention.vit.relevance.views import write_answer
 
-    try:
-        model = load_vit(args.model)
-        check_classifier(model)
-    except AttentionError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    failed = 0
-    for path in args.images:
-        try:
-            rel = relevance(model, path, args.target, resolution=args.resolution, discard_ratio=args.discard_ratio)
-            pic, npz, info = write_answer(rel, model=args.model, cmap=args.cmap)
-            out = args.out / path.stem
-            out.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(pic, out / "relevance.png")
-            shutil.copyfile(npz, out / "relevance.npz")
-            (out / "relevance.json").write_text(json.dumps(info, indent=2) + "\n")
-            top = ", ".join(f"{n.split(',')[0]} {p:.1%}" for _, n, p in rel.top(3))
-            print(f"{path}: why {info['target']['name']!r}? top: {top} -> {out}/")
-        except AttentionError as e:
-            failed += 1
-            print(f"{path}: skipped: {e}", file=sys.stderr)
-    print(f"{len(args.images) - failed} of {len(args.images)} images written to {args.out}/")
-    return 1 if failed else 0
+    model = load_vit(args.model)
+    check_classifier(model)
+
+    def one(path: Path) -> str:
+        rel = relevance(model, path, args.target, resolution=args.resolution, discard_ratio=args.discard_ratio)
+        pic, npz, info = write_answer(rel, model=args.model, cmap=args.cmap)
+        out = args.out / path.stem
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(pic, out / "relevance.png")
+        shutil.copyfile(npz, out / "relevance.npz")
+        (out / "relevance.json").write_text(json.dumps(info, indent=2) + "\n")
+        top = ", ".join(f"{n.split(',')[0]} {p:.1%}" for _, n, p in rel.top(3))
+        return f"why {info['target']['name']!r}? top: {top} -> {out}/"
+
+    return _each_image(args.images, args.out, one)
 
 
 def extract(args) -> int:
+    import torch
+
     from attention.dataset import extract as run
     from attention.dataset import open_source
     from attention.dataset.run import dist_env
     from attention.vit.models import load_vit
 
     rank, _, local = dist_env()
-    try:
-        source = open_source(args.source, split=args.split, image_column=args.image_column)
-        import torch
-
-        device = f"cuda:{local}" if torch.cuda.is_available() else "cpu"
-        model = load_vit(args.model, device=device)
-        summary = run(
-            source,
-            model,
-            args.out,
-            model_name=args.model,
-            layer=args.layer,
-            resolution=args.resolution,
-            threshold=args.threshold,
-            buckets=args.buckets,
-            pca=args.pca,
-            batch_size=args.batch_size,
-            shard_size=args.shard_size,
-            workers=args.workers,
-            progress=not args.no_progress,
-        )
-    except AttentionError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    source = open_source(args.source, split=args.split, image_column=args.image_column)
+    device = f"cuda:{local}" if torch.cuda.is_available() else "cpu"
+    model = load_vit(args.model, device=device)
+    summary = run(
+        source,
+        model,
+        args.out,
+        model_name=args.model,
+        layer=args.layer,
+        resolution=args.resolution,
+        threshold=args.threshold,
+        buckets=args.buckets,
+        pca=args.pca,
+        batch_size=args.batch_size,
+        shard_size=args.shard_size,
+        workers=args.workers,
+        progress=not args.no_progress,
+    )
     if rank == 0:
         print(summary.text())
     return 0
@@ -322,9 +308,6 @@ def video(args) -> int:
             side_by_side=args.side_by_side,
             npz=args.npz,
         )
-    except AttentionError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     finally:
         for b in bars:
             b.close()
@@ -336,14 +319,13 @@ def video(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    try:
+    commands = {"maps": maps, "features": features, "relevance": relevance, "extract": extract, "video": video}
+    try:  # what stops a whole command (a model, a checkpoint, a source, an option): one line, exit status 2
         args.model = use_checkpoint(args.weights, args.arch, args.checkpoint_key, args.family) or args.model
+        return commands[args.command](args)
     except AttentionError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return {"maps": maps, "features": features, "relevance": relevance, "extract": extract, "video": video}[
-        args.command
-    ](args)
 
 
 if __name__ == "__main__":

@@ -132,7 +132,8 @@ DEFAULT_MODEL = "dino_vits16"
 OFFLINE_MODEL = "mnist_vit"
 
 _cache: OrderedDict[tuple[str, str, str], torch.nn.Module] = OrderedDict()  # least recently used first
-_lock = threading.Lock()
+_lock = threading.Lock()  # guards _cache and _loading; held only for look-ups, never during a load
+_loading: dict[tuple[str, str, str], threading.Lock] = {}  # key -> the lock of its load in progress
 
 
 def default_device() -> torch.device:
@@ -286,20 +287,39 @@ def load_vit(
     device = torch.device(device) if device is not None else default_device()
     dtype = dtype or default_dtype(device)
     key = (_cache_name(timm_name, spec), str(device), str(dtype))
-    with _lock:  # one load per key, even when two visitors ask at once
-        if key not in _cache:
-            model = _load(timm_name, spec)
-            family = FAMILIES[spec.family if spec else family_of(timm_name)]
-            auto = spec.resolution if spec else family.resolution
-            if auto:
-                model.auto_resolution = auto
-            model.alias, model.crop_rule = spec.alias if spec else timm_name, family.crop
-            model = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
-            _cache[key] = posembed.install(model, family.pos_embed)
+    with _lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+        loading = _loading.setdefault(key, threading.Lock())
+    with loading:  # one load per key, even when two visitors ask at once; other keys load meanwhile
+        with _lock:
+            if key in _cache:
+                _cache.move_to_end(key)
+                return _cache[key]
+        try:
+            model = _build(timm_name, spec, device, dtype)
+        finally:
+            with _lock:
+                _loading.pop(key, None)
+        with _lock:
+            _cache[key] = model
             while len(_cache) > max(1, SETTINGS.max_models):
                 _cache.popitem(last=False)
-        _cache.move_to_end(key)
-        return _cache[key]
+            return model
+
+
+def _build(timm_name: str, spec: ModelSpec | None, device: torch.device, dtype: torch.dtype) -> torch.nn.Module:
+    """The model of `timm_name` loaded (`_load`) and set up to serve: its family's crop and position
+    embeddings, its "auto" resolution, on `device` in `dtype`, in eval mode without gradients."""
+    model = _load(timm_name, spec)
+    rule = FAMILIES[spec.family if spec else family_of(timm_name)]
+    auto = spec.resolution if spec else rule.resolution
+    if auto:
+        model.auto_resolution = auto
+    model.alias, model.crop_rule = spec.alias if spec else timm_name, rule.crop
+    model = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+    return posembed.install(model, rule.pos_embed)
 
 
 def _load(timm_name: str, spec: ModelSpec | None) -> torch.nn.Module:

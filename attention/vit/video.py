@@ -34,6 +34,7 @@ from attention.render import colormap, mask_overlay, masks_figure, overlay, upsa
 from attention.vit.batch import BatchMaps, Preprocess, batch_maps
 from attention.vit.cost import forward_gflop, largest_resolution
 from attention.vit.extract import Query, _layer_index, norm_query, token_index
+from attention.vit.query import default as default_query
 from attention.vit.query import prefix_tokens
 
 Progress = Callable[[float, str], None]  # (fraction 0..1, description)
@@ -130,7 +131,7 @@ class VideoRun:
     grid: tuple[int, int]
     gflop: float  # estimate of the whole run
     layer: int
-    query: Query | None  # None: the model's own token
+    query: Query
     threshold: float
     batch_size: int = BATCH
     max_frames: int = SETTINGS.video_max_frames
@@ -189,7 +190,7 @@ class VideoRun:
             "forwards_planned": self.forwards,
             "grid": list(self.grid),
             "layer": self.layer,
-            "query": list(self.query) if isinstance(self.query, tuple) else self.query,  # None: the model's own
+            "query": self.query if isinstance(self.query, str) else list(self.query),
             "threshold": self.threshold,
             "batch_size": self.batch_size,
             "gflop_estimate": round(self.gflop, 1),
@@ -240,8 +241,10 @@ def attention_video(
     grid = (ch // patch, cw // patch)
     n_layers = len(model.blocks)
     layer = _layer_index(layer, n_layers)
+    names = prefix_tokens(model)
     query = norm_query(query)
-    token_index(query, grid, model.num_prefix_tokens, prefix_tokens(model))  # off the grid or not a token: now
+    query = default_query(names, grid) if query is None else query  # None: the model's own token (or centre)
+    token_index(query, grid, model.num_prefix_tokens, names)  # off the grid or not a token: InputError now
     frames = videos.planned_frames(info, rate, seconds)
     length = frames / float(rate)
     forwards = min(frames, max(1, math.ceil(length * float(info.fps) - 1e-9)))
@@ -311,7 +314,7 @@ def write_video(
 
     n = videos.write_mp4(out, pictures(), run.fps)
     if npz is not None:
-        q = run.query if isinstance(run.query, tuple) else (-1, -1)  # a token (None: the model's own): no patch
+        q = (-1, -1) if isinstance(run.query, str) else run.query  # a token (CLS, pool, a register): -1, -1
         np.savez(
             npz,
             maps=np.stack(kept["maps"]).astype(np.float32),

@@ -261,3 +261,33 @@ def test_family_resampling_is_thread_safe_on_one_shared_model():
         together = list(pool.map(lambda im: attention_maps(model, im, resolution=None).weights, images))
     for a, b in zip(solo, together):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_slow_load_stalls_no_other_model_and_each_model_loads_once(monkeypatch):
+    """A cold load (a download, say) holds only its own key: a model already resident answers, and
+    another model loads, meanwhile; eight threads asking for the slow one at once load it once."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from attention.vit import models
+
+    release, loads = threading.Event(), []
+    real = models._load
+
+    def load(timm_name, spec):
+        loads.append(spec.alias if spec else timm_name)
+        if loads.count("dino_vits16") and spec is not None and spec.alias == "dino_vits16":
+            assert release.wait(30), "the slow load was never released"
+            return real("vit_tiny", REGISTRY["mnist_vit"])  # stands in for the download (offline here)
+        return real(timm_name, spec)
+
+    monkeypatch.setattr(models, "_load", load)
+    monkeypatch.setattr(models, "_cache", type(models._cache)())
+    with ThreadPoolExecutor(9) as pool:
+        slow = [pool.submit(load_vit, "dino_vits16", "cpu") for _ in range(8)]
+        other = pool.submit(load_vit, "mnist_vit", "cpu").result(timeout=30)  # not behind the slow load
+        assert not any(f.done() for f in slow)
+        assert load_vit("mnist_vit", "cpu") is other  # resident: answered at once
+        release.set()
+        got = {id(f.result(timeout=30)) for f in slow}
+    assert len(got) == 1 and loads.count("dino_vits16") == 1
