@@ -191,7 +191,7 @@ class ViTTab:
         with gr.Row(equal_height=False, elem_id="vit-query-row"):
             self.qrow = number(None, label="Query row", precision=0, min_width=70, elem_id="vit-qrow")
             self.qcol = number(None, label="Query col", precision=0, min_width=70, elem_id="vit-qcol")
-            self.cls_btn = gr.Button("Back to CLS", size="sm", min_width=90, elem_id="vit-cls")
+            self.cls_btn = gr.Button("Back to the model's token", size="sm", min_width=90, elem_id="vit-cls")
 
     def _panels(self) -> None:
         with gr.Accordion(
