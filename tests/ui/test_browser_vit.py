@@ -61,6 +61,15 @@ def test_digit_example_click_a_patch_then_rollout(page):
     pick.press("Enter")
     page.locator("#vit-compare-details").get_by_text("mnist_vit").wait_for()
     page.locator("#vit-cmp-img img").wait_for()  # the second model's large map beside the main one
+    page.wait_for_function(  # both pictures decoded and the panel laid out (it grows as they arrive)
+        """() => {
+            const [a, b] = ['#vit-cmp-main img', '#vit-cmp-img img'].map(s => document.querySelector(s));
+            if (!a || !b || !a.complete || !b.complete || !a.naturalWidth || !b.naturalWidth) return false;
+            const [ra, rb] = [a, b].map(e => e.getBoundingClientRect());
+            return Math.abs(ra.top - rb.top) < 2;
+        }""",
+        timeout=15_000,
+    )
     main, second = (page.locator(f"{s} img").bounding_box() for s in ("#vit-cmp-main", "#vit-cmp-img"))
     assert abs(main["width"] - second["width"]) < 2 and abs(main["y"] - second["y"]) < 2  # side by side, same size
     for which, name in (("#vit-cmp-main", "Main model: mnist_vit"), ("#vit-cmp-img", "Second model: mnist_vit")):
