@@ -10,7 +10,8 @@ Knows nothing of Gradio: `app.py` is one user of it, the command line
     rel = attention.relevance(model, image, target=None)  # classifiers: why this class? (Chefer et al.)
     for f in attention.attention_video(model, "examples/videos/digits.mp4"):   # f.maps, f.mean, f.masks per frame
         ...
-    steps = attention.attend(Q, K, V, heads=2, mask="causal")  # steps.weights: (heads, n, m)
+    s = attention.calculator.Settings(heads=2, mask_mode="causal")
+    steps = attention.attend(Q, K, V, s)  # steps.weights: (heads, n, m)
 
 One subpackage per feature over a small shared core:
 

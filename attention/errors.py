@@ -7,6 +7,9 @@ always names what was wrong and what is accepted.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 def html_text(text: object) -> str:
     """`text` as HTML element content that shows exactly the characters given: `&` and `<` become
@@ -24,6 +27,28 @@ class AttentionError(Exception):
 
 class InputError(AttentionError, ValueError):
     """An argument is malformed or out of range (the message says what is accepted)."""
+
+
+class FieldError(InputError):
+    """An InputError that names the inputs at fault in `fields`, as a form names them: matrices ("Q",
+    "K", "V", "X", "W_q", "W_k", "W_v", "W_o") or the calculator's settings ("heads", "scale", "mask",
+    "dropout", "seed"), so a form can outline exactly those."""
+
+    def __init__(self, message: str, fields: tuple[str, ...]):
+        super().__init__(message)
+        self.fields = fields
+
+
+@contextmanager
+def blame(*fields: str) -> Iterator[None]:
+    """Re-raise an InputError raised inside as a FieldError naming `fields` (same message);
+    a FieldError passes unchanged."""
+    try:
+        yield
+    except FieldError:
+        raise
+    except InputError as e:
+        raise FieldError(str(e), fields) from None
 
 
 class ImageError(InputError):

@@ -1,11 +1,11 @@
-"""The calculator's form: what a visitor sets, as settings for `report.compute`, and back.
+"""The calculator's form: what a visitor sets, as a `Settings` for `report.compute`, and back.
 
-The form shows human labels ("1/√d_head", "causal", ...); `run_form` turns them into the
-keys `run` takes and picks the matrices the chosen mode needs. `preset_form` gives the
-values a preset puts in the form. `readable` and `custom_mask_start` help the form carry
-values over between its text and table editors and start a custom mask from the causal one;
-`diagnose` names the inputs to mark when a calculation fails.
-Matrices in the form are text, table rows (lists of cells) or arrays (rows, cols).
+The form shows human labels ("1/√d_head", "causal", ...); `read_settings` turns the form's
+settings into one `Settings` (checked there), `run_form` picks the matrices the chosen mode
+needs and computes. `preset_form` gives the values a preset puts in the form. `readable`
+and `custom_mask_start` help the form carry values over between its text and table editors
+and start a custom mask from the causal one; `diagnose` names the inputs to mark when a
+calculation fails. Matrices in the form are text, table rows (lists of cells) or arrays (rows, cols).
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ import numpy as np
 from attention.calculator.matrices import format_cells, format_matrix, parse_matrix
 from attention.calculator.presets import Preset
 from attention.calculator.report import DIRECT, FROM_X, Result, compute
-from attention.calculator.steps import FieldError, causal_mask
-from attention.errors import AttentionError, InputError
+from attention.calculator.settings import Settings, causal_mask
+from attention.errors import AttentionError, FieldError, InputError, blame
 
 MODE_LABELS = {"Q, K, V directly": DIRECT, "From X: Q = X W_q, K = X W_k, V = X W_v": FROM_X}
 SCALE_LABELS = {"1/√d_head": "default", "none (1)": "none", "custom": "custom"}
 MASK_LABELS = {"none": "none", "causal": "causal", "custom 0/1": "custom"}
+# Settings' fields the form shows as labels -> (labels, the setting named in errors)
+LABELLED = {"scale_mode": (SCALE_LABELS, "scale"), "mask_mode": (MASK_LABELS, "mask")}
 MATRICES = {DIRECT: ("Q", "K", "V"), FROM_X: ("X", "W_q", "W_k", "W_v", "W_o")}  # W_o is optional
 MODE_ABOUT = {  # what a mode computes, shown instead of a preset's description written for the other mode
     DIRECT: "Your own Q (n x d), K (m x d) and V (m x d_v): each query scores every key, softmax turns each "
@@ -50,39 +52,40 @@ def needed(mode_label: str, use_wo: bool = False) -> tuple[str, ...]:
     return names if mode == DIRECT else names[:4] + (("W_o",) if use_wo else ())
 
 
-def run_form(
-    matrices: Mapping[str, object],
-    *,
-    mode_label: str,
-    use_wo: bool = False,
-    heads: float = 1,
-    scale_label: str = "1/√d_head",
-    scale: float = 1.0,
-    mask_label: str = "none",
-    mask: object = "",
-    dropout: float = 0.0,
-    seed: float = 0,
-) -> Result:
-    """`run` with the form's labels: `matrices` (name -> text, table rows or array) may hold every
-    editor's value; only those `needed(mode_label, use_wo)` are read."""
-    return compute(
-        {n: matrices[n] for n in needed(mode_label, use_wo)},
-        mode=MODE_LABELS[mode_label],
-        heads=heads,
-        scale_mode=_key(SCALE_LABELS, scale_label, "scale"),
-        scale=scale,
-        mask_mode=_key(MASK_LABELS, mask_label, "mask"),
-        mask=mask,
-        dropout=dropout,
-        seed=seed,
-    )
+def read_settings(values: Mapping[str, object]) -> Settings:
+    """The form's settings as one `Settings`: `values` maps Settings' fields (heads, scale_mode, scale,
+    mask_mode, mask, dropout, seed) to what the form holds, the two modes as their labels (SCALE_LABELS,
+    MASK_LABELS); a field left out takes Settings' default. A bad value raises FieldError naming it."""
+    v = dict(values)
+    for k, (labels, what) in LABELLED.items():
+        if k in v:
+            with blame(what):
+                v[k] = _key(labels, v[k], what)
+    return Settings(**v)
 
 
-def diagnose(matrices: Mapping[str, object], **settings: object) -> tuple[str, tuple[str, ...]]:
-    """Why `run_form(matrices, **settings)` fails: its message and the inputs to blame, matrix names
-    ("Q", "W_k", ...) or settings ("heads", "scale", "mask", "dropout", "seed"); ("", ()) when it runs."""
+def form_values(s: Settings) -> dict[str, object]:
+    """The inverse of `read_settings`: Settings' fields -> what the form shows (labels, the mask as text)."""
+    shown = {k: _label(labels, getattr(s, k)) for k, (labels, _) in LABELLED.items()}
+    mask = "" if s.mask is None else format_matrix(np.asarray(s.mask, dtype=float))
+    return {"heads": s.heads, "scale": s.scale, "dropout": s.dropout, "seed": s.seed, **shown, "mask": mask}
+
+
+def run_form(matrices: Mapping[str, object], mode_label: str, settings: Settings, use_wo: bool = False) -> Result:
+    """`compute` in the mode a form's label names: `matrices` (name -> text, table rows or array) may
+    hold every editor's value; only those `needed(mode_label, use_wo)` are read."""
+    mode = _key(MODE_LABELS, mode_label, "mode")
+    return compute({n: matrices[n] for n in needed(mode_label, use_wo)}, settings, mode=mode)
+
+
+def diagnose(
+    matrices: Mapping[str, object], mode_label: str, values: Mapping[str, object], use_wo: bool = False
+) -> tuple[str, tuple[str, ...]]:
+    """Why `run_form(matrices, mode_label, read_settings(values), use_wo)` fails: its message and the
+    inputs to blame, matrix names ("Q", "W_k", ...) or settings ("heads", "scale", "mask", "dropout",
+    "seed"); ("", ()) when it runs."""
     try:
-        run_form(matrices, **settings)
+        run_form(matrices, mode_label, read_settings(values), use_wo)
     except FieldError as e:
         return str(e), e.fields
     except AttentionError as e:
@@ -97,19 +100,14 @@ def table(a: np.ndarray) -> dict[str, list]:
 
 
 def preset_form(p: Preset) -> dict[str, object]:
-    """The form's values for a preset: description, mode_label, heads, scale_label, scale, mask_label,
-    mask (text, blank when none), dropout (0), use_wo, and matrices (name -> array (rows, cols))."""
+    """The form's values for a preset: description, mode_label, use_wo, matrices (name -> array
+    (rows, cols)) and settings (`form_values` of the preset's settings)."""
     return {
         "description": p.description,
         "mode_label": _label(MODE_LABELS, p.mode),
-        "heads": p.heads,
-        "scale_label": _label(SCALE_LABELS, p.scale_mode),
-        "scale": p.scale,
-        "mask_label": _label(MASK_LABELS, p.mask_mode),
-        "mask": "" if p.mask is None else format_matrix(p.mask),
-        "dropout": 0.0,
         "use_wo": "W_o" in p.matrices,
         "matrices": dict(p.matrices),
+        "settings": form_values(p.settings),
     }
 
 

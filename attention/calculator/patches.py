@@ -19,6 +19,7 @@ import numpy as np
 from PIL import Image
 
 from attention.calculator.plots import captioned, grid_lines, heatmaps
+from attention.calculator.settings import Settings
 from attention.calculator.steps import Steps, attend
 from attention.errors import ImageError, InputError, check_int
 from attention.images import ImageSource, load_image
@@ -114,7 +115,7 @@ def patch_attention(image: ImageSource, patch: int = 16, heads: int = 2, seed: i
     dk = int(heads) * D_HEAD
     w_q, w_k, w_v = (rng.normal(0.0, 1.0 / np.sqrt(d), (d, dk)) for _ in range(3))
     q, k, v = tokens @ w_q, tokens @ w_k, tokens @ w_v
-    steps = attend(q, k, v, heads=int(heads), max_size=None)
+    steps = attend(q, k, v, Settings(heads=heads), max_size=None)
     return PatchAttention(
         img, patch, (img.shape[0] // patch, img.shape[1] // patch), patches, pos, tokens, q, k, v, steps
     )

@@ -6,24 +6,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from attention.calculator.settings import Settings
+
 
 @dataclass(frozen=True)
 class Preset:
     """Inputs for `attend` (mode "direct": Q, K, V) or `attend_from_x` (mode "x": X, W_q, W_k, W_v, W_o).
 
-    matrices: name -> float64 array; scale_mode: "default" (1/sqrt(d_head)), "none" or
-    "custom" with `scale`; mask_mode: "none", "causal" or "custom" with `mask` (n, m) 0/1.
+    matrices: name -> float64 array; settings: heads, scale, mask, dropout and seed.
     """
 
     name: str
     description: str
     mode: str
     matrices: dict[str, np.ndarray]
-    heads: int = 1
-    scale_mode: str = "default"
-    scale: float = 1.0
-    mask_mode: str = "none"
-    mask: np.ndarray | None = field(default=None)
+    settings: Settings = field(default_factory=Settings)
 
 
 def _binary_lookup() -> Preset:
@@ -54,7 +51,7 @@ def _bag_of_words() -> Preset:
             "K": np.arange(2 * n, dtype=float).reshape(n, 2) % 3,
             "V": np.array([[6, 0], [0, 6], [3, 3], [9, 0], [0, 3]], dtype=float),
         },
-        mask_mode="causal",
+        Settings(mask_mode="causal"),
     )
 
 
@@ -88,7 +85,7 @@ def _two_heads(seed: int = 1) -> Preset:
         "are put side by side (4 x 4) and multiplied by W_o. Verified against torch.nn.MultiheadAttention.",
         "x",
         {"X": x, **w},
-        heads=2,
+        Settings(heads=2),
     )
 
 

@@ -1,11 +1,11 @@
 """The calculator as a user or an API caller drives it: text in; JSON and an HTML report out.
 
-`compute` reads matrices (text, table rows or arrays), resolves the scale and mask settings,
-computes the steps and checks them against PyTorch. `to_json` gives JSON-friendly data
-(-inf as null); `to_html` a self-contained report: per step its formula, and per head a
-heatmap and, for matrices of at most TABLE_MAX rows and columns, a table (bigger ones are
-heatmaps only: their tables would cost seconds and megabytes; every value is in `to_json`).
-`report` gives what the calculator tab shows: checks, notes and the HTML.
+`compute` reads matrices (text, table rows or arrays), computes the steps with one `Settings`
+and checks them against PyTorch. `to_json` gives JSON-friendly data (-inf as null); `to_html`
+a self-contained report: per step its formula, and per head a heatmap and, for matrices of at
+most TABLE_MAX rows and columns, a table (bigger ones are heatmaps only: their tables would
+cost seconds and megabytes; every value is in `to_json`). `report` gives what the calculator
+tab shows: checks, notes and the HTML.
 """
 
 from __future__ import annotations
@@ -18,16 +18,14 @@ from importlib import resources
 
 import numpy as np
 
-from attention.calculator.matrices import MAX_SIZE, format_number, parse_matrix
+from attention.calculator.matrices import format_number, parse_matrix
 from attention.calculator.plots import heatmap
 from attention.calculator.reference import Check, check_mha, check_sdpa
-from attention.calculator.steps import FieldError, ProjectedSteps, Steps, attend, attend_from_x, blame
-from attention.errors import InputError, check_int, check_number, html_text
+from attention.calculator.settings import Settings
+from attention.calculator.steps import ProjectedSteps, Steps, attend, attend_from_x
+from attention.errors import InputError, blame, html_text
 from attention.render import png_bytes
 
-MAX_SCALE = 1e6  # a custom scale's magnitude
-SCALE_MODES = ("default", "none", "custom")  # 1/sqrt(d_head), 1, the given number
-MASK_MODES = ("none", "causal", "custom")  # custom: an n x m 0/1 matrix, 1 = may attend
 DIRECT, FROM_X = "direct", "x"
 TABLE_MAX = 16  # matrices with more rows or columns are shown as heatmaps only
 
@@ -50,52 +48,14 @@ def _blank(value) -> bool:
     return all(c is None or str(c).strip() == "" for r in rows for c in (r if isinstance(r, (list, tuple)) else [r]))
 
 
-def compute(
-    matrices: dict,
-    *,
-    mode: str = DIRECT,
-    heads: float = 1,
-    scale_mode: str = "default",
-    scale: float = 1.0,
-    mask_mode: str = "none",
-    mask=None,
-    dropout: float = 0.0,
-    seed: float = 0,
-) -> Result:
-    """Compute attention from `matrices` (name -> text, table rows or array).
+def compute(matrices: dict, settings: Settings = Settings(), *, mode: str = DIRECT) -> Result:
+    """Compute attention from `matrices` (name -> text, table rows or array) with `settings`.
 
     mode "direct": Q, K, V; mode "x": X, W_q, W_k, W_v and optional W_o (blank = none).
-    scale_mode: "default" (1/sqrt(d_head)), "none" (1) or "custom" (`scale`);
-    mask_mode: "none", "causal" or "custom" (`mask`, an n x m 0/1 matrix).
-    A bad matrix or setting raises `FieldError` (an InputError) naming the inputs at fault.
+    A bad matrix raises `FieldError` (an InputError) naming the inputs at fault.
     """
     if mode not in (DIRECT, FROM_X):
         raise InputError(f"mode '{mode}' is not known; use 'direct' (Q, K, V) or 'x' (X and weights)")
-    if scale_mode not in SCALE_MODES:
-        raise InputError(f"scale mode '{scale_mode}' is not known; use one of {', '.join(SCALE_MODES)}")
-    if mask_mode not in MASK_MODES:
-        raise InputError(f"mask mode '{mask_mode}' is not known; use one of {', '.join(MASK_MODES)}")
-    with blame("heads"):
-        heads = check_int(heads, "heads", 1, MAX_SIZE)  # heads split d, which is at most MAX_SIZE
-    with blame("seed"):
-        seed = check_int(seed, "the dropout seed", 0, 2**31 - 1)
-    if scale_mode == "custom" and scale is None:
-        raise FieldError("the custom scale is empty; enter a number such as 0.5", ("scale",))
-    if scale_mode == "custom":
-        with blame("scale"):
-            scale = check_number(scale, "the custom scale", -MAX_SCALE, MAX_SCALE)
-    with blame("dropout"):
-        dropout = check_number(dropout or 0.0, "the dropout", 0, 1, below_hi=True)
-    opts = dict(
-        heads=heads,
-        scale={"default": None, "none": 1.0, "custom": scale}[scale_mode],
-        mask={"none": None, "causal": "causal", "custom": None}[mask_mode],
-        dropout=dropout,
-        seed=seed,
-    )
-    if mask_mode == "custom":
-        with blame("mask"):
-            opts["mask"] = parse_matrix(mask, "mask")
     names = ("Q", "K", "V") if mode == DIRECT else ("X", "W_q", "W_k", "W_v")
     missing = [n for n in names if n not in matrices]
     if missing:
@@ -105,12 +65,12 @@ def compute(
         with blame(n):
             m.append(parse_matrix(matrices[n], n))
     if mode == DIRECT:
-        steps = attend(*m, **opts)
+        steps = attend(*m, settings)
         return Result(steps, None, (check_sdpa(steps),))
     w_o = matrices.get("W_o")
     with blame("W_o"):
         w_o = None if _blank(w_o) else parse_matrix(w_o, "W_o")
-    p = attend_from_x(*m, w_o, **opts)
+    p = attend_from_x(*m, w_o, settings)
     return Result(p.attention, p, (check_sdpa(p.attention), check_mha(p)))
 
 

@@ -7,47 +7,26 @@
     output  = concat_h(weights_h V_h)        (n, d_v)
 
 Heads split the columns of Q, K (d) and V (d_v) evenly: head h uses columns
-h*d/heads .. (h+1)*d/heads - 1, as torch.nn.MultiheadAttention does. A mask is
-None, "causal" (query i sees keys 0..i, like torch's is_causal) or an (n, m) 0/1
-array where 1 means "may attend" (torch's boolean attn_mask convention).
+h*d/heads .. (h+1)*d/heads - 1, as torch.nn.MultiheadAttention does. Heads, scale, mask
+(none, causal: query i sees keys 0..i like torch's is_causal, or an (n, m) 0/1 matrix where
+1 means "may attend", torch's boolean attn_mask convention), dropout and seed come as one
+`Settings` (attention.calculator.settings), checked when it was built.
 
 Every array is float64. Bad input raises `InputError` naming the shapes and the rule;
-inputs that do not fit together raise its subclass `FieldError`, whose `fields` name the
-inputs involved as a form would ("Q", "W_k", "heads", "mask"); `blame` tags other errors so.
+inputs that do not fit together raise its subclass `FieldError` (attention.errors), whose
+`fields` name the inputs involved as a form would ("Q", "W_k", "heads", "mask").
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from attention.calculator.arithmetic import FLOAT64_MAX, WIDE, core, wide_core
 from attention.calculator.matrices import MAX_SIZE, check_matrix
-from attention.errors import InputError
-
-
-class FieldError(InputError):
-    """An InputError that names the inputs at fault in `fields`: matrices ("Q", "K", "V", "X",
-    "W_q", "W_k", "W_v", "W_o") or settings ("heads", "scale", "mask", "dropout", "seed")."""
-
-    def __init__(self, message: str, fields: tuple[str, ...]):
-        super().__init__(message)
-        self.fields = fields
-
-
-@contextmanager
-def blame(*fields: str) -> Iterator[None]:
-    """Re-raise an InputError raised inside as a FieldError naming `fields` (same message);
-    a FieldError passes unchanged."""
-    try:
-        yield
-    except FieldError:
-        raise
-    except InputError as e:
-        raise FieldError(str(e), fields) from None
+from attention.calculator.settings import Settings
+from attention.errors import FieldError
 
 
 @dataclass(frozen=True)
@@ -126,35 +105,8 @@ def merge_heads(a: np.ndarray) -> np.ndarray:
     return a.transpose(1, 0, 2).reshape(rows, h * c)
 
 
-def causal_mask(n: int, m: int) -> np.ndarray:
-    """bool (n, m): query i may attend to keys 0..i (lower triangle, aligned top-left as in torch)."""
-    return np.tril(np.ones((n, m), dtype=bool))
-
-
 def _shape(a: np.ndarray) -> str:
     return f"{a.shape[0]} x {a.shape[1]}"
-
-
-def _mask(mask: str | np.ndarray | None, n: int, m: int) -> np.ndarray | None:
-    if mask is None or (isinstance(mask, str) and mask.lower() == "none"):
-        return None
-    if isinstance(mask, str):
-        if mask.lower() == "causal":
-            return causal_mask(n, m)
-        raise InputError(f"mask '{mask}' is not known; use None, 'causal' or an n x m array of 0/1")
-    a = np.asarray(mask, dtype=np.float64)
-    if a.ndim != 2 or a.shape != (n, m):
-        raise FieldError(
-            f"the mask is {' x '.join(map(str, a.shape))} but the scores are {n} x {m} "
-            f"(Q rows x K rows): the mask needs one 0/1 entry per query-key pair",
-            ("mask",),
-        )
-    if not np.isin(a, (0.0, 1.0)).all():
-        raise FieldError(
-            f"the mask may hold only 0 (blocked) and 1 (may attend); found {a[~np.isin(a, (0.0, 1.0))][0]:g}",
-            ("mask",),
-        )
-    return a.astype(bool)
 
 
 def _notes(steps: dict, mask: np.ndarray | None, causal: bool) -> list[str]:
@@ -184,20 +136,16 @@ def attend(
     Q: np.ndarray,
     K: np.ndarray,
     V: np.ndarray,
+    settings: Settings = Settings(),
     *,
-    heads: int = 1,
-    scale: float | None = None,
-    mask: str | np.ndarray | None = None,
-    dropout: float = 0.0,
-    seed: int = 0,
     max_size: int | None = MAX_SIZE,
 ) -> Steps:
     """Scaled dot-product attention of Q (n, d) on K (m, d) and V (m, d_v), every step kept.
 
-    heads must divide d and d_v; scale=None means 1/sqrt(d / heads); mask: None, "causal"
-    or an (n, m) 0/1 array (1 = may attend); dropout in [0, 1) drops weights with a
-    generator seeded by `seed` and rescales the rest by 1/(1 - dropout), as torch does.
-    Matrices are bounded by `max_size` rows and columns (None: unbounded).
+    `settings` (checked when built): heads must divide d and d_v; the scale is 1/sqrt(d / heads),
+    1 or custom; the mask none, causal or a custom (n, m) 0/1 matrix; dropout in [0, 1) drops
+    weights with a generator seeded by `settings.seed` and rescales the rest by 1/(1 - dropout),
+    as torch does. Matrices are bounded by `max_size` rows and columns (None: unbounded).
     """
     Q, K, V = (check_matrix(a, nm, max_size=max_size) for a, nm in ((Q, "Q"), (K, "K"), (V, "V")))
     (n, d), (m, dk), (mv, dv) = Q.shape, K.shape, V.shape
@@ -212,22 +160,15 @@ def attend(
             f"K is {_shape(K)} and V is {_shape(V)}: K and V need the same number of rows (one value row per key)",
             ("K", "V"),
         )
-    if isinstance(heads, bool) or int(heads) != heads or heads < 1:
-        raise InputError(f"heads must be a whole number >= 1, got {heads}")
-    heads = int(heads)
+    heads, dropout, seed = settings.heads, settings.dropout, settings.seed
     if d % heads or dv % heads:
         raise FieldError(
             f"{heads} heads must split d = {d} (columns of Q and K) and d_v = {dv} (columns of V) "
             f"evenly; choose a number of heads that divides both",
             ("heads",),
         )
-    if scale is None:
-        scale = 1.0 / np.sqrt(d // heads)
-    if not np.isfinite(scale):
-        raise FieldError(f"the scale must be a finite number, got {scale}", ("scale",))
-    if not 0.0 <= dropout < 1.0:
-        raise InputError(f"dropout must be in [0, 1), got {dropout}")
-    keep = _mask(mask, n, m)
+    scale = settings.scale_for(d // heads)
+    keep = settings.mask_for(n, m)
 
     q, k, v = split_heads(Q, heads), split_heads(K, heads), split_heads(V, heads)
     with np.errstate(over="ignore", invalid="ignore"):  # overflow is looked for below, and named
@@ -242,7 +183,7 @@ def attend(
         parts[s] for s in ("scores", "scaled", "masked", "weights", "dropped", "head_outputs")
     )
     steps = dict(scores=scores, scaled=scaled, masked=masked, weights=weights)
-    notes = overflow_notes + _notes(steps, keep, isinstance(mask, str) and mask.lower() == "causal")
+    notes = overflow_notes + _notes(steps, keep, settings.mask_mode == "causal")
     if dropout > 0:
         notes.append(
             f"Dropout p = {dropout:g} (seed {seed}) zeroed {int((dropped == 0).sum() - (weights == 0).sum())} "
@@ -258,8 +199,8 @@ def attend(
         dropped=dropped,
         head_outputs=head_outputs,
         output=merge_heads(head_outputs),
-        dropout=float(dropout),
-        seed=int(seed),
+        dropout=dropout,
+        seed=seed,
         notes=tuple(notes),
         **steps,
     )
@@ -271,15 +212,11 @@ def attend_from_x(
     W_k: np.ndarray,
     W_v: np.ndarray,
     W_o: np.ndarray | None = None,
+    settings: Settings = Settings(),
     *,
-    heads: int = 1,
-    scale: float | None = None,
-    mask: str | np.ndarray | None = None,
-    dropout: float = 0.0,
-    seed: int = 0,
     max_size: int | None = MAX_SIZE,
 ) -> ProjectedSteps:
-    """Self-attention of X (n, d_model): Q = X W_q, K = X W_k, V = X W_v, then `attend`.
+    """Self-attention of X (n, d_model): Q = X W_q, K = X W_k, V = X W_v, then `attend` with `settings`.
 
     W_q, W_k: (d_model, d); W_v: (d_model, d_v); W_o: (d_v, d_out) or None. The heads'
     outputs are concatenated to (n, d_v) before W_o, as in multi-head attention.
@@ -311,7 +248,7 @@ def attend_from_x(
                 f"column {j} (about {exact}); scale X or {nm} down",
                 ("X", nm),
             )
-    steps = attend(q, k, v, heads=heads, scale=scale, mask=mask, dropout=dropout, seed=seed, max_size=None)
+    steps = attend(q, k, v, settings, max_size=None)
     output = steps.output
     if W_o is not None:
         W_o = check_matrix(W_o, "W_o", max_size=max_size)

@@ -2,36 +2,24 @@
 
 from __future__ import annotations
 
-import os
 from importlib import resources
 
 import gradio as gr
 
 from attention.calculator import form as qkv_form
 from attention.calculator import matrices as qkv_matrices
-from attention.calculator import patches as qkv_patches
 from attention.calculator import presets as qkv_presets
 from attention.calculator import report as qkv
-from attention.config import EXAMPLES_DIR
+from attention.calculator.settings import Settings
 from attention.errors import AttentionError
-from attention.ui import calculator_api
-from attention.ui.components import image_path, number, slider, user_errors
+from attention.ui import calculator_patches
+from attention.ui.components import number, slider, user_errors
 
 QKV_DIRECT, QKV_X = qkv_form.MATRICES[qkv.DIRECT], qkv_form.MATRICES[qkv.FROM_X]
 QKV_TABLES, QKV_TEXT = "Tables", "Text"
 QKV_CSS = "<style>" + (resources.files("attention.calculator") / "tab.css").read_text() + "</style>"
 FAULT, STALE = ["qkv-fault"], ["qkv-stale"]  # classes (tab.css): the input to blame, results kept from before
 QUIET = dict(api_visibility="private")  # UI events: not API endpoints
-QKV_PHOTOS_DIR = os.path.join(EXAMPLES_DIR, "photos")
-QKV_PHOTOS = sorted(
-    os.path.join(QKV_PHOTOS_DIR, f)
-    for f in (os.listdir(QKV_PHOTOS_DIR) if os.path.isdir(QKV_PHOTOS_DIR) else [])
-    if f.lower().endswith((".jpg", ".png"))
-)
-QKV_IMAGE = next(
-    (p for p in QKV_PHOTOS if p.endswith("chelsea.jpg")),
-    QKV_PHOTOS[0] if QKV_PHOTOS else os.path.join(EXAMPLES_DIR, "digits", "digit_3.png"),
-)
 
 
 def _qkv_table(a):
@@ -39,12 +27,9 @@ def _qkv_table(a):
     return gr.Dataframe(**qkv_form.table(a))
 
 
-_SETTINGS = ("heads", "scale_mode", "scale", "mask_mode", "mask", "dropout", "seed")
-
-
-def _json(matrices: dict, mode: str, args: dict) -> dict:
-    """The API's answer: the calculator's JSON for `matrices` with the settings among `args`."""
-    return qkv.to_json(qkv.compute(matrices, mode=mode, **{k: args[k] for k in _SETTINGS}))
+def _json(matrices: dict, mode: str, settings: Settings) -> dict:
+    """The API's answer: the calculator's JSON for `matrices` in `mode` with `settings`."""
+    return qkv.to_json(qkv.compute(matrices, settings, mode=mode))
 
 
 @user_errors
@@ -65,7 +50,8 @@ def qkv_calculate(
     none or custom (uses `scale`); mask_mode: none, causal or custom (`mask`: n x m 0/1, 1 = may
     attend). Returns scores, scaled, masked, weights as [head][query][key] (null = masked),
     output (n x d_v), notes and the check against torch's scaled_dot_product_attention."""
-    return _json({"Q": Q, "K": K, "V": V}, "direct", locals())
+    settings = Settings(heads, scale_mode, scale, mask_mode, mask, dropout, seed)  # the API's parameters, in order
+    return _json({"Q": Q, "K": K, "V": V}, qkv.DIRECT, settings)
 
 
 @user_errors
@@ -86,20 +72,8 @@ def qkv_calculate_from_x(
     """Self-attention of X with Q = X W_q, K = X W_k, V = X W_v (W_o optional: blank = none); the
     other parameters as in /calculate. Also returns Q, K, V, the concatenated heads and the
     check against torch.nn.MultiheadAttention with the same weights."""
-    return _json({"X": X, "W_q": W_q, "W_k": W_k, "W_v": W_v, "W_o": W_o}, "x", locals())
-
-
-def _qkv_patches(image, patch, heads, seed, index=None, click=None):
-    v = qkv_patches.patch_view(image, patch, heads, seed, index, click)
-    return v.grid, v.maps, v.matrices, v.info, gr.update(maximum=v.count - 1, value=v.index)
-
-
-@user_errors
-def qkv_patch_attention(image, patch=16, heads=4, seed=0, index=None):
-    """Image -> patches -> + sinusoidal positions -> random Q, K, V -> attention. Returns the patch grid
-    with the chosen patch (raster index; empty or out of range = the centre) outlined, its attention on
-    the image per head, the N x N attention matrices per head, a description of the shapes, and the index."""
-    return _qkv_patches(image, patch, heads, seed, index)
+    settings = Settings(heads, scale_mode, scale, mask_mode, mask, dropout, seed)
+    return _json({"X": X, "W_q": W_q, "W_k": W_k, "W_v": W_v, "W_o": W_o}, qkv.FROM_X, settings)
 
 
 def build() -> None:
@@ -114,7 +88,7 @@ def build() -> None:
     presets = qkv_presets.PRESETS
     first = next(iter(presets.values()))
     start = qkv_form.first_matrices(presets)
-    start_checks, start_notes, start_report = qkv.report(qkv.compute(first.matrices, mode=first.mode))
+    start_checks, start_notes, start_report = qkv.report(qkv.compute(first.matrices, first.settings, mode=first.mode))
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=460):
             with gr.Row():
@@ -196,23 +170,24 @@ def build() -> None:
             report = gr.HTML(start_report, elem_id="qkv-report", head=QKV_CSS)
     marked = gr.State([])  # the inputs outlined as at fault: matrix names or setting keys
 
-    settings = {
-        "mode_label": mode,
-        "use_wo": use_wo,
+    settings = {  # Settings' fields -> their inputs (the two modes show labels: qkv_form.read_settings)
         "heads": heads,
-        "scale_label": scale_mode,
+        "scale_mode": scale_mode,
         "scale": scale,
-        "mask_label": mask_mode,
+        "mask_mode": mask_mode,
         "mask": mask,
         "dropout": dropout,
         "seed": seed,
     }
-    calc_inputs = {edit_as, marked, *tables.values(), *texts.values(), *settings.values()}
-    blamable = {"heads": [heads], "scale": [scale], "mask": [mask], "dropout": [dropout], "seed": [seed]}
+    calc_inputs = {mode, use_wo, edit_as, marked, *tables.values(), *texts.values(), *settings.values()}
+    blamable = {k: [c] for k, c in settings.items() if k not in qkv_form.LABELLED}  # the settings an error names
     blamable |= {n: [tables[n], texts[n]] for n in tables}  # a matrix: outlined in both editors
 
     def matrices(d, to=None):  # name -> value of the editors in use (or of the `to` ones)
         return {n: d[c] for n, c in (tables if (to or d[edit_as]) == QKV_TABLES else texts).items()}
+
+    def values(d):  # Settings' fields -> the form's values
+        return {k: d[c] for k, c in settings.items()}
 
     def outline(old, new):  # outline the inputs `new` (names), clear those of `old` no longer blamed
         out = {c: gr.update(elem_classes=[]) for f in old if f not in new for c in blamable.get(f, [])}
@@ -220,7 +195,8 @@ def build() -> None:
 
     @user_errors
     def qkv_ui_calculate(d):
-        shown = qkv.report(qkv_form.run_form(matrices(d), **{k: d[c] for k, c in settings.items()}))
+        r = qkv_form.run_form(matrices(d), d[mode], qkv_form.read_settings(values(d)), d[use_wo])
+        shown = qkv.report(r)
         out = {c: gr.update(value=v, elem_classes=[]) for c, v in zip((checks, notes, report), shown)}
         return out | {stale: gr.update(visible=False), marked: []} | outline(d[marked], [])
 
@@ -231,7 +207,7 @@ def build() -> None:
             raise gr.Error(str(e), visible=False, print_exception=False) from None
 
     def qkv_ui_stale(d):  # after a failed calculation: blame its inputs, mark the old results as stale
-        message, fields = qkv_form.diagnose(matrices(d), **{k: d[c] for k, c in settings.items()})
+        message, fields = qkv_form.diagnose(matrices(d), d[mode], values(d), d[use_wo])
         out = {c: gr.update(elem_classes=STALE) for c in (checks, notes, report)}
         return (
             out
@@ -273,7 +249,8 @@ def build() -> None:
         if name not in presets:  # emptied by a change of mode (`mode_about`): the form stays as it is
             return {}
         f = qkv_form.preset_form(presets[name])
-        out = {about: f["description"], **{c: f[k] for k, c in settings.items() if k in f}}
+        out = {about: f["description"], mode: f["mode_label"], use_wo: f["use_wo"]}
+        out |= {c: f["settings"][k] for k, c in settings.items()}
         for n, a in f["matrices"].items():
             out[tables[n]], out[texts[n]] = _qkv_table(a), qkv_matrices.format_matrix(a)
         return out
@@ -285,8 +262,7 @@ def build() -> None:
     gr.api(qkv_calculate_from_x, api_name="calculate_from_x")
     box_list = [boxes[g, h] for g in (QKV_DIRECT, QKV_X) for h in (QKV_TABLES, QKV_TEXT)]
     box_list += [use_wo, tables["W_o"], texts["W_o"]]
-    filled = [about, mode, heads, scale_mode, scale, mask_mode, mask, dropout, use_wo, *tables.values()]
-    filled += texts.values()
+    filled = [about, mode, use_wo, *settings.values(), *tables.values(), *texts.values()]
     shape = [mode, edit_as, use_wo]
     calculate(preset.change(load, preset, filled, **QUIET).then(layout, shape, box_list, **QUIET).then)
     mode.change(layout, shape, box_list, **QUIET)
@@ -319,92 +295,4 @@ def build() -> None:
     for c in (scale, seed):
         calculate(c.submit)
     calculate(mask.blur)
-    _build_patches()
-
-
-def _build_patches() -> None:
-    """The image -> patches -> Q, K, V part of the tab; registers /patch_attention."""
-    p_start = qkv_patches.patch_view(QKV_IMAGE, 16, 4, 0)
-    gr.Markdown(
-        "### From an image to Q, K and V\nThe image is cut into patches, each flattened to a vector, a "
-        "sinusoidal position added, then multiplied by random (seeded) W_q, W_k, W_v: untrained, so the "
-        "maps show the mechanism, not learned meaning: nearby positions and similar colours attend to each other."
-    )
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=2, min_width=320):
-            p_img = image_path(
-                QKV_IMAGE,
-                type="filepath",
-                image_mode=None,
-                label="Image",
-                sources=["upload", "clipboard"],
-                height=260,
-                elem_id="qkv-image",
-            )
-            if QKV_PHOTOS:
-                gr.Examples(QKV_PHOTOS, [p_img], label="Example photos", examples_per_page=12)
-            with gr.Row():
-                p_size = gr.Dropdown(
-                    list(qkv_patches.PATCH_SIZES),
-                    value=16,
-                    label="Patch size (px)",
-                    min_width=90,
-                    elem_id="qkv-patch-size",
-                )
-                p_heads = slider(1, qkv_patches.MAX_HEADS, value=4, step=1, label="Heads", elem_id="qkv-patch-heads")
-                p_seed = number(0, label="Weights seed", precision=0, min_width=90, elem_id="qkv-patch-seed")
-            p_index = slider(
-                0,
-                p_start.count - 1,
-                value=p_start.index,
-                step=1,
-                label="Chosen patch (raster index)",
-                elem_id="qkv-patch-index",
-            )
-            p_go = gr.Button("Cut into patches and attend", variant="primary", elem_id="qkv-patch-go")
-        with gr.Column(scale=3, min_width=480):
-            p_info = gr.Markdown(p_start.info, elem_id="qkv-patch-info")
-            with gr.Row():
-                p_grid = gr.Image(
-                    p_start.grid,
-                    label="Patch grid (click a patch)",
-                    format="png",
-                    interactive=False,
-                    height=300,
-                    elem_id="qkv-patch-grid",
-                )
-                p_maps = gr.Image(
-                    p_start.maps,
-                    label="Attention of the chosen patch, per head",
-                    format="png",
-                    interactive=False,
-                    height=300,
-                    elem_id="qkv-patch-maps",
-                )
-            p_mats = gr.Image(
-                p_start.matrices,
-                label="N x N attention weights per head (row = query patch, column = key patch)",
-                format="png",
-                interactive=False,
-                elem_id="qkv-patch-matrices",
-            )
-    p_in = [p_img, p_size, p_heads, p_seed, p_index]
-    p_out = [p_grid, p_maps, p_mats, p_info, p_index]
-    p_go.click(qkv_patch_attention, p_in, p_out, **QUIET)
-    calculator_api.build(qkv_patch_attention)  # /patch_attention, on inputs without a server path
-
-    @user_errors
-    def regrid(image, patch, h, s):  # a new image or patch size: a new grid, so the centre patch
-        return _qkv_patches(image, patch, h, s)
-
-    for c in (p_img, p_size):
-        c.change(regrid, p_in[:4], p_out, **QUIET)
-    p_heads.change(qkv_patch_attention, p_in, p_out, **QUIET)
-    p_seed.submit(qkv_patch_attention, p_in, p_out, **QUIET)
-    p_index.release(qkv_patch_attention, p_in, p_out, **QUIET)
-
-    @user_errors
-    def pick(image, patch, h, s, evt: gr.SelectData):
-        return _qkv_patches(image, patch, h, s, click=evt.index)
-
-    p_grid.select(pick, p_in[:4], p_out, **QUIET)
+    calculator_patches.build()

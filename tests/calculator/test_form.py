@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from attention.calculator import attend_from_x
+from attention.calculator import Settings, attend_from_x
 from attention.calculator.form import (
     MASK_LABELS,
     MATRICES,
@@ -18,8 +18,10 @@ from attention.calculator.form import (
     custom_mask_start,
     diagnose,
     first_matrices,
+    form_values,
     needed,
     preset_form,
+    read_settings,
     readable,
     run_form,
     table,
@@ -35,65 +37,47 @@ DIRECT_LABEL, X_LABEL = list(MODE_LABELS)
 def test_labels_cover_every_setting_run_accepts():
     for scale in SCALE_LABELS:
         for mask in MASK_LABELS:
-            r = run_form(
-                {"Q": "1 0; 0 1", "K": "1 0; 0 1", "V": "1; 2"},
-                mode_label=DIRECT_LABEL,
-                scale_label=scale,
-                scale=0.5,
-                mask_label=mask,
-                mask="1 0; 1 1",
-            )
+            s = read_settings({"scale_mode": scale, "scale": 0.5, "mask_mode": mask, "mask": "1 0; 1 1"})
+            assert (s.scale_mode, s.mask_mode) == (SCALE_LABELS[scale], MASK_LABELS[mask])
+            r = run_form({"Q": "1 0; 0 1", "K": "1 0; 0 1", "V": "1; 2"}, DIRECT_LABEL, s)
             assert r.steps.weights.shape == (1, 2, 2)
+            assert read_settings(form_values(s)) == s  # what the form shows reads back as the same settings
 
 
 def test_the_mode_decides_which_matrices_are_read():
     assert needed(DIRECT_LABEL, use_wo=True) == ("Q", "K", "V")
     assert needed(X_LABEL) == ("X", "W_q", "W_k", "W_v") and needed(X_LABEL, True)[-1] == "W_o"
     form = {"Q": "1", "K": "1", "V": "5", "X": "not read", "W_q": "", "W_k": "", "W_v": "", "W_o": ""}
-    assert run_form(form, mode_label=DIRECT_LABEL).steps.output.tolist() == [[5.0]]
+    assert run_form(form, DIRECT_LABEL, Settings()).steps.output.tolist() == [[5.0]]
 
 
 def test_w_o_is_used_only_when_ticked():
     rng = np.random.default_rng(0)
     x, wq, wk, wv, wo = (rng.normal(size=(3, 2)), *(rng.normal(size=(2, 2)) for _ in range(3)), 2 * np.eye(2, 3))
     form = dict(zip(MATRICES["x"], (x, wq, wk, wv, wo)))
-    plain, projected = (run_form(form, mode_label=X_LABEL, use_wo=u).projected for u in (False, True))
+    plain, projected = (run_form(form, X_LABEL, Settings(), use_wo=u).projected for u in (False, True))
     assert plain.w_o is None and plain.output.shape == (3, 2)
     np.testing.assert_allclose(projected.output, 2 * np.hstack([plain.output, np.zeros((3, 1))]))
 
 
 def test_unknown_labels_name_the_offered_ones():
     with pytest.raises(InputError, match="causal"):
-        run_form({"Q": "1", "K": "1", "V": "1"}, mode_label=DIRECT_LABEL, mask_label="diagonal")
+        read_settings({"mask_mode": "diagonal"})
+    with pytest.raises(InputError, match="Q, K, V directly"):
+        run_form({"Q": "1", "K": "1", "V": "1"}, "sideways", Settings())
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_a_preset_in_the_form_computes_what_the_preset_describes(name):
     p, f = PRESETS[name], preset_form(PRESETS[name])
     assert f["description"] == p.description and f["use_wo"] == ("W_o" in p.matrices)
-    r = run_form(
-        f["matrices"],
-        mode_label=f["mode_label"],
-        use_wo=f["use_wo"],
-        heads=f["heads"],
-        scale_label=f["scale_label"],
-        scale=f["scale"],
-        mask_label=f["mask_label"],
-        mask=f["mask"],
-    )
-    expected = compute(
-        p.matrices,
-        mode=p.mode,
-        heads=p.heads,
-        scale_mode=p.scale_mode,
-        scale=p.scale,
-        mask_mode=p.mask_mode,
-        mask=p.mask,
-    )
+    assert read_settings(f["settings"]) == p.settings
+    r = run_form(f["matrices"], f["mode_label"], read_settings(f["settings"]), use_wo=f["use_wo"])
+    expected = compute(p.matrices, p.settings, mode=p.mode)
     np.testing.assert_allclose(r.steps.weights, expected.steps.weights)
     if "W_o" in p.matrices:
         m = p.matrices
-        direct = attend_from_x(m["X"], m["W_q"], m["W_k"], m["W_v"], m["W_o"], heads=p.heads)
+        direct = attend_from_x(m["X"], m["W_q"], m["W_k"], m["W_v"], m["W_o"], p.settings)
         np.testing.assert_allclose(r.projected.output, direct.output)
 
 
@@ -151,18 +135,21 @@ GOOD_X = {"X": "1 2; 3 4", "W_q": "1 0; 0 1", "W_k": "1 0; 0 1", "W_v": "1 0; 0 
         ({"V": "1; 2; 3"}, {}, ("K", "V"), "same number of rows"),
         ({}, {"heads": 3}, ("heads",), "3 heads must split"),
         ({}, {"heads": 0}, ("heads",), "heads"),
-        ({}, {"mask_label": "custom 0/1", "mask": "1 0 1"}, ("mask",), "mask is 1 x 3"),
-        ({}, {"mask_label": "custom 0/1", "mask": "1 2; 1 1"}, ("mask",), "only 0"),
-        ({}, {"scale_label": "custom", "scale": None}, ("scale",), "custom scale is empty"),
+        ({}, {"mask_mode": "custom 0/1", "mask": "1 0 1"}, ("mask",), "mask is 1 x 3"),
+        ({}, {"mask_mode": "custom 0/1", "mask": "1 2; 1 1"}, ("mask",), "only 0"),
+        ({}, {"mask_mode": "custom 0/1", "mask": ""}, ("mask",), "empty"),
+        ({}, {"mask_mode": "diagonal"}, ("mask",), "custom 0/1"),
+        ({}, {"scale_mode": "custom", "scale": None}, ("scale",), "custom scale is empty"),
+        ({}, {"scale_mode": "custom", "scale": 1e7}, ("scale",), "the custom scale"),
         ({}, {"dropout": 1.5}, ("dropout",), "dropout"),
         ({}, {"seed": -1}, ("seed",), "seed"),
     ],
 )
 def test_diagnose_blames_only_the_inputs_at_fault(changes, settings, fields, words):
-    message, blamed = diagnose({**GOOD, **changes}, mode_label=DIRECT_LABEL, **settings)
+    message, blamed = diagnose({**GOOD, **changes}, DIRECT_LABEL, settings)
     assert blamed == fields and words in message
     with pytest.raises(InputError, match=re.escape(message)):  # the same words as the error the visitor sees
-        run_form({**GOOD, **changes}, mode_label=DIRECT_LABEL, **settings)
+        run_form({**GOOD, **changes}, DIRECT_LABEL, read_settings(settings))
 
 
 @pytest.mark.parametrize(
@@ -176,11 +163,11 @@ def test_diagnose_blames_only_the_inputs_at_fault(changes, settings, fields, wor
     ],
 )
 def test_diagnose_in_the_x_mode(changes, use_wo, fields):
-    assert diagnose({**GOOD_X, **changes}, mode_label=X_LABEL, use_wo=use_wo)[1] == fields
+    assert diagnose({**GOOD_X, **changes}, X_LABEL, {}, use_wo=use_wo)[1] == fields
 
 
 def test_diagnose_of_a_valid_form_is_empty():
-    assert diagnose(GOOD, mode_label=DIRECT_LABEL) == ("", ())
+    assert diagnose(GOOD, DIRECT_LABEL, {}) == ("", ())
 
 
 def test_about_follows_the_mode_the_visitor_picks():

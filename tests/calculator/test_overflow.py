@@ -10,7 +10,7 @@ from decimal import Decimal, getcontext
 import numpy as np
 import pytest
 
-from attention.calculator import attend, attend_from_x
+from attention.calculator import Settings, attend, attend_from_x
 from attention.calculator.arithmetic import WIDE
 from attention.calculator.report import compute, report, to_json
 from attention.errors import InputError
@@ -58,16 +58,17 @@ def test_overflowing_scores_give_the_exact_weights_and_output_and_a_note(Q, K, V
 def test_64_by_64_of_1e300_averages_v_exactly():
     big = np.full((64, 64), 1e300)
     assert np.all(attend(big, big, np.ones((64, 64))).output == 1.0)
-    np.testing.assert_allclose(attend(big, big, big, heads=4).output, 1e300)
+    np.testing.assert_allclose(attend(big, big, big, Settings(heads=4)).output, 1e300)
 
 
 @needs_wide
 def test_an_output_beyond_float64_is_named_with_its_size():
-    s = attend(np.ones((1, 1)), np.ones((2, 1)), [[1.5e308], [1.5e308]], scale=0.0)  # exact 1.5e308
+    zero = Settings(scale_mode="custom", scale=0.0)
+    s = attend(np.ones((1, 1)), np.ones((2, 1)), [[1.5e308], [1.5e308]], zero)  # exact 1.5e308
     assert np.all(s.output == 1.5e308) and s.notes[0].startswith("Every row")
-    s = attend([[1.0], [0.0]], [[1.0], [0.0]], [[1.7e308], [1.7e308]], scale=1.0)
+    s = attend([[1.0], [0.0]], [[1.0], [0.0]], [[1.7e308], [1.7e308]], Settings(scale_mode="none"))
     assert np.isfinite(s.output).all()  # a weighted mean of two equal values stays in range
-    s = attend([[1.0]], [[1.0]], [[1e308, 1e308]], scale=1.0, heads=1)
+    s = attend([[1.0]], [[1.0]], [[1e308, 1e308]], Settings(scale_mode="none"))
     assert np.all(s.output == 1e308)
 
 

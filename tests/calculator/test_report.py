@@ -8,16 +8,18 @@ import numpy as np
 import pytest
 
 from attention.calculator.report import TABLE_MAX, compute, report, stale_html, to_html, to_json
+from attention.calculator.settings import Settings
 from attention.errors import InputError
 
 
-def _direct(n: int, m: int, d: int = 4, seed: int = 0, **kw):
+def _direct(n: int, m: int, d: int = 4, seed: int = 0, heads: int = 1):
     rng = np.random.default_rng(seed)
-    return compute({"Q": rng.normal(size=(n, d)), "K": rng.normal(size=(m, d)), "V": rng.normal(size=(m, d))}, **kw)
+    matrices = {"Q": rng.normal(size=(n, d)), "K": rng.normal(size=(m, d)), "V": rng.normal(size=(m, d))}
+    return compute(matrices, Settings(heads=heads))
 
 
 def test_json_holds_every_step_with_masked_entries_as_null():
-    j = to_json(compute({"Q": "1 0; 0 1; 1 1", "K": "1 0; 0 1; 2 2", "V": "1; 2; 3"}, mask_mode="causal"))
+    j = to_json(compute({"Q": "1 0; 0 1; 1 1", "K": "1 0; 0 1; 2 2", "V": "1; 2; 3"}, Settings(mask_mode="causal")))
     assert j["masked"][0][0][1] is None and j["masked"][0][2][2] is not None
     assert np.array(j["weights"]).shape == (1, 3, 3) and np.array(j["output"]).shape == (3, 1)
     assert j["mask"] == [[1, 0, 0], [1, 1, 0], [1, 1, 1]] and j["checks"][0]["ok"]
@@ -32,7 +34,7 @@ def test_json_of_the_x_mode_adds_the_projections():
 
 
 def test_small_report_has_a_table_per_matrix_with_its_numbers():
-    r = compute({"Q": "1 0", "K": "1 0; 0 1", "V": "1; 3"}, scale_mode="none")
+    r = compute({"Q": "1 0", "K": "1 0; 0 1", "V": "1; 3"}, Settings(scale_mode="none"))
     page = to_html(r)
     e = np.exp(1.0)
     assert f"<td>{e / (e + 1):.4f}</td>" in page  # softmax weight of key 1
@@ -41,7 +43,7 @@ def test_small_report_has_a_table_per_matrix_with_its_numbers():
 
 
 def test_report_shows_minus_inf_for_masked_entries():
-    page = to_html(compute({"Q": "1; 1", "K": "1; 1", "V": "1; 1"}, mask_mode="causal"))
+    page = to_html(compute({"Q": "1; 1", "K": "1; 1", "V": "1; 1"}, Settings(mask_mode="causal")))
     assert "−inf" in page and "striped" in page
 
 
@@ -68,7 +70,7 @@ def test_a_big_report_is_much_smaller_than_one_with_every_table():
 
 
 def test_report_lists_checks_and_notes_as_markdown():
-    r = compute({"Q": "0 0; 0 0", "K": "1 2; 3 4", "V": "1; 3"}, mask_mode="causal")
+    r = compute({"Q": "0 0; 0 0", "K": "1 2; 3 4", "V": "1; 3"}, Settings(mask_mode="causal"))
     checks, notes, page = report(r)
     assert checks.startswith("- ") and "scaled_dot_product_attention" in checks
     assert re.search(r"^- .*running mean", notes, re.M)
@@ -77,7 +79,7 @@ def test_report_lists_checks_and_notes_as_markdown():
 
 def test_run_rejects_unknown_settings_naming_the_accepted_ones():
     with pytest.raises(InputError, match="default, none, custom"):
-        compute({"Q": "1", "K": "1", "V": "1"}, scale_mode="sqrt")
+        compute({"Q": "1", "K": "1", "V": "1"}, Settings(scale_mode="sqrt"))
     with pytest.raises(InputError, match="missing matrix V"):
         compute({"Q": "1", "K": "1"})
 
@@ -95,7 +97,7 @@ def test_run_rejects_unknown_settings_naming_the_accepted_ones():
 )
 def test_run_refuses_heads_and_seeds_that_are_not_whole_numbers_in_range(kw, fragment):
     with pytest.raises(InputError) as e:
-        compute({"Q": "1 0; 0 1", "K": "1 0; 0 1", "V": "1 2; 2 3"}, **kw)
+        compute({"Q": "1 0; 0 1", "K": "1 0; 0 1", "V": "1 2; 2 3"}, Settings(**kw))
     assert fragment in str(e.value)
 
 

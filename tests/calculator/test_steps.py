@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attention.calculator import attend, attend_from_x, causal_mask, merge_heads, softmax, split_heads
+from attention.calculator import Settings, attend, attend_from_x, causal_mask, merge_heads, softmax, split_heads
 from attention.calculator.presets import PRESETS
 from attention.calculator.reference import TOLERANCE, check_mha, check_sdpa, mha_output, sdpa_output
 from attention.errors import InputError
@@ -33,23 +33,26 @@ def test_steps_follow_the_formula_for_one_head():
 def test_heads_split_columns_evenly_and_concatenate_back():
     rng = np.random.default_rng(1)
     Q, K, V = rand(rng, 3, 6), rand(rng, 4, 6), rand(rng, 4, 4)
-    s = attend(Q, K, V, heads=2)
+    s = attend(Q, K, V, Settings(heads=2))
     assert s.weights.shape == (2, 3, 4)
     np.testing.assert_allclose(s.scores[1], Q[:, 3:] @ K[:, 3:].T)
-    np.testing.assert_allclose(s.output[:, 2:], attend(Q[:, 3:], K[:, 3:], V[:, 2:], scale=1 / np.sqrt(3)).output)
+    one_head = Settings(scale_mode="custom", scale=1 / np.sqrt(3))  # head 1's own d_head
+    np.testing.assert_allclose(s.output[:, 2:], attend(Q[:, 3:], K[:, 3:], V[:, 2:], one_head).output)
     np.testing.assert_array_equal(merge_heads(split_heads(Q, 3)), Q)
 
 
 def test_scale_none_means_one_over_sqrt_d_head_and_custom_scale_is_used():
     rng = np.random.default_rng(2)
     Q, K, V = rand(rng, 2, 8), rand(rng, 3, 8), rand(rng, 3, 2)
-    assert attend(Q, K, V, heads=2).scale == pytest.approx(0.5)
-    np.testing.assert_allclose(attend(Q, K, V, scale=1.0).scaled, attend(Q, K, V, scale=1.0).scores)
+    assert attend(Q, K, V, Settings(heads=2)).scale == pytest.approx(0.5)
+    custom = attend(Q, K, V, Settings(scale_mode="custom", scale=0.25))
+    np.testing.assert_allclose(custom.scaled, 0.25 * custom.scores)
+    np.testing.assert_allclose(attend(Q, K, V, Settings(scale_mode="none")).scaled, custom.scores)
 
 
 def test_causal_mask_puts_minus_inf_on_future_positions_and_rows_sum_to_one():
     rng = np.random.default_rng(3)
-    s = attend(rand(rng, 4, 2), rand(rng, 4, 2), rand(rng, 4, 3), mask="causal")
+    s = attend(rand(rng, 4, 2), rand(rng, 4, 2), rand(rng, 4, 3), Settings(mask_mode="causal"))
     future = np.triu(np.ones((4, 4), bool), 1)
     assert np.isneginf(s.masked[0][future]).all() and np.isfinite(s.masked[0][~future]).all()
     assert (s.weights[0][future] == 0).all()
@@ -60,14 +63,14 @@ def test_causal_mask_puts_minus_inf_on_future_positions_and_rows_sum_to_one():
 def test_custom_mask_zero_blocks_one_allows():
     rng = np.random.default_rng(4)
     mask = np.array([[1, 0, 1], [0, 1, 1]])
-    s = attend(rand(rng, 2, 2), rand(rng, 3, 2), rand(rng, 3, 2), mask=mask)
+    s = attend(rand(rng, 2, 2), rand(rng, 3, 2), rand(rng, 3, 2), Settings(mask_mode="custom", mask=mask))
     assert (s.weights[0][mask == 0] == 0).all() and (s.weights[0][mask == 1] > 0).all()
 
 
 def test_fully_masked_row_is_zero_with_a_note_not_nan():
     rng = np.random.default_rng(5)
     mask = np.array([[1, 1, 1], [0, 0, 0]])
-    s = attend(rand(rng, 2, 2), rand(rng, 3, 2), rand(rng, 3, 2), mask=mask)
+    s = attend(rand(rng, 2, 2), rand(rng, 3, 2), rand(rng, 3, 2), Settings(mask_mode="custom", mask=mask))
     assert np.isfinite(s.weights).all() and np.isfinite(s.output).all()
     assert (s.weights[0, 1] == 0).all() and (s.output[1] == 0).all()
     assert list(s.empty_rows) == [1]
@@ -87,9 +90,9 @@ def test_dropout_is_seeded_and_off_by_default():
     Q, K, V = rand(rng, 6, 4), rand(rng, 6, 4), rand(rng, 6, 4)
     plain = attend(Q, K, V)
     assert plain.dropped is plain.weights and plain.dropout == 0
-    a, b = attend(Q, K, V, dropout=0.5, seed=7), attend(Q, K, V, dropout=0.5, seed=7)
+    a, b = attend(Q, K, V, Settings(dropout=0.5, seed=7)), attend(Q, K, V, Settings(dropout=0.5, seed=7))
     np.testing.assert_array_equal(a.dropped, b.dropped)
-    assert not np.array_equal(a.dropped, attend(Q, K, V, dropout=0.5, seed=8).dropped)
+    assert not np.array_equal(a.dropped, attend(Q, K, V, Settings(dropout=0.5, seed=8)).dropped)
     kept = a.dropped != 0
     np.testing.assert_allclose(a.dropped[kept], 2 * a.weights[kept])
     assert 0 < kept.mean() < 1
@@ -98,9 +101,13 @@ def test_dropout_is_seeded_and_off_by_default():
 
 def test_equal_scores_with_causal_mask_give_running_means():
     V = np.array([[6.0, 0.0], [0.0, 6.0], [3.0, 3.0], [9.0, 0.0]])
-    s = attend(np.zeros((4, 3)), np.ones((4, 3)), V, mask="causal")
+    s = attend(np.zeros((4, 3)), np.ones((4, 3)), V, Settings(mask_mode="causal"))
     np.testing.assert_allclose(s.output, np.cumsum(V, 0) / np.arange(1, 5)[:, None])
     assert any("running mean" in n for n in s.notes)
+
+
+def custom_mask(m) -> dict:
+    return {"mask_mode": "custom", "mask": m}
 
 
 # --- bad input -------------------------------------------------------------------------------
@@ -110,12 +117,12 @@ def test_equal_scores_with_causal_mask_give_running_means():
         ((np.ones((5, 3)), np.ones((4, 2)), np.ones((4, 2))), {}, ["5 x 3", "4 x 2", "same number of columns"]),
         ((np.ones((2, 2)), np.ones((4, 2)), np.ones((3, 2))), {}, ["4 x 2", "3 x 2", "same number of rows"]),
         ((np.ones((2, 3)), np.ones((4, 3)), np.ones((4, 2))), {"heads": 2}, ["2 heads", "d = 3", "evenly"]),
-        ((np.ones((2, 2)), np.ones((4, 2)), np.ones((4, 2))), {"mask": np.ones((4, 2))}, ["4 x 2", "2 x 4"]),
-        ((np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2))), {"mask": np.array([[1, 2], [0, 1]])}, ["0", "1"]),
-        ((np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2))), {"mask": "sideways"}, ["causal"]),
+        ((np.ones((2, 2)), np.ones((4, 2)), np.ones((4, 2))), custom_mask(np.ones((4, 2))), ["4 x 2", "2 x 4"]),
+        ((np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2))), custom_mask([[1, 2], [0, 1]]), ["0", "1"]),
+        ((np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2))), {"mask_mode": "sideways"}, ["causal"]),
         ((np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2))), {"heads": 0}, ["heads"]),
         ((np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2))), {"dropout": 1.0}, ["dropout"]),
-        ((np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2))), {"scale": float("nan")}, ["scale"]),
+        ((np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2))), dict(scale_mode="custom", scale=np.nan), ["scale"]),
         ((np.array([[1.0, np.nan]]), np.ones((2, 2)), np.ones((2, 2))), {}, ["Q", "finite"]),
         ((np.ones((65, 2)), np.ones((2, 2)), np.ones((2, 2))), {}, ["65 x 2", "64 x 64"]),
         ((np.ones((0, 2)), np.ones((2, 2)), np.ones((2, 2))), {}, ["empty"]),
@@ -123,7 +130,7 @@ def test_equal_scores_with_causal_mask_give_running_means():
 )
 def test_bad_input_raises_input_error_naming_the_problem(args, kwargs, words):
     with pytest.raises(InputError) as e:
-        attend(*args, **kwargs)
+        attend(*args, Settings(**kwargs))  # a setting is refused where Settings is built
     for w in words:
         assert w in str(e.value)
 
@@ -144,16 +151,18 @@ def problems(draw):
     d, dv = heads * draw(st.integers(1, 4)), heads * draw(st.integers(1, 4))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     kind = draw(st.sampled_from(["none", "causal", "random"]))
-    mask = {"none": None, "causal": "causal", "random": (rng.random((n, m)) < 0.6).astype(float)}[kind]
+    mask = (rng.random((n, m)) < 0.6).astype(float) if kind == "random" else None
     scale = draw(st.one_of(st.none(), st.floats(0.01, 3.0)))
-    return rng.normal(size=(n, d)) * 3, rng.normal(size=(m, d)) * 3, rng.normal(size=(m, dv)), heads, mask, scale
+    scale_mode, mask_mode = "default" if scale is None else "custom", "custom" if kind == "random" else kind
+    s = Settings(heads=heads, scale_mode=scale_mode, scale=scale, mask_mode=mask_mode, mask=mask)
+    return rng.normal(size=(n, d)) * 3, rng.normal(size=(m, d)) * 3, rng.normal(size=(m, dv)), s
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems())
 def test_attend_matches_torch_sdpa(problem):
-    Q, K, V, heads, mask, scale = problem
-    s = attend(Q, K, V, heads=heads, mask=mask, scale=scale)
+    Q, K, V, s = problem
+    s = attend(Q, K, V, s)
     np.testing.assert_allclose(s.output, sdpa_output(s), atol=TOLERANCE, rtol=0)
     rows_seen = s.mask.any(1) if s.mask is not None else np.ones(len(Q), bool)
     np.testing.assert_allclose(s.weights.sum(-1)[:, rows_seen], 1.0)
@@ -166,7 +175,8 @@ def test_attend_from_x_matches_torch_multihead_attention(heads, n, per_head, wit
     rng = np.random.default_rng(seed)
     e = heads * per_head
     X, *W = rng.normal(size=(n, e)), *(rng.normal(size=(e, e)) for _ in range(4))
-    p = attend_from_x(X, *W[:3], W[3] if with_wo else None, heads=heads, mask="causal" if causal else None)
+    s = Settings(heads=heads, mask_mode="causal" if causal else "none")
+    p = attend_from_x(X, *W[:3], W[3] if with_wo else None, s)
     np.testing.assert_allclose(p.output, mha_output(p), atol=TOLERANCE, rtol=0)
     assert check_mha(p).ok
 
@@ -186,13 +196,10 @@ def test_causal_mask_helper_is_lower_triangular_top_left():
 
 # --- presets ---------------------------------------------------------------------------------
 def run_preset(p):
-    mask = {"none": None, "causal": "causal", "custom": p.mask}[p.mask_mode]
-    scale = {"default": None, "none": 1.0, "custom": p.scale}[p.scale_mode]
     m = p.matrices
     if p.mode == "direct":
-        s = attend(m["Q"], m["K"], m["V"], heads=p.heads, scale=scale, mask=mask)
-        return s, None
-    x = attend_from_x(m["X"], m["W_q"], m["W_k"], m["W_v"], m.get("W_o"), heads=p.heads, scale=scale, mask=mask)
+        return attend(m["Q"], m["K"], m["V"], p.settings), None
+    x = attend_from_x(m["X"], m["W_q"], m["W_k"], m["W_v"], m.get("W_o"), p.settings)
     return x.attention, x
 
 
