@@ -11,9 +11,8 @@ import gradio as gr
 from attention.calculator import patches as qkv_patches
 from attention.config import EXAMPLES_DIR
 from attention.ui import calculator_api
-from attention.ui.components import image_path, number, slider, user_errors
+from attention.ui.components import QUIET, image_path, number, picture, slider, user_errors
 
-QUIET = dict(api_visibility="private")  # UI events: not API endpoints
 QKV_PHOTOS_DIR = os.path.join(EXAMPLES_DIR, "photos")
 QKV_PHOTOS = sorted(
     os.path.join(QKV_PHOTOS_DIR, f)
@@ -37,11 +36,6 @@ def qkv_patch_attention(image, patch=16, heads=4, seed=0, index=None):
     with the chosen patch (raster index; empty or out of range = the centre) outlined, its attention on
     the image per head, the N x N attention matrices per head, a description of the shapes, and the index."""
     return _qkv_patches(image, patch, heads, seed, index)
-
-
-def _picture(value, label: str, name: str, **kw) -> gr.Image:
-    """A PNG picture the panel draws (not an input), elem_id qkv-patch-`name`."""
-    return gr.Image(value, label=label, format="png", interactive=False, elem_id=f"qkv-patch-{name}", **kw)
 
 
 def build() -> None:
@@ -87,10 +81,14 @@ def build() -> None:
         with gr.Column(scale=3, min_width=480):
             p_info = gr.Markdown(p_start.info, elem_id="qkv-patch-info")
             with gr.Row():
-                p_grid = _picture(p_start.grid, "Patch grid (click a patch)", "grid", height=300)
-                p_maps = _picture(p_start.maps, "Attention of the chosen patch, per head", "maps", height=300)
-            p_mats = _picture(
-                p_start.matrices, "N x N attention weights per head (row = query patch, column = key patch)", "matrices"
+                p_grid = picture(p_start.grid, label="Patch grid (click a patch)", height=300, elem_id="qkv-patch-grid")
+                p_maps = picture(
+                    p_start.maps, label="Attention of the chosen patch, per head", height=300, elem_id="qkv-patch-maps"
+                )
+            p_mats = picture(
+                p_start.matrices,
+                label="N x N attention weights per head (row = query patch, column = key patch)",
+                elem_id="qkv-patch-matrices",
             )
     p_in = [p_img, p_size, p_heads, p_seed, p_index]
     p_out = [p_grid, p_maps, p_mats, p_info, p_index]

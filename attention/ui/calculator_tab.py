@@ -13,13 +13,12 @@ from attention.calculator import report as qkv
 from attention.calculator.settings import Settings
 from attention.errors import AttentionError
 from attention.ui import calculator_patches
-from attention.ui.components import number, slider, user_errors
+from attention.ui.components import QUIET, number, slider, user_errors
 
 QKV_DIRECT, QKV_X = qkv_form.MATRICES[qkv.DIRECT], qkv_form.MATRICES[qkv.FROM_X]
 QKV_TABLES, QKV_TEXT = "Tables", "Text"
 QKV_CSS = "<style>" + (resources.files("attention.calculator") / "tab.css").read_text() + "</style>"
 FAULT, STALE = ["qkv-fault"], ["qkv-stale"]  # classes (tab.css): the input to blame, results kept from before
-QUIET = dict(api_visibility="private")  # UI events: not API endpoints
 
 
 def _qkv_table(a):

@@ -59,6 +59,7 @@ def jobs_of(session: str | None) -> int:
     return len(pending.get(session, ())) if session is not None else 0
 
 
+QUIET = dict(api_visibility="private")  # an event's keywords: a UI event, not an API endpoint
 JUST_ADMITTED = 0.25  # seconds a job admitted by `queue_share` counts before Gradio's own count shows it
 _admitted: dict[str, list[tuple[float, int]]] = {}  # session -> (when, its queued jobs then) of recent admissions
 _admitted_lock = threading.Lock()
@@ -189,6 +190,11 @@ def number(*args, **kwargs) -> gr.Number:
 def slider(*args, **kwargs) -> gr.Slider:
     """A `gr.Slider` whose value reaches the handler as sent (API callers may send any number)."""
     return _Slider(*args, **kwargs)
+
+
+def picture(value=None, **kwargs) -> gr.Image:
+    """A picture the app draws (not an input): PNG, so its pixels arrive exactly as drawn."""
+    return gr.Image(value, **{"format": "png", "interactive": False, **kwargs})
 
 
 def image_path(*args, **kwargs) -> gr.Image:

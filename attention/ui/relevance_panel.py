@@ -15,7 +15,7 @@ import numpy as np
 
 from attention.errors import AttentionError
 from attention.render import mark_patch
-from attention.ui.components import image_path, number, user_errors
+from attention.ui.components import image_path, number, picture, user_errors
 from attention.vit import session as vit_session
 from attention.vit.relevance.labels import short_name
 from attention.vit.relevance.service import get_relevance, is_classifier
@@ -58,28 +58,19 @@ class RelevancePanel:
                         elem_id="vit-rel-rule",
                     )
                 with gr.Column(scale=5, min_width=280):
-                    self.relimg = gr.Image(
+                    self.relimg = picture(
                         label="Relevance for the chosen class (click a patch to query it)",
-                        format="png",
-                        interactive=False,
                         height=420,
                         elem_id="vit-rel-map",
                     )
                 with gr.Column(scale=4, min_width=240):
-                    self.attimg = gr.Image(
+                    self.attimg = picture(
                         label="Attention of CLS, last layer (the same for every class)",
-                        format="png",
-                        interactive=False,
                         height=320,
                         elem_id="vit-rel-attn",
                     )
-                    self.cmpimg = gr.Image(  # the compare panel's second model, when it is a classifier too
-                        label="Second model",
-                        format="png",
-                        interactive=False,
-                        height=320,
-                        visible=False,
-                        elem_id="vit-rel-compare",
+                    self.cmpimg = picture(  # the compare panel's second model, when it is a classifier too
+                        label="Second model", height=320, visible=False, elem_id="vit-rel-compare"
                     )
             self.caption = gr.Markdown("", elem_id="vit-rel-caption")
 
