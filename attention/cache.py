@@ -43,7 +43,11 @@ class SharedCache(Generic[V]):
     together stay under `max_owner_bytes`, its own least recently used dropped first, so an owner's
     new values never push out another's while it is within its share. When the total is full, the
     value dropped is the least recently used of the owner holding the most bytes (the new value
-    counted for its owner), so a crowd shares the budget evenly and no owner can empty it of others."""
+    counted for its owner), so a crowd shares the budget evenly and no owner can empty it of others.
+
+    Why not cachetools: its caches bound bytes (`getsizeof`) and age (TTLCache) and `cached(condition=)`
+    computes a key once, but they evict by one policy over all keys: no share per owner, no eviction
+    from the owner holding the most, which is what keeps one visitor from emptying the store of others."""
 
     def __init__(
         self,

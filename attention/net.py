@@ -2,17 +2,22 @@
 
 The app must never hang on a network time-out (offline Spaces, air-gapped machines, CI):
 every download path asks `reachable` first, which costs at most `timeout` seconds and is
-remembered for `ttl` seconds per host.
+remembered for REMEMBER seconds per host.
 """
 
 from __future__ import annotations
 
 import socket
-import time
+import threading
+
+from cachetools import TTLCache
 
 from attention.config import SETTINGS, Settings
 
-_seen: dict[tuple[str, int], tuple[float, bool]] = {}  # (host, port) -> (when, answer)
+REMEMBER = 60.0  # seconds an answer is kept
+# (host, port) -> answer, the oldest out past 16: the hosts are the code's own (the Hub, MNIST's mirror)
+_seen: TTLCache[tuple[str, int], bool] = TTLCache(maxsize=16, ttl=REMEMBER)
+_lock = threading.Lock()  # cachetools' caches are not thread-safe
 
 
 def offline(settings: Settings | None = None) -> bool:
@@ -23,20 +28,24 @@ def offline(settings: Settings | None = None) -> bool:
     return (settings or SETTINGS).offline or bool(constants.HF_HUB_OFFLINE)
 
 
-def reachable(host: str, port: int = 443, *, timeout: float = 1.5, ttl: float = 60.0) -> bool:
-    """Whether a TCP connection to (host, port) opens within `timeout` s; remembered for `ttl` s."""
-    key, now = (host, port), time.monotonic()
-    if key in _seen and now - _seen[key][0] < ttl:
-        return _seen[key][1]
+def reachable(host: str, port: int = 443, *, timeout: float = 1.5) -> bool:
+    """Whether a TCP connection to (host, port) opens within `timeout` s; remembered for REMEMBER s."""
+    key = (host, port)
+    with _lock:
+        known = _seen.get(key)
+    if known is not None:
+        return known
     try:
         socket.create_connection(key, timeout=timeout).close()
         ok = True
     except OSError:
         ok = False
-    _seen[key] = (now, ok)
+    with _lock:
+        _seen[key] = ok
     return ok
 
 
 def forget() -> None:
     """Drop every remembered answer (tests; after the network changed)."""
-    _seen.clear()
+    with _lock:
+        _seen.clear()

@@ -4,6 +4,7 @@ connect whose answer is remembered for a while, then asked again."""
 from __future__ import annotations
 
 import pytest
+from cachetools import TTLCache
 
 from attention import net
 
@@ -22,13 +23,27 @@ def test_reachable_probes_once_per_ttl(monkeypatch):
         raise OSError("no route")
 
     clock = [100.0]
-    monkeypatch.setattr(net, "_seen", {})
+    monkeypatch.setattr(net, "_seen", TTLCache(maxsize=16, ttl=net.REMEMBER, timer=lambda: clock[0]))
     monkeypatch.setattr(net.socket, "create_connection", connect)
-    monkeypatch.setattr(net.time, "monotonic", lambda: clock[0])
-    assert not net.reachable("example.invalid", 443, timeout=0.5, ttl=60)
-    clock[0] += 59
-    assert not net.reachable("example.invalid", 443, timeout=0.5, ttl=60)
+    assert not net.reachable("example.invalid", 443, timeout=0.5)
+    clock[0] += net.REMEMBER - 1
+    assert not net.reachable("example.invalid", 443, timeout=0.5)
     assert probes == [(("example.invalid", 443), 0.5)]  # remembered
     clock[0] += 2
-    net.reachable("example.invalid", 443, timeout=0.5, ttl=60)
+    net.reachable("example.invalid", 443, timeout=0.5)
     assert len(probes) == 2  # expired: asked again
+
+
+def test_the_remembered_answers_are_bounded(monkeypatch):
+    def connect(addr, timeout):
+        raise OSError("no route")
+
+    monkeypatch.setattr(net.socket, "create_connection", connect)
+    net.forget()
+    try:
+        for i in range(3 * 16):
+            net.reachable(f"host{i}.invalid", 443, timeout=0.5)
+        assert len(net._seen) == 16  # the stated bound: the oldest answers went first
+        assert ("host0.invalid", 443) not in net._seen and ("host47.invalid", 443) in net._seen
+    finally:
+        net.forget()

@@ -30,10 +30,10 @@ from __future__ import annotations
 import math
 import threading
 import types
-from collections import OrderedDict
 
 import torch
 import torch.nn.functional as F
+from cachetools import LRUCache
 
 from attention.errors import InputError
 
@@ -51,7 +51,9 @@ RULES: dict[str, tuple[float | None, bool]] = {
 }
 ROPE = "rope"  # models whose positions are rotary only (no absolute pos_embed): nothing to resample
 CACHE_SIZE = 8  # resampled embeddings kept per model (grid sizes), least recently used out first
-_lock = threading.Lock()  # one for all models: a model holds no lock, so it stays copyable
+# guards every model's LRUCache (cachetools' caches are not thread-safe): one lock for all models,
+# so a model holds no lock and stays copyable
+_lock = threading.Lock()
 
 
 def check_rule(rule: str) -> str:
@@ -110,18 +112,15 @@ def pos_embed_for(model: torch.nn.Module, grid: tuple[int, int]) -> torch.Tensor
     with _lock:
         held, cache = model.__dict__.get("_pos_cache", (None, None))
         if held != stamp:  # first use, or the parameter moved (.to) or changed: start afresh
-            cache = OrderedDict()
+            cache = LRUCache(maxsize=CACHE_SIZE)
             model.__dict__["_pos_cache"] = (stamp, cache)
-        hit = cache.get(grid)
+        hit = cache.get(grid)  # marks it used
         if hit is not None:
-            cache.move_to_end(grid)
             return hit
     with torch.inference_mode(False), torch.no_grad():  # a plain tensor, usable in and out of inference mode
         out = compute()
     with _lock:
-        cache[grid] = out
-        while len(cache) > CACHE_SIZE:
-            cache.popitem(last=False)
+        cache[grid] = out  # the least recently used grid out when full
     return out
 
 

@@ -236,8 +236,11 @@ def test_resampled_position_embeddings_are_cached_per_grid_and_refreshed_when_th
         model.pos_embed.mul_(2)
     torch.testing.assert_close(posembed.pos_embed_for(model, (5, 7)), 2 * a)
     for g in range(1, 2 * posembed.CACHE_SIZE):
+        posembed.pos_embed_for(model, (5, 7))  # used every time: never the least recently used
         posembed.pos_embed_for(model, (g, g + 1))
-    assert len(model._pos_cache[1]) == posembed.CACHE_SIZE  # bounded
+    cache = model._pos_cache[1]
+    assert len(cache) == posembed.CACHE_SIZE and (5, 7) in cache  # bounded, the oldest unused out first
+    assert (1, 2) not in cache and (2 * posembed.CACHE_SIZE - 1, 2 * posembed.CACHE_SIZE) in cache
     with pytest.raises(InputError, match="accepted: dino, dinov2, dinov2_reg, timm"):
         posembed.install(model, "bilinear")
 

@@ -166,6 +166,9 @@ class _Layer:
         H, N, _ = q.shape
         rows = max(1, chunk_bytes // (2 * 4 * H * N))  # two (H, c, N) buffers live at once
         self.spans = [(s, min(s + rows, N)) for s in range(0, N, rows)]
+        # ((s, e), rows) of the last call, kept only when one chunk holds the layer: one slot for this
+        # object's life, filled on a condition; functools.lru_cache on a method would hold `self` in a
+        # cache shared by every instance, and cachetools.cachedmethod would add a cache and a key for one slot
         self._memo: tuple | None = None
 
     def __call__(self, s: int, e: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
