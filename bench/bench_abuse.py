@@ -1,6 +1,6 @@
 """A hostile crowd against the served app (`python app.py` in its own process, loopback only).
 
-    python bench/bench_abuse.py [--settle 60] [--scale 1.0] [--only new_sessions,live_flood,...]
+    python -m bench.bench_abuse [--settle 60] [--scale 1.0] [--only new_sessions,live_flood,...]
                                 [--max-seconds 240]
 
 Each attack runs while an honest visitor calls /attention_maps (gradio_client, one call after another)
@@ -34,29 +34,21 @@ import os
 import queue
 import shutil
 import signal
-import sys
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_load as bl  # noqa: E402 - sets the offline environment and the temp folders first
-import httpx  # noqa: E402
-import numpy as np  # noqa: E402
-from PIL import Image  # noqa: E402
+import httpx
+import numpy as np
+from PIL import Image
+
+from bench import bench_load as bl  # its import sets the offline environment and makes the temp folders
+from bench.common import cpu_seconds
 
 HONEST, ATTACKER, VISITOR = "10.0.0.1", "10.66.0.1", "10.0.0.2"  # X-Forwarded-For of each client
 REPEATABLE = {"new_sessions", "live_flood", "big_session"}  # floods repeated until the visitor's p95 means something
 ATTACKS = ["new_sessions", "live_flood", "big_session", "large_passes", "upload_flood"]
-
-
-def cpu_seconds(app) -> float:
-    """The server process's user + system CPU seconds so far."""
-    with open(f"/proc/{app.proc.pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def honest_loop(url: str, out, temp: str) -> None:
@@ -222,14 +214,14 @@ def session_cost(app, page, honest, n: int = 300) -> str:
     honest.pause()
     try:
         time.sleep(2)  # the visitor's call in flight, if any, ends
-        i0, t0 = cpu_seconds(app), time.time()
+        i0, t0 = cpu_seconds(app.proc.pid), time.time()
         time.sleep(5)
-        c0, t1 = cpu_seconds(app), time.time()
+        c0, t1 = cpu_seconds(app.proc.pid), time.time()
         idle = (c0 - i0) / (t1 - t0)  # CPU seconds a second of the idle server (its queue's polling)
         base = flood(n, 8, same, 120)
-        c1, t2 = cpu_seconds(app), time.time()
+        c1, t2 = cpu_seconds(app.proc.pid), time.time()
         got = flood(n, 32, fresh_session_call(page), 120)
-        c2, t3 = cpu_seconds(app), time.time()
+        c2, t3 = cpu_seconds(app.proc.pid), time.time()
     finally:
         honest.resume()
     per_known = 1000 * (c1 - c0 - idle * (t2 - t1)) / base["sent"]
@@ -291,7 +283,7 @@ def upload_flood(app, page, n, max_s):
         return r.status_code
 
     got = flood(n, 4, send, max_s)
-    mb, files = bl.usage(app.gtmp)
+    mb, files = bl.usage(app.env["GRADIO_TEMP_DIR"])
     return got, f"GRADIO_TEMP_DIR after: {mb:.0f} MB in {files} files ({got.get(200, 0) * 4} MB accepted)"
 
 
@@ -361,10 +353,12 @@ def main() -> None:
         code = app.proc.poll()
         app.proc.kill()
         app.proc.wait(timeout=30)
-        tail = Path(app.log.name).read_text(errors="replace")
+        tail = app.log.read_text(errors="replace")
+        app.log.unlink()
         for d in bl.TEMP:
             shutil.rmtree(d, ignore_errors=True)
-    print(f"\n===== SUMMARY: bench/bench_abuse.py, guard {'on' if guard else 'OFF'}, {time.time() - t0:.0f} s =====")
+    guarded = "on" if guard else "OFF"
+    print(f"\n===== SUMMARY: python -m bench.bench_abuse, guard {guarded}, {time.time() - t0:.0f} s =====")
     print("app: alive to the end" if code is None else f"app: EXITED with code {code}:\n{tail[-2000:]}")
     print(f"app log: {tail.count('Traceback')} tracebacks, {len(tail) / 1000:.0f} kB")
     print("\n".join(lines))

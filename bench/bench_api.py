@@ -1,6 +1,6 @@
 """Every API endpoint through gradio_client vs the same handler in this process: files, bytes, time.
 
-    python bench/bench_api.py [--rounds 7] [--only /retrieval_trained /retrieval_sketch]
+    python -m bench.bench_api [--rounds 7] [--only /retrieval_trained /retrieval_sketch]
 
 Starts `python app.py` as users run it, offline (HF_HUB_OFFLINE=1, an empty HF_HOME: the ViT model is
 mnist_vit), on a free port; lists the endpoints with `Client.view_api`; then for each endpoint calls,
@@ -25,18 +25,14 @@ import os
 import ssl
 import statistics
 import sys
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench import common
+from bench.common import app_env, interleaved_times, start_app
 
-from bench.bench_app_roundtrip import interleaved_times, start_app  # noqa: E402
-
-DIGIT = str(ROOT / "examples" / "digits" / "digit_3.png")
-PHOTO = str(ROOT / "examples" / "photos" / "chelsea.jpg")
-SKETCH = str(ROOT / "examples" / "digits" / "digit_7.png")
+DIGIT = str(common.DIGITS[3])
+PHOTO = str(common.PHOTO)
+SKETCH = str(common.DIGITS[7])
 QKV = dict(Q="1 0 0; 0 1 0; 1 1 1", K="1 0 0; 0 1 0; 0 0 1; 0 0 0", V="0 1; 2 3; 4 5; 6 7")
 XW = dict(X="1 0; 0 1; 1 1", W_q="1 0; 0 1", W_k="0 1; 1 0", W_v="1 1; 0 1")
 STREAMS = {"/retrieval_retrain"}
@@ -180,21 +176,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--only", nargs="*", help="endpoints to measure (default: all)")
     args = ap.parse_args()
-    home = tempfile.mkdtemp(prefix="bench-api-hf-")
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "HF_HOME": home,
-        "GRADIO_ANALYTICS_ENABLED": "False",
-        "GRADIO_TEMP_DIR": tempfile.mkdtemp(prefix="bench-api-gradio-"),
-        "GRADIO_EXAMPLES_CACHE": tempfile.mkdtemp(prefix="bench-api-examples-"),
-    }
-    os.environ.update(HF_HUB_OFFLINE="1", HF_HOME=home)  # the in-process handlers see what the server sees
+    env = app_env("bench-api")
+    os.environ.update(HF_HUB_OFFLINE="1", HF_HOME=env["HF_HOME"])  # the in-process handlers see what the server sees
     import httpx
     from gradio_client import Client
 
     local = twins()
-    proc, url = start_app(env)
+    app = start_app(env)
+    url = app.url
     rows, missing = [], []
     try:
         plain = Client(url, verbose=False)
@@ -218,8 +207,7 @@ def main() -> None:
             rows.append((name, files, size, *medians))
             print(f"  measured {name}", file=sys.stderr)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        app.stop()
 
     print(f"medians of {args.rounds} interleaved rounds; ratio = client / in-process (target <= 1.5)")
     cols = ("files", "bytes", "in-process", "client", "ctx", "http", "ratio", "ctx", "http")

@@ -1,7 +1,7 @@
 """What gradio_client's default client adds to any call, whatever the app: the floor under
-`bench/bench_api.py`'s client / in-process ratios.
+`python -m bench.bench_api`'s client / in-process ratios.
 
-    python bench/bench_client_floor.py [--rounds 15]
+    python -m bench.bench_client_floor [--rounds 15]
 
 Serves a bare Gradio app (no attention code) in its own process with two endpoints: /echo returns
 its text, /wait sleeps the given seconds. For each, `Client(url).predict(...)` (the default client,
@@ -15,19 +15,12 @@ new httpx client (a new TLS context, the CA bundle loaded again) and polls its e
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import textwrap
 import time
-import urllib.request
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.bench_app_roundtrip import interleaved_times  # noqa: E402
+from bench.common import app_env, free_port, interleaved_times, start_server
 
 SERVER = textwrap.dedent(
     """
@@ -50,30 +43,15 @@ SERVER = textwrap.dedent(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=15)
     args = ap.parse_args()
     port = free_port()
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"}
-    srv = subprocess.Popen([sys.executable, "-c", SERVER, str(port)], env=env, stdout=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(url, timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
+    with start_server([sys.executable, "-c", SERVER, str(port)], port, app_env("bench-floor", offline=False)) as srv:
         from gradio_client import Client
 
-        client = Client(url, verbose=False)
+        client = Client(srv.url, verbose=False)
         cases = [("/echo", "hello", lambda: "hello")] + [
             ("/wait", s, lambda s=s: time.sleep(s)) for s in (0.01, 0.05, 0.1, 0.2, 0.4)
         ]
@@ -89,8 +67,6 @@ def main() -> None:
         floor = statistics.median(added)
         print(f"the client adds {floor * 1000:.0f} ms to any call here (median over the rows), so client / in-process")
         print(f"<= 1.5 needs at least {2 * floor * 1000:.0f} ms of work in-process")
-    finally:
-        srv.terminate()
 
 
 if __name__ == "__main__":

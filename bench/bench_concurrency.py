@@ -1,7 +1,7 @@
 """How a crowd is served: isolation mechanism by throughput, and the compute budget's calibration.
 
-    python bench/bench_concurrency.py            # ViT-S/16, random weights, 2 cores: about 2 minutes
-    python bench/bench_concurrency.py --quick    # fewer requests
+    python -m bench.bench_concurrency            # ViT-S/16, random weights, 2 cores: about 2 minutes
+    python -m bench.bench_concurrency --quick    # fewer requests
 
 Isolation (`attention.vit.extract`): each forward pass records into its own recorder, bound to the
 calling context, so passes may run at once on one shared model. The alternative is a lock per
@@ -21,14 +21,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench.common import PHOTO, median_seconds, random_vit
 
 
 def main() -> None:
@@ -38,19 +35,15 @@ def main() -> None:
     args = ap.parse_args()
 
     import numpy as np
-    import timm
     import torch
 
     from attention.config import SETTINGS
     from attention.vit.cost import forward_gflop, patch_tokens
     from attention.vit.extract import attention_maps
 
-    torch.manual_seed(0)
-    model = timm.create_model(
-        "vit_small_patch16_224.dino", pretrained=False, num_classes=0, dynamic_img_size=True
-    ).eval()
+    model = random_vit()
     model.alias = "dino_vits16 (random weights)"
-    photos = sorted((ROOT / "examples" / "photos").glob("*.jpg"))
+    photos = sorted(PHOTO.parent.glob("*.jpg"))
     k = 4 if args.quick else 8
     reqs = [
         dict(
@@ -109,12 +102,7 @@ def main() -> None:
     for res in [224, 480] if args.quick else [224, 480, 800, 1200]:
         tokens = patch_tokens(img.size, 16, res)
         g = forward_gflop(model, tokens)
-        times = []
-        for _ in range(1 if res > 800 else 3):
-            t0 = time.perf_counter()
-            attention_maps(model, img, resolution=res)
-            times.append(time.perf_counter() - t0)
-        s = statistics.median(times)
+        s = median_seconds(lambda res=res: attention_maps(model, img, resolution=res), 1 if res > 800 else 3)
         print(f"  {res:5d} px  {tokens:6,d} tokens  {g:8.1f} GFLOP  {s:7.2f} s  {g / s:6.1f} GFLOP/s")
 
 

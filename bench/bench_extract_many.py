@@ -1,8 +1,8 @@
 """Throughput over many images: the per-image CLI vs batched `extract` vs timm's batched forward alone.
 
-    python bench/bench_extract_many.py                    # ViT-S/16 at 224 px, 512 images, CPU
-    python bench/bench_extract_many.py --images 128 --rounds 1
-    python bench/bench_extract_many.py --device cuda --batch-sizes 32,64,128,256   # on a GPU (fp16)
+    python -m bench.bench_extract_many                    # ViT-S/16 at 224 px, 512 images, CPU
+    python -m bench.bench_extract_many --images 128 --rounds 1
+    python -m bench.bench_extract_many --device cuda --batch-sizes 32,64,128,256   # on a GPU (fp16)
 
 Images: 256 x 256 JPEGs cut from the shipped photos (one grid at 224 px), written to a temporary folder.
 Images per second, each method over all the images, methods interleaved round after round (median):
@@ -34,10 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.bench_app_roundtrip import TIMM_NAME, fake_hub_cache  # noqa: E402
+from bench.common import PHOTO, ROOT, load_average, offline_dino
 
 
 def make_images(folder: Path, n: int, side: int = 256) -> list[Path]:
@@ -46,7 +43,7 @@ def make_images(folder: Path, n: int, side: int = 256) -> list[Path]:
     from PIL import Image
 
     rng = np.random.default_rng(0)
-    photos = [Image.open(p).convert("RGB") for p in sorted((ROOT / "examples" / "photos").glob("*.jpg"))]
+    photos = [Image.open(p).convert("RGB") for p in sorted(PHOTO.parent.glob("*.jpg"))]
     out = []
     for i in range(n):
         im = photos[i % len(photos)]
@@ -93,18 +90,7 @@ def main() -> None:
     ap.add_argument("--no-torchrun", action="store_true", help="skip the 1 vs 2 process runs")
     args = ap.parse_args()
 
-    home = Path(tempfile.mkdtemp(prefix="bench-hf-"))
-    from attention.vit.models import is_cached
-
-    if is_cached(TIMM_NAME):
-        weights = f"real {TIMM_NAME} weights from the HF cache"
-    else:
-        os.environ.update(HF_HOME=str(home), HF_HUB_OFFLINE="1")
-        import huggingface_hub.constants as c
-
-        c.HF_HOME, c.HF_HUB_CACHE, c.HF_HUB_OFFLINE = str(home), str(home / "hub"), True
-        fake_hub_cache(home)
-        weights = f"RANDOM weights of {TIMM_NAME} in a temporary HF cache (real ones not cached)"
+    home, weights = offline_dino("bench-many")
 
     import torch
 
@@ -121,7 +107,7 @@ def main() -> None:
     param = next(model.parameters())
     print(f"{args.images} images of 256x256 px at 224 px ({prep(files[0]).grid} grid), {weights}")
     print(f"device {args.device} ({param.dtype}), {torch.get_num_threads()} torch threads, {os.cpu_count()} cores")
-    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    print(f"load average before: {load_average():.2f}")
 
     def limit_at(bs: int):
         xs = torch.stack([prep(f).x for f in files])  # decoded once, outside the timing
@@ -168,7 +154,7 @@ def main() -> None:
             times[name].append(time.perf_counter() - t)
             print(f"  round {r + 1} {name:>14}: {count[name] / times[name][-1]:8.1f} images/s", flush=True)
     rate = {k: count[k] / statistics.median(v) for k, v in times.items()}
-    print(f"\nimages/s, median of {args.rounds} interleaved rounds (load average now {os.getloadavg()[0]:.2f}):")
+    print(f"\nimages/s, median of {args.rounds} interleaved rounds (load average now {load_average():.2f}):")
     for name, v in rate.items():
         print(f"  {name:>14}: {v:8.1f}")
     for bs in sizes:
@@ -183,7 +169,8 @@ def main() -> None:
         two = torchrun_rate(2, folder, tmp / "tr2", args, env)
         print(f"torchrun extract: 1 process {one:.1f} images/s, 2 processes {two:.1f} images/s ({two / one:.2f}x)")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.rmtree(home, ignore_errors=True)
+    if home:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 if __name__ == "__main__":

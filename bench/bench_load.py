@@ -1,6 +1,6 @@
 """Load test and soak of the served app (`python app.py` in its own process, loopback only).
 
-    python bench/bench_load.py [--clients 16] [--calls 10] [--sessions 300] [--max-seconds 900]
+    python -m bench.bench_load [--clients 16] [--calls 10] [--sessions 300] [--max-seconds 900]
                                [--skip-load] [--skip-soak]
 
 The app runs offline (HF_HUB_OFFLINE=1, an empty HF_HOME: the shipped mnist_vit), with fresh
@@ -28,19 +28,16 @@ import json
 import os
 import random
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench import common
+from bench.common import Server, app_env
+
 TEMP = [tempfile.mkdtemp(prefix=f"bench-load-{n}-") for n in ("hf", "client", "app-hf", "gradio", "tmp", "images")]
 # this process (the references, gradio_client's downloads) runs offline on the shipped model as the app does
 os.environ.update(
@@ -51,7 +48,7 @@ import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
-DIGITS = [str(ROOT / "examples" / "digits" / f"digit_{i}.png") for i in range(10)]
+DIGITS = [str(d) for d in common.DIGITS]
 VIEWS = ["heads", "mean", "rollout", "masks"]
 MIX = [
     "/attention_maps",
@@ -71,41 +68,20 @@ def left() -> float:
 
 
 # ----- the server ----------------------------------------------------------------------------
-def start_app(timeout: float = 120) -> SimpleNamespace:
-    """`python app.py` on a free loopback port, once /gradio_api/info answers."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    gtmp, tmp = TEMP[3], TEMP[4]
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "HF_HOME": TEMP[2],
-        "GRADIO_TEMP_DIR": gtmp,
-        "TMPDIR": tmp,
-        "GRADIO_SERVER_PORT": str(port),
-        "GRADIO_ANALYTICS_ENABLED": "False",
-        "MPLBACKEND": "Agg",
-    }
-    url, log = f"http://127.0.0.1:{port}/", tempfile.NamedTemporaryFile(prefix="bench-load-app-", suffix=".log")
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    app = SimpleNamespace(proc=proc, url=url, gtmp=gtmp, tmp=tmp, log=log)
-    deadline = time.time() + timeout
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            httpx.get(url + "gradio_api/info", timeout=5).raise_for_status()
-            return app
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    proc.kill()
-    for d in TEMP:
-        shutil.rmtree(d, ignore_errors=True)
-    raise SystemExit(f"app.py did not serve {url} within {timeout:.0f} s:\n{Path(log.name).read_text()[-3000:]}")
+def start_app(timeout: float = 120) -> Server:
+    """`python app.py` on a free loopback port, once /gradio_api/info answers; its output in `.log`."""
+    env = app_env(HF_HOME=TEMP[2], GRADIO_TEMP_DIR=TEMP[3], TMPDIR=TEMP[4], MPLBACKEND="Agg")
+    log = Path(tempfile.mkstemp(prefix="bench-load-app-", suffix=".log")[1])
+    try:
+        return common.start_app(env, timeout=timeout, path="gradio_api/info", log=log)
+    except SystemExit:
+        for d in TEMP:
+            shutil.rmtree(d, ignore_errors=True)
+        raise
 
 
-def rss_mb(app) -> float:
-    with open(f"/proc/{app.proc.pid}/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+def rss_mb(app: Server) -> float:
+    return common.rss_mb(app.proc.pid)
 
 
 def usage(path: str) -> tuple[float, int]:
@@ -120,8 +96,8 @@ def usage(path: str) -> tuple[float, int]:
     return sum(sizes) / 1e6, len(sizes)
 
 
-def snapshot(app) -> str:
-    (gm, gn), (tm, tn) = usage(app.gtmp), usage(app.tmp)
+def snapshot(app: Server) -> str:
+    (gm, gn), (tm, tn) = usage(app.env["GRADIO_TEMP_DIR"]), usage(app.env["TMPDIR"])
     return f"RSS {rss_mb(app):.0f} MB, GRADIO_TEMP_DIR {gm:.1f} MB / {gn} files, TMPDIR {tm:.1f} MB / {tn} files"
 
 
@@ -434,7 +410,7 @@ def soak(app, sessions: int, threads: int = 4) -> tuple[list[str], list[tuple[st
     if wrong := browse(Browser(app.url, config), sessions):  # the protocol works before looping
         return [f"soak: the first session's answer is WRONG: {wrong}"], [("soak: ran", False)]
     local, lock = threading.local(), threading.Lock()
-    done, failures, rows = [0], [], [(0, rss_mb(app), *usage(app.gtmp))]
+    done, failures, rows = [0], [], [(0, rss_mb(app), *usage(app.env["GRADIO_TEMP_DIR"]))]
 
     def visit(i: int) -> None:
         if left() <= 0:
@@ -449,12 +425,12 @@ def soak(app, sessions: int, threads: int = 4) -> tuple[list[str], list[tuple[st
             if wrong:
                 failures.append(f"  !! session {i} {kind}: {wrong}")
             if done[0] % 25 == 0:
-                rows.append((done[0], rss_mb(app), *usage(app.gtmp)))
+                rows.append((done[0], rss_mb(app), *usage(app.env["GRADIO_TEMP_DIR"])))
 
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(visit, range(sessions)))
     if rows[-1][0] != done[0]:
-        rows.append((done[0], rss_mb(app), *usage(app.gtmp)))
+        rows.append((done[0], rss_mb(app), *usage(app.env["GRADIO_TEMP_DIR"])))
     errors = sum(" error: " in f for f in failures)
     at50, (n_end, rss_end, *_) = next((r for n, r, *_ in rows if n >= 50), np.nan), rows[-1]
     delta = rss_end - at50
@@ -501,11 +477,12 @@ def main() -> None:
         code = app.proc.poll()
         app.proc.kill()
         app.proc.wait(timeout=30)
-        tail = Path(app.log.name).read_text(errors="replace")[-2000:]
+        tail = app.log.read_text(errors="replace")[-2000:]
+        app.log.unlink()
         for d in TEMP:
             shutil.rmtree(d, ignore_errors=True)
     print(
-        f"\n===== SUMMARY: bench/bench_load.py, {time.time() - t0:.0f} s"
+        f"\n===== SUMMARY: python -m bench.bench_load, {time.time() - t0:.0f} s"
         f"{', STOPPED at --max-seconds' if left() <= 0 else ''} ====="
     )
     print("app: alive to the end" if code is None else f"app: EXITED with code {code} during the bench:\n{tail}")

@@ -1,0 +1,84 @@
+"""Spec of bench/: every bench is a module of the `bench` package, run as `python -m bench.<name>` (no
+sys.path edits), and every block of figures README.md marks is the table its bench prints, so a re-run's
+printed block replaces the README's verbatim. Nothing here runs a bench."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bench import common
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+BENCHES = sorted(p.stem for p in (ROOT / "bench").glob("bench_*.py"))
+# <!-- bench:NAME TABLE; refresh: COMMAND --> the table <!-- /bench -->, as common.readme_block prints it
+BLOCK = re.compile(
+    r"<!-- bench:(\w+) (\w+); refresh: (python -m bench\.(\w+)[^\n]*?) -->\n(.*?)\n<!-- /bench -->", re.S
+)
+
+# (bench, table): the bench's table function called on a tiny made-up result
+FAKES: dict[tuple[str, str], Callable] = {
+    ("bench_relevance", "memory"): lambda m: m.memory_table(
+        [m.Memory(224, 197, 3.0, 38.0, 49.0), m.Memory(1024, 4097, 79.0, 793.0, 19620.0, (4250.0, 7324.0))]
+    ),
+    ("bench_video", "speed"): lambda m: m.speed_table(8, 8, {"batched": 0.2, "one": 0.1, "DINO loop": 0.05}),
+    ("bench_video", "memory"): lambda m: m.memory_table(
+        [m.Frame(360, 640, 71.0, 640.0), m.Frame(480, 848, 121.0, 1926.0), m.Frame(720, 1280, 264.0, None)], 2.1
+    ),
+    ("bench_formats", "formats"): lambda m: m.formats_table([m.Row("photo", "PNG", 1000, 1.0, 0.01, 0, 0.0)]),
+}
+
+
+def cells(line: str) -> list[str]:
+    return [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+def test_every_bench_imports_as_a_module_of_the_package():
+    """In a fresh interpreter (bench_load sets its environment at import): a broken import fails here."""
+    code = "import importlib, sys\nfor n in sys.argv[1:]:\n    importlib.import_module('bench.' + n)"
+    r = subprocess.run([sys.executable, "-c", code, *BENCHES], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert len(BENCHES) >= 19
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "bench").glob("*.py")), ids=lambda p: p.name)
+def test_no_bench_edits_sys_path(path):
+    assert "sys.path" not in path.read_text()
+
+
+def test_every_bench_command_in_the_docs_names_a_bench():
+    code = [p for d in ("attention", "bench", "tests") for p in (ROOT / d).rglob("*.py") if p != Path(__file__)]
+    docs = {"README.md": README} | {str(p.relative_to(ROOT)): p.read_text() for p in code}
+    for where, text in docs.items():
+        assert "python bench/" not in text, where
+        for name in re.findall(r"python -m bench\.(\w+)", text):
+            assert name in BENCHES, f"{where}: python -m bench.{name}"
+
+
+def test_readme_blocks_are_the_tables_their_benches_print():
+    blocks = BLOCK.findall(README)
+    assert {(b, t) for b, t, *_ in blocks} == set(FAKES)  # each marked block has its bench's table function
+    assert README.count("<!-- bench:") == README.count("<!-- /bench -->") == len(blocks)
+    for bench, table, command, module, body in blocks:
+        assert module == bench and bench in BENCHES, command
+        printed = FAKES[bench, table](importlib.import_module(f"bench.{bench}")).splitlines()
+        lines = body.splitlines()
+        assert lines[:2] == printed[:2], f"{bench} {table}: README's header is not what the bench prints"
+        width = len(cells(printed[0]))
+        assert len(lines) > 2 and all(len(cells(line)) == width for line in lines), f"{bench} {table}: ragged rows"
+
+
+def test_the_block_a_bench_prints_is_what_the_readme_test_reads(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["bench_video.py", "--quick"])
+    table = common.markdown_table(["", "a|b"], [[1, "x"]])
+    assert table.splitlines() == ["| | a\\|b |", "| --- | --- |", "| 1 | x |"]
+    found = BLOCK.fullmatch(common.readme_block("bench_video", "speed", table))
+    assert found is not None
+    assert found.groups() == ("bench_video", "speed", "python -m bench.bench_video --quick", "bench_video", table)
