@@ -23,6 +23,7 @@ Attacks (counts times --scale; each also stops at --max-seconds; a flood over be
                  temp folder's size
 Goals: honest p95 <= 3x quiet during new_sessions and live_flood; RSS --settle s after within 10% of
 before; large_passes: RSS <= ATTENTION_STATE_MB + the RSS before, and the other visitor's pass alive.
+Ends with the attacks as a Markdown block (README.md's table sets a run without the guard beside one with it).
 """
 
 from __future__ import annotations
@@ -38,13 +39,16 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import httpx
 import numpy as np
 from PIL import Image
 
-from bench import bench_load as bl  # its import sets the offline environment and makes the temp folders
-from bench.common import cpu_seconds
+from bench import bench_load as bl
+from bench.common import RssPeak, cpu_seconds, markdown_table, readme_block
+from bench.expected import pixels
+from bench.page import Browser
 
 HONEST, ATTACKER, VISITOR = "10.0.0.1", "10.66.0.1", "10.0.0.2"  # X-Forwarded-For of each client
 REPEATABLE = {"new_sessions", "live_flood", "big_session"}  # floods repeated until the visitor's p95 means something
@@ -55,8 +59,6 @@ def honest_loop(url: str, out, temp: str) -> None:
     """A visitor calling /attention_maps on one digit, one call after another, forever: puts (wall-clock
     start, seconds, ok) on `out`. Runs in a process of its own, so that the attacker's threads here do not
     take its interpreter lock (the attacker's client is not the visitor's). Its downloads go to `temp`."""
-    for d in bl.TEMP:  # this process's own copies (bench_load made them at import), unused
-        shutil.rmtree(d, ignore_errors=True)
     os.environ["GRADIO_TEMP_DIR"] = temp
     from gradio_client import Client, handle_file
 
@@ -112,29 +114,6 @@ class Honest:
         self._proc.join(timeout=10)
 
 
-class RssPeak:
-    """The server's RSS sampled every 0.2 s while running."""
-
-    def __init__(self, app):
-        self.app, self.peak, self._stop = app, bl.rss_mb(app), threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.wait(0.2):
-            try:
-                self.peak = max(self.peak, bl.rss_mb(self.app))
-            except OSError:
-                return
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-
 def flood(n: int, threads: int, send, max_seconds: float) -> dict:
     """`send(http, i)` -> a status code (or an exception's name), n times from `threads` threads, each with
     its own keep-alive connection; stops at max_seconds. {code: count, 'sent': n, 'seconds': s}."""
@@ -160,11 +139,11 @@ def flood(n: int, threads: int, send, max_seconds: float) -> dict:
 
 # ----- the page's pieces the attacks use -----------------------------------------------------
 class Page:
-    """The ViT tab as a browser drives it (bench_load.Browser), as one client."""
+    """The ViT tab as a browser drives it (bench.page.Browser), as one client."""
 
     def __init__(self, app, client_ip: str):
         self.config = httpx.get(app.url + "config", timeout=30).json()
-        self.b = bl.Browser(app.url, self.config)
+        self.b = Browser(app.url, self.config)
         self.b.http.headers["X-Forwarded-For"] = client_ip
         self.session = uuid.uuid4().hex[:11]
         self.live_id = self.b.ids["vit-live"]
@@ -186,7 +165,7 @@ class Page:
 
 def noisy_digit(i: int, size: int = 28) -> str:
     """A distinct picture per i (a digit plus seeded noise): a new pass on the server."""
-    a = bl.pixels(bl.DIGITS[i % 10], "L").astype(int) + np.random.default_rng(1000 + i).integers(-40, 41, (28, 28))
+    a = pixels(bl.DIGITS[i % 10], "L").astype(int) + np.random.default_rng(1000 + i).integers(-40, 41, (28, 28))
     path = os.path.join(bl.TEMP[5], f"abuse_{i:04d}.png")
     Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).resize((size, size)).save(path)
     return path
@@ -296,12 +275,13 @@ def main() -> None:
     ap.add_argument("--max-seconds", type=float, default=240.0, help="stop each attack after this long")
     ap.add_argument("--min-honest", type=int, default=20, help="repeat a flood until the visitor made this many calls")
     args = ap.parse_args()
+    bl.go_offline()
     t0 = time.time()
     app = bl.start_app()
     guard = os.environ.get("ATTENTION_GUARD", "1") not in {"0", "false", "no", "off"}
     state_mb = float(os.environ.get("ATTENTION_STATE_MB") or 1024)
     print(f"app: {app.url} pid {app.proc.pid}, guard {'on' if guard else 'OFF'}; {bl.snapshot(app)}", flush=True)
-    lines, verdicts = [], []
+    lines, verdicts, rows = [], [], []
     try:
         honest, page = Honest(app.url), Page(app, VISITOR)
         visitor_token = page.open_pass(noisy_digit(0))  # another visitor's kept pass
@@ -318,7 +298,7 @@ def main() -> None:
             n = max(1, int(counts[name] * args.scale))
             before = bl.rss_mb(app)
             start = time.time()
-            with RssPeak(app) as peak:
+            with RssPeak(app.proc.pid) as peak:
                 extra = (visitor_token,) if name == "large_passes" else ()
                 got, note = globals()[name](app, page, n, args.max_seconds, *extra)
                 # a flood over before the visitor made --min-honest calls goes on (again n) until they have
@@ -339,6 +319,7 @@ def main() -> None:
                 f"({100 * (after - before) / before:+.1f}%)",
             ] + ([f"  {note}"] if note else [])
             print("\n".join(lines[-4 if note else -3 :]), flush=True)
+            rows.append(Attack(name, n, got, ratio, during[2], during[3], before, peak.peak, after))
             if name in ("new_sessions", "live_flood"):
                 verdicts.append((f"{name}: honest p95 <= 3x quiet", ratio <= 3))
             verdicts.append((f"{name}: RSS {args.settle:.0f} s after within 10% of before", after <= 1.1 * before))
@@ -364,6 +345,40 @@ def main() -> None:
     print("\n".join(lines))
     for name, ok in verdicts:
         print(f"{'PASS' if ok else 'FAIL'}  {name}")
+    print(readme_block("bench_abuse", "attacks", attacks_table(rows, guarded, args.settle)))
+
+
+class Attack(NamedTuple):
+    """One attack's outcome: what the attacker got, the honest visitor's p95 / quiet, the server's RSS (MB)."""
+
+    name: str
+    n: int
+    got: dict
+    p95_ratio: float
+    calls: int
+    failed: int
+    rss_before: float
+    rss_peak: float
+    rss_after: float
+
+
+def attacks_table(rows: list[Attack], guard: str, settle: float) -> str:
+    """The attacks of one run (guard `guard`) as a Markdown table."""
+    header = ["attack", f"guard {guard}: attacker got", "visitor p95 / quiet", "visitor calls failed", "RSS after"]
+    return markdown_table(
+        header,
+        [
+            (
+                f"{a.name} ({a.n:,})",
+                ", ".join(f"{k}: {v}" for k, v in a.got.items()),
+                f"{a.p95_ratio:.1f}x",
+                f"{a.failed} of {a.calls}",
+                f"peak +{a.rss_peak - a.rss_before:.0f} MB; {settle:.0f} s after {a.rss_after - a.rss_before:+.0f} MB "
+                f"({100 * (a.rss_after - a.rss_before) / a.rss_before:+.1f}%)",
+            )
+            for a in rows
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ after one warm-up each, interleaved for --rounds rounds:
                stream, GET every file) with one persistent httpx client: what the server itself costs.
 It prints, per endpoint: files per answer, bytes per answer (the files plus the JSON of the rest), the
 medians, and ratio = client / in-process (target <= 1.5). A streaming endpoint (/retrieval_retrain) is
-timed to its last update. An endpoint with no sample inputs here is named at the end.
+timed to its last update. An endpoint with no sample inputs here is named at the end. Ends with the
+table as a Markdown block for README.md.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import sys
 from collections.abc import Callable
 
 from bench import common
-from bench.common import app_env, interleaved_times, start_app
+from bench.common import app_env, interleaved_times, markdown_table, readme_block, start_app
 
 DIGIT = str(common.DIGITS[3])
 PHOTO = str(common.PHOTO)
@@ -218,6 +219,25 @@ def main() -> None:
         print(f"{name:<22}{files:>6}{size:>10,}{times}{ratios}")
     if missing:
         print(f"no sample inputs here for: {', '.join(missing)} (add them to SAMPLES and twins())")
+    print(readme_block("bench_api", "endpoints", endpoints_table(rows)))
+
+
+def endpoints_table(rows: list[tuple[str, int, int, float, float, float, float]]) -> str:
+    """(endpoint, files, bytes, in-process s, client s, ctx s, http s) per row as a Markdown table."""
+    header = ["endpoint", "files", "bytes", "in-process ms", "client ms", "ctx ms", "http ms", "client / in-process"]
+    return markdown_table(
+        header,
+        [
+            (
+                f"`{name}`",
+                files,
+                f"{size:,}",
+                *(f"{t * 1e3:.0f}" for t in (local, client, ctx, http)),
+                f"{client / local:.2f}",
+            )
+            for name, files, size, local, client, ctx, http in rows
+        ],
+    )
 
 
 if __name__ == "__main__":

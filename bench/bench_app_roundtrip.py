@@ -16,8 +16,8 @@ and prints ratio = trip / bare (target <= 1.5: rendering must not dominate), wit
 the per-round ratios (each trip over the bare call just before it) and its 90% bootstrap interval,
 as a check on this noisy machine. The server's own forward and drawing times (the answer's
 `forward_ms`, `render_ms`) split the overhead into the app's drawing and the rest.
---idle-cpu also measures, after the timings, the CPU an idle `python app.py` uses over 10 s (Gradio's
-queue looks for jobs every 1 ms).
+The medians end as a Markdown block for README.md. --idle-cpu also measures, after the timings, the
+CPU an idle `python app.py` uses over 10 s (Gradio's queue looks for jobs every 1 ms).
 
 When the real DINO ViT-S/16 weights are not in the HF cache, it builds a temporary HF cache
 holding a *random-weight* `vit_small_patch16_224.dino` in the hub's layout (same architecture,
@@ -34,7 +34,16 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.common import PHOTO, app_env, cpu_seconds, interleaved_times, offline_dino, start_app
+from bench.common import (
+    PHOTO,
+    app_env,
+    cpu_seconds,
+    interleaved_times,
+    markdown_table,
+    offline_dino,
+    readme_block,
+    start_app,
+)
 
 
 def idle_cpu(env: dict[str, str], seconds: float = 10) -> float:
@@ -51,6 +60,13 @@ def paired_median(ratios: list[float], draws: int = 2000, seed: int = 0) -> tupl
     rng = random.Random(seed)
     meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(draws))
     return statistics.median(ratios), meds[int(0.05 * draws)], meds[int(0.95 * draws) - 1]
+
+
+def trip_table(medians: dict[str, float]) -> str:
+    """{what: median seconds}, the bare call first, as a Markdown table with each one's ratio to it."""
+    bare = next(iter(medians.values()))
+    header = ["what (medians of interleaved rounds)", "ms", "/ bare"]
+    return markdown_table(header, [(k.strip(), f"{v * 1e3:.0f}", f"{v / bare:.2f}") for k, v in medians.items()])
 
 
 def main() -> None:
@@ -143,6 +159,16 @@ def main() -> None:
     print(f"ratio (reused TLS context) = {trip_ctx / bare:.2f}; per-round {pair_ctx:.2f}")
     print(f"ratio (URLs, no download) = {trip_urls / bare:.2f}")
     print(f"the app's drawing alone: {render / bare:.3f} of bare")
+    medians = {
+        "bare `attention_maps` (no server)": bare,
+        "round trip, default `Client`": trip,
+        "  in the server: forward": fwd,
+        "  in the server: drawing + files": render,
+        "round trip, `Client(ssl_verify=<one SSLContext>)`": trip_ctx,
+        "round trip, `Client(download_files=False)`": trip_urls,
+        "`gradio_client` floor (1x1 `/calculate`)": floor,
+    }
+    print(readme_block("bench_app_roundtrip", "trip", trip_table(medians)))
     if args.idle_cpu:
         print(f"idle server CPU, share of one core over 10 s: {idle_cpu(env):.1%}")
 

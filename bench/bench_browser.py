@@ -12,7 +12,8 @@ Serves `python app.py` with random weights of DINO ViT-S/16 in a temporary Huggi
 and the bytes the browser fetched for each. Each interaction reuses the visitor's pass (no
 forward); the ratio to one forward pass (measured in-process, same run) is printed, for the map the
 browser draws itself (attention/vit/live.py) and for the server's picture that follows it.
-Screenshots at desktop (1400x1000) and phone (390x844) sizes go to `--shots`.
+Screenshots at desktop (1400x1000) and phone (390x844) sizes go to `--shots`. Ends with the table
+as a Markdown block for README.md.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.common import PHOTO, ROOT, median_seconds, offline_dino, start_app
+from bench.common import PHOTO, ROOT, markdown_table, median_seconds, offline_dino, readme_block, start_app
 
 
 def forward_seconds(repeats: int) -> float:
@@ -142,10 +143,11 @@ def main() -> None:
     print(f"ViT-S/16 (random weights) on chelsea.jpg 720x480 at 480 px; {args.repeats} fresh pages; 2 cores")
     print(f"one forward pass in-process: {fwd:.3f} s")
     print(f"{'interaction':36s} {'map s':>7s} {'/ fwd':>6s} {'tiles s':>8s} {'server s':>9s} {'/ fwd':>6s} {'kB':>7s}")
+    medians = {}
     for name in runs[0]:
         if name == "drawn in the browser":
             continue
-        first, server, kb, tiles = (statistics.median(r[name][i] for r in runs) for i in range(4))
+        first, server, kb, tiles = medians[name] = tuple(statistics.median(r[name][i] for r in runs) for i in range(4))
         print(
             f"{name:36s} {first:7.3f} {first / fwd:6.2f} {tiles:8.3f} {server:9.3f} {server / fwd:6.2f} {kb / 1e3:7.0f}"
         )
@@ -158,6 +160,19 @@ def main() -> None:
     print("the base picture for drawing is in)")
     print(
         f"screenshots: {args.shots}/bench_desktop.png, bench_desktop_after.png, bench_phone.png, bench_phone_full.png"
+    )
+    print(readme_block("bench_browser", "interactions", interactions_table(medians, fwd)))
+
+
+def interactions_table(medians: dict[str, tuple[float, float, float, float]], fwd: float) -> str:
+    """{interaction: (map s, server s, bytes, tiles s)} and one forward's seconds, as a Markdown table."""
+    header = ["interaction", "map s", "/ forward", "tiles s", "server s", "/ forward", "kB"]
+    return markdown_table(
+        header,
+        [
+            (name, f"{m:.3f}", f"{m / fwd:.2f}", f"{t:.3f}", f"{s:.3f}", f"{s / fwd:.2f}", f"{b / 1e3:.0f}")
+            for name, (m, s, b, t) in medians.items()
+        ],
     )
 
 

@@ -9,7 +9,8 @@ as bench_api uses it) against calling the same function in this process, interle
 client's added time and the ratio client / in-process, and the smallest in-process time for which
 a ratio <= 1.5 is possible at all (2x the added time). gradio_client (2.x) posts each job with a
 new httpx client (a new TLS context, the CA bundle loaded again) and polls its event queue every
-50 ms (`utils.stream_sse_v1plus`): both are in the client, out of an app's reach.
+50 ms (`utils.stream_sse_v1plus`): both are in the client, out of an app's reach. Ends with the table
+as a Markdown block for README.md.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 import textwrap
 import time
 
-from bench.common import app_env, free_port, interleaved_times, start_server
+from bench.common import app_env, free_port, interleaved_times, markdown_table, readme_block, start_server
 
 SERVER = textwrap.dedent(
     """
@@ -57,16 +58,35 @@ def main() -> None:
         ]
         print(f"the default gradio_client vs the same function in-process; medians of {args.rounds} interleaved rounds")
         print(f"{'endpoint':14s} {'in-process s':>13s} {'client s':>9s} {'added s':>8s} {'ratio':>7s}")
-        added = []
+        rows = []
         for name, arg, local in cases:
             remote = lambda a=arg, n=name: client.predict(a, api_name=n)  # noqa: E731
             inner, outer = map(statistics.median, interleaved_times([local, remote], args.rounds))
-            added.append(outer - inner)
+            rows.append((f"{name}({arg})", inner, outer))
             label = f"{name}({arg})"
             print(f"{label:14s} {inner:13.4f} {outer:9.3f} {outer - inner:8.3f} {outer / max(inner, 1e-9):7.2f}")
-        floor = statistics.median(added)
-        print(f"the client adds {floor * 1000:.0f} ms to any call here (median over the rows), so client / in-process")
-        print(f"<= 1.5 needs at least {2 * floor * 1000:.0f} ms of work in-process")
+    floor = statistics.median(outer - inner for _, inner, outer in rows)
+    print(f"the client adds {floor * 1000:.0f} ms to any call here (median over the rows), so client / in-process")
+    print(f"<= 1.5 needs at least {2 * floor * 1000:.0f} ms of work in-process")
+    print(readme_block("bench_client_floor", "floor", floor_table(rows)))
+
+
+def floor_table(rows: list[tuple[str, float, float]]) -> str:
+    """(call, in-process s, client s) per row as a Markdown table, with the added ms and the ratio."""
+    header = ["call", "in-process ms", "client ms", "added ms", "client / in-process"]
+    return markdown_table(
+        header,
+        [
+            (
+                name,
+                f"{inner * 1e3:.1f}",
+                f"{outer * 1e3:.0f}",
+                f"{(outer - inner) * 1e3:.0f}",
+                f"{outer / max(inner, 1e-9):.2f}",
+            )
+            for name, inner, outer in rows
+        ],
+    )
 
 
 if __name__ == "__main__":

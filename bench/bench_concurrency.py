@@ -14,7 +14,7 @@ Every answer is checked against its solo result (0 wrong is required; the bench 
 
 Budget (`attention.vit.cost`): for several resolutions it prints the estimated GFLOP of one pass,
 the measured seconds and the achieved GFLOP/s, so `ATTENTION_MAX_GFLOP_CPU` can be read as
-seconds on this machine.
+seconds on this machine. The isolation table is also printed as a Markdown block for README.md.
 """
 
 from __future__ import annotations
@@ -25,7 +25,14 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from bench.common import PHOTO, median_seconds, random_vit
+from bench.common import PHOTO, markdown_table, median_seconds, random_vit, readme_block
+
+
+def isolation_table(rates: dict[str, float], wrong: int) -> str:
+    """{way: requests/s} ("lock" first: one at a time) as a Markdown table, with each way's ratio to it."""
+    base = rates["lock"]
+    header = ["isolation", "requests/s", "ratio to one at a time", "wrong answers (all ways)"]
+    return markdown_table(header, [(k, f"{v:.2f}", f"{v / base:.2f}", wrong) for k, v in rates.items()])
 
 
 def main() -> None:
@@ -94,6 +101,13 @@ def main() -> None:
         med = statistics.median(rs)
         print(f"  {name:12s} {med:6.2f} req/s   ratio to one at a time: {med / base:.2f}")
     print(f"  wrong answers: {wrong} (every answer compared with its solo result)")
+    print(
+        readme_block(
+            "bench_concurrency",
+            "isolation",
+            isolation_table({n: statistics.median(r) for n, r in rates.items()}, wrong),
+        )
+    )
 
     print(f"\nbudget calibration (CPU budget now {SETTINGS.gflop_cpu:g} GFLOP per pass):")
     from PIL import Image

@@ -14,6 +14,7 @@ Images per second, each method over all the images, methods interleaved round af
   limit      timm's `forward_features` alone on the already decoded, batched tensors (the ceiling)
 and prints extract / limit (target >= 0.85) and extract / per-image (target >= 2). Then extract under
 `torchrun --nproc_per_node 1` and `2` (gloo on CPU), each its own rate as its summary prints it.
+The rates are also printed as a Markdown block for README.md.
 
 The model is `dino_vits16` through `load_vit`: the real weights when cached, else *random* weights of
 the same architecture in a temporary HF cache (same cost); the output says which.
@@ -34,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import PHOTO, ROOT, load_average, offline_dino
+from bench.common import PHOTO, ROOT, load_average, markdown_table, offline_dino, readme_block
 
 
 def make_images(folder: Path, n: int, side: int = 256) -> list[Path]:
@@ -76,6 +77,18 @@ def torchrun_rate(nproc: int, folder: Path, out: Path, args, env: dict) -> float
     if r.returncode or m is None:
         raise SystemExit(f"torchrun {nproc} failed:\n{r.stdout}\n{r.stderr[-3000:]}")
     return float(m.group(1))
+
+
+def rates_table(rate: dict[str, float]) -> str:
+    """{method: images/s} ("per-image", "extract bN", "limit bN") as a Markdown table, each with the ratio
+    of batched extract (at the same batch; per-image: the first batch) to it."""
+    first = next(k for k in rate if k.startswith("extract"))
+
+    def extract_to(k: str) -> float:
+        return rate[k.replace("limit", "extract")] / rate[k] if k != "per-image" else rate[first] / rate[k]
+
+    header = ["method", "images/s", "extract / it"]
+    return markdown_table(header, [(k, f"{v:.2f}", f"{extract_to(k):.2f}") for k, v in rate.items()])
 
 
 def main() -> None:
@@ -163,6 +176,7 @@ def main() -> None:
             f"  batch {bs}: extract / limit = {e / lim:.2f} (target >= 0.85); "
             f"extract / per-image = {e / rate['per-image']:.2f} (target >= 2)"
         )
+    print(readme_block("bench_extract_many", "rates", rates_table(rate)))
     if not args.no_torchrun and not gpu:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         one = torchrun_rate(1, folder, tmp / "tr1", args, env)

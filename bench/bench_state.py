@@ -10,7 +10,8 @@ the counted size of one pass, the store's bytes, RSS before A (model loaded, one
 baseline), at peak and after, the growth against the store budget ATTENTION_STATE_MB, A's share
 against ATTENTION_STATE_VISITOR_MB, and whether B's pass is still kept. Two settings: a visitor
 share below the budget (as the app's defaults, 256 of 1024 MB), and a share as large as the budget
-(A alone could fill the store: the budget itself bounds RSS, and B keeps their pass).
+(A alone could fill the store: the budget itself bounds RSS, and B keeps their pass). Ends with
+the two runs as a Markdown block for README.md.
 
 --queue: the app in this process; visitor B's small request (an example's maps) timed alone, then
 while visitor A sends `--heavy` uploads at 512 px at once: how many of A's were queued or refused
@@ -25,7 +26,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from bench.common import DIGITS, answers, in_fresh_process, reset_peak, rss_mb, status_mb
+from bench.common import DIGITS, answers, in_fresh_process, markdown_table, readme_block, reset_peak, rss_mb, status_mb
 
 
 def child(passes: int, resolution: int) -> None:
@@ -124,6 +125,7 @@ def main() -> None:
         child(args.passes, args.resolution)
         return
     print(f"visitor A: {args.passes} uploads at {args.resolution} px through mnist_vit")
+    runs = []
     for visitor_mb in (args.state_mb / 4, args.state_mb):
         env = {
             **os.environ,
@@ -141,6 +143,34 @@ def main() -> None:
             f"{grow_after / args.state_mb:.2f}x the budget (peak {grow_peak / args.state_mb:.2f}x); "
             f"B's pass kept: {r['b_kept']}"
         )
+        runs.append((args.state_mb, visitor_mb, r))
+    print(readme_block("bench_state", "flood", flood_table(runs)))
+
+
+def flood_table(runs: list[tuple[float, float, dict]]) -> str:
+    """(ATTENTION_STATE_MB, ATTENTION_STATE_VISITOR_MB, a child's measurements) per run, as a Markdown table."""
+    header = [
+        "STATE_MB",
+        "VISITOR_MB",
+        "one pass, counted",
+        "store (A's)",
+        "RSS before, peak, after",
+        "growth / budget",
+        "B's pass kept",
+    ]
+    rows = [
+        (
+            f"{budget:g}",
+            f"{share:g}",
+            f"{r['pass_mb']:.1f} MB",
+            f"{r['store_mb']:.0f} MB ({r['a_mb']:.0f} MB)",
+            f"{r['before_mb']:.0f}, {r['peak_mb']:.0f}, {r['after_mb']:.0f} MB",
+            f"{(r['after_mb'] - r['before_mb']) / budget:.2f}x (peak {(r['peak_mb'] - r['before_mb']) / budget:.2f}x)",
+            "yes" if r["b_kept"] else "NO",
+        )
+        for budget, share, r in runs
+    ]
+    return markdown_table(header, rows)
 
 
 if __name__ == "__main__":

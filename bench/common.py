@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
@@ -230,6 +231,29 @@ def cpu_seconds(pid: int | str = "self") -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class RssPeak:
+    """The peak RSS (MB, `.peak`) of process `pid`, sampled every `every` s in a thread while in `with`."""
+
+    def __init__(self, pid: int, every: float = 0.2) -> None:
+        self.pid, self.every, self.peak, self._stop = pid, every, rss_mb(pid), threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                self.peak = max(self.peak, rss_mb(self.pid))
+            except OSError:  # the process ended
+                return
+
+    def __enter__(self) -> RssPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def reset_peak() -> float:

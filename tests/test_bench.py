@@ -5,6 +5,7 @@ printed block replaces the README's verbatim. Nothing here runs a bench."""
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import subprocess
 import sys
@@ -33,6 +34,18 @@ FAKES: dict[tuple[str, str], Callable] = {
         [m.Frame(360, 640, 71.0, 640.0), m.Frame(480, 848, 121.0, 1926.0), m.Frame(720, 1280, 264.0, None)], 2.1
     ),
     ("bench_formats", "formats"): lambda m: m.formats_table([m.Row("photo", "PNG", 1000, 1.0, 0.01, 0, 0.0)]),
+    ("bench_client_floor", "floor"): lambda m: m.floor_table([("/echo(hello)", 0.0, 0.08)]),
+    ("bench_api", "endpoints"): lambda m: m.endpoints_table([("/calculate", 0, 1139, 0.003, 0.1, 0.06, 0.06)]),
+    ("bench_concurrency", "isolation"): lambda m: m.isolation_table({"lock": 1.0, "per-call x2": 1.02}, 0),
+    ("bench_state", "flood"): lambda m: m.flood_table(
+        [(256, 64, dict(pass_mb=14.8, store_mb=64, a_mb=60, before_mb=700, peak_mb=790, after_mb=778, b_kept=True))]
+    ),
+    ("bench_extract_many", "rates"): lambda m: m.rates_table({"per-image": 0.25, "extract b64": 2.3, "limit b64": 2.4}),
+    ("bench_browser", "interactions"): lambda m: m.interactions_table({"patch click": (0.05, 0.25, 235e3, 0.07)}, 0.43),
+    ("bench_app_roundtrip", "trip"): lambda m: m.trip_table({"bare": 1.0, "trip": 1.3}),
+    ("bench_abuse", "attacks"): lambda m: m.attacks_table(
+        [m.Attack("big_session", 300, {400: 150, 413: 150}, 2.3, 7, 0, 1000.0, 1100.0, 1011.0)], "on", 60
+    ),
 }
 
 
@@ -62,9 +75,25 @@ def test_every_bench_command_in_the_docs_names_a_bench():
             assert name in BENCHES, f"{where}: python -m bench.{name}"
 
 
+def test_every_table_a_bench_prints_has_a_fake_here_and_is_well_formed():
+    printed = {
+        (bench, table)
+        for bench in BENCHES
+        for table in re.findall(rf'readme_block\(\s*"{bench}",\s*"(\w+)"', (ROOT / "bench" / f"{bench}.py").read_text())
+    }
+    assert printed == set(FAKES)
+    environ = dict(os.environ)
+    for (bench, table), fake in FAKES.items():
+        lines = fake(importlib.import_module(f"bench.{bench}")).splitlines()
+        width = len(cells(lines[0]))
+        assert cells(lines[1]) == ["---"] * width and all(len(cells(line)) == width for line in lines), (bench, table)
+    assert dict(os.environ) == environ  # importing a bench (bench_load's offline switch included) changes nothing
+
+
 def test_readme_blocks_are_the_tables_their_benches_print():
     blocks = BLOCK.findall(README)
-    assert {(b, t) for b, t, *_ in blocks} == set(FAKES)  # each marked block has its bench's table function
+    assert {(b, t) for b, t, *_ in blocks} <= set(FAKES)  # each marked block has its bench's table function
+    assert {"bench_relevance", "bench_video", "bench_formats"} <= {b for b, *_ in blocks}
     assert README.count("<!-- bench:") == README.count("<!-- /bench -->") == len(blocks)
     for bench, table, command, module, body in blocks:
         assert module == bench and bench in BENCHES, command
