@@ -362,15 +362,22 @@ class Attack(NamedTuple):
     rss_after: float
 
 
+def got(counts: dict) -> str:
+    """What the attacker got: {status code or outcome: count, 'sent': n, 'seconds': s} in words."""
+    outcomes = ", ".join(f"{k}: {v}" for k, v in counts.items() if k not in ("sent", "seconds"))
+    took = f" in {counts['seconds']:.0f} s" if "seconds" in counts else ""
+    return f"{outcomes} ({counts.get('sent', 0)} sent{took})"
+
+
 def attacks_table(rows: list[Attack], guard: str, settle: float) -> str:
     """The attacks of one run (guard `guard`) as a Markdown table."""
-    header = ["attack", f"guard {guard}: attacker got", "visitor p95 / quiet", "visitor calls failed", "RSS after"]
+    header = ["attack", f"guard {guard}: attacker got", "visitor p95 / quiet", "visitor calls failed", "server RSS"]
     return markdown_table(
         header,
         [
             (
                 f"{a.name} ({a.n:,})",
-                ", ".join(f"{k}: {v}" for k, v in a.got.items()),
+                got(a.got),
                 f"{a.p95_ratio:.1f}x",
                 f"{a.failed} of {a.calls}",
                 f"peak +{a.rss_peak - a.rss_before:.0f} MB; {settle:.0f} s after {a.rss_after - a.rss_before:+.0f} MB "
