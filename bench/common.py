@@ -22,7 +22,10 @@ import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 PHOTO = ROOT / "examples" / "photos" / "chelsea.jpg"  # 720x480 after the benches' resize; 30x45 patches at 480 px
@@ -121,7 +124,7 @@ def start_app(env: dict[str, str] | None = None, port: int | None = None, **kw: 
 
 
 # ----- random-weight models ------------------------------------------------------------------
-def random_vit(name: str = DINO_S16, seed: int = 0, **kw: Any):
+def random_vit(name: str = DINO_S16, seed: int = 0, **kw: Any) -> torch.nn.Module:
     """A timm model with seeded random weights (the hub is out of reach here; time and memory do not
     depend on the weights), in eval mode: by default no head (`num_classes=0`) and any input size."""
     import timm
@@ -204,11 +207,6 @@ def cuda_synced(fn: Callable[[], object]) -> Callable[[], object]:
 def load_average() -> float:
     """The 1-minute load average (benches print it: on a shared machine it says how noisy a run was)."""
     return os.getloadavg()[0]
-
-
-def ratio(a: float, b: float) -> str:
-    """a / b as the benches print it, '1.23x'."""
-    return f"{a / b:.2f}x"
 
 
 # ----- memory and CPU of a process -----------------------------------------------------------
