@@ -1,6 +1,6 @@
 """A hostile crowd against the served app (`python app.py` in its own process, loopback only).
 
-    python bench/bench_abuse.py [--settle 60] [--scale 1.0] [--only new_sessions,live_flood,...]
+    python -m bench.bench_abuse [--settle 60] [--scale 1.0] [--only new_sessions,live_flood,...]
                                 [--max-seconds 240]
 
 Each attack runs while an honest visitor calls /attention_maps (gradio_client, one call after another)
@@ -23,6 +23,7 @@ Attacks (counts times --scale; each also stops at --max-seconds; a flood over be
                  temp folder's size
 Goals: honest p95 <= 3x quiet during new_sessions and live_flood; RSS --settle s after within 10% of
 before; large_passes: RSS <= ATTENTION_STATE_MB + the RSS before, and the other visitor's pass alive.
+Ends with the attacks as a Markdown block (README.md's table sets a run without the guard beside one with it).
 """
 
 from __future__ import annotations
@@ -34,37 +35,30 @@ import os
 import queue
 import shutil
 import signal
-import sys
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from typing import NamedTuple
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_load as bl  # noqa: E402 - sets the offline environment and the temp folders first
-import httpx  # noqa: E402
-import numpy as np  # noqa: E402
-from PIL import Image  # noqa: E402
+import httpx
+import numpy as np
+from PIL import Image
+
+from bench import bench_load as bl
+from bench.common import RssPeak, cpu_seconds, markdown_table, readme_block
+from bench.expected import pixels
+from bench.page import Browser
 
 HONEST, ATTACKER, VISITOR = "10.0.0.1", "10.66.0.1", "10.0.0.2"  # X-Forwarded-For of each client
 REPEATABLE = {"new_sessions", "live_flood", "big_session"}  # floods repeated until the visitor's p95 means something
 ATTACKS = ["new_sessions", "live_flood", "big_session", "large_passes", "upload_flood"]
 
 
-def cpu_seconds(app) -> float:
-    """The server process's user + system CPU seconds so far."""
-    with open(f"/proc/{app.proc.pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def honest_loop(url: str, out, temp: str) -> None:
     """A visitor calling /attention_maps on one digit, one call after another, forever: puts (wall-clock
     start, seconds, ok) on `out`. Runs in a process of its own, so that the attacker's threads here do not
     take its interpreter lock (the attacker's client is not the visitor's). Its downloads go to `temp`."""
-    for d in bl.TEMP:  # this process's own copies (bench_load made them at import), unused
-        shutil.rmtree(d, ignore_errors=True)
     os.environ["GRADIO_TEMP_DIR"] = temp
     from gradio_client import Client, handle_file
 
@@ -120,29 +114,6 @@ class Honest:
         self._proc.join(timeout=10)
 
 
-class RssPeak:
-    """The server's RSS sampled every 0.2 s while running."""
-
-    def __init__(self, app):
-        self.app, self.peak, self._stop = app, bl.rss_mb(app), threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.wait(0.2):
-            try:
-                self.peak = max(self.peak, bl.rss_mb(self.app))
-            except OSError:
-                return
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-
 def flood(n: int, threads: int, send, max_seconds: float) -> dict:
     """`send(http, i)` -> a status code (or an exception's name), n times from `threads` threads, each with
     its own keep-alive connection; stops at max_seconds. {code: count, 'sent': n, 'seconds': s}."""
@@ -168,11 +139,11 @@ def flood(n: int, threads: int, send, max_seconds: float) -> dict:
 
 # ----- the page's pieces the attacks use -----------------------------------------------------
 class Page:
-    """The ViT tab as a browser drives it (bench_load.Browser), as one client."""
+    """The ViT tab as a browser drives it (bench.page.Browser), as one client."""
 
     def __init__(self, app, client_ip: str):
         self.config = httpx.get(app.url + "config", timeout=30).json()
-        self.b = bl.Browser(app.url, self.config)
+        self.b = Browser(app.url, self.config)
         self.b.http.headers["X-Forwarded-For"] = client_ip
         self.session = uuid.uuid4().hex[:11]
         self.live_id = self.b.ids["vit-live"]
@@ -194,7 +165,7 @@ class Page:
 
 def noisy_digit(i: int, size: int = 28) -> str:
     """A distinct picture per i (a digit plus seeded noise): a new pass on the server."""
-    a = bl.pixels(bl.DIGITS[i % 10], "L").astype(int) + np.random.default_rng(1000 + i).integers(-40, 41, (28, 28))
+    a = pixels(bl.DIGITS[i % 10], "L").astype(int) + np.random.default_rng(1000 + i).integers(-40, 41, (28, 28))
     path = os.path.join(bl.TEMP[5], f"abuse_{i:04d}.png")
     Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).resize((size, size)).save(path)
     return path
@@ -222,14 +193,14 @@ def session_cost(app, page, honest, n: int = 300) -> str:
     honest.pause()
     try:
         time.sleep(2)  # the visitor's call in flight, if any, ends
-        i0, t0 = cpu_seconds(app), time.time()
+        i0, t0 = cpu_seconds(app.proc.pid), time.time()
         time.sleep(5)
-        c0, t1 = cpu_seconds(app), time.time()
+        c0, t1 = cpu_seconds(app.proc.pid), time.time()
         idle = (c0 - i0) / (t1 - t0)  # CPU seconds a second of the idle server (its queue's polling)
         base = flood(n, 8, same, 120)
-        c1, t2 = cpu_seconds(app), time.time()
+        c1, t2 = cpu_seconds(app.proc.pid), time.time()
         got = flood(n, 32, fresh_session_call(page), 120)
-        c2, t3 = cpu_seconds(app), time.time()
+        c2, t3 = cpu_seconds(app.proc.pid), time.time()
     finally:
         honest.resume()
     per_known = 1000 * (c1 - c0 - idle * (t2 - t1)) / base["sent"]
@@ -291,7 +262,7 @@ def upload_flood(app, page, n, max_s):
         return r.status_code
 
     got = flood(n, 4, send, max_s)
-    mb, files = bl.usage(app.gtmp)
+    mb, files = bl.usage(app.env["GRADIO_TEMP_DIR"])
     return got, f"GRADIO_TEMP_DIR after: {mb:.0f} MB in {files} files ({got.get(200, 0) * 4} MB accepted)"
 
 
@@ -304,12 +275,13 @@ def main() -> None:
     ap.add_argument("--max-seconds", type=float, default=240.0, help="stop each attack after this long")
     ap.add_argument("--min-honest", type=int, default=20, help="repeat a flood until the visitor made this many calls")
     args = ap.parse_args()
+    bl.go_offline()
     t0 = time.time()
     app = bl.start_app()
     guard = os.environ.get("ATTENTION_GUARD", "1") not in {"0", "false", "no", "off"}
     state_mb = float(os.environ.get("ATTENTION_STATE_MB") or 1024)
     print(f"app: {app.url} pid {app.proc.pid}, guard {'on' if guard else 'OFF'}; {bl.snapshot(app)}", flush=True)
-    lines, verdicts = [], []
+    lines, verdicts, rows = [], [], []
     try:
         honest, page = Honest(app.url), Page(app, VISITOR)
         visitor_token = page.open_pass(noisy_digit(0))  # another visitor's kept pass
@@ -326,7 +298,7 @@ def main() -> None:
             n = max(1, int(counts[name] * args.scale))
             before = bl.rss_mb(app)
             start = time.time()
-            with RssPeak(app) as peak:
+            with RssPeak(app.proc.pid) as peak:
                 extra = (visitor_token,) if name == "large_passes" else ()
                 got, note = globals()[name](app, page, n, args.max_seconds, *extra)
                 # a flood over before the visitor made --min-honest calls goes on (again n) until they have
@@ -347,6 +319,7 @@ def main() -> None:
                 f"({100 * (after - before) / before:+.1f}%)",
             ] + ([f"  {note}"] if note else [])
             print("\n".join(lines[-4 if note else -3 :]), flush=True)
+            rows.append(Attack(name, n, got, ratio, during[2], during[3], before, peak.peak, after))
             if name in ("new_sessions", "live_flood"):
                 verdicts.append((f"{name}: honest p95 <= 3x quiet", ratio <= 3))
             verdicts.append((f"{name}: RSS {args.settle:.0f} s after within 10% of before", after <= 1.1 * before))
@@ -361,15 +334,58 @@ def main() -> None:
         code = app.proc.poll()
         app.proc.kill()
         app.proc.wait(timeout=30)
-        tail = Path(app.log.name).read_text(errors="replace")
+        tail = app.log.read_text(errors="replace")
+        app.log.unlink()
         for d in bl.TEMP:
             shutil.rmtree(d, ignore_errors=True)
-    print(f"\n===== SUMMARY: bench/bench_abuse.py, guard {'on' if guard else 'OFF'}, {time.time() - t0:.0f} s =====")
+    guarded = "on" if guard else "OFF"
+    print(f"\n===== SUMMARY: python -m bench.bench_abuse, guard {guarded}, {time.time() - t0:.0f} s =====")
     print("app: alive to the end" if code is None else f"app: EXITED with code {code}:\n{tail[-2000:]}")
     print(f"app log: {tail.count('Traceback')} tracebacks, {len(tail) / 1000:.0f} kB")
     print("\n".join(lines))
     for name, ok in verdicts:
         print(f"{'PASS' if ok else 'FAIL'}  {name}")
+    print(readme_block("bench_abuse", "attacks", attacks_table(rows, guarded, args.settle)))
+
+
+class Attack(NamedTuple):
+    """One attack's outcome: what the attacker got, the honest visitor's p95 / quiet, the server's RSS (MB)."""
+
+    name: str
+    n: int
+    got: dict
+    p95_ratio: float
+    calls: int
+    failed: int
+    rss_before: float
+    rss_peak: float
+    rss_after: float
+
+
+def got(counts: dict) -> str:
+    """What the attacker got: {status code or outcome: count, 'sent': n, 'seconds': s} in words."""
+    outcomes = ", ".join(f"{k}: {v}" for k, v in counts.items() if k not in ("sent", "seconds"))
+    took = f" in {counts['seconds']:.0f} s" if "seconds" in counts else ""
+    return f"{outcomes} ({counts.get('sent', 0)} sent{took})"
+
+
+def attacks_table(rows: list[Attack], guard: str, settle: float) -> str:
+    """The attacks of one run (guard `guard`) as a Markdown table."""
+    header = ["attack", f"guard {guard}: attacker got", "visitor p95 / quiet", "visitor calls failed", "server RSS"]
+    return markdown_table(
+        header,
+        [
+            (
+                f"{a.name} ({a.n:,})",
+                got(a.got),
+                f"{a.p95_ratio:.1f}x",
+                f"{a.failed} of {a.calls}",
+                f"peak +{a.rss_peak - a.rss_before:.0f} MB; {settle:.0f} s after {a.rss_after - a.rss_before:+.0f} MB "
+                f"({100 * (a.rss_after - a.rss_before) / a.rss_before:+.1f}%)",
+            )
+            for a in rows
+        ],
+    )
 
 
 if __name__ == "__main__":

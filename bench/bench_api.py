@@ -1,6 +1,6 @@
 """Every API endpoint through gradio_client vs the same handler in this process: files, bytes, time.
 
-    python bench/bench_api.py [--rounds 7] [--only /retrieval_trained /retrieval_sketch]
+    python -m bench.bench_api [--rounds 7] [--only /retrieval_trained /retrieval_sketch]
 
 Starts `python app.py` as users run it, offline (HF_HUB_OFFLINE=1, an empty HF_HOME: the ViT model is
 mnist_vit), on a free port; lists the endpoints with `Client.view_api`; then for each endpoint calls,
@@ -14,7 +14,8 @@ after one warm-up each, interleaved for --rounds rounds:
                stream, GET every file) with one persistent httpx client: what the server itself costs.
 It prints, per endpoint: files per answer, bytes per answer (the files plus the JSON of the rest), the
 medians, and ratio = client / in-process (target <= 1.5). A streaming endpoint (/retrieval_retrain) is
-timed to its last update. An endpoint with no sample inputs here is named at the end.
+timed to its last update. An endpoint with no sample inputs here is named at the end. Ends with the
+table as a Markdown block for README.md.
 """
 
 from __future__ import annotations
@@ -25,18 +26,14 @@ import os
 import ssl
 import statistics
 import sys
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench import common
+from bench.common import app_env, interleaved_times, markdown_table, readme_block, start_app
 
-from bench.bench_app_roundtrip import interleaved_times, start_app  # noqa: E402
-
-DIGIT = str(ROOT / "examples" / "digits" / "digit_3.png")
-PHOTO = str(ROOT / "examples" / "photos" / "chelsea.jpg")
-SKETCH = str(ROOT / "examples" / "digits" / "digit_7.png")
+DIGIT = str(common.DIGITS[3])
+PHOTO = str(common.PHOTO)
+SKETCH = str(common.DIGITS[7])
 QKV = dict(Q="1 0 0; 0 1 0; 1 1 1", K="1 0 0; 0 1 0; 0 0 1; 0 0 0", V="0 1; 2 3; 4 5; 6 7")
 XW = dict(X="1 0; 0 1; 1 1", W_q="1 0; 0 1", W_k="0 1; 1 0", W_v="1 1; 0 1")
 STREAMS = {"/retrieval_retrain"}
@@ -180,21 +177,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--only", nargs="*", help="endpoints to measure (default: all)")
     args = ap.parse_args()
-    home = tempfile.mkdtemp(prefix="bench-api-hf-")
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "HF_HOME": home,
-        "GRADIO_ANALYTICS_ENABLED": "False",
-        "GRADIO_TEMP_DIR": tempfile.mkdtemp(prefix="bench-api-gradio-"),
-        "GRADIO_EXAMPLES_CACHE": tempfile.mkdtemp(prefix="bench-api-examples-"),
-    }
-    os.environ.update(HF_HUB_OFFLINE="1", HF_HOME=home)  # the in-process handlers see what the server sees
+    env = app_env("bench-api")
+    os.environ.update(HF_HUB_OFFLINE="1", HF_HOME=env["HF_HOME"])  # the in-process handlers see what the server sees
     import httpx
     from gradio_client import Client
 
     local = twins()
-    proc, url = start_app(env)
+    app = start_app(env)
+    url = app.url
     rows, missing = [], []
     try:
         plain = Client(url, verbose=False)
@@ -218,8 +208,7 @@ def main() -> None:
             rows.append((name, files, size, *medians))
             print(f"  measured {name}", file=sys.stderr)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        app.stop()
 
     print(f"medians of {args.rounds} interleaved rounds; ratio = client / in-process (target <= 1.5)")
     cols = ("files", "bytes", "in-process", "client", "ctx", "http", "ratio", "ctx", "http")
@@ -230,6 +219,25 @@ def main() -> None:
         print(f"{name:<22}{files:>6}{size:>10,}{times}{ratios}")
     if missing:
         print(f"no sample inputs here for: {', '.join(missing)} (add them to SAMPLES and twins())")
+    print(readme_block("bench_api", "endpoints", endpoints_table(rows)))
+
+
+def endpoints_table(rows: list[tuple[str, int, int, float, float, float, float]]) -> str:
+    """(endpoint, files, bytes, in-process s, client s, ctx s, http s) per row as a Markdown table."""
+    header = ["endpoint", "files", "bytes", "in-process ms", "client ms", "ctx ms", "http ms", "client / in-process"]
+    return markdown_table(
+        header,
+        [
+            (
+                f"`{name}`",
+                files,
+                f"{size:,}",
+                *(f"{t * 1e3:.0f}" for t in (local, client, ctx, http)),
+                f"{client / local:.2f}",
+            )
+            for name, files, size, local, client, ctx, http in rows
+        ],
+    )
 
 
 if __name__ == "__main__":

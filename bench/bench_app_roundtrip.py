@@ -1,6 +1,6 @@
 """App round trip vs bare extraction: one `/attention_maps` request at 480 px on CPU.
 
-    python bench/bench_app_roundtrip.py [--repeats 25] [--image examples/photos/chelsea.jpg] [--idle-cpu]
+    python -m bench.bench_app_roundtrip [--repeats 25] [--image examples/photos/chelsea.jpg] [--idle-cpu]
 
 The app runs as users run it, `python app.py`, in its own process; this process is the client.
 Times (median of --repeats rounds, calls interleaved, after one warm-up each):
@@ -16,8 +16,8 @@ and prints ratio = trip / bare (target <= 1.5: rendering must not dominate), wit
 the per-round ratios (each trip over the bare call just before it) and its 90% bootstrap interval,
 as a check on this noisy machine. The server's own forward and drawing times (the answer's
 `forward_ms`, `render_ms`) split the overhead into the app's drawing and the rest.
---idle-cpu also measures, after the timings, the CPU an idle `python app.py` uses over 10 s (Gradio's
-queue looks for jobs every 1 ms).
+The medians end as a Markdown block for README.md. --idle-cpu also measures, after the timings, the
+CPU an idle `python app.py` uses over 10 s (Gradio's queue looks for jobs every 1 ms).
 
 When the real DINO ViT-S/16 weights are not in the HF cache, it builds a temporary HF cache
 holding a *random-weight* `vit_small_patch16_224.dino` in the hub's layout (same architecture,
@@ -29,92 +29,30 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import socket
 import ssl
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-TIMM_NAME, REPO = "vit_small_patch16_224.dino", "timm/vit_small_patch16_224.dino"
-
-
-def fake_hub_cache(home: Path) -> None:
-    """Put random weights of TIMM_NAME into `home`/hub exactly as a hub download would."""
-    import timm
-    import torch
-    from safetensors.torch import save
-
-    from tests.hub_cache import add_to_hub_cache
-
-    torch.manual_seed(0)
-    model = timm.create_model(TIMM_NAME, pretrained=False, num_classes=0)
-    data = save({k: v.contiguous() for k, v in model.state_dict().items()})
-    add_to_hub_cache(REPO, {"model.safetensors": data}, cache_dir=home / "hub")
-
-
-def interleaved_times(fns, repeats: int) -> list[list[float]]:
-    """Wall times of each fn over `repeats` rounds, calls interleaved (a, b, a, b, ...) so load
-    drift hits all alike; one warm-up call each first (model load, first-call costs)."""
-    for fn in fns:
-        fn()
-    times = [[] for _ in fns]
-    for _ in range(repeats):
-        for fn, ts in zip(fns, times):
-            t = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t)
-    return times
-
-
-def start_app(env: dict[str, str], timeout: float = 180) -> tuple[subprocess.Popen, str]:
-    """`python app.py` on a free local port; returns (process, url) once the page answers."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/"
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "app.py")],
-        cwd=ROOT,
-        env={**env, "GRADIO_SERVER_PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"app.py exited with code {proc.returncode} before serving")
-        try:
-            urllib.request.urlopen(url, timeout=2).close()
-            return proc, url
-        except OSError:
-            time.sleep(0.5)
-    proc.kill()
-    raise SystemExit(f"app.py did not answer at {url} within {timeout:.0f} s")
+from bench.common import (
+    PHOTO,
+    app_env,
+    cpu_seconds,
+    interleaved_times,
+    markdown_table,
+    offline_dino,
+    readme_block,
+    start_app,
+)
 
 
 def idle_cpu(env: dict[str, str], seconds: float = 10) -> float:
     """CPU time an idle `python app.py` uses per second of wall time (1.0 = one core), after it settles."""
-    proc, _ = start_app(env)
-    try:
+    with start_app(env) as app:
         time.sleep(3)
-
-        def used() -> float:
-            with open(f"/proc/{proc.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-
-        c0 = used()
+        c0 = cpu_seconds(app.proc.pid)
         time.sleep(seconds)
-        return (used() - c0) / seconds
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        return (cpu_seconds(app.proc.pid) - c0) / seconds
 
 
 def paired_median(ratios: list[float], draws: int = 2000, seed: int = 0) -> tuple[float, float, float]:
@@ -124,32 +62,22 @@ def paired_median(ratios: list[float], draws: int = 2000, seed: int = 0) -> tupl
     return statistics.median(ratios), meds[int(0.05 * draws)], meds[int(0.95 * draws) - 1]
 
 
+def trip_table(medians: dict[str, float]) -> str:
+    """{what: median seconds}, the bare call first, as a Markdown table with each one's ratio to it."""
+    bare = next(iter(medians.values()))
+    header = ["what (medians of interleaved rounds)", "ms", "/ bare"]
+    return markdown_table(header, [(k.strip(), f"{v * 1e3:.0f}", f"{v / bare:.2f}") for k, v in medians.items()])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=25)
-    ap.add_argument("--image", default=str(ROOT / "examples" / "photos" / "chelsea.jpg"))
+    ap.add_argument("--image", default=str(PHOTO))
     ap.add_argument("--idle-cpu", action="store_true", help="also measure an idle server's CPU")
     args = ap.parse_args()
 
-    env = {
-        **os.environ,
-        "GRADIO_ANALYTICS_ENABLED": "False",
-        "GRADIO_TEMP_DIR": tempfile.mkdtemp(prefix="bench-gradio-"),
-        "GRADIO_EXAMPLES_CACHE": tempfile.mkdtemp(prefix="bench-examples-"),
-    }
-    from attention.vit.models import is_cached
-
-    if is_cached(TIMM_NAME):
-        weights = f"real {REPO} weights from the HF cache"
-    else:
-        home = Path(tempfile.mkdtemp(prefix="bench-hf-"))
-        env.update(HF_HOME=str(home), HF_HUB_OFFLINE="1")
-        os.environ.update(HF_HOME=str(home), HF_HUB_OFFLINE="1")
-        import huggingface_hub.constants as c
-
-        c.HF_HOME, c.HF_HUB_CACHE, c.HF_HUB_OFFLINE = str(home), str(home / "hub"), True
-        fake_hub_cache(home)
-        weights = f"RANDOM weights of {TIMM_NAME} in a temporary HF cache (real ones not cached)"
+    _, weights = offline_dino("bench-roundtrip")  # this process's environment, so the app's too
+    env = app_env("bench-roundtrip", offline=False)
 
     import torch
     from gradio_client import Client, handle_file
@@ -159,7 +87,8 @@ def main() -> None:
     model = load_vit("dino_vits16", device="cpu")
     res = attention_maps(model, args.image, resolution=480)
 
-    proc, url = start_app(env)
+    app = start_app(env)
+    url = app.url
     infos: list[dict] = []  # the default client's answers: the server's own forward and render times
     infos_ctx: list[dict] = []  # the same from the client with one TLS context
     bare_fwd: list[float] = []  # the bare calls' own forward times
@@ -184,8 +113,7 @@ def main() -> None:
         runs = interleaved_times(fns, args.repeats)
         sheet, npz, info = call(fetching)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        app.stop()
     infos, infos_ctx, bare_fwd = infos[1:], infos_ctx[1:], bare_fwd[1:]  # drop the warm-up calls
     bare, trip, trip_ctx, trip_urls, floor = (statistics.median(ts) for ts in runs)
     pair, lo, hi = paired_median(
@@ -231,6 +159,16 @@ def main() -> None:
     print(f"ratio (reused TLS context) = {trip_ctx / bare:.2f}; per-round {pair_ctx:.2f}")
     print(f"ratio (URLs, no download) = {trip_urls / bare:.2f}")
     print(f"the app's drawing alone: {render / bare:.3f} of bare")
+    medians = {
+        "bare `attention_maps` (no server)": bare,
+        "round trip, default `Client`": trip,
+        "  in the server: forward": fwd,
+        "  in the server: drawing + files": render,
+        "round trip, `Client(ssl_verify=<one SSLContext>)`": trip_ctx,
+        "round trip, `Client(download_files=False)`": trip_urls,
+        "`gradio_client` floor (1x1 `/calculate`)": floor,
+    }
+    print(readme_block("bench_app_roundtrip", "trip", trip_table(medians)))
     if args.idle_cpu:
         print(f"idle server CPU, share of one core over 10 s: {idle_cpu(env):.1%}")
 

@@ -1,6 +1,6 @@
 """What a visitor waits for in a real browser (Chromium via Playwright) on the ViT tab.
 
-    python bench/bench_browser.py [--repeats 5] [--shots artifacts/]
+    python -m bench.bench_browser [--repeats 5] [--shots artifacts/]
 
 Serves `python app.py` with random weights of DINO ViT-S/16 in a temporary Hugging Face cache
 (HF_HUB_OFFLINE=1: the real timm/huggingface-hub loading path), so the first screen is the
@@ -12,7 +12,8 @@ Serves `python app.py` with random weights of DINO ViT-S/16 in a temporary Huggi
 and the bytes the browser fetched for each. Each interaction reuses the visitor's pass (no
 forward); the ratio to one forward pass (measured in-process, same run) is printed, for the map the
 browser draws itself (attention/vit/live.py) and for the server's picture that follows it.
-Screenshots at desktop (1400x1000) and phone (390x844) sizes go to `--shots`.
+Screenshots at desktop (1400x1000) and phone (390x844) sizes go to `--shots`. Ends with the table
+as a Markdown block for README.md.
 """
 
 from __future__ import annotations
@@ -20,45 +21,18 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.bench_app_roundtrip import fake_hub_cache  # noqa: E402
+from bench.common import PHOTO, ROOT, markdown_table, median_seconds, offline_dino, readme_block, start_app
 
 
-def serve(home: Path, port: int) -> subprocess.Popen:
-    env = {**os.environ, "HF_HOME": str(home), "HF_HUB_OFFLINE": "1", "GRADIO_SERVER_PORT": str(port)}
-    srv = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
-    for _ in range(240):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
-            return srv
-        except OSError:
-            time.sleep(0.5)
-    srv.kill()
-    raise SystemExit("the app did not start")
-
-
-def forward_seconds(home: Path, repeats: int) -> float:
+def forward_seconds(repeats: int) -> float:
     """One forward pass of the start example, in-process (what every interaction below avoids)."""
     from attention.vit import attention_maps, load_vit
 
     model = load_vit("dino_vits16")
-    img = ROOT / "examples" / "photos" / "chelsea.jpg"
-    attention_maps(model, img, keep_qk=True)
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        attention_maps(model, img, keep_qk=True)
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
+    return median_seconds(lambda: attention_maps(model, PHOTO, keep_qk=True), repeats, warmup=True)
 
 
 class Meter:
@@ -152,12 +126,9 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     args.shots.mkdir(parents=True, exist_ok=True)
-    home = Path(tempfile.mkdtemp(prefix="bench-browser-hf-"))
-    os.environ.update(HF_HOME=str(home), HF_HUB_OFFLINE="1")  # before huggingface-hub reads them
-    fake_hub_cache(home)
-    srv = serve(home, args.port)
-    try:
-        url = f"http://127.0.0.1:{args.port}/"
+    offline_dino("bench-browser", force=True)  # this process's environment, the app's too
+    with start_app(dict(os.environ), args.port, timeout=120) as srv:
+        url = srv.url
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium")
             runs = [one_visit(browser, url, args.shots if i == 0 else None) for i in range(args.repeats)]
@@ -168,16 +139,15 @@ def main() -> None:
             phone.screenshot(path=str(args.shots / "bench_phone.png"))
             phone.screenshot(path=str(args.shots / "bench_phone_full.png"), full_page=True)
             browser.close()
-    finally:
-        srv.terminate()
-    fwd = forward_seconds(home, 3)
+    fwd = forward_seconds(3)
     print(f"ViT-S/16 (random weights) on chelsea.jpg 720x480 at 480 px; {args.repeats} fresh pages; 2 cores")
     print(f"one forward pass in-process: {fwd:.3f} s")
     print(f"{'interaction':36s} {'map s':>7s} {'/ fwd':>6s} {'tiles s':>8s} {'server s':>9s} {'/ fwd':>6s} {'kB':>7s}")
+    medians = {}
     for name in runs[0]:
         if name == "drawn in the browser":
             continue
-        first, server, kb, tiles = (statistics.median(r[name][i] for r in runs) for i in range(4))
+        first, server, kb, tiles = medians[name] = tuple(statistics.median(r[name][i] for r in runs) for i in range(4))
         print(
             f"{name:36s} {first:7.3f} {first / fwd:6.2f} {tiles:8.3f} {server:9.3f} {server / fwd:6.2f} {kb / 1e3:7.0f}"
         )
@@ -190,6 +160,19 @@ def main() -> None:
     print("the base picture for drawing is in)")
     print(
         f"screenshots: {args.shots}/bench_desktop.png, bench_desktop_after.png, bench_phone.png, bench_phone_full.png"
+    )
+    print(readme_block("bench_browser", "interactions", interactions_table(medians, fwd)))
+
+
+def interactions_table(medians: dict[str, tuple[float, float, float, float]], fwd: float) -> str:
+    """{interaction: (map s, server s, bytes, tiles s)} and one forward's seconds, as a Markdown table."""
+    header = ["interaction", "map s", "/ forward", "tiles s", "server s", "/ forward", "kB"]
+    return markdown_table(
+        header,
+        [
+            (name, f"{m:.3f}", f"{m / fwd:.2f}", f"{t:.3f}", f"{s:.3f}", f"{s / fwd:.2f}", f"{b / 1e3:.0f}")
+            for name, (m, s, b, t) in medians.items()
+        ],
     )
 
 

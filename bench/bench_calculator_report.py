@@ -1,7 +1,7 @@
 """Cost of the calculator's HTML report for big inputs: every table vs heatmaps only, in one run.
 
-    python bench/bench_calculator_report.py            # 64 x 64 Q, K, V, 4 heads, causal mask
-    python bench/bench_calculator_report.py --n 32 --heads 2
+    python -m bench.bench_calculator_report            # 64 x 64 Q, K, V, 4 heads, causal mask
+    python -m bench.bench_calculator_report --n 32 --heads 2
 
 Prints, for the same seeded inputs: the time of the numbers (`run`), and the time and size of
 `to_html` with a table for every matrix (`table_max=None`, the report before TABLE_MAX) and with
@@ -12,16 +12,12 @@ interleaved.
 from __future__ import annotations
 
 import argparse
-import statistics
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from attention.calculator.report import TABLE_MAX, compute, to_html  # noqa: E402
+from attention.calculator.report import TABLE_MAX, compute, to_html
+from bench.common import interleaved_medians
 
 
 def main() -> None:
@@ -35,18 +31,13 @@ def main() -> None:
     t0 = time.perf_counter()
     r = compute(matrices, heads=args.heads, mask_mode="causal")
     numbers = time.perf_counter() - t0
-    times: dict[str, list[float]] = {"every table": [], f"TABLE_MAX={TABLE_MAX}": []}
-    sizes = {}
-    for _ in range(args.repeats):
-        for name, table_max in (("every table", None), (f"TABLE_MAX={TABLE_MAX}", TABLE_MAX)):
-            t0 = time.perf_counter()
-            page = to_html(r, table_max)
-            times[name].append(time.perf_counter() - t0)
-            sizes[name] = len(page.encode())
+    limits = {"every table": None, f"TABLE_MAX={TABLE_MAX}": TABLE_MAX}
+    times = interleaved_medians({k: lambda t=t: to_html(r, t) for k, t in limits.items()}, args.repeats, warmup=False)
+    sizes = {k: len(to_html(r, t).encode()) for k, t in limits.items()}
     print(f"{args.n} x {args.n} Q, K, V, {args.heads} heads, causal mask; numbers (run): {numbers:.3f} s")
     for name in times:
-        print(f"  to_html, {name:<13} {statistics.median(times[name]):7.3f} s  {sizes[name] / 1e6:7.3f} MB")
-    before, after = (statistics.median(t) for t in times.values())
+        print(f"  to_html, {name:<13} {times[name]:7.3f} s  {sizes[name] / 1e6:7.3f} MB")
+    before, after = times.values()
     size_before, size_after = sizes.values()
     print(f"  ratio before/after: time {before / after:.1f}x, size {size_before / size_after:.1f}x")
 

@@ -1,7 +1,7 @@
 """How a crowd is served: isolation mechanism by throughput, and the compute budget's calibration.
 
-    python bench/bench_concurrency.py            # ViT-S/16, random weights, 2 cores: about 2 minutes
-    python bench/bench_concurrency.py --quick    # fewer requests
+    python -m bench.bench_concurrency            # ViT-S/16, random weights, 2 cores: about 2 minutes
+    python -m bench.bench_concurrency --quick    # fewer requests
 
 Isolation (`attention.vit.extract`): each forward pass records into its own recorder, bound to the
 calling context, so passes may run at once on one shared model. The alternative is a lock per
@@ -14,21 +14,25 @@ Every answer is checked against its solo result (0 wrong is required; the bench 
 
 Budget (`attention.vit.cost`): for several resolutions it prints the estimated GFLOP of one pass,
 the measured seconds and the achieved GFLOP/s, so `ATTENTION_MAX_GFLOP_CPU` can be read as
-seconds on this machine.
+seconds on this machine. The isolation table is also printed as a Markdown block for README.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench.common import PHOTO, markdown_table, median_seconds, random_vit, readme_block
+
+
+def isolation_table(rates: dict[str, float], wrong: int) -> str:
+    """{way: requests/s} ("lock" first: one at a time) as a Markdown table, with each way's ratio to it."""
+    base = rates["lock"]
+    header = ["isolation", "requests/s", "ratio to one at a time", "wrong answers (all ways)"]
+    return markdown_table(header, [(k, f"{v:.2f}", f"{v / base:.2f}", wrong) for k, v in rates.items()])
 
 
 def main() -> None:
@@ -38,19 +42,15 @@ def main() -> None:
     args = ap.parse_args()
 
     import numpy as np
-    import timm
     import torch
 
     from attention.config import SETTINGS
     from attention.vit.cost import forward_gflop, patch_tokens
     from attention.vit.extract import attention_maps
 
-    torch.manual_seed(0)
-    model = timm.create_model(
-        "vit_small_patch16_224.dino", pretrained=False, num_classes=0, dynamic_img_size=True
-    ).eval()
+    model = random_vit()
     model.alias = "dino_vits16 (random weights)"
-    photos = sorted((ROOT / "examples" / "photos").glob("*.jpg"))
+    photos = sorted(PHOTO.parent.glob("*.jpg"))
     k = 4 if args.quick else 8
     reqs = [
         dict(
@@ -101,6 +101,13 @@ def main() -> None:
         med = statistics.median(rs)
         print(f"  {name:12s} {med:6.2f} req/s   ratio to one at a time: {med / base:.2f}")
     print(f"  wrong answers: {wrong} (every answer compared with its solo result)")
+    print(
+        readme_block(
+            "bench_concurrency",
+            "isolation",
+            isolation_table({n: statistics.median(r) for n, r in rates.items()}, wrong),
+        )
+    )
 
     print(f"\nbudget calibration (CPU budget now {SETTINGS.gflop_cpu:g} GFLOP per pass):")
     from PIL import Image
@@ -109,12 +116,7 @@ def main() -> None:
     for res in [224, 480] if args.quick else [224, 480, 800, 1200]:
         tokens = patch_tokens(img.size, 16, res)
         g = forward_gflop(model, tokens)
-        times = []
-        for _ in range(1 if res > 800 else 3):
-            t0 = time.perf_counter()
-            attention_maps(model, img, resolution=res)
-            times.append(time.perf_counter() - t0)
-        s = statistics.median(times)
+        s = median_seconds(lambda res=res: attention_maps(model, img, resolution=res), 1 if res > 800 else 3)
         print(f"  {res:5d} px  {tokens:6,d} tokens  {g:8.1f} GFLOP  {s:7.2f} s  {g / s:6.1f} GFLOP/s")
 
 

@@ -1,8 +1,8 @@
 """Cost of attention extraction against a plain fused forward, in one run (CPU, random weights).
 
-    python bench/bench_extract.py            # full table (a few minutes on 2 cores)
-    python bench/bench_extract.py --quick    # 224 px only
-    python bench/bench_extract.py --only dinov3   # the configurations whose model name contains "dinov3"
+    python -m bench.bench_extract            # full table (a few minutes on 2 cores)
+    python -m bench.bench_extract --quick    # 224 px only
+    python -m bench.bench_extract --only dinov3   # the configurations whose model name contains "dinov3"
 
 For each model/size it prints, relative to a plain fused `forward_features` of the same model
 and input:
@@ -20,14 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
-import subprocess
-import sys
-import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import in_fresh_process, interleaved_medians, peak_growth_mb, random_vit
 
 CONFIGS = [
     ("vit_small_patch16_224.dino", 224),
@@ -43,12 +37,9 @@ METHODS = ("plain", "rows", "maps", "rollout", "explicit")
 
 def setup(name: str, size: int):
     import numpy as np
-    import timm
-    import torch
     from PIL import Image
 
-    torch.manual_seed(0)
-    model = timm.create_model(name, pretrained=False, num_classes=0, dynamic_img_size=True).eval()
+    model = random_vit(name)
     img = Image.fromarray((np.random.default_rng(0).random((size, size, 3)) * 255).astype(np.uint8))
     from attention.images import to_tensor
 
@@ -89,31 +80,16 @@ def runner(method: str, model, img, x, size: int):
     raise ValueError(method)
 
 
-def _status_mb(field: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError(field)
-
-
 def child_memory(name: str, size: int, method: str) -> None:
     """In a fresh process: peak RSS growth (MB) during one call of `method` (after a warm-up call)."""
-    import gc
-
     import torch
 
     with torch.inference_mode():
         model, img, x = setup(name, size)
         fn = runner(method, model, img, x, size)
         fn()  # warm-up: allocator pools and lazy inits are not the method's cost
-        gc.collect()
-        base = _status_mb("VmRSS")
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # reset the peak (VmHWM) to the current RSS
-        fn()
-        peak = _status_mb("VmHWM")
-    print(json.dumps({"extra_mb": peak - base}))
+        extra = peak_growth_mb(fn)
+    print(json.dumps({"extra_mb": extra}))
 
 
 def times(name: str, size: int, reps: int, methods=METHODS) -> dict[str, float]:
@@ -121,34 +97,15 @@ def times(name: str, size: int, reps: int, methods=METHODS) -> dict[str, float]:
 
     with torch.inference_mode():
         model, img, x = setup(name, size)
-        fns = {m: runner(m, model, img, x, size) for m in methods}
-        for fn in fns.values():  # warm-up
-            fn()
-        t = {m: [] for m in methods}
-        for _ in range(reps):  # interleaved, so drifting load hits every method alike
-            for m, fn in fns.items():
-                t0 = time.perf_counter()
-                fn()
-                t[m].append(time.perf_counter() - t0)
-    return {m: statistics.median(v) for m, v in t.items()}
+        return interleaved_medians({m: runner(m, model, img, x, size) for m in methods}, reps)
 
 
 def memory(name: str, size: int, method: str) -> float:
-    # A fixed mmap threshold makes glibc return every large tensor to the OS when freed, so RSS
-    # follows live memory and the peak during the call is the method's own.
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", name, str(size), method],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])["extra_mb"]
+    return in_fresh_process(__spec__.name, ["--child", name, str(size), method])["extra_mb"]
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default=None, help="run the configurations whose model name contains this")
     ap.add_argument("--px", type=int, default=None, help="run only the configurations at this size")

@@ -1,8 +1,8 @@
 """Throughput over many images: the per-image CLI vs batched `extract` vs timm's batched forward alone.
 
-    python bench/bench_extract_many.py                    # ViT-S/16 at 224 px, 512 images, CPU
-    python bench/bench_extract_many.py --images 128 --rounds 1
-    python bench/bench_extract_many.py --device cuda --batch-sizes 32,64,128,256   # on a GPU (fp16)
+    python -m bench.bench_extract_many                    # ViT-S/16 at 224 px, 512 images, CPU
+    python -m bench.bench_extract_many --images 128 --rounds 1
+    python -m bench.bench_extract_many --device cuda --batch-sizes 32,64,128,256   # on a GPU (fp16)
 
 Images: 256 x 256 JPEGs cut from the shipped photos (one grid at 224 px), written to a temporary folder.
 Images per second, each method over all the images, methods interleaved round after round (median):
@@ -14,6 +14,7 @@ Images per second, each method over all the images, methods interleaved round af
   limit      timm's `forward_features` alone on the already decoded, batched tensors (the ceiling)
 and prints extract / limit (target >= 0.85) and extract / per-image (target >= 2). Then extract under
 `torchrun --nproc_per_node 1` and `2` (gloo on CPU), each its own rate as its summary prints it.
+The rates are also printed as a Markdown block for README.md.
 
 The model is `dino_vits16` through `load_vit`: the real weights when cached, else *random* weights of
 the same architecture in a temporary HF cache (same cost); the output says which.
@@ -34,10 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from bench.bench_app_roundtrip import TIMM_NAME, fake_hub_cache  # noqa: E402
+from bench.common import PHOTO, ROOT, load_average, markdown_table, offline_dino, readme_block
 
 
 def make_images(folder: Path, n: int, side: int = 256) -> list[Path]:
@@ -46,7 +44,7 @@ def make_images(folder: Path, n: int, side: int = 256) -> list[Path]:
     from PIL import Image
 
     rng = np.random.default_rng(0)
-    photos = [Image.open(p).convert("RGB") for p in sorted((ROOT / "examples" / "photos").glob("*.jpg"))]
+    photos = [Image.open(p).convert("RGB") for p in sorted(PHOTO.parent.glob("*.jpg"))]
     out = []
     for i in range(n):
         im = photos[i % len(photos)]
@@ -81,6 +79,18 @@ def torchrun_rate(nproc: int, folder: Path, out: Path, args, env: dict) -> float
     return float(m.group(1))
 
 
+def rates_table(rate: dict[str, float]) -> str:
+    """{method: images/s} ("per-image", "extract bN", "limit bN") as a Markdown table, each with the ratio
+    of batched extract (at the same batch; per-image: the first batch) to it."""
+    first = next(k for k in rate if k.startswith("extract"))
+
+    def extract_to(k: str) -> float:
+        return rate[k.replace("limit", "extract")] / rate[k] if k != "per-image" else rate[first] / rate[k]
+
+    header = ["method", "images/s", "extract / it"]
+    return markdown_table(header, [(k, f"{v:.2f}", f"{extract_to(k):.2f}") for k, v in rate.items()])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--images", type=int, default=512)
@@ -93,18 +103,7 @@ def main() -> None:
     ap.add_argument("--no-torchrun", action="store_true", help="skip the 1 vs 2 process runs")
     args = ap.parse_args()
 
-    home = Path(tempfile.mkdtemp(prefix="bench-hf-"))
-    from attention.vit.models import is_cached
-
-    if is_cached(TIMM_NAME):
-        weights = f"real {TIMM_NAME} weights from the HF cache"
-    else:
-        os.environ.update(HF_HOME=str(home), HF_HUB_OFFLINE="1")
-        import huggingface_hub.constants as c
-
-        c.HF_HOME, c.HF_HUB_CACHE, c.HF_HUB_OFFLINE = str(home), str(home / "hub"), True
-        fake_hub_cache(home)
-        weights = f"RANDOM weights of {TIMM_NAME} in a temporary HF cache (real ones not cached)"
+    home, weights = offline_dino("bench-many")
 
     import torch
 
@@ -121,7 +120,7 @@ def main() -> None:
     param = next(model.parameters())
     print(f"{args.images} images of 256x256 px at 224 px ({prep(files[0]).grid} grid), {weights}")
     print(f"device {args.device} ({param.dtype}), {torch.get_num_threads()} torch threads, {os.cpu_count()} cores")
-    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    print(f"load average before: {load_average():.2f}")
 
     def limit_at(bs: int):
         xs = torch.stack([prep(f).x for f in files])  # decoded once, outside the timing
@@ -168,7 +167,7 @@ def main() -> None:
             times[name].append(time.perf_counter() - t)
             print(f"  round {r + 1} {name:>14}: {count[name] / times[name][-1]:8.1f} images/s", flush=True)
     rate = {k: count[k] / statistics.median(v) for k, v in times.items()}
-    print(f"\nimages/s, median of {args.rounds} interleaved rounds (load average now {os.getloadavg()[0]:.2f}):")
+    print(f"\nimages/s, median of {args.rounds} interleaved rounds (load average now {load_average():.2f}):")
     for name, v in rate.items():
         print(f"  {name:>14}: {v:8.1f}")
     for bs in sizes:
@@ -177,13 +176,15 @@ def main() -> None:
             f"  batch {bs}: extract / limit = {e / lim:.2f} (target >= 0.85); "
             f"extract / per-image = {e / rate['per-image']:.2f} (target >= 2)"
         )
+    print(readme_block("bench_extract_many", "rates", rates_table(rate)))
     if not args.no_torchrun and not gpu:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         one = torchrun_rate(1, folder, tmp / "tr1", args, env)
         two = torchrun_rate(2, folder, tmp / "tr2", args, env)
         print(f"torchrun extract: 1 process {one:.1f} images/s, 2 processes {two:.1f} images/s ({two / one:.2f}x)")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.rmtree(home, ignore_errors=True)
+    if home:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """What the feature views add to the forward pass that makes the attention maps, in one run.
 
-    python bench/bench_features.py [--size 480] [--rounds 15]
+    python -m bench.bench_features [--size 480] [--rounds 15]
 
 ViT-S/16 (timm vit_small_patch16_224.dino, random weights) on a 720x480 photo at 480 px: the pass
 as the app runs it (`attention_maps`, q/k kept) with and without `features.recording` (hooks copy
@@ -12,13 +12,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-ROOT = Path(__file__).resolve().parent.parent
+from bench.common import PHOTO, cuda_synced, interleaved_times, random_vit
 
 
 def main() -> None:
@@ -27,18 +23,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=15)
     a = ap.parse_args()
 
-    import timm
     import torch
     from PIL import Image
 
     from attention.vit import features
     from attention.vit.extract import attention_maps
 
-    torch.manual_seed(0)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = timm.create_model("vit_small_patch16_224.dino", pretrained=False, num_classes=0, dynamic_img_size=True)
-    model = model.eval().to(device)
-    img = Image.open(ROOT / "examples/photos/chelsea.jpg").convert("RGB").resize((720, 480), Image.BICUBIC)
+    model = random_vit().to(device)
+    img = Image.open(PHOTO).convert("RGB").resize((720, 480), Image.BICUBIC)
 
     def plain():
         attention_maps(model, img, resolution=a.size, keep_qk=True)
@@ -48,16 +41,8 @@ def main() -> None:
             attention_maps(model, img, resolution=a.size, keep_qk=True)
         return rec.tokens
 
-    for f in (plain, recorded):  # warm-up, hooks installed
-        f()
-    times: dict[str, list[float]] = {"plain": [], "recorded": []}
-    for _ in range(a.rounds):
-        for name, f in (("plain", plain), ("recorded", recorded)):
-            t0 = time.perf_counter()
-            f()
-            if device == "cuda":
-                torch.cuda.synchronize()
-            times[name].append(time.perf_counter() - t0)
+    runs = interleaved_times([cuda_synced(plain), cuda_synced(recorded)], a.rounds)  # warm-up: hooks installed
+    times = dict(zip(("plain", "recorded"), runs))
     tokens = recorded()
     P, grid = model.num_prefix_tokens, (a.size // 16, 720 * a.size // 480 // 16)
     t0 = time.perf_counter()

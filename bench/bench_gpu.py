@@ -1,8 +1,8 @@
 """The GPU path, measured in one run: precision against fp32, forward time per dtype, what a
 click costs next to a forward, and the longest pass the GPU budget admits (ZeroGPU's duration).
 
-    python bench/bench_gpu.py                      # on a CUDA machine (falls back to CPU, smaller)
-    python bench/bench_gpu.py --models vit_small_patch16_224.dino --repeats 5
+    python -m bench.bench_gpu                      # on a CUDA machine (falls back to CPU, smaller)
+    python -m bench.bench_gpu --models vit_small_patch16_224.dino --repeats 5
 
 Weights are random (the hub cannot be reached here), with q and k scaled so attention is peaked
 like a trained DINO's and a visible pattern in the position embedding. Printed per model:
@@ -19,27 +19,20 @@ from __future__ import annotations
 
 import argparse
 import copy
-import statistics
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+from bench.common import PHOTO, cuda_synced, median_seconds, random_vit
 
-ROOT = Path(__file__).resolve().parent.parent
 ALIASES = {"vit_small_patch16_224.dino": "dino_vits16", "vit_base_patch8_224.dino": "dino_vitb8"}
 
 
 def peaked(name: str) -> torch.nn.Module:
     """A random-weight timm ViT whose attention is peaked (q, k scaled) with a patterned pos-embed."""
-    import timm
-
-    torch.manual_seed(0)
-    model = timm.create_model(name, pretrained=False, num_classes=0, dynamic_img_size=True).eval()
+    model = random_vit(name)
     with torch.no_grad():
         for blk in model.blocks:
             d = blk.attn.qkv.weight.shape[1]
@@ -52,22 +45,9 @@ def peaked(name: str) -> torch.nn.Module:
     return model
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
 def timed(fn, device: torch.device, repeats: int) -> float:
-    """Median wall ms of `fn()` after one warm-up."""
-    fn()
-    sync(device)
-    out = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        sync(device)
-        out.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(out)
+    """Median wall ms of `fn()` after one warm-up (the GPU's work included)."""
+    return median_seconds(cuda_synced(fn) if device.type == "cuda" else fn, repeats, warmup=True) * 1000
 
 
 def precision(models: dict, img, device: torch.device) -> dict[str, tuple[float, float, float]]:
@@ -114,7 +94,7 @@ def clicks(model: torch.nn.Module, alias: str, img_path: str, device: torch.devi
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", nargs="+", default=list(ALIASES))
-    ap.add_argument("--image", default=str(ROOT / "examples/photos/chelsea.jpg"))
+    ap.add_argument("--image", default=str(PHOTO))
     ap.add_argument("--repeats", type=int, default=20)
     a = ap.parse_args()
 
@@ -161,10 +141,12 @@ def main() -> None:
         if r:
             tokens = patch_tokens(img.size, m.patch_embed.patch_size[0], r)
             try:
-                t0 = time.perf_counter()
-                attention_maps(m, img, resolution=r, keep_qk=True, max_tokens=max(tokens + 1, 16384))
-                sync(device)
-                s = time.perf_counter() - t0
+                big = cuda_synced(
+                    lambda m=m, r=r, n=max(tokens + 1, 16384): attention_maps(
+                        m, img, resolution=r, keep_qk=True, max_tokens=n
+                    )
+                )
+                s = median_seconds(big, 1)
                 print(
                     f"budget {budget:,.0f} GFLOP: largest resolution {r} px, {tokens:,} tokens, "
                     f"{forward_gflop(m, tokens):,.0f} GFLOP, pass with q/k kept {s:.2f} s"

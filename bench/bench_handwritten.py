@@ -1,6 +1,6 @@
 """Does each piece of hand-written numerics earn its place against the library that does the job?
 
-    python bench/bench_handwritten.py [--repeats 30]
+    python -m bench.bench_handwritten [--repeats 30]
 
 For each decision, the hand-written way and the library way on the app's real sizes (a 720x480
 photo at 480 px through a /16 ViT: a 30x45 grid, 6 heads), median of interleaved rounds, and
@@ -17,18 +17,13 @@ from __future__ import annotations
 import argparse
 import io
 import statistics
-import sys
-import time
-from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from attention import render  # noqa: E402
-from attention.calculator import matrices  # noqa: E402
+from attention import render
+from attention.calculator import matrices
+from bench.common import PHOTO, median_seconds
 
 
 def pil_png(img: np.ndarray) -> bytes:
@@ -57,22 +52,13 @@ def hand_parse(text: str) -> np.ndarray:
     return np.array([[matrices._number(t, "m", i, j) for j, t in enumerate(r)] for i, r in enumerate(rows)])
 
 
-def timed(fn, repeats: int) -> float:
-    ts = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=30)
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     p, (gh, gw) = 16, (30, 45)
-    photo = Image.open(ROOT / "examples" / "photos" / "chelsea.jpg").convert("RGB").resize((gw * p, gh * p))
+    photo = Image.open(PHOTO).convert("RGB").resize((gw * p, gh * p))
     maps = rng.random((6, gh, gw)).astype(np.float32) ** 4  # peaky, as attention is
     tiles = render.overlays(photo, maps)
     colour = render.colorize(maps[0])
@@ -87,8 +73,8 @@ def main() -> None:
     ):
         t_hand, t_lib = [], []
         for _ in range(3):  # interleaved rounds
-            t_hand.append(timed(hand, args.repeats))
-            t_lib.append(timed(library, args.repeats))
+            t_hand.append(median_seconds(hand, args.repeats))
+            t_lib.append(median_seconds(library, args.repeats))
         a, b = hand(), library()
         if name.startswith("PNG"):
             agree = all(np.array_equal(np.asarray(Image.open(io.BytesIO(x))), t) for x, t in zip(a, tiles))

@@ -1,6 +1,6 @@
 """Load test and soak of the served app (`python app.py` in its own process, loopback only).
 
-    python bench/bench_load.py [--clients 16] [--calls 10] [--sessions 300] [--max-seconds 900]
+    python -m bench.bench_load [--clients 16] [--calls 10] [--sessions 300] [--max-seconds 900]
                                [--skip-load] [--skip-soak]
 
 The app runs offline (HF_HUB_OFFLINE=1, an empty HF_HOME: the shipped mnist_vit), with fresh
@@ -28,30 +28,24 @@ import json
 import os
 import random
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-TEMP = [tempfile.mkdtemp(prefix=f"bench-load-{n}-") for n in ("hf", "client", "app-hf", "gradio", "tmp", "images")]
-# this process (the references, gradio_client's downloads) runs offline on the shipped model as the app does
-os.environ.update(
-    HF_HUB_OFFLINE="1", HF_HOME=TEMP[0], GRADIO_TEMP_DIR=TEMP[1], GRADIO_ANALYTICS_ENABLED="False", MPLBACKEND="Agg"
-)
+import httpx
+import numpy as np
+from PIL import Image
 
-import httpx  # noqa: E402
-import numpy as np  # noqa: E402
-from PIL import Image  # noqa: E402
+from bench import common
+from bench.common import Server, app_env
+from bench.expected import check, check_maps, pixels
+from bench.page import Browser
 
-DIGITS = [str(ROOT / "examples" / "digits" / f"digit_{i}.png") for i in range(10)]
+TEMP: list[str] = []  # the run's folders (hf, client, app-hf, gradio, tmp, images), made by go_offline
+DIGITS = [str(d) for d in common.DIGITS]
 VIEWS = ["heads", "mean", "rollout", "masks"]
 MIX = [
     "/attention_maps",
@@ -66,46 +60,35 @@ MIX = [
 DEADLINE = float("inf")
 
 
+def go_offline() -> None:
+    """Makes the run's folders, and runs this process (the references, gradio_client's downloads)
+    offline on the shipped model, as the app runs."""
+    names = ("hf", "client", "app-hf", "gradio", "tmp", "images")
+    TEMP[:] = [tempfile.mkdtemp(prefix=f"bench-load-{n}-") for n in names]
+    os.environ.update(
+        HF_HUB_OFFLINE="1", HF_HOME=TEMP[0], GRADIO_TEMP_DIR=TEMP[1], GRADIO_ANALYTICS_ENABLED="False", MPLBACKEND="Agg"
+    )
+
+
 def left() -> float:
     return DEADLINE - time.time()
 
 
 # ----- the server ----------------------------------------------------------------------------
-def start_app(timeout: float = 120) -> SimpleNamespace:
-    """`python app.py` on a free loopback port, once /gradio_api/info answers."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    gtmp, tmp = TEMP[3], TEMP[4]
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "HF_HOME": TEMP[2],
-        "GRADIO_TEMP_DIR": gtmp,
-        "TMPDIR": tmp,
-        "GRADIO_SERVER_PORT": str(port),
-        "GRADIO_ANALYTICS_ENABLED": "False",
-        "MPLBACKEND": "Agg",
-    }
-    url, log = f"http://127.0.0.1:{port}/", tempfile.NamedTemporaryFile(prefix="bench-load-app-", suffix=".log")
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    app = SimpleNamespace(proc=proc, url=url, gtmp=gtmp, tmp=tmp, log=log)
-    deadline = time.time() + timeout
-    while time.time() < deadline and proc.poll() is None:
-        try:
-            httpx.get(url + "gradio_api/info", timeout=5).raise_for_status()
-            return app
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    proc.kill()
-    for d in TEMP:
-        shutil.rmtree(d, ignore_errors=True)
-    raise SystemExit(f"app.py did not serve {url} within {timeout:.0f} s:\n{Path(log.name).read_text()[-3000:]}")
+def start_app(timeout: float = 120) -> Server:
+    """`python app.py` on a free loopback port, once /gradio_api/info answers; its output in `.log`."""
+    env = app_env(HF_HOME=TEMP[2], GRADIO_TEMP_DIR=TEMP[3], TMPDIR=TEMP[4], MPLBACKEND="Agg")
+    log = Path(tempfile.mkstemp(prefix="bench-load-app-", suffix=".log")[1])
+    try:
+        return common.start_app(env, timeout=timeout, path="gradio_api/info", log=log)
+    except SystemExit:
+        for d in TEMP:
+            shutil.rmtree(d, ignore_errors=True)
+        raise
 
 
-def rss_mb(app) -> float:
-    with open(f"/proc/{app.proc.pid}/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+def rss_mb(app: Server) -> float:
+    return common.rss_mb(app.proc.pid)
 
 
 def usage(path: str) -> tuple[float, int]:
@@ -120,8 +103,8 @@ def usage(path: str) -> tuple[float, int]:
     return sum(sizes) / 1e6, len(sizes)
 
 
-def snapshot(app) -> str:
-    (gm, gn), (tm, tn) = usage(app.gtmp), usage(app.tmp)
+def snapshot(app: Server) -> str:
+    (gm, gn), (tm, tn) = usage(app.env["GRADIO_TEMP_DIR"]), usage(app.env["TMPDIR"])
     return f"RSS {rss_mb(app):.0f} MB, GRADIO_TEMP_DIR {gm:.1f} MB / {gn} files, TMPDIR {tm:.1f} MB / {tn} files"
 
 
@@ -192,80 +175,6 @@ def call(client, endpoint: str, p: dict):
     if endpoint == "/calculate":
         return client.predict(p["Q"], p["K"], p["V"], heads=p["heads"], mask_mode=p["mask_mode"], api_name=endpoint)
     return client.predict(*p.values(), api_name=endpoint)
-
-
-_passes: dict[str, object] = {}
-_lock = threading.Lock()
-
-
-def reference_pass(path: str):
-    from attention.vit import session
-
-    with _lock:
-        if path not in _passes:
-            _passes[path] = session.get_pass(path, "mnist_vit", "auto")
-        return _passes[path]
-
-
-def pixels(path: str, mode: str = "RGB") -> np.ndarray:
-    return np.asarray(Image.open(path).convert(mode))
-
-
-def check_maps(npz, path: str, query, layer: int, view: str) -> str | None:
-    """What differs between a downloaded .npz and the package's pass of `path` at (query, layer), or None."""
-    p, q = reference_pass(path), query or "cls"
-    ref = p.at(q, layer)
-    if not np.allclose(npz["maps"], ref.maps, rtol=0, atol=1e-5):
-        return f"maps differ by up to {np.abs(npz['maps'] - ref.maps).max():.2e}"
-    if view == "rollout" and not np.allclose(npz["rollout"], p.rollout(q, layer), rtol=0, atol=1e-5):
-        return "rollout differs"
-    if int(npz["layer"]) != ref.layer or npz["query"].tolist() != list(query or (-1, -1)):
-        return f"layer/query {int(npz['layer'])}/{npz['query'].tolist()} != {ref.layer}/{query}"
-    return None
-
-
-def check(endpoint: str, p: dict, out) -> str | None:
-    """None when the answer equals the package's own result for the same input, else what differs."""
-    from attention import calculator, retrieval
-    from attention.calculator import patches
-    from attention.retrieval import panels
-
-    if endpoint == "/attention_maps":
-        sheet, npz, info = out
-        return check_maps(np.load(npz), DIGITS[p["digit"]], p["query"], p["layer"], p["view"]) or (
-            None if info["view"] == p["view"] and Image.open(sheet).format == "PNG" else "info or sheet"
-        )
-    if endpoint in ("/retrieval_hard", "/retrieval_soft"):
-        db, img, info = panels.database(p["n"], p["seed"]), pixels(out[-2], "L")[::8, ::8], out[-1]
-        if endpoint == "/retrieval_hard":  # the retrieved digit is shown 8x: [::8, ::8] is the 28 x 28 digit
-            lk = retrieval.hard_lookup(db, p["index"], p["shuffle_seed"])
-            ok = (
-                info["scores"] == lk.scores[0].tolist()
-                and info["order"] == lk.order.tolist()
-                and info["retrieved_equals_database_image"] is True
-                and np.array_equal(img, db.images[p["index"]])
-            )
-        else:
-            lk = retrieval.soft_lookup(db, p["d"], p["key_seed"], p["scale"])
-            ok = np.allclose(info["weights"], lk.weights[0], rtol=1e-9, atol=0) and np.array_equal(
-                img, lk.retrieved_images()[0]
-            )
-        return None if ok else "scores, weights, order or the retrieved image differ"
-    if endpoint == "/calculate":
-        Q, K, V = (np.array([[float(x) for x in row.split()] for row in p[k].split(";")]) for k in "QKV")
-        s = calculator.attend(Q, K, V, heads=p["heads"], mask="causal" if p["mask_mode"] == "causal" else None)
-        ok = (
-            np.allclose(out["weights"], s.weights, rtol=1e-9, atol=1e-12)
-            and np.allclose(out["output"], s.output, rtol=1e-9, atol=1e-12)
-            and all(c["ok"] for c in out["checks"])
-        )
-        return None if ok else "weights or output differ, or a torch check failed"
-    pv = patches.patch_view(DIGITS[p["digit"]], p["patch"], p["heads"], p["seed"], p["index"])
-    grid, maps, mats, info, index = out
-    same = [np.array_equal(pixels(f), a) for f, a in ((grid, pv.grid), (maps, pv.maps), (mats, pv.matrices))]
-    return (
-        None if all(same) and info == pv.info and index["value"] == pv.index else f"images equal: {same}; info, index"
-    )
 
 
 def run_client(
@@ -358,53 +267,6 @@ def load_test(app, clients: int, calls: int) -> tuple[list[str], list[tuple[str,
 
 
 # ----- soak: browser sessions over raw HTTP --------------------------------------------------
-class Browser:
-    """The ViT tab's private events as its page sends them: upload, queue/join, the queue/data stream."""
-
-    def __init__(self, url: str, config: dict):
-        self.http = httpx.Client(base_url=url, timeout=httpx.Timeout(30, read=120))
-        comps = config["components"]
-        self.ids = {c["props"]["elem_id"]: c["id"] for c in comps if c["props"].get("elem_id")}
-        self.names = {i: k for k, i in self.ids.items()}
-        self.deps = {(c, ev): d for d in config["dependencies"] for c, ev in d["targets"]}
-        self.start = {
-            c["id"]: None if c["type"] == "state" else c["props"].get("value") for c in comps
-        }  # page's values
-
-    def upload(self, path: str) -> dict:
-        with open(path, "rb") as f:
-            r = self.http.post("/gradio_api/upload", files=[("files", (Path(path).name, f, "image/png"))])
-        return {
-            "path": r.raise_for_status().json()[0],
-            "orig_name": Path(path).name,
-            "mime_type": "image/png",
-            "meta": {"_type": "gradio.FileData"},
-        }
-
-    def event(self, session: str, elem: str, event: str, values: dict) -> dict:
-        """Run the event bound to (elem, event) in `session`; its outputs by elem_id (else component id)."""
-        d = self.deps[self.ids[elem], event]
-        sent = {**self.start, **{self.ids[k]: v for k, v in values.items()}}  # gr.State goes as null
-        body = {
-            "data": [sent[i] for i in d["inputs"]],
-            "fn_index": d["id"],
-            "trigger_id": self.ids[elem],
-            "session_hash": session,
-            "event_data": None,
-        }
-        event_id = self.http.post("/gradio_api/queue/join", json=body).raise_for_status().json()["event_id"]
-        with self.http.stream("GET", "/gradio_api/queue/data", params={"session_hash": session}) as s:
-            for line in s.iter_lines():
-                m = json.loads(line[5:]) if line.startswith("data:") else {}
-                if m.get("msg") == "process_completed" and m.get("event_id") == event_id:
-                    if not m.get("success"):
-                        raise RuntimeError(f"{elem}.{event} failed: {m.get('output', {}).get('error')}")
-                    return {self.names.get(i, i): v for i, v in zip(d["outputs"], m["output"]["data"])}
-                if m.get("msg") in ("unexpected_error", "close_stream"):
-                    raise RuntimeError(f"{elem}.{event}: the stream ended: {m}")
-        raise RuntimeError(f"{elem}.{event}: the stream ended without process_completed")
-
-
 def browse(b: Browser, i: int) -> str | None:
     """Visitor i: upload (a forward pass), a patch query at some layer, then (odd i) another query.
     Raises on an error; returns what is wrong with an answer, or None."""
@@ -434,7 +296,7 @@ def soak(app, sessions: int, threads: int = 4) -> tuple[list[str], list[tuple[st
     if wrong := browse(Browser(app.url, config), sessions):  # the protocol works before looping
         return [f"soak: the first session's answer is WRONG: {wrong}"], [("soak: ran", False)]
     local, lock = threading.local(), threading.Lock()
-    done, failures, rows = [0], [], [(0, rss_mb(app), *usage(app.gtmp))]
+    done, failures, rows = [0], [], [(0, rss_mb(app), *usage(app.env["GRADIO_TEMP_DIR"]))]
 
     def visit(i: int) -> None:
         if left() <= 0:
@@ -449,12 +311,12 @@ def soak(app, sessions: int, threads: int = 4) -> tuple[list[str], list[tuple[st
             if wrong:
                 failures.append(f"  !! session {i} {kind}: {wrong}")
             if done[0] % 25 == 0:
-                rows.append((done[0], rss_mb(app), *usage(app.gtmp)))
+                rows.append((done[0], rss_mb(app), *usage(app.env["GRADIO_TEMP_DIR"])))
 
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(visit, range(sessions)))
     if rows[-1][0] != done[0]:
-        rows.append((done[0], rss_mb(app), *usage(app.gtmp)))
+        rows.append((done[0], rss_mb(app), *usage(app.env["GRADIO_TEMP_DIR"])))
     errors = sum(" error: " in f for f in failures)
     at50, (n_end, rss_end, *_) = next((r for n, r, *_ in rows if n >= 50), np.nan), rows[-1]
     delta = rss_end - at50
@@ -485,6 +347,7 @@ def main() -> None:
     ap.add_argument("--skip-load", action="store_true")
     ap.add_argument("--skip-soak", action="store_true")
     args = ap.parse_args()
+    go_offline()
     t0 = time.time()
     DEADLINE = t0 + args.max_seconds
     lines, verdicts = [], []
@@ -501,11 +364,12 @@ def main() -> None:
         code = app.proc.poll()
         app.proc.kill()
         app.proc.wait(timeout=30)
-        tail = Path(app.log.name).read_text(errors="replace")[-2000:]
+        tail = app.log.read_text(errors="replace")[-2000:]
+        app.log.unlink()
         for d in TEMP:
             shutil.rmtree(d, ignore_errors=True)
     print(
-        f"\n===== SUMMARY: bench/bench_load.py, {time.time() - t0:.0f} s"
+        f"\n===== SUMMARY: python -m bench.bench_load, {time.time() - t0:.0f} s"
         f"{', STOPPED at --max-seconds' if left() <= 0 else ''} ====="
     )
     print("app: alive to the end" if code is None else f"app: EXITED with code {code} during the bench:\n{tail}")

@@ -1,6 +1,6 @@
 """Rendering cost of one view: PNG encoding (PIL vs attention.render.png_bytes) and views.frame.
 
-    python bench/bench_render.py [--repeats 15] [--image examples/photos/chelsea.jpg]
+    python -m bench.bench_render [--repeats 15] [--image examples/photos/chelsea.jpg]
 
 On one 480 px pass of a DINO ViT-S/16 architecture (random weights: rendering does not depend on
 them), prints median times (interleaved rounds) and sizes for:
@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import argparse
 import io
-import statistics
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench.common import PHOTO, interleaved_medians, random_vit
 
 
 def pil_png(img) -> bytes:
@@ -35,20 +31,16 @@ def pil_png(img) -> bytes:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=15)
-    ap.add_argument("--image", default=str(ROOT / "examples" / "photos" / "chelsea.jpg"))
+    ap.add_argument("--image", default=str(PHOTO))
     args = ap.parse_args()
 
-    import timm
     import torch
 
     from attention.render import png_bytes
     from attention.vit import outputs, session, views
     from attention.vit.extract import attention_maps
 
-    torch.manual_seed(0)
-    model = timm.create_model(
-        "vit_small_patch16_224.dino", pretrained=False, num_classes=0, dynamic_img_size=True
-    ).eval()
+    model = random_vit()
     res = attention_maps(model, args.image, resolution=480)
     p = session.Pass(key=("bench", "dino_vits16", "480"), model="dino_vits16", base=res, device="cpu")
     ts = views.tiles(res, "heads")
@@ -64,15 +56,7 @@ def main() -> None:
         "frame, tab": lambda: views.frame(p, root=root),
         "frame, API (sheet_only)": lambda: views.frame(p, with_query_image=False, sheet_only=True, root=root),
     }
-    for fn in cases.values():
-        fn()
-    times = {k: [] for k in cases}
-    for _ in range(args.repeats):
-        for k, fn in cases.items():
-            t = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - t)
-    med = {k: statistics.median(v) * 1000 for k, v in times.items()}
+    med = {k: v * 1000 for k, v in interleaved_medians(cases, args.repeats).items()}
     size = {k: sum(map(len, cases[k]())) / 1e6 for k in ["7 tiles, PIL", "7 tiles, png_bytes"]}
     size |= {k: len(cases[k]()) / 1e6 for k in ["sheet, PIL", "sheet, png_bytes", "sheet, png_bytes 2 runs"]}
     w, h = res.image.size

@@ -1,7 +1,7 @@
 """Cold start: `python app.py` until it answers HTTP 200, divided by `python -c "import gradio, torch,
 timm"` (the floor: what any such app imports), measured alternately in one run.
 
-    python bench/bench_startup.py [--repeats 3]
+    python -m bench.bench_startup [--repeats 3]
 
 Offline (HF_HUB_OFFLINE=1, an empty HF_HOME): the first screen is mnist_vit on a digit.
 """
@@ -9,49 +9,25 @@ Offline (HF_HUB_OFFLINE=1, an empty HF_HOME): the first screen is mnist_vit on a
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def env(port: int) -> dict:
-    return {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "HF_HOME": tempfile.mkdtemp(prefix="bench-startup-hf-"),
-        "GRADIO_SERVER_PORT": str(port),
-        "GRADIO_EXAMPLES_CACHE": tempfile.mkdtemp(prefix="bench-startup-ex-"),
-    }
+from bench.common import app_env, start_app
 
 
 def imports_seconds() -> float:
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import gradio, torch, timm"], check=True, env=env(0))
+    subprocess.run([sys.executable, "-c", "import gradio, torch, timm"], check=True, env=app_env("bench-startup"))
     return time.perf_counter() - t
 
 
 def app_seconds(port: int) -> float:
+    env = app_env("bench-startup")  # made before the clock starts
     t = time.perf_counter()
-    srv = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env(port), stdout=subprocess.DEVNULL)
-    try:
-        while True:
-            try:
-                if urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).status == 200:
-                    return time.perf_counter() - t
-            except OSError:
-                if srv.poll() is not None:
-                    raise SystemExit("the app exited") from None
-                time.sleep(0.05)
-    finally:
-        srv.terminate()
-        srv.wait()
+    with start_app(env, port, poll=0.05):
+        return time.perf_counter() - t
 
 
 def main() -> None:

@@ -1,8 +1,8 @@
 """What one visitor's flood of passes does to the server's memory and to another visitor's pass.
 
-    python bench/bench_state.py                    # 60 passes at 256 px through mnist_vit: two budgets
-    python bench/bench_state.py --passes 20 --resolution 512
-    python bench/bench_state.py --queue                 # the queue: another visitor's wait during a flood
+    python -m bench.bench_state                    # 60 passes at 256 px through mnist_vit: two budgets
+    python -m bench.bench_state --passes 20 --resolution 512
+    python -m bench.bench_state --queue                 # the queue: another visitor's wait during a flood
 
 In a fresh process per setting (environment read at import, as the app does): visitor B keeps one
 pass of an upload; visitor A then sends `--passes` different uploads at `--resolution`. Printed:
@@ -10,7 +10,8 @@ the counted size of one pass, the store's bytes, RSS before A (model loaded, one
 baseline), at peak and after, the growth against the store budget ATTENTION_STATE_MB, A's share
 against ATTENTION_STATE_VISITOR_MB, and whether B's pass is still kept. Two settings: a visitor
 share below the budget (as the app's defaults, 256 of 1024 MB), and a share as large as the budget
-(A alone could fill the store: the budget itself bounds RSS, and B keeps their pass).
+(A alone could fill the store: the budget itself bounds RSS, and B keeps their pass). Ends with
+the two runs as a Markdown block for README.md.
 
 --queue: the app in this process; visitor B's small request (an example's maps) timed alone, then
 while visitor A sends `--heavy` uploads at 512 px at once: how many of A's were queued or refused
@@ -22,19 +23,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
+import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-
-def _status_mb(field: str) -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    raise KeyError(field)
+from bench.common import DIGITS, answers, in_fresh_process, markdown_table, readme_block, reset_peak, rss_mb, status_mb
 
 
 def child(passes: int, resolution: int) -> None:
@@ -50,10 +42,7 @@ def child(passes: int, resolution: int) -> None:
         return (rng.random((resolution, resolution, 3)) * 255).astype("uint8") + np.uint8(i % 7)
 
     session.get_pass(upload(-1), "mnist_vit", resolution)  # warm-up: the model and one pass's transients
-    gc.collect()
-    before = _status_mb("VmRSS")
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # reset the peak (VmHWM) to now
+    before = reset_peak()
     b = session.get_pass(upload(-2), "mnist_vit", resolution, cache=session.PASSES, visitor="B")
     for i in range(passes):
         session.get_pass(upload(i), "mnist_vit", resolution, cache=session.PASSES, visitor="A")
@@ -63,8 +52,8 @@ def child(passes: int, resolution: int) -> None:
         "store_mb": session.PASSES.nbytes / 2**20,
         "a_mb": session.PASSES.owned("A") / 2**20,
         "before_mb": before,
-        "peak_mb": _status_mb("VmHWM"),
-        "after_mb": _status_mb("VmRSS"),
+        "peak_mb": status_mb("VmHWM"),
+        "after_mb": rss_mb(),
         "b_kept": session.PASSES.get(b.key) is b,
     }
     print(json.dumps(out))
@@ -73,7 +62,6 @@ def child(passes: int, resolution: int) -> None:
 def queue(heavy: int) -> None:
     import statistics
     import time
-    import urllib.request
 
     import numpy as np
     from gradio_client import Client, handle_file
@@ -83,13 +71,9 @@ def queue(heavy: int) -> None:
     from attention.config import SETTINGS
 
     _, url, _ = app.demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **app.LAUNCH)
-    while True:
-        try:
-            urllib.request.urlopen(url + "gradio_api/info", timeout=5).read()
-            break
-        except OSError:
-            time.sleep(0.3)
-    digit = str(ROOT / "examples" / "digits" / "digit_3.png")
+    if not answers(url + "gradio_api/info", poll=0.3):
+        raise SystemExit(f"the app did not answer at {url}")
+    digit = str(DIGITS[3])
     b = Client(url, verbose=False)
 
     def small() -> float:
@@ -99,8 +83,7 @@ def queue(heavy: int) -> None:
 
     small()  # B's example pass kept
     quiet = statistics.median(small() for _ in range(5))
-    tmp = Path("/tmp/bench_state_uploads")
-    tmp.mkdir(exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-state-uploads-"))
     pictures = []
     for i in range(heavy):
         pictures.append(tmp / f"{i}.png")
@@ -142,6 +125,7 @@ def main() -> None:
         child(args.passes, args.resolution)
         return
     print(f"visitor A: {args.passes} uploads at {args.resolution} px through mnist_vit")
+    runs = []
     for visitor_mb in (args.state_mb / 4, args.state_mb):
         env = {
             **os.environ,
@@ -149,9 +133,8 @@ def main() -> None:
             "ATTENTION_STATE_VISITOR_MB": str(visitor_mb),
             "HF_HUB_OFFLINE": "1",
         }
-        cmd = [sys.executable, __file__, "--child", "--passes", str(args.passes), "--resolution", str(args.resolution)]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
-        r = json.loads(out.stdout.strip().splitlines()[-1])
+        child_args = ["--child", "--passes", str(args.passes), "--resolution", str(args.resolution)]
+        r = in_fresh_process(__spec__.name, child_args, env, unmap=False)
         grow_peak, grow_after = r["peak_mb"] - r["before_mb"], r["after_mb"] - r["before_mb"]
         print(
             f"STATE_MB {args.state_mb:g}, VISITOR_MB {visitor_mb:g}: one pass {r['pass_mb']:.1f} MB counted; "
@@ -160,6 +143,34 @@ def main() -> None:
             f"{grow_after / args.state_mb:.2f}x the budget (peak {grow_peak / args.state_mb:.2f}x); "
             f"B's pass kept: {r['b_kept']}"
         )
+        runs.append((args.state_mb, visitor_mb, r))
+    print(readme_block("bench_state", "flood", flood_table(runs)))
+
+
+def flood_table(runs: list[tuple[float, float, dict]]) -> str:
+    """(ATTENTION_STATE_MB, ATTENTION_STATE_VISITOR_MB, a child's measurements) per run, as a Markdown table."""
+    header = [
+        "STATE_MB",
+        "VISITOR_MB",
+        "one pass, counted",
+        "store (A's)",
+        "RSS before, peak, after",
+        "growth / budget",
+        "B's pass kept",
+    ]
+    rows = [
+        (
+            f"{budget:g}",
+            f"{share:g}",
+            f"{r['pass_mb']:.1f} MB",
+            f"{r['store_mb']:.0f} MB ({r['a_mb']:.0f} MB)",
+            f"{r['before_mb']:.0f}, {r['peak_mb']:.0f}, {r['after_mb']:.0f} MB",
+            f"{(r['after_mb'] - r['before_mb']) / budget:.2f}x (peak {(r['peak_mb'] - r['before_mb']) / budget:.2f}x)",
+            "yes" if r["b_kept"] else "NO",
+        )
+        for budget, share, r in runs
+    ]
+    return markdown_table(header, rows)
 
 
 if __name__ == "__main__":

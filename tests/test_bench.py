@@ -1,0 +1,114 @@
+"""Spec of bench/: every bench is a module of the `bench` package, run as `python -m bench.<name>` (no
+sys.path edits), and every block of figures README.md marks is the table its bench prints, so a re-run's
+printed block replaces the README's verbatim. Nothing here runs a bench."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bench import common
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+BENCHES = sorted(p.stem for p in (ROOT / "bench").glob("bench_*.py"))
+# <!-- bench:NAME TABLE; refresh: COMMAND --> the table <!-- /bench -->, as common.readme_block prints it
+BLOCK = re.compile(
+    r"<!-- bench:(\w+) (\w+); refresh: (python -m bench\.(\w+)[^\n]*?) -->\n(.*?)\n<!-- /bench -->", re.S
+)
+
+# (bench, table): the bench's table function called on a tiny made-up result
+FAKES: dict[tuple[str, str], Callable] = {
+    ("bench_relevance", "memory"): lambda m: m.memory_table(
+        [m.Memory(224, 197, 3.0, 38.0, 49.0), m.Memory(1024, 4097, 79.0, 793.0, 19620.0, (4250.0, 7324.0))]
+    ),
+    ("bench_video", "speed"): lambda m: m.speed_table(8, 8, {"batched": 0.2, "one": 0.1, "DINO loop": 0.05}),
+    ("bench_video", "memory"): lambda m: m.memory_table(
+        [m.Frame(360, 640, 71.0, 640.0), m.Frame(480, 848, 121.0, 1926.0), m.Frame(720, 1280, 264.0, None)], 2.1
+    ),
+    ("bench_formats", "formats"): lambda m: m.formats_table([m.Row("photo", "PNG", 1000, 1.0, 0.01, 0, 0.0)]),
+    ("bench_client_floor", "floor"): lambda m: m.floor_table([("/echo(hello)", 0.0, 0.08)]),
+    ("bench_api", "endpoints"): lambda m: m.endpoints_table([("/calculate", 0, 1139, 0.003, 0.1, 0.06, 0.06)]),
+    ("bench_concurrency", "isolation"): lambda m: m.isolation_table({"lock": 1.0, "per-call x2": 1.02}, 0),
+    ("bench_state", "flood"): lambda m: m.flood_table(
+        [(256, 64, dict(pass_mb=14.8, store_mb=64, a_mb=60, before_mb=700, peak_mb=790, after_mb=778, b_kept=True))]
+    ),
+    ("bench_extract_many", "rates"): lambda m: m.rates_table({"per-image": 0.25, "extract b64": 2.3, "limit b64": 2.4}),
+    ("bench_browser", "interactions"): lambda m: m.interactions_table({"patch click": (0.05, 0.25, 235e3, 0.07)}, 0.43),
+    ("bench_app_roundtrip", "trip"): lambda m: m.trip_table({"bare": 1.0, "trip": 1.3}),
+    ("bench_abuse", "attacks"): lambda m: m.attacks_table(
+        [m.Attack("big_session", 300, {400: 150, 413: 150}, 2.3, 7, 0, 1000.0, 1100.0, 1011.0)], "on", 60
+    ),
+}
+
+
+def cells(line: str) -> list[str]:
+    return [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+def test_every_bench_imports_as_a_module_of_the_package():
+    """In a fresh interpreter (bench_load sets its environment at import): a broken import fails here."""
+    code = "import importlib, sys\nfor n in sys.argv[1:]:\n    importlib.import_module('bench.' + n)"
+    r = subprocess.run([sys.executable, "-c", code, *BENCHES], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert len(BENCHES) >= 19
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "bench").glob("*.py")), ids=lambda p: p.name)
+def test_no_bench_edits_sys_path(path):
+    assert "sys.path" not in path.read_text()
+
+
+def test_every_bench_command_in_the_docs_names_a_bench():
+    code = [p for d in ("attention", "bench", "tests") for p in (ROOT / d).rglob("*.py") if p != Path(__file__)]
+    docs = {"README.md": README} | {str(p.relative_to(ROOT)): p.read_text() for p in code}
+    for where, text in docs.items():
+        assert "python bench/" not in text, where
+        for name in re.findall(r"python -m bench\.(\w+)", text):
+            assert name in BENCHES, f"{where}: python -m bench.{name}"
+
+
+def test_every_table_a_bench_prints_has_a_fake_here_and_is_well_formed():
+    printed = {
+        (bench, table)
+        for bench in BENCHES
+        for table in re.findall(rf'readme_block\(\s*"{bench}",\s*"(\w+)"', (ROOT / "bench" / f"{bench}.py").read_text())
+    }
+    assert printed == set(FAKES)
+    environ = dict(os.environ)
+    for (bench, table), fake in FAKES.items():
+        lines = fake(importlib.import_module(f"bench.{bench}")).splitlines()
+        width = len(cells(lines[0]))
+        assert cells(lines[1]) == ["---"] * width and all(len(cells(line)) == width for line in lines), (bench, table)
+    assert dict(os.environ) == environ  # importing a bench (bench_load's offline switch included) changes nothing
+
+
+def test_readme_blocks_are_the_tables_their_benches_print():
+    blocks = BLOCK.findall(README)
+    assert {(b, t) for b, t, *_ in blocks} <= set(FAKES)  # each marked block has its bench's table function
+    assert {"bench_relevance", "bench_video", "bench_formats"} <= {b for b, *_ in blocks}
+    opened, closed = (re.findall(rf"^{m}", README, re.M) for m in ("<!-- bench:", "<!-- /bench -->$"))
+    assert len(opened) == len(closed) == len(blocks)  # no marker line outside a well-formed block
+    for bench, table, command, module, body in blocks:
+        assert module == bench and bench in BENCHES, command
+        printed = FAKES[bench, table](importlib.import_module(f"bench.{bench}")).splitlines()
+        lines = body.splitlines()
+        assert lines[:2] == printed[:2], f"{bench} {table}: README's header is not what the bench prints"
+        width = len(cells(printed[0]))
+        assert len(lines) > 2 and all(len(cells(line)) == width for line in lines), f"{bench} {table}: ragged rows"
+
+
+def test_the_block_a_bench_prints_is_what_the_readme_test_reads(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["bench_video.py", "--quick"])
+    table = common.markdown_table(["", "a|b"], [[1, "x"]])
+    assert table.splitlines() == ["| | a\\|b |", "| --- | --- |", "| 1 | x |"]
+    found = BLOCK.fullmatch(common.readme_block("bench_video", "speed", table))
+    assert found is not None
+    assert found.groups() == ("bench_video", "speed", "python -m bench.bench_video --quick", "bench_video", table)
