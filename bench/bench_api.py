@@ -69,7 +69,7 @@ def twins() -> dict[str, Callable]:
     import numpy as np
     from PIL import Image
 
-    from attention.ui import calculator_tab, retrieval_api, vit_api, vit_tab
+    from attention.ui import calculator_patches, calculator_tab, retrieval_api, vit_api, vit_tab
 
     d = vit_tab.VIT_DEFAULTS
     maps = vit_api.attention_maps_fn("mnist_vit", d)
@@ -85,7 +85,7 @@ def twins() -> dict[str, Callable]:
         "/retrieval_retrain": lambda: list(retrieval_api.retrieval_retrain("lab", 1, 7)),
         "/calculate": lambda: calculator_tab.qkv_calculate(**QKV, mask_mode="causal"),
         "/calculate_from_x": lambda: calculator_tab.qkv_calculate_from_x(**XW),
-        "/patch_attention": lambda: calculator_tab.qkv_patch_attention(PHOTO, 16, 4, 0, 10),
+        "/patch_attention": lambda: calculator_patches.qkv_patch_attention(PHOTO, 16, 4, 0, 10),
     }
     if hasattr(vit_api, "feature_maps_fn"):
         features = vit_api.feature_maps_fn("mnist_vit", d)

@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 
+from attention.calculator import Settings
 from attention.calculator.report import TABLE_MAX, compute, to_html
 from bench.common import interleaved_medians
 
@@ -29,7 +30,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     matrices = {k: np.round(rng.normal(size=(args.n, args.n)), 2) for k in "QKV"}
     t0 = time.perf_counter()
-    r = compute(matrices, heads=args.heads, mask_mode="causal")
+    r = compute(matrices, Settings(heads=args.heads, mask_mode="causal"))
     numbers = time.perf_counter() - t0
     limits = {"every table": None, f"TABLE_MAX={TABLE_MAX}": TABLE_MAX}
     times = interleaved_medians({k: lambda t=t: to_html(r, t) for k, t in limits.items()}, args.repeats, warmup=False)

@@ -69,7 +69,7 @@ def check(endpoint: str, p: dict, out) -> str | None:
         return None if ok else "scores, weights, order or the retrieved image differ"
     if endpoint == "/calculate":
         Q, K, V = (np.array([[float(x) for x in row.split()] for row in p[k].split(";")]) for k in "QKV")
-        s = calculator.attend(Q, K, V, heads=p["heads"], mask="causal" if p["mask_mode"] == "causal" else None)
+        s = calculator.attend(Q, K, V, calculator.Settings(heads=p["heads"], mask_mode=p["mask_mode"]))
         ok = (
             np.allclose(out["weights"], s.weights, rtol=1e-9, atol=1e-12)
             and np.allclose(out["output"], s.output, rtol=1e-9, atol=1e-12)
