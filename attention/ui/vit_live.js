@@ -2,9 +2,12 @@
 // opacity is picked (attention/vit/live.py says why and what the server sends). Runs as the
 // `js_on_load` of the hidden #vit-live component: `props.value` is the JSON of `live.payload` after
 // every answer; `server.live_maps` / `server.live_base` ask for a view's maps and for the base
-// picture. The drawings repeat the server's (render.overlays, views.query_image, views.tiles) and lie
-// over the <img>s until the server's own pictures are in. window.attentionLive.drawn counts the large
-// maps drawn here (tests).
+// picture. The drawings are the server's (render.overlays, views.query_image, views.tiles) and lie
+// over the <img>s until the server's own pictures are in. Where things go comes from the server
+// (attention/vit/drawing.py, `Layout.to_json` in the payload): the enlargements, the query's marks as
+// rectangles, the tiles' maps and the gallery's reduction; this script holds only the rules it must run
+// (PIL's blend, Pillow's box average, the click -> patch rule), each the server's.
+// window.attentionLive.drawn counts the large maps drawn here (tests).
 const L = (window.attentionLive = window.attentionLive || { drawn: 0, asked: 0, drawings: 0 });
 L.server = server;
 
@@ -36,7 +39,7 @@ L.receive = async function (json) {
   const p = JSON.parse(json);
   p.lutBytes = bytes(p.lut);
   L.p = p;
-  L.cur = { layer: p.layer, head: p.head, view: p.view, query: p.query, maps: null };
+  L.cur = { layer: p.layer, head: p.head, view: p.view, query: p.query, marks: p.marks, maps: null };
   const maps = await inflate(p.maps);
   if (L.p !== p) return;
   L.cur.maps = maps;
@@ -66,7 +69,7 @@ async function fetchMaps(query, layer) {
   if (!got || n !== L.asked || L.p !== p) return;
   const maps = await inflate(got.maps);
   if (n !== L.asked || L.p !== p) return;
-  Object.assign(L.cur, { query: got.query, layer: got.layer, maps });
+  Object.assign(L.cur, { query: got.query, layer: got.layer, marks: got.marks, maps });
   show();
 }
 
@@ -78,58 +81,51 @@ function blendTable(alpha) {  // PIL's Image.blend of one channel, in float32 an
   return t;
 }
 
-// Map `which` (a head, or H: the mean) of `maps` over the base, enlarged `s` times, the query patch marked
-// by a crosshair (the large map: views.query_image) or a square (the tiles: views.tiles): ImageData.
-// `size` [w, h]: sampled down to that size (nearest; the tiles, which the server sends reduced).
-function picture(p, maps, which, query, s, mark, size) {
+// Map `which` (a row of `maps`: a head, or the mean last) over the base, enlarged `s` times, `marks`
+// painted (the server's rectangles: drawing.Layout.marks_json), then reduced `k` times (boxReduce): ImageData.
+function picture(p, maps, which, s, marks, k = 1) {
   const base = L.base, [gh, gw] = p.grid, G = gh * gw, step = p.patch * s, bw = base.width;
-  const W = bw * s, Hh = base.height * s, [w, h] = size || [W, Hh], out = new ImageData(w, h);
+  const w = bw * s, h = base.height * s, out = new ImageData(w, h);
   const o = new Uint32Array(out.data.buffer), b = base.data, lut = p.lutBytes, T = blendTable(p.alpha);
   const cell = new Int32Array(w), bx = new Int32Array(w);
-  for (let x = 0; x < w; x++) {
-    const X = Math.floor((x * W) / w);
-    [cell[x], bx[x]] = [Math.min(gw - 1, Math.floor(X / step)), Math.floor(X / s)];
-  }
+  for (let x = 0; x < w; x++) [cell[x], bx[x]] = [Math.min(gw - 1, Math.floor(x / step)), Math.floor(x / s)];
   for (let y = 0; y < h; y++) {
-    const Y = Math.floor((y * Hh) / h), row = which * G + Math.min(gh - 1, Math.floor(Y / step)) * gw;
-    const by = Math.floor(Y / s) * bw;
+    const row = which * G + Math.min(gh - 1, Math.floor(y / step)) * gw, by = Math.floor(y / s) * bw;
     for (let x = 0; x < w; x++) {
       const c = maps[row + cell[x]] * 3, i = (by + bx[x]) * 4;
       o[y * w + x] = 0xff000000 | (T[(b[i + 2] << 8) | lut[c + 2]] << 16) | (T[(b[i + 1] << 8) | lut[c + 1]] << 8) | T[(b[i] << 8) | lut[c]];
     }
   }
-  if (query) (mark === "crosshair" ? crosshair : square)(out, query, step, [w / W, h / Hh]);
-  return out;
-}
-
-function fill(img, y0, y1, x0, x1, rgb, [kx, ky] = [1, 1]) {  // rows y0..y1, columns x0..x1 (exclusive) of the full size
-  [y0, x0, y1, x1] = [Math.floor(y0 * ky), Math.floor(x0 * kx), Math.ceil(y1 * ky), Math.ceil(x1 * kx)];
-  [y0, x0] = [Math.max(0, y0), Math.max(0, x0)];
-  [y1, x1] = [Math.min(img.height, Math.max(0, y1)), Math.min(img.width, Math.max(0, x1))];
-  for (let y = y0; y < y1; y++)
-    for (let x = x0; x < x1; x++) img.data.set(rgb, (y * img.width + x) * 4);
-}
-
-function crosshair(img, [r, c], step) {  // views.crosshair, then render.mark_patch
-  const y = r * step + (step >> 1), x = c * step + (step >> 1), t = Math.max(1, Math.floor(step / 12));
-  const arm = Math.floor(2.5 * step), half = step >> 1, W = img.width, H = img.height;
-  for (const [pad, rgb] of [[1, [0, 0, 0]], [0, [0, 255, 255]]]) {
-    const w = t + pad;
-    fill(img, y - w, y + w + 1, x - half - arm, x - half, rgb);
-    fill(img, y - w, y + w + 1, Math.min(W, x + half + 1), Math.min(W, x + half + 1 + arm), rgb);
-    fill(img, y - half - arm, y - half, x - w, x + w + 1, rgb);
-    fill(img, Math.min(H, y + half + 1), Math.min(H, y + half + 1 + arm), x - w, x + w + 1, rgb);
+  for (const [y0, y1, x0, x1, r, g, bl] of marks || []) {  // drawing.paint: in order, inside the picture
+    const v = 0xff000000 | (bl << 16) | (g << 8) | r;
+    for (let y = y0; y < y1; y++) o.fill(v, y * w + x0, y * w + x1);
   }
-  square(img, [r, c], step);
+  return k > 1 ? boxReduce(out, k) : out;
 }
 
-function square(img, [r, c], step, k) {  // render.mark_patch (k: the picture's size over the full size)
-  const w = Math.max(1, step >> 3), [x0, y0, x1, y1] = [c * step, r * step, (c + 1) * step, (r + 1) * step];
-  const cyan = [0, 255, 255];
-  fill(img, y0, y0 + w, x0, x1, cyan, k);
-  fill(img, y1 - w, y1, x0, x1, cyan, k);
-  fill(img, y0, y1, x0, x0 + w, cyan, k);
-  fill(img, y0, y1, x1 - w, x1, cyan, k);
+// drawing.box_reduce, summed and rounded as Pillow's Image.reduce: each k x k box (an edge box over the
+// n pixels it has) -> (sum + n // 2) * m >> 24, m = 2^32 / (256 n) in float32, truncated.
+function boxReduce(img, k) {
+  const W = img.width, H = img.height, w = Math.ceil(W / k), h = Math.ceil(H / k), out = new ImageData(w, h);
+  const a = img.data, o = out.data, recip = new Map();
+  for (let y = 0; y < h; y++) {
+    const y0 = y * k, y1 = Math.min(H, y0 + k);
+    for (let x = 0; x < w; x++) {
+      const x0 = x * k, x1 = Math.min(W, x0 + k), n = (y1 - y0) * (x1 - x0);
+      if (!recip.has(n)) recip.set(n, Math.floor(Math.fround(4294967296 / Math.fround(256 * n))));
+      const m = recip.get(n), half = n >> 1, sum = [0, 0, 0];
+      for (let yy = y0; yy < y1; yy++)
+        for (let i = (yy * W + x0) * 4, end = (yy * W + x1) * 4; i < end; i += 4) {
+          sum[0] += a[i];
+          sum[1] += a[i + 1];
+          sum[2] += a[i + 2];
+        }
+      const j = (y * w + x) * 4;
+      for (let c = 0; c < 3; c++) o[j + c] = Math.floor(((sum[c] + half) * m) / 16777216) & 255;
+      o[j + 3] = 255;
+    }
+  }
+  return out;
 }
 
 // Where a canvas must lie to cover `img` exactly: its box inside the parent's border, and its object-fit.
@@ -170,7 +166,7 @@ function cover(img, out, where = place(img)) {
 function show(tiles_too = true) {
   const p = L.p, cur = L.cur, img = document.querySelector("#vit-query-image img");
   if (!img || !L.base || !cur.maps || !img.naturalWidth) return false;
-  const out = picture(p, cur.maps, cur.view === "mean" ? p.heads : cur.head, cur.query, p.scale, "crosshair");
+  const out = picture(p, cur.maps, cur.view === "mean" ? p.heads : cur.head, p.scale, cur.marks.big);
   cover(img, out);
   L.last = out;  // (tests compare it with the server's picture)
   L.drawn += 1;
@@ -182,15 +178,14 @@ function show(tiles_too = true) {
   return true;
 }
 
-function tiles(n) {  // the gallery's tiles: heads then mean (heads view) or the mean alone (mean view)
+function tiles(n) {  // the gallery's tiles, the maps drawing.tile_rows names for the view
   const p = L.p, cur = L.cur, imgs = [...document.querySelectorAll("#vit-gallery .thumbnail-item img")];
-  const which = cur.view === "mean" ? [p.heads] : [...Array(p.heads + 1).keys()];
+  const which = p.tile_rows[cur.view] || [];
   L.lastTiles = [];
   if (n !== L.drawn || imgs.length !== which.length) return;  // newer drawing; or the view changes the tiles
-  const where = imgs.map(place), full = L.base.width * p.tile_scale;
-  imgs.forEach((img, i) => {  // at the size the server sends them (reduced for photos)
-    const size = img.naturalWidth && img.naturalWidth < full ? [img.naturalWidth, img.naturalHeight] : null;
-    const out = picture(p, cur.maps, which[i], cur.query, p.tile_scale, "square", size);
+  const where = imgs.map(place);
+  imgs.forEach((img, i) => {  // at the size the server sends them: reduced `tile_reduce` times
+    const out = picture(p, cur.maps, which[i], p.tile_scale, cur.marks.tile, p.tile_reduce);
     cover(img, out, where[i]);
     L.lastTiles.push(out);
   });
@@ -199,7 +194,7 @@ function tiles(n) {  // the gallery's tiles: heads then mean (heads view) or the
 
 const ready = () => L.p && L.base && L.cur && ["heads", "mean"].includes(L.cur.view);
 
-function onPatch(e) {  // Gradio's own click -> pixel rule (Image's select), then views.patch_at
+function onPatch(e) {  // Gradio's own click -> pixel rule (Image's select), then drawing.patch_at
   const img = e.target, p = L.p;
   if (!ready()) return;
   const n = img.getBoundingClientRect(), r = Math.min(n.width / img.naturalWidth, n.height / img.naturalHeight, 1);
@@ -250,7 +245,7 @@ function onLayer(e) {
   ask(L.cur.query, layer);
 }
 
-Object.assign(L, { picture, show });  // (for tests and benches)
+Object.assign(L, { picture, boxReduce, show });  // (for tests and benches)
 
 if (!L.listening) {  // once per page, on the document: Gradio re-renders the elements themselves
   L.listening = true;

@@ -14,6 +14,7 @@ posembed  position embeddings resampled to any grid as each family's own code do
 cost      a pass's compute, estimated before it runs, and the budget check
 session   a visitor's pass (q/k kept), the server's shared store of passes
 views     a pass drawn as a view (heads, mean, rollout, masks) and its texts
+drawing   where the tab's pictures put things (sizes, reduction, query marks): server and browser alike
 live      what a browser needs to draw the large map itself (patch, layer, head at once)
 outputs   the files of a render: tiles, contact sheet, the .npz download
 relevance "Why this class?": class relevance of classifiers (Chefer et al., grad-rollout), its evaluation

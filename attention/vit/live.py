@@ -23,11 +23,11 @@ import zlib
 
 import numpy as np
 
-from attention.render import color_indices, colormap, jpeg_bytes, png_bytes
+from attention.render import color_indices, colormap, png_bytes
+from attention.vit import drawing
 from attention.vit.extract import AttentionMaps
 from attention.vit.query import Query
 from attention.vit.session import PASSES, Pass
-from attention.vit.views import big_scale, display_scale
 
 _SECRET = secrets.token_bytes(32)  # per server process: tokens die with it, as the passes do
 
@@ -48,6 +48,11 @@ def _utf8(text: str) -> bytes:
 def _query(res: AttentionMaps) -> list[int] | None:
     """The query as the browser has it: [row, col], or null for a named token (CLS, a register, the pool's)."""
     return None if isinstance(res.query, str) else list(res.query)
+
+
+def layout(res: AttentionMaps) -> drawing.Layout:
+    """How `res`'s pictures are laid out (`drawing.layout`): what the server draws and the browser copies."""
+    return drawing.layout(res.image.size, res.patch_size, res.grid, res.maps.shape[0])
 
 
 def token(key: tuple[str, ...]) -> str:
@@ -79,15 +84,13 @@ def packed(maps: np.ndarray) -> str:
 
 
 def payload(p: Pass, res: AttentionMaps, *, view: str, head: int, alpha: float, cmap: str) -> dict:
-    """The browser's copy of the view on screen (JSON-able): how to draw it (grid, patch size,
-    enlargement, colormap, opacity, query) and the heads' and mean's maps of the layer (`packed`)."""
+    """The browser's copy of the view on screen (JSON-able): how to draw it (`drawing.Layout.to_json`:
+    grid, patch size, enlargements, the gallery's reduction, the tiles' maps, the query's marks; then the
+    colormap, opacity, query) and the heads' and mean's maps of the layer (`packed`)."""
     L, H, N = res.weights.shape
     return {
         "token": token(p.key),
-        "grid": list(res.grid),
-        "patch": res.patch_size,
-        "scale": big_scale(res),  # the large map's enlargement
-        "tile_scale": display_scale(res),  # the head tiles'
+        **layout(res).to_json(_query(res)),
         "layers": L,
         "heads": H,
         "layer": res.layer,
@@ -107,14 +110,13 @@ def view_maps(p: Pass, query: Query | None, layer: int) -> dict:
     return {
         "layer": res.layer,
         "query": _query(res),
+        "marks": layout(res).marks_json(_query(res)),
         "maps": packed(res.maps),
     }
 
 
 def base_image(p: Pass) -> str:
-    """The picture the maps lie on (the preprocessed image, before enlargement) as a data URL:
-    JPEG (quality 95) for photos, PNG for small images shown enlarged."""
-    img = np.asarray(p.base.image.convert("RGB"), dtype=np.uint8)
-    if display_scale(p.base) == 1:
-        return "data:image/jpeg;base64," + _b64(jpeg_bytes(img, quality=95))
-    return "data:image/png;base64," + _b64(png_bytes(img))
+    """The picture the maps lie on (the preprocessed image, before enlargement) as a PNG data URL:
+    lossless, photos too, so the browser's drawings are the server's pictures pixel for pixel (a JPEG
+    base put them up to several levels off; the PNG is about 4x the bytes, fetched once per pass)."""
+    return "data:image/png;base64," + _b64(png_bytes(np.asarray(p.base.image.convert("RGB"), dtype=np.uint8)))

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 from attention.cache import sweep
 from attention.config import SETTINGS
 from attention.render import grid, jpeg_bytes, png_bytes
+from attention.vit.drawing import reduced
 from attention.vit.extract import AttentionMaps
 
 SHEET_TILE = 448  # px: longest side of a tile on the contact sheet (larger tiles are reduced by a whole factor)
@@ -46,13 +46,6 @@ def sheet(ts: list[Tile], *, max_side: int = SHEET_TILE, ncols: int = 4) -> np.n
     or less. One picture to look at (the raw arrays remake any tile at full size)."""
     small = [reduced(t.image, max_side) for t in ts]
     return grid(small, ncols=min(ncols, len(ts)), labels=[t.caption for t in ts])
-
-
-def reduced(img: np.ndarray, max_side: int) -> np.ndarray:
-    """`img` uint8 (H, W, 3) reduced by the smallest whole factor (box average) that brings its
-    longer side to `max_side` or less (unchanged when it already fits)."""
-    k = max(1, -(-max(img.shape[:2]) // max_side))
-    return img if k == 1 else np.asarray(Image.fromarray(img).reduce(k))
 
 
 OUTPUT_ROOT = Path(tempfile.gettempdir()) / "attention-explorer"

@@ -24,7 +24,6 @@ from attention.render import (
     HEAD_COLORS,
     colormap,
     jpeg_bytes,
-    mark_patch,
     mask_overlay,
     masks_figure,
     overlay,
@@ -32,6 +31,8 @@ from attention.render import (
     png_bytes,
     upsample,
 )
+from attention.vit import drawing
+from attention.vit.drawing import BIG_DISPLAY, MIN_DISPLAY, QUERY_COLOR, THUMB_SIDE
 from attention.vit.extract import AttentionMaps, threshold_masks
 from attention.vit.outputs import SHEET_TILE, Outputs, Tile, write_outputs
 from attention.vit.query import Query
@@ -45,10 +46,6 @@ VIEWS: dict[str, str] = {
     "masks": "Threshold masks",
     "fig3": "All masks (DINO Fig. 3)",
 }
-MIN_DISPLAY = 224  # px: smaller images (MNIST's 28) are shown enlarged by a whole factor
-BIG_DISPLAY = 480  # px: the large map's shorter side is at least this (enlarged by a whole factor)
-THUMB_SIDE = 400  # px: the gallery's copies of the tiles are reduced to at most this longer side
-QUERY_COLOR = (0, 255, 255)  # cyan square around the query patch
 
 
 def check_view(view: str) -> str:
@@ -80,15 +77,14 @@ def check_style(threshold: float, alpha: float, cmap: str) -> None:
 
 def display_scale(res: AttentionMaps) -> int:
     """Whole enlargement factor so the shorter side is at least MIN_DISPLAY px (1 for photos)."""
-    w, h = res.image.size
-    return max(1, -(-MIN_DISPLAY // min(w, h)))
+    return drawing.enlargement(res.image.size, MIN_DISPLAY)
 
 
 def _finish(img: np.ndarray, res: AttentionMaps, scale: int, shrink: int = 1) -> np.ndarray:
     """Enlarge by `scale` (or, drawn `shrink` times smaller, leave as is) and mark the query patch."""
     out = upsample(img, scale) if scale > 1 else img
     if not isinstance(res.query, str):
-        out = mark_patch(out, res.query, res.patch_size * scale // shrink, color=QUERY_COLOR)
+        out = drawing.paint(out, drawing.square_boxes(res.query, res.patch_size * scale // shrink, out.shape[:2]))
     return np.ascontiguousarray(out)
 
 
@@ -96,7 +92,7 @@ def sheet_shrink(res: AttentionMaps, max_side: int = SHEET_TILE) -> int:
     """The whole factor that brings `res`'s tiles to `max_side` px or less for a contact sheet,
     when it divides the patch size (so `tiles(..., shrink=k)` can draw them small); else 1."""
     w, h = res.image.size
-    k = max(1, -(-max(w, h) * display_scale(res) // max_side))
+    k = drawing.reduction((w * display_scale(res), h * display_scale(res)), max_side)
     return k if display_scale(res) == 1 and res.patch_size % k == 0 else 1
 
 
@@ -135,7 +131,7 @@ def tiles(
     s = display_scale(res)
     if shrink > 1 and (s > 1 or res.patch_size % shrink):
         raise InputError(f"Cannot draw {res.patch_size} px patches {shrink} times smaller; use sheet_shrink(res).")
-    img = np.asarray(res.image if shrink == 1 else res.image.reduce(shrink), dtype=np.uint8)
+    img = drawing.box_reduce(np.asarray(res.image, dtype=np.uint8), shrink)
 
     def fin(a: np.ndarray) -> np.ndarray:
         return _finish(a, res, s, shrink)
@@ -165,28 +161,16 @@ def tiles(
 
 def big_scale(res: AttentionMaps) -> int:
     """Whole enlargement factor of the large map: its shorter side at least BIG_DISPLAY px."""
-    w, h = res.image.size
-    return max(1, -(-BIG_DISPLAY // min(w, h)))
+    return drawing.enlargement(res.image.size, BIG_DISPLAY)
 
 
-def crosshair(img: np.ndarray, patch: tuple[int, int], step: int, color=QUERY_COLOR, reach: float = 2.5) -> np.ndarray:
+def crosshair(
+    img: np.ndarray, patch: tuple[int, int], step: int, color=QUERY_COLOR, reach: float = drawing.REACH
+) -> np.ndarray:
     """Mark patch (row, col) of a picture whose patches are `step` px: a square around it and four
-    arms `reach` patches long pointing at it, cyan with a dark edge so they show on any colour."""
-    out = np.array(img, copy=True)
-    H, W = out.shape[:2]
-    r, c = patch
-    y, x = r * step + step // 2, c * step + step // 2
-    t, arm = max(1, step // 12), int(reach * step)
-    for pad, value in ((1, (0, 0, 0)), (0, color)):  # dark edge, then the colour over it
-        w = t + pad
-        for y0, y1, x0, x1 in (
-            (y - w, y + w + 1, max(0, x - step // 2 - arm), max(0, x - step // 2)),  # left arm
-            (y - w, y + w + 1, min(W, x + step // 2 + 1), min(W, x + step // 2 + 1 + arm)),  # right arm
-            (max(0, y - step // 2 - arm), max(0, y - step // 2), x - w, x + w + 1),  # top arm
-            (min(H, y + step // 2 + 1), min(H, y + step // 2 + 1 + arm), x - w, x + w + 1),  # bottom arm
-        ):
-            out[max(0, y0) : max(0, y1), max(0, x0) : max(0, x1)] = value
-    return mark_patch(out, patch, step, color=color)
+    arms `reach` patches long pointing at it, cyan with a dark edge so they show on any colour
+    (`drawing.crosshair_boxes`: the rectangles the browser paints too). uint8 (H, W, 3)."""
+    return drawing.paint(img, drawing.crosshair_boxes(patch, step, np.shape(img)[:2], color, reach))
 
 
 def query_image(
@@ -213,9 +197,7 @@ def query_image(
 
 def patch_at(x: float, y: float, res: AttentionMaps) -> tuple[int, int]:
     """(row, col) of the patch under pixel (x, y) of `query_image(res)` (clamped to the grid)."""
-    step = res.patch_size * big_scale(res)
-    gh, gw = res.grid
-    return min(gh - 1, max(0, int(y // step))), min(gw - 1, max(0, int(x // step)))
+    return drawing.patch_at(x, y, res.patch_size * big_scale(res), res.grid)
 
 
 def query_label(res: AttentionMaps) -> str:

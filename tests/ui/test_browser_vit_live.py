@@ -1,14 +1,21 @@
 """In a real browser: the large map is drawn in the page the moment a patch, a layer or a head is
-picked (attention/vit/live.py), and it is the server's picture, pixel for pixel (mnist_vit offline:
-PNG both sides). The server's picture then takes its place."""
+picked (attention/vit/live.py), and it is the server's picture, pixel for pixel: a digit on mnist_vit
+(PNG both sides) and a photo on a tiny DINOv3 (tiles reduced by box average; compared with the pictures
+the server encodes). The server's picture then takes its place."""
 
 from __future__ import annotations
 
+import base64
 import re
 
+import numpy as np
 import pytest
+from PIL import Image
 
+from attention.vit import live, views
+from attention.vit.drawing import reduced
 from tests.conftest import screenshot
+from tests.hub_cache import DINOV3_REPO, add_tiny_dinov3, temporary_hf_home
 from tests.ui.test_browser_vit import click_image_at
 
 MAP = "#vit-query-image img"
@@ -121,3 +128,100 @@ def test_enter_in_a_sliders_number_box_updates_the_maps(page):
     box.fill("1")
     box.press("Enter")  # Gradio alone would wait until the box loses focus
     page.locator("#vit-details").get_by_text("layer 1/3").wait_for()
+
+
+# the pictures last drawn here, as base64 RGBA: the large map, then each head tile
+DRAWN = """() => {
+  const b64 = (im) => {
+    let s = "";
+    for (let i = 0; i < im.data.length; i += 0x8000) s += String.fromCharCode(...im.data.subarray(i, i + 0x8000));
+    return [im.height, im.width, btoa(s)];
+  };
+  const L = window.attentionLive;
+  return [L.last, ...L.lastTiles].map(b64);
+}"""
+
+
+def drawn_here(page) -> list[np.ndarray]:
+    """The large map and the head tiles last drawn in the page, uint8 (H, W, 3) each."""
+    out = []
+    for h, w, data in page.evaluate(DRAWN):
+        out.append(np.frombuffer(base64.b64decode(data), np.uint8).reshape(h, w, 4)[..., :3])
+    return out
+
+
+def servers_pictures(page, head: int) -> list[np.ndarray]:
+    """The server's own pictures of the view on screen, before encoding (the tab sends them as JPEG for a
+    photo): `views.frame`'s large map and gallery tiles, from the pass the page's token names."""
+    pl = page.evaluate("(({token, query, layer, alpha}) => ({token, query, layer, alpha}))(window.attentionLive.p)")
+    cur = page.evaluate("(({query, layer}) => ({query, layer}))(window.attentionLive.cur)")
+    res = live.find(pl["token"]).at(tuple(cur["query"]), cur["layer"])
+    big = views.query_image(res, head=head, alpha=pl["alpha"])
+    return [big, *(reduced(t.image, views.THUMB_SIDE) for t in views.tiles(res, "heads", alpha=pl["alpha"]))]
+
+
+@pytest.fixture
+def tiny_dinov3(tmp_path):
+    """A tiny DINOv3 (random weights, 2 heads, patch 16) in the app's Hub cache, offline: its model name."""
+    with temporary_hf_home(tmp_path / "hf") as add:
+        add_tiny_dinov3(add)
+        yield f"hf-hub:{DINOV3_REPO}"
+
+
+@pytest.mark.browser
+def test_on_a_photo_the_drawings_are_the_servers_pictures_reduced_by_box_average(page, app_url, tiny_dinov3):
+    """chelsea at 320 px: a 480x320 image, the large map 960x640, the tiles reduced 2x (240x160) by box average.
+    The server sends JPEGs for photos; ours must equal the pictures it encodes, every pixel (both sides do
+    the same integer arithmetic: PIL's float32 blend, the same rectangles, Pillow's box-average rounding)."""
+    page.goto(app_url.rstrip("/") + f"/?example=chelsea&model={tiny_dinov3}&res=320&q=5,7")
+    page.locator("#vit-query-label").get_by_text("row 5, col 7").wait_for()
+    ready(page)
+    assert page.evaluate("[window.attentionLive.p.tile_reduce, window.attentionLive.p.heads]") == [2, 2]
+
+    drawn_then_served(page, lambda: click_image_at(page, MAP, 0.93, 0.12), tiles=3)  # the right edge: arms cut
+    assert "row 2, col 27" in page.locator("#vit-query-label").inner_text()
+    ours, server = drawn_here(page), servers_pictures(page, head=0)
+    assert [a.shape for a in ours] == [a.shape for a in server] == [(640, 960, 3)] + [(160, 240, 3)] * 3
+    for i, (a, b) in enumerate(zip(ours, server)):
+        assert np.array_equal(a, b), (i, int((a != b).any(-1).sum()))
+    # and those are what the page shows: the served JPEGs within their encoding's error of ours
+    assert max(d for d in page.evaluate(JPEG_ERROR)) < 6
+
+    drawn_then_served(page, lambda: page.locator("#vit-gallery .thumbnail-item").nth(1).click(), tiles=3)
+    ours, server = drawn_here(page), servers_pictures(page, head=1)
+    assert all(np.array_equal(a, b) for a, b in zip(ours, server))
+    assert page.get_by_test_id("toast-body").count() == 0
+    screenshot(page, "vit_live_photo")
+
+
+# the mean absolute difference (levels) between each served picture and the one drawn here
+JPEG_ERROR = (
+    DIFFERING.replace("let n = 0;", "let n = 0, d = 0;")
+    .replace(
+        "if (s[i] !== o[i] || s[i + 1] !== o[i + 1] || s[i + 2] !== o[i + 2]) n++;",
+        "{ d += Math.abs(s[i] - o[i]) + Math.abs(s[i + 1] - o[i + 1]) + Math.abs(s[i + 2] - o[i + 2]); n += 3; }",
+    )
+    .replace("return n;\n  };", "return d / n;\n  };")
+)
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("k, shape", [(2, (160, 240)), (3, (37, 23)), (4, (45, 18)), (7, (9, 50))])
+def test_the_browsers_box_average_is_pillows_reduce(page, k, shape):
+    """vit_live.js `boxReduce` against Pillow's Image.reduce (what the server reduces with), edge boxes too."""
+    page.wait_for_function("() => (window.attentionLive || {}).boxReduce")
+    img = np.random.default_rng(k).integers(0, 256, (*shape, 3), dtype=np.uint8)
+    rgba = np.concatenate([img, np.full((*shape, 1), 255, np.uint8)], -1)
+    h, w, data = page.evaluate(
+        """([h, w, k, b64]) => {
+          const s = atob(b64), im = new ImageData(w, h);
+          for (let i = 0; i < s.length; i++) im.data[i] = s.charCodeAt(i);
+          const out = window.attentionLive.boxReduce(im, k);
+          let t = "";
+          for (const v of out.data) t += String.fromCharCode(v);
+          return [out.height, out.width, btoa(t)];
+        }""",
+        [*shape, k, base64.b64encode(rgba.tobytes()).decode()],
+    )
+    ours = np.frombuffer(base64.b64decode(data), np.uint8).reshape(h, w, 4)[..., :3]
+    assert np.array_equal(ours, np.asarray(Image.fromarray(img).reduce(k)))

@@ -17,6 +17,7 @@ from attention.errors import InputError
 from attention.render import colorize, colormap
 from attention.vit import live, session
 from attention.vit.views import query_image
+from tests.conftest import DIGIT
 
 
 @pytest.fixture
@@ -74,6 +75,8 @@ def test_the_payload_says_how_to_draw_and_is_json(kept):
     assert pl["grid"] == [7, 7] and pl["patch"] == 4 and pl["layers"] == 4 and pl["heads"] == 4
     assert pl["layer"] == 3 and pl["head"] == 2 and pl["view"] == "mean" and pl["query"] is None
     assert pl["scale"] == 18 and pl["alpha"] == 0.3  # 28 px shown at 504 px, as views.big_scale
+    assert pl["tile_scale"] == 8 and pl["tile_reduce"] == 1 and pl["tile_rows"]["mean"] == [4]  # drawing.Layout
+    assert pl["marks"] == {"big": [], "tile": []}  # CLS: no patch to mark
     assert live.find(pl["token"]) is digit_pass
 
 
@@ -81,6 +84,8 @@ def test_view_maps_are_any_query_and_layer_of_the_kept_pass_without_a_forward(di
     monkeypatch.setattr(session, "forward", lambda *a: pytest.fail("no forward pass"))
     got = live.view_maps(digit_pass, (6, 0), 0)
     assert got["query"] == [6, 0] and got["layer"] == 0
+    assert got["marks"] == live.layout(digit_pass.base).marks_json((6, 0))  # the new query's crosshair and square
+    assert len(got["marks"]["big"]) == 4 + 4  # top, right arms (edge, colour), the square; the rest is off it
     want = live.indices(digit_pass.at((6, 0), 0).maps)
     assert np.array_equal(unpack(got["maps"], 4, (7, 7)), want)
     assert live.view_maps(digit_pass, "cls", -1)["layer"] == 3
@@ -106,6 +111,11 @@ def test_the_base_picture_is_the_image_the_maps_lie_on(digit_pass):
     assert url.startswith("data:image/png;base64,")  # small images: lossless
     img = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
     assert np.array_equal(np.asarray(img.convert("RGB")), np.asarray(digit_pass.base.image.convert("RGB")))
+    photo = session.get_pass(DIGIT, "mnist_vit", "224")  # 224 px: shown 1:1, as a photo is (its pictures JPEG)
+    url = live.base_image(photo)
+    assert url.startswith("data:image/png;base64,")  # the base stays lossless: drawings equal the server's
+    img = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+    assert np.array_equal(np.asarray(img), np.asarray(photo.base.image.convert("RGB")))
 
 
 def test_many_threads_asking_for_views_of_one_pass_each_get_their_own(digit_pass):
