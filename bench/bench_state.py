@@ -42,30 +42,30 @@ def child(passes: int, resolution: int) -> None:
 
     import numpy as np
 
-    from attention.vit import session
+    from attention.vit import passes
 
     rng = np.random.default_rng(0)
 
     def upload(i: int) -> np.ndarray:
         return (rng.random((resolution, resolution, 3)) * 255).astype("uint8") + np.uint8(i % 7)
 
-    session.get_pass(upload(-1), "mnist_vit", resolution)  # warm-up: the model and one pass's transients
+    passes.get_pass(upload(-1), "mnist_vit", resolution)  # warm-up: the model and one pass's transients
     gc.collect()
     before = _status_mb("VmRSS")
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # reset the peak (VmHWM) to now
-    b = session.get_pass(upload(-2), "mnist_vit", resolution, cache=session.PASSES, visitor="B")
+    b = passes.get_pass(upload(-2), "mnist_vit", resolution, cache=passes.PASSES, visitor="B")
     for i in range(passes):
-        session.get_pass(upload(i), "mnist_vit", resolution, cache=session.PASSES, visitor="A")
+        passes.get_pass(upload(i), "mnist_vit", resolution, cache=passes.PASSES, visitor="A")
     gc.collect()
     out = {
         "pass_mb": b.nbytes / 2**20,
-        "store_mb": session.PASSES.nbytes / 2**20,
-        "a_mb": session.PASSES.owned("A") / 2**20,
+        "store_mb": passes.PASSES.nbytes / 2**20,
+        "a_mb": passes.PASSES.owned("A") / 2**20,
         "before_mb": before,
         "peak_mb": _status_mb("VmHWM"),
         "after_mb": _status_mb("VmRSS"),
-        "b_kept": session.PASSES.get(b.key) is b,
+        "b_kept": passes.PASSES.get(b.key) is b,
     }
     print(json.dumps(out))
 

@@ -25,8 +25,8 @@ import numpy as np
 
 from attention.render import color_indices, colormap, jpeg_bytes, png_bytes
 from attention.vit.extract import AttentionMaps
+from attention.vit.passes import PASSES, Pass
 from attention.vit.query import Query
-from attention.vit.session import PASSES, Pass
 from attention.vit.views import big_scale, display_scale
 
 _SECRET = secrets.token_bytes(32)  # per server process: tokens die with it, as the passes do

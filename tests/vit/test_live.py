@@ -15,14 +15,14 @@ from PIL import Image
 
 from attention.errors import InputError
 from attention.render import colorize, colormap
-from attention.vit import live, session
+from attention.vit import live, passes
 from attention.vit.views import query_image
 
 
 @pytest.fixture
 def kept(digit_pass):
     """digit_pass, kept in the server's store of passes (where tokens find passes)."""
-    session.PASSES.put(digit_pass.key, digit_pass)
+    passes.PASSES.put(digit_pass.key, digit_pass)
     return digit_pass
 
 
@@ -78,7 +78,7 @@ def test_the_payload_says_how_to_draw_and_is_json(kept):
 
 
 def test_view_maps_are_any_query_and_layer_of_the_kept_pass_without_a_forward(digit_pass, monkeypatch):
-    monkeypatch.setattr(session, "forward", lambda *a: pytest.fail("no forward pass"))
+    monkeypatch.setattr(passes, "forward", lambda *a: pytest.fail("no forward pass"))
     got = live.view_maps(digit_pass, (6, 0), 0)
     assert got["query"] == [6, 0] and got["layer"] == 0
     want = live.indices(digit_pass.at((6, 0), 0).maps)
