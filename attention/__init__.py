@@ -15,7 +15,7 @@ Knows nothing of Gradio: `app.py` is one user of it, the command line
 
 One subpackage per feature over a small shared core:
 
-    vit/          ViT attention maps (models, extract, cost, session, views, outputs)
+    vit/          ViT attention maps (models, extract, passes, views, frames, outputs)
     retrieval/    MNIST retrieval by attention (lookup, models, train, panels, plots)
     calculator/   the Q/K/V calculator (steps, reference, matrices, form, presets, report, plots, patches)
     config        every setting, read once from the environment

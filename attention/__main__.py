@@ -136,8 +136,9 @@ def _query(text: str | None):
         raise AttentionError(f"--query {text!r} is not accepted; use {ACCEPTED}.") from None
 
 
-def write_outputs(res, out: Path, *, threshold: float, cmap: str) -> None:
-    """img.png, head_XX.png, mean.png, mask_XX.png (the app's tiles) and attention.npz (`res.arrays`)."""
+def write_maps_folder(res, out: Path, *, threshold: float, cmap: str) -> None:
+    """The `maps` command's folder for one image (AttentionMaps `res`): img.png, head_XX.png, mean.png,
+    mask_XX.png (the app's tiles at full size) and attention.npz (`res.arrays`, compressed)."""
     import numpy as np
 
     from attention.render import png_bytes
@@ -162,7 +163,7 @@ def maps(args) -> int:
         res = attention_maps(model, path, layer=args.layer, query=query, resolution=args.resolution)
         n = stems[path.stem] = stems.get(path.stem, 0) + 1
         out = args.out / (path.stem if n == 1 else f"{path.stem}_{n}")
-        write_outputs(res, out, threshold=args.threshold, cmap=args.cmap)
+        write_maps_folder(res, out, threshold=args.threshold, cmap=args.cmap)
         return f"{res.maps.shape[0]} heads, grid {res.grid[0]}x{res.grid[1]} -> {out}/"
 
     return _each_image(args.images, args.out, one)
@@ -191,7 +192,7 @@ def features(args) -> int:
     from attention.vit.feature_views import feature_pictures
     from attention.vit.features import check_pca_style
     from attention.vit.modelview import model_view
-    from attention.vit.session import get_pass
+    from attention.vit.passes import get_pass
 
     query = _query(args.query)
     check_pca_style(args.pca)

@@ -9,7 +9,7 @@ like a trained DINO's and a visible pattern in the position embedding. Printed p
 - precision: each half dtype against fp32 on the same weights and image, per layer and head:
   max |w - w32| / max(w32) (percent of the head's peak) and how often the peak patch agrees;
 - forward:   `query_rows` (one pass, every layer's CLS row) and a plain `forward_features`, median ms;
-- clicks:    in-process `frame` after a cached pass (patch click, layer change, head change)
+- clicks:    in-process `tab_frame` after a cached pass (patch click, layer change, head change)
              divided by the pass itself (`get_pass`, q/k kept): what needs no forward;
 - budget:    the largest resolution within ATTENTION_MAX_GFLOP_GPU and its pass's time, for
              `spaces.GPU(duration=...)`.
@@ -70,8 +70,8 @@ def precision(models: dict, img, device: torch.device) -> dict[str, tuple[float,
 def clicks(model: torch.nn.Module, alias: str, img_path: str, device: torch.device, repeats: int) -> dict[str, float]:
     """In-process ms of a pass (q/k kept) and of frames that reuse it, on the model's own device/dtype."""
     from attention.vit import models as registry
-    from attention.vit import session
-    from attention.vit.views import frame
+    from attention.vit import passes
+    from attention.vit.frames import ViewSpec, tab_frame
 
     dtype = next(model.parameters()).dtype
     registry._cache[(alias, str(device), str(dtype))] = model  # the bench's random model stands in for the hub's
@@ -79,15 +79,13 @@ def clicks(model: torch.nn.Module, alias: str, img_path: str, device: torch.devi
     out = {}
 
     def one_pass():  # no cache: a forward each time
-        return session.get_pass(img_path, alias, 480)
+        return passes.get_pass(img_path, alias, 480)
 
     out["pass (forward, q/k kept)"] = timed(one_pass, device, repeats)
     p = one_pass()
-    out["patch click"] = timed(lambda: frame(p, query=(7, 11), layer=-1, root=root, download=False), device, repeats)
-    out["layer change"] = timed(lambda: frame(p, query="cls", layer=3, root=root, download=False), device, repeats)
-    out["head change"] = timed(
-        lambda: frame(p, query="cls", layer=-1, head=2, root=root, download=False), device, repeats
-    )
+    out["patch click"] = timed(lambda: tab_frame(p, ViewSpec(query=(7, 11)), root=root), device, repeats)
+    out["layer change"] = timed(lambda: tab_frame(p, ViewSpec(query="cls", layer=3), root=root), device, repeats)
+    out["head change"] = timed(lambda: tab_frame(p, ViewSpec(query="cls"), head=2, root=root), device, repeats)
     return out
 
 

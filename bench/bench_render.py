@@ -1,4 +1,4 @@
-"""Rendering cost of one view: PNG encoding (PIL vs attention.render.png_bytes) and views.frame.
+"""Rendering cost of one view: PNG encoding (PIL vs attention.render.png_bytes) and a view's frames.
 
     python -m bench.bench_render [--repeats 15] [--image examples/photos/chelsea.jpg]
 
@@ -6,8 +6,8 @@ On one 480 px pass of a DINO ViT-S/16 architecture (random weights: rendering do
 them), prints median times (interleaved rounds) and sizes for:
   - the 7 per-head overlay tiles encoded by PIL (PNG, compress_level=1) and by png_bytes;
   - the API's contact sheet encoded by PIL, by png_bytes, and by png_bytes in 2 deflate runs;
-  - views.frame for the tab (7 tile PNGs, the .npz with them, the query image) and for the API
-    (sheet_only: the sheet and the .npz of raw arrays).
+  - frames.tab_frame for the tab (7 gallery tiles, the query image) and frames.api_sheet for the API
+    (the sheet and the .npz of raw arrays).
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ def main() -> None:
     import torch
 
     from attention.render import png_bytes
-    from attention.vit import outputs, session, views
+    from attention.vit import frames, outputs, passes, views
     from attention.vit.extract import attention_maps
 
     model = random_vit()
     res = attention_maps(model, args.image, resolution=480)
-    p = session.Pass(key=("bench", "dino_vits16", "480"), model="dino_vits16", base=res, device="cpu")
+    p = passes.Pass(key=("bench", "dino_vits16", "480"), model="dino_vits16", base=res, device="cpu")
     ts = views.tiles(res, "heads")
     sheet = outputs.sheet(views.tiles(res, "heads", shrink=views.sheet_shrink(res)))
     root = tempfile.mkdtemp(prefix="bench-render-")
@@ -53,8 +53,8 @@ def main() -> None:
         "sheet, PIL": lambda: pil_png(sheet),
         "sheet, png_bytes": lambda: png_bytes(sheet),
         "sheet, png_bytes 2 runs": lambda: png_bytes(sheet, threads=2),
-        "frame, tab": lambda: views.frame(p, root=root),
-        "frame, API (sheet_only)": lambda: views.frame(p, with_query_image=False, sheet_only=True, root=root),
+        "frame, tab": lambda: frames.tab_frame(p, root=root),
+        "frame, API (sheet_only)": lambda: frames.api_sheet(p, root=root),
     }
     med = {k: v * 1000 for k, v in interleaved_medians(cases, args.repeats).items()}
     size = {k: sum(map(len, cases[k]())) / 1e6 for k in ["7 tiles, PIL", "7 tiles, png_bytes"]}

@@ -34,27 +34,27 @@ def child(passes: int, resolution: int) -> None:
 
     import numpy as np
 
-    from attention.vit import session
+    from attention.vit import passes as store
 
     rng = np.random.default_rng(0)
 
     def upload(i: int) -> np.ndarray:
         return (rng.random((resolution, resolution, 3)) * 255).astype("uint8") + np.uint8(i % 7)
 
-    session.get_pass(upload(-1), "mnist_vit", resolution)  # warm-up: the model and one pass's transients
+    store.get_pass(upload(-1), "mnist_vit", resolution)  # warm-up: the model and one pass's transients
     before = reset_peak()
-    b = session.get_pass(upload(-2), "mnist_vit", resolution, cache=session.PASSES, visitor="B")
+    b = store.get_pass(upload(-2), "mnist_vit", resolution, cache=store.PASSES, visitor="B")
     for i in range(passes):
-        session.get_pass(upload(i), "mnist_vit", resolution, cache=session.PASSES, visitor="A")
+        store.get_pass(upload(i), "mnist_vit", resolution, cache=store.PASSES, visitor="A")
     gc.collect()
     out = {
         "pass_mb": b.nbytes / 2**20,
-        "store_mb": session.PASSES.nbytes / 2**20,
-        "a_mb": session.PASSES.owned("A") / 2**20,
+        "store_mb": store.PASSES.nbytes / 2**20,
+        "a_mb": store.PASSES.owned("A") / 2**20,
         "before_mb": before,
         "peak_mb": status_mb("VmHWM"),
         "after_mb": rss_mb(),
-        "b_kept": session.PASSES.get(b.key) is b,
+        "b_kept": store.PASSES.get(b.key) is b,
     }
     print(json.dumps(out))
 

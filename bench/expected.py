@@ -15,11 +15,11 @@ _lock = threading.Lock()
 
 
 def reference_pass(path: str):
-    from attention.vit import session
+    from attention.vit import passes
 
     with _lock:
         if path not in _passes:
-            _passes[path] = session.get_pass(path, "mnist_vit", "auto")
+            _passes[path] = passes.get_pass(path, "mnist_vit", "auto")
         return _passes[path]
 
 

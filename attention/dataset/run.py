@@ -26,9 +26,10 @@ from attention.dataset.shards import check_run, is_done, write_index, write_shar
 from attention.dataset.sources import Source
 from attention.errors import AttentionError, InputError
 from attention.images import MAX_TOKENS
-from attention.vit.batch import BatchMaps, GridBuckets, Preprocess, batch_maps
+from attention.vit.batch import BatchMaps, GridBuckets, batch_maps
 from attention.vit.extract import _layer_index, threshold_masks
 from attention.vit.features import pca as pca_colors
+from attention.vit.preprocess import Preprocess
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,7 @@ def extract(
 
     model: loaded on this rank's device (fp16 on a GPU). layer: the maps' layer. threshold: DINO's
     mask threshold. buckets: resize each image to the nearest of that many aspect-ratio grids
-    (`batch.aspect_buckets`; 0: keep each image's aspect, as `attention_maps`). pca: also the last
+    (`preprocess.aspect_buckets`; 0: keep each image's aspect, as `attention_maps`). pca: also the last
     layer's patch features' first three principal components.
     Under torch.distributed (initialised, or the torchrun environment: it is initialised here, gloo
     on CPU, nccl on GPUs) each rank takes its shards. Returns the Summary (on every rank).

@@ -16,11 +16,11 @@ import numpy as np
 from attention.errors import AttentionError
 from attention.render import mark_patch
 from attention.ui.components import image_path, number, picture, user_errors
-from attention.vit import session as vit_session
+from attention.vit import inputs as vit_inputs
+from attention.vit.drawing import QUERY_COLOR
 from attention.vit.relevance.labels import short_name
 from attention.vit.relevance.service import get_relevance, is_classifier
 from attention.vit.relevance.views import enlarged, tiles, write_answer
-from attention.vit.views import QUERY_COLOR
 
 BARS = 5  # the top classes; one more bar shows the chosen class when it is not among them
 MAP_SIDE = 480  # px: the shorter side of the view's maps (enlarged by a whole factor)
@@ -111,7 +111,7 @@ class RelevancePanel:
             return {self.box: gr.update(visible=True), self.details: f"⚠️ {html.escape(str(e))}"}
         ts = {t.name: t.image for t in tiles(rel, alpha=al, cmap=cm, min_side=MAP_SIDE)}
         step = enlarged(rel, MAP_SIDE).shape[0] // rel.grid[0]
-        q = vit_session.parse_query(qr, qc)
+        q = vit_inputs.parse_query(qr, qc)
         rule = rule if rule in RULES else "chefer"
         pics = [ts[rule], ts["attention"]]
         if isinstance(q, tuple) and 0 <= q[0] < rel.grid[0] and 0 <= q[1] < rel.grid[1]:

@@ -11,7 +11,8 @@ import gradio as gr
 
 from attention.errors import InputError, check_number
 from attention.ui.components import number, user_errors
-from attention.vit import session as vit_session
+from attention.vit import inputs as vit_inputs
+from attention.vit import query as vit_query
 from attention.vit.video import VIDEO_VIEWS, check_video_view, visitor_video
 
 CONCURRENCY = dict(concurrency_limit=1, concurrency_id="attention_video")  # one video computed at a time
@@ -19,7 +20,7 @@ CONCURRENCY = dict(concurrency_limit=1, concurrency_id="attention_video")  # one
 
 def _optional(value, name: str) -> float | None:
     """An optional positive number: None for empty (None, NaN, blank, 0), else the float."""
-    if vit_session.is_empty(value) or value == 0:
+    if vit_query.is_empty(value) or value == 0:
         return None
     try:
         return float(value)
@@ -73,14 +74,14 @@ def attention_video_fn(model_default: str):
             video,
             model,
             view=check_video_view(view),
-            head=vit_session.parse_index(0 if vit_session.is_empty(head) else head, "Head"),
+            head=vit_inputs.parse_index(0 if vit_query.is_empty(head) else head, "Head"),
             side_by_side=bool(side_by_side),
             npz=bool(npz),
             progress=report,
-            layer=vit_session.parse_index(-1 if vit_session.is_empty(layer) else layer, "Layer"),
-            query=vit_session.parse_query(query_row, query_col),
+            layer=vit_inputs.parse_index(-1 if vit_query.is_empty(layer) else layer, "Layer"),
+            query=vit_inputs.parse_query(query_row, query_col),
             resolution=resolution or "auto",
-            threshold=check_number(0.6 if vit_session.is_empty(threshold) else threshold, "Threshold", 0, 1),
+            threshold=check_number(0.6 if vit_query.is_empty(threshold) else threshold, "Threshold", 0, 1),
             fps=_optional(fps, "Frame rate"),
             seconds=_optional(seconds, "Length"),
         )

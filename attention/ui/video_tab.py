@@ -12,9 +12,9 @@ from attention.config import EXAMPLES_DIR, SETTINGS
 from attention.ui import video_api
 from attention.ui.components import number
 from attention.vit import models as vit_models
-from attention.vit import session as vit_session
-from attention.vit.session import Startup
+from attention.vit import weights as vit_weights
 from attention.vit.video import VIDEO_VIEWS
+from attention.vit.weights import Startup
 
 DIGITS_CLIP = str(EXAMPLES_DIR / "videos" / "digits.mp4")
 PHOTO_CLIP = str(EXAMPLES_DIR / "videos" / "chelsea.mp4")
@@ -34,8 +34,8 @@ def summary(facts: dict) -> str:
 
 def build(startup: Startup | None = None) -> None:
     """The Video sub-tab, inside the caller's `gr.Tab`; registers /attention_video. `startup`: the
-    start-up model (default: the image tab's rule, `session.startup_model`)."""
-    startup = startup or vit_session.startup_model()
+    start-up model (default: the image tab's rule, `weights.startup_model`)."""
+    startup = startup or vit_weights.startup_model()
     gr.Markdown(
         "Upload a short video or pick an example: each frame goes through the model (in batches of frames, one "
         "forward each) and the chosen view of its attention is drawn over it, as in DINO's attention videos. "

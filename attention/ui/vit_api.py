@@ -2,7 +2,7 @@
 
 Each takes an image and plain parameters with defaults, answers with one picture sheet, one data
 file and a JSON of facts, and keeps nothing for the caller (passes are shared through the server's
-bounded store, `session.PASSES`). The docstrings' `Args:` describe each parameter to MCP clients.
+bounded store, `passes.PASSES`). The docstrings' `Args:` describe each parameter to MCP clients.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from __future__ import annotations
 import gradio as gr
 
 from attention.ui.components import image_path, number, queue_share, user_errors, visitor
+from attention.vit import frames as vit_frames
+from attention.vit import inputs as vit_inputs
 from attention.vit import outputs as vit_outputs
-from attention.vit import session as vit_session
+from attention.vit import passes as vit_passes
 from attention.vit import views as vit_views
 from attention.vit.feature_views import write_feature_outputs
 
@@ -54,33 +56,16 @@ def attention_maps_fn(model_default: str, defaults: dict):
             discard_ratio: rollout view: the share of the lowest attention dropped in each layer, 0 to below 1.
             discard: rollout view: drop the lowest 'row' (in each row) or 'global' (whole matrix, CLS kept).
         """
-        query = vit_session.parse_query(query_row, query_col)
+        query = vit_inputs.parse_query(query_row, query_col)
         view = vit_views.check_view(view)
         threshold = defaults["threshold"] if threshold is None else threshold
         vit_views.check_style(threshold, defaults["alpha"], defaults["cmap"])
-        layer = vit_session.parse_index(-1 if layer is None else layer, "Layer")
+        layer = vit_inputs.parse_index(-1 if layer is None else layer, "Layer")
         # one request, one query: the forward records that query's rows and keeps q/k only for rollout
-        p = vit_session.get_pass(
-            image,
-            model,
-            resolution,
-            query=query,
-            keep_qk=view == "rollout",
-            cache=vit_session.PASSES,
-            shared=True,
-            visitor=visitor(),
-        )
+        p = vit_passes.served_pass(image, model, resolution, visitor(), query=query, keep_qk=view == "rollout")
         opts = dict(head_fusion=head_fusion, discard_ratio=0.0 if discard_ratio is None else discard_ratio)
-        f = vit_views.frame(
-            p,
-            query=query,
-            layer=layer,
-            view=view,
-            threshold=threshold,
-            with_query_image=False,
-            sheet_only=True,
-            rollout_options={**opts, "discard": discard},
-        )
+        v = vit_frames.ViewSpec(query, layer, view, threshold, rollout_options={**opts, "discard": discard})
+        f = vit_frames.api_sheet(p, v)
         info = vit_outputs.describe(
             f.res, f.outputs, model=p.model, device=p.device, view=view, threshold=threshold, render_seconds=f.seconds
         )
@@ -121,18 +106,9 @@ def feature_maps_fn(model_default: str, defaults: dict):
             pca: 'minmax' (each component min-max scaled) or 'dinov3' (DINOv3's notebook: whitened PCA fitted on the
                 foreground, sigmoid(2x), background black; the .npz then also holds the foreground mask).
         """
-        query = vit_session.parse_query(query_row, query_col)
-        layer = vit_session.parse_index(-1 if layer is None else layer, "Layer")
-        p = vit_session.get_pass(
-            image,
-            model,
-            resolution,
-            query=query,
-            keep_qk=False,
-            cache=vit_session.PASSES,
-            shared=True,
-            visitor=visitor(),
-        )
+        query = vit_inputs.parse_query(query_row, query_col)
+        layer = vit_inputs.parse_index(-1 if layer is None else layer, "Layer")
+        p = vit_passes.served_pass(image, model, resolution, visitor(), query=query, keep_qk=False)
         background = None if not pca_background else float(pca_background)
         return write_feature_outputs(p, query, layer, background=background, pca_style=pca or "minmax")
 

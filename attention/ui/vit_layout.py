@@ -21,9 +21,9 @@ from attention.ui.components import image_path, number, slider, tiles_gallery
 from attention.ui.relevance_panel import RelevancePanel
 from attention.ui.vit_panels import ComparePanel, FeaturePanel
 from attention.vit import models as vit_models
-from attention.vit import session as vit_session
+from attention.vit import texts as vit_texts
 from attention.vit import views as vit_views
-from attention.vit.session import Startup
+from attention.vit.weights import Startup
 
 VIT_DEFAULTS = {"resolution": "auto", "view": "heads", "threshold": 0.6, "alpha": 0.6, "cmap": "inferno"}
 VIT_CSS = (resources.files("attention.ui") / "vit_tab.css").read_text()
@@ -60,7 +60,7 @@ class ViTTab:
                 elem_id="vit-notice",
             )
         self.state = gr.State(None, time_to_live=1800)
-        self.depth = vit_session.depth(s.model)
+        self.depth = vit_models.depth(s.model)
         with gr.Row(equal_height=False, elem_id="vit-main"):
             with gr.Column(scale=3, min_width=250, elem_id="vit-controls"):
                 self._controls(s)
@@ -183,7 +183,7 @@ class ViTTab:
                 elem_id="vit-head",
             )
         self.legend = gr.HTML(
-            vit_views.legend_html(VIT_DEFAULTS["cmap"]),
+            vit_texts.legend_html(VIT_DEFAULTS["cmap"]),
             elem_id="vit-legend",
             head=f"<style>{VIT_CSS}</style>",
         )  # tab-local CSS (css= needs launch())
@@ -218,7 +218,7 @@ class ViTTab:
                     )
                 )
             self.scores_df = gr.Dataframe(
-                headers=vit_views.SCORE_HEADERS, interactive=False, elem_id="vit-scores", max_height=260
+                headers=vit_texts.SCORE_HEADERS, interactive=False, elem_id="vit-scores", max_height=260
             )
         with gr.Accordion(
             "Model view: every layer × every head for this query, on one sheet", open=False, elem_id="vit-mv-panel"

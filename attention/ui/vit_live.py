@@ -16,8 +16,8 @@ import gradio as gr
 
 from attention.errors import AttentionError
 from attention.vit import live
+from attention.vit.passes import Pass
 from attention.vit.query import parse as parse_query
-from attention.vit.session import Pass
 from attention.vit.views import check_view
 
 LIVE_JS = (resources.files("attention.ui") / "vit_live.js").read_text()

@@ -15,12 +15,12 @@ import gradio as gr
 
 from attention.errors import AttentionError
 from attention.ui.components import queue_share, tiles_gallery, user_errors
+from attention.vit import frames as vit_frames
+from attention.vit import inputs as vit_inputs
 from attention.vit import models as vit_models
-from attention.vit import session as vit_session
-from attention.vit import views as vit_views
+from attention.vit import passes as vit_passes
+from attention.vit.drawing import THUMB_SIDE, reduced
 from attention.vit.feature_views import EXPLAIN, feature_pictures
-from attention.vit.outputs import reduced
-from attention.vit.views import THUMB_SIDE
 
 VIT_NONE = "(none)"
 FAST = dict(show_progress="minimal", api_visibility="private")
@@ -80,12 +80,11 @@ class ComparePanel:
             return {**off, self.cpair: gr.update(visible=False), self.cacc: gr.update(visible=False)}
         try:
             c = self.vit_pass(img, cmp, res, progress)
-            q = vit_session.map_query(vit_session.parse_query(qr, qc), st.grid, c.base.grid)
-            lay_c = vit_session.map_layer(vit_session.parse_index(lay, "Layer"), st.num_layers, c.num_layers)
-            hd_c = min(vit_session.parse_index(hd or 0, "Head"), c.num_heads - 1)
-            f = vit_views.frame(
-                c, query=q, layer=lay_c, view=vw, head=hd_c, threshold=thr, alpha=al, cmap=cm, download=False
-            )
+            q = vit_passes.map_query(vit_inputs.parse_query(qr, qc), st.grid, c.base.grid)
+            lay_c = vit_passes.map_layer(vit_inputs.parse_index(lay, "Layer"), st.num_layers, c.num_layers)
+            hd_c = min(vit_inputs.parse_index(hd or 0, "Head"), c.num_heads - 1)
+            v = vit_frames.ViewSpec(query=q, layer=lay_c, view=vw, threshold=thr, alpha=al, cmap=cm)
+            f = vit_frames.tab_frame(c, v, head=hd_c)
         except AttentionError as e:
             return {**off, self.cdetails: f"⚠️ {e}", self.cstate: cst, self.cpair: gr.update(visible=False)}
         return {
@@ -137,7 +136,7 @@ class FeaturePanel:
             return gr.skip()
         p = self.vit_pass(img, mdl, res)
         lay, _, qr, qc = self.fit(p, st, lay, hd, qr, qc)
-        q = vit_session.parse_query(qr, qc)
+        q = vit_inputs.parse_query(qr, qc)
         tiles, _ = feature_pictures(p, q, lay, alpha=al, cmap=cm, pca_style=style or "minmax")
         return [(reduced(t.image, THUMB_SIDE), t.caption) for t in tiles]
 

@@ -1,6 +1,6 @@
 """The ViT attention maps tab: an image, a model and a query token in; every head's map out.
 
-Every control reuses the visitor's pass from the server's shared store (`session.PASSES`); the
+Every control reuses the visitor's pass from the server's shared store (`passes.PASSES`); the
 stateless endpoints for API and MCP callers are in `vit_api`.
 """
 
@@ -9,85 +9,63 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from attention.config import EXAMPLES_DIR
 from attention.errors import AttentionError, as_whole
-from attention.ui import relevance_panel, vit_api, vit_layout, vit_live
+from attention.ui import relevance_panel, vit_api, vit_examples, vit_layout, vit_live
 from attention.ui.components import info, queue_share, user_errors, visitor, warning
 from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_panels import Main
+from attention.vit import frames as vit_frames
+from attention.vit import inputs as vit_inputs
 from attention.vit import models as vit_models
+from attention.vit import passes as vit_passes
 from attention.vit import permalink
 from attention.vit import query as vit_query
-from attention.vit import session as vit_session
 from attention.vit import views as vit_views
+from attention.vit import weights as vit_weights
 from attention.vit.modelview import model_view
 
 FAULT = ["vit-fault"]  # the class (vit_tab.css) of an input whose value could not be used
 
 
-def start_image(startup: vit_session.Startup) -> str:
-    """The first screen's image: a photo through the default model when its weights are at hand, else a
-    digit through mnist_vit."""
-    photo = EXAMPLES_DIR / "photos" / "chelsea.jpg"
-    return str(photo if startup.default_available else EXAMPLES_DIR / "digits" / "digit_3.png")
-
-
-VIT_PHOTOS = [
-    "chelsea",
-    "astronaut",
-    "coffee",
-    "rocket",
-    "grace_hopper",
-    "china",
-    "flower",
-    "camera",
-    "coins",
-    "hubble_deep_field",
-    "retina",
-]
-
-
 def vit_pass(image, model, resolution, progress: gr.Progress | None = None):
-    """The visitor's pass from the server's shared, bounded store (`session.PASSES`): computed once
-    per (image content, model, resolution), an upload's per visitor (`session.pass_key`), within the
+    """The visitor's pass from the server's shared, bounded store (`passes.PASSES`): computed once
+    per (image content, model, resolution), an upload's per visitor (`passes.pass_key`), within the
     model allow-list, the compute budget and the visitor's share; a new forward reports to `progress`
     (the event's progress bar)."""
     report = None if progress is None else (lambda frac, desc: progress(frac, desc=desc))
-    return vit_session.get_pass(
-        image, model, resolution, progress=report, cache=vit_session.PASSES, shared=True, visitor=visitor()
-    )
+    return vit_passes.served_pass(image, model, resolution, visitor(), progress=report)
 
 
-def _vit_frame(p, qrow, qcol, layer, view, head, threshold, alpha, cmap, rollout=(), download=False):
-    """One view of pass `p` as the tab shows it; `rollout`: (head fusion, discard ratio, discard rule)
-    when set; `download`: also the .npz (made only when asked)."""
-    query = vit_session.parse_query(qrow, qcol)
-    opts = dict(zip(("head_fusion", "discard_ratio", "discard"), rollout))
-    return vit_views.frame(
-        p,
-        query=query,
-        layer=vit_session.parse_index(layer, "Layer"),
+def _view(qrow, qcol, layer, view, threshold, alpha, cmap, rollout=()) -> vit_frames.ViewSpec:
+    """The tab's fields as one view (for `frames.tab_frame` and `frames.download_maps`); `rollout`:
+    (head fusion, discard ratio, discard rule) when set."""
+    return vit_frames.ViewSpec(
+        query=vit_inputs.parse_query(qrow, qcol),
+        layer=vit_inputs.parse_index(layer, "Layer"),
         view=view,
-        head=vit_session.parse_index(head or 0, "Head"),
         threshold=threshold,
         alpha=alpha,
         cmap=cmap,
-        with_query_image=not download,
-        download=download,
-        rollout_options=opts,
+        rollout_options=dict(zip(("head_fusion", "discard_ratio", "discard"), rollout)),
     )
+
+
+def _vit_frame(p, qrow, qcol, layer, view, head, threshold, alpha, cmap, rollout=()):
+    """One view of pass `p` as the tab shows it (`_view`)."""
+    head = vit_inputs.parse_index(head or 0, "Head")
+    return vit_frames.tab_frame(p, _view(qrow, qcol, layer, view, threshold, alpha, cmap, rollout), head=head)
 
 
 def fit(p, st, lay, hd, qr, qc):
     """The visitor's layer, head and query fitted to pass `p`: a new model starts at its last
     layer, a new grid at CLS; otherwise (no state yet, as after an example) values are kept when
     they fit, so the first change after an example is not thrown away."""
-    lay, hd = vit_session.parse_index(lay, "Layer"), vit_session.parse_index(hd or 0, "Head")
+    lay, hd = vit_inputs.parse_index(lay, "Layer"), vit_inputs.parse_index(hd or 0, "Head")
     if st is not None and p.key[1] != st.key[1]:
         lay = p.num_layers - 1
     if st is not None and p.base.grid != st.grid:
         qr = qc = None
-    q = vit_session.parse_query(qr, qc)
+    q = vit_inputs.parse_query(qr, qc)
     if isinstance(q, tuple) and not (0 <= q[0] < p.base.grid[0] and 0 <= q[1] < p.base.grid[1]) and st is None:
         qr = qc = None
     return min(lay, p.num_layers - 1) if lay >= 0 else lay, min(hd, p.num_heads - 1), qr, qc
@@ -98,8 +76,8 @@ def build(demo: gr.Blocks | None = None) -> None:
     `demo`: the app, whose page load shows the start example's maps at once."""
     # decided when the tab is built (after `python app.py --model PATH` registered the operator's model):
     # cheap, a cache lookup, no network under HF_HUB_OFFLINE=1
-    s = vit_session.startup_model()
-    first_image = start_image(s)
+    s = vit_weights.startup_model()
+    first_image = vit_examples.start_image(s)
     t = vit_layout.ViTTab(s, vit_pass, fit)
 
     show = [
@@ -140,7 +118,7 @@ def build(demo: gr.Blocks | None = None) -> None:
         copy (#vit-live). `plain`: values only, no gr.update and no browser copy (cached example
         outputs cannot hold updates in Gradio 6.31; `adopt` fits the sliders and sends the copy)."""
         q = None if isinstance(f.res.query, str) else f.res.query
-        vw, hd = vit_views.check_view(style[0]), vit_session.parse_index(style[1] or 0, "Head")
+        vw, hd = vit_views.check_view(style[0]), vit_inputs.parse_index(style[1] or 0, "Head")
         tiles = list(zip(f.outputs.thumbs, f.outputs.captions))
         out = {
             t.caption: vit_layout.map_caption(vw, hd, p.num_heads, f.res.layer),
@@ -214,15 +192,15 @@ def build(demo: gr.Blocks | None = None) -> None:
         """The .npz of the view on screen (raw float32 maps, scores, weights, image, every picture)."""
         p = vit_pass(img, mdl, res)
         lay, hd, qr, qc = fit(p, st, lay, hd, qr, qc)
-        f = _vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, (fu, dr, du), download=True)
-        return gr.update(value=f.outputs.npz, visible=True)
+        d = vit_frames.download_maps(p, _view(qr, qc, lay, vw, thr, al, cm, (fu, dr, du)))
+        return gr.update(value=d.outputs.npz, visible=True)
 
     @user_errors
     def model_sheet(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, *ro):
         """Every layer x every head of the visitor's query, from their pass (no new forward)."""
         p = vit_pass(img, mdl, res)
         _, _, qr, qc = fit(p, st, lay, hd, qr, qc)
-        return model_view(p, vit_session.parse_query(qr, qc), alpha=al, cmap=cm)
+        return model_view(p, vit_inputs.parse_query(qr, qc), alpha=al, cmap=cm)
 
     @user_errors
     def first_screen(request: gr.Request, progress=gr.Progress()):
@@ -257,13 +235,13 @@ def build(demo: gr.Blocks | None = None) -> None:
     @user_errors
     def make_link(img, mdl, res, qr, qc, lay, vw, hd, cls, url):
         """The address of the view on screen (an uploaded image is not part of it: links name examples)."""
-        q = vit_session.parse_query(qr, qc)
+        q = vit_inputs.parse_query(qr, qc)
         link = permalink.Link(
             example=permalink.example_name(img),
             model=(mdl or "").strip() or None,
             resolution=str(res),
-            layer=vit_session.parse_index(lay, "Layer"),
-            head=vit_session.parse_index(hd or 0, "Head"),
+            layer=vit_inputs.parse_index(lay, "Layer"),
+            head=vit_inputs.parse_index(hd or 0, "Head"),
             view=vit_views.check_view(vw),
             query=q,
             cls=None if cls is None else int(cls),
@@ -280,22 +258,6 @@ def build(demo: gr.Blocks | None = None) -> None:
     def example(img, mdl, res, vw, thr, al, cm):
         p = vit_pass(img, mdl, res)
         return shown(_vit_frame(p, None, None, -1, vw, 0, thr, al, cm), p, (vw, 0, al, cm), plain=True)
-
-    @user_errors
-    def adopt(img, mdl, res, vw, al, cm):
-        """After an example is shown (from the examples cache): the visitor's pass (computed now if no
-        longer kept, so the next change is instant), sliders fitted to the model, query CLS, and the
-        browser's copy of the view."""
-        p = vit_pass(img, mdl, res)
-        return {
-            t.gallery: gr.update(selected_index=0),
-            t.live: vit_live.value(p, p.at(None, -1), vw, 0, al, cm),
-            t.layer: gr.update(maximum=p.num_layers - 1, value=p.num_layers - 1),
-            t.head: gr.update(maximum=p.num_heads - 1, value=0),
-            t.qrow: None,
-            t.qcol: None,
-            t.state: p.ref,
-        }
 
     adopted = []  # events after which only "Why this class?" redraws: the first screen, an example's follow-up
     ropts = [t.fusion, t.discard_ratio, t.discard_rule]
@@ -398,38 +360,8 @@ def build(demo: gr.Blocks | None = None) -> None:
     t.cmp.follow(changes, main)
     t.feats.follow(changes, main)
 
-    ex_in = [t.image, t.model, t.resolution, t.view, t.threshold, t.alpha, t.cmap]
-    d = VIT_DEFAULTS
-    row = [d["resolution"], d["view"], d["threshold"], d["alpha"], d["cmap"]]
-    digits = [[str(EXAMPLES_DIR / "digits" / f"digit_{i}.png"), vit_models.OFFLINE_MODEL, *row] for i in range(10)]
-    photos = [[str(EXAMPLES_DIR / "photos" / f"{n}.jpg"), vit_models.DEFAULT_MODEL, *row] for n in VIT_PHOTOS]
-    sets = [("Digits · mnist_vit (ships with the app)", digits, "vit_digit_examples")]
-    if s.default_available:
-        sets.insert(0, (f"Photos · {vit_models.DEFAULT_MODEL}", photos, "vit_photo_examples"))
-    with t.examples_slot:
-        for label, rows, api in sets:
-            ex = gr.Examples(
-                rows,
-                ex_in,
-                [c for c in show if c not in (t.download, t.qrow, t.qcol, t.live)],
-                fn=example,
-                cache_examples=True,
-                cache_mode="lazy",
-                label=label,
-                visible_columns=[0],
-                examples_per_page=11,
-                api_name=api,
-                api_visibility="private",
-                elem_id=api.replace("_", "-"),
-            )
-            adopted.append(
-                ex.load_input_event.then(
-                    adopt,
-                    [t.image, t.model, t.resolution, t.view, t.alpha, t.cmap],
-                    [t.layer, t.head, t.qrow, t.qcol, t.state, t.live, t.gallery],
-                    **fast,
-                )
-            )
+    shown_by_examples = [c for c in show if c not in (t.download, t.qrow, t.qcol, t.live)]
+    adopted += vit_examples.build(t, s, example, shown_by_examples, vit_pass, fast)
     then_update = lambda ev: ev.then(update, inputs, [*show, t.state], **on_map)  # noqa: E731
     t.why.follow([*changes, *adopted], main, on_query=then_update, compare=t.cmp.compare)
     vit_api.build(s.model, VIT_DEFAULTS)

@@ -1,10 +1,12 @@
 """Attention maps of vision transformers (DINO, DINOv2, timm ViTs, the shipped mnist_vit).
 
-models    the registry, `load_vit` (timm + huggingface-hub), the model allow-list
+models    the registry, `load_vit` (timm + huggingface-hub) and its cache, the model allow-list
+weights   where weights come from (the hub, the shipped files), the start-up model
 checkpoint  your own checkpoint (DINO's conventions, weights_only), the app's --model PATH --arch NAME
 hub_errors  what failed loading from the Hub, why, and the fix
 capture   the one hook mechanism: what each block hands the attention kernel, and its output tokens
 rows      the engine: a batch's query rows in every layer from one fused pass (`query_rows`)
+preprocess  the one preprocessing: an image as a model sees it (one image, batches, relevance)
 extract   one image -> every layer's query row (`attention_maps`); threshold masks
 query     the query type: tokens a model has (`tokens_of`), parsing and writing queries
 compat    which timm ViT families are exact, against timm's own unfused attention (the README table)
@@ -12,17 +14,21 @@ batch     many images of one grid through one forward (datasets, videos): per-sa
 flow      attention rollout from the kept q and k (per-row or vit-explain's global discard)
 posembed  position embeddings resampled to any grid as each family's own code does (DINO, DINOv2)
 cost      a pass's compute, estimated before it runs, and the budget check
-session   a visitor's pass (q/k kept), the server's shared store of passes
-views     a pass drawn as a view (heads, mean, rollout, masks) and its texts
+passes    a forward pass (q/k kept) and what it answers; the server's store of passes, shared by all
+inputs    what a visitor sends, read: query fields, layer/head indices, an image's digest, the examples
+gpu       ZeroGPU glue: `gpu` lends the functions that run a model a GPU on a ZeroGPU Space
+views     a pass drawn as a view (heads, mean, rollout, masks) and the large clickable map
+texts     the words beside a view: details, the query's label, scores vs weights, the legend
 drawing   where the tab's pictures put things (sizes, reduction, query marks): server and browser alike
+frames    one view composed for the tab, its download, and the API's sheet
 live      what a browser needs to draw the large map itself (patch, layer, head at once)
-outputs   the files of a render: tiles, contact sheet, the .npz download
+outputs   the files of a render: the gallery, the download (tiles, .npz), the API's contact sheet
 relevance "Why this class?": class relevance of classifiers (Chefer et al., grad-rollout), its evaluation
 video     attention videos: a video's frames in batches (`batch`), priced up front, drawn to H.264 MP4
 mnist_vit training the shipped mnist_vit (`python -m attention.vit.mnist_vit --help`)
 """
 
-from attention.vit.batch import BatchMaps, Preprocess, batch_maps, group_by_grid
+from attention.vit.batch import BatchMaps, batch_maps, group_by_grid
 from attention.vit.capture import Recorder, check_supported, recording
 from attention.vit.checkpoint import register_checkpoint
 from attention.vit.extract import AttentionMaps, attention_maps, threshold_masks
@@ -37,6 +43,7 @@ from attention.vit.models import (
     default_device,
     load_vit,
 )
+from attention.vit.preprocess import Preprocess
 from attention.vit.query import Query, tokens_of
 from attention.vit.rows import query_rows
 from attention.vit.video import VideoFrameMaps, VideoRun, attention_video, write_video

@@ -1,8 +1,8 @@
 """Attention of many images at once: one forward pass per batch of same-grid images.
 
 The one batched path of the package (datasets: `attention.dataset`; videos use it too). Images
-are preprocessed exactly as `attention_maps` preprocesses one (`Preprocess`; or first resized to
-the nearest of a few aspect-ratio grids, `Preprocess.of(..., buckets=k)`), grouped by patch grid
+are preprocessed by the one preprocessing `attention_maps` uses too (`preprocess.Preprocess`; or
+first resized to the nearest of a few aspect-ratio grids, `Preprocess.of(..., buckets=k)`), grouped by patch grid
 (`group_by_grid`: a batch holds one grid size, so it is one forward with no padding), and each
 sample keeps only its query's row per layer (the engine's `query_rows`), O(H x N), never
 H x N x N; on a GPU the model runs in half precision (as `load_vit` loads it) while scores and
@@ -28,113 +28,16 @@ from typing import Generic, TypeVar
 
 import numpy as np
 import torch
-from PIL import Image, ImageOps
+from PIL import Image
 
 from attention.errors import InputError
-from attention.images import MAX_TOKENS, ImageSource, check_resolution, load_image, to_tensor
 from attention.vit.capture import Recorder, recording
-from attention.vit.extract import AttentionMaps, _layer_index, fixed_size, threshold_masks
-from attention.vit.models import default_resolution
+from attention.vit.extract import AttentionMaps, _layer_index, threshold_masks
 from attention.vit.query import Query, prefix_tokens
 from attention.vit.query import default as default_query
 from attention.vit.query import index as query_index
 from attention.vit.query import parse as parse_query
 from attention.vit.rows import query_rows
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """One image as the model sees it: x float32 (C, H, W), H and W multiples of the patch; `shown`
-    the RGB image x shows; grid (gh, gw) = (H / p, W / p)."""
-
-    x: torch.Tensor
-    shown: Image.Image
-    grid: tuple[int, int]
-
-
-def aspect_buckets(resolution: int, patch: int, k: int) -> tuple[tuple[int, int], ...]:
-    """k patch grids (gh, gw) whose shorter side is `resolution` px, aspect ratios w/h spread evenly in
-    log scale from 1/2 to 2 (k = 1: the square)."""
-    s = max(1, resolution // patch)
-    out: list[tuple[int, int]] = []
-    for i in range(k):
-        a = 2.0 ** (-1 + 2 * i / (k - 1)) if k > 1 else 1.0
-        g = (s, max(s, round(s * a))) if a >= 1 else (max(s, round(s / a)), s)
-        if g not in out:
-            out.append(g)
-    return tuple(out)
-
-
-@dataclass(frozen=True)
-class Preprocess:
-    """`attention_maps`' preprocessing of one model, as a small picklable value (DataLoader workers
-    run it without the model): resize, the family's crop to the patch grid, normalise.
-
-    buckets: a few grids (`aspect_buckets`); each image is first resized (bicubic) to the one of
-    nearest aspect ratio, exactly, so a dataset makes only those grids (full batches); the result is
-    then `attention_maps(model, that resized image, resolution="native")`'s."""
-
-    patch_size: int
-    mean: tuple[float, ...]
-    std: tuple[float, ...]
-    resolution: int | str | None  # as `check_resolution` returns it
-    crop: str = "center"
-    max_tokens: int = MAX_TOKENS
-    buckets: tuple[tuple[int, int], ...] = ()
-    fixed: tuple[int, int] | None = None  # (H, W) px: a model taking only its trained size (BEiT, relpos)
-
-    @classmethod
-    def of(
-        cls,
-        model: torch.nn.Module,
-        resolution: int | str | None = "auto",
-        max_tokens: int = MAX_TOKENS,
-        buckets: int = 0,
-    ):
-        """The preprocessing `attention_maps(model, ..., resolution=resolution)` applies; with
-        `buckets` > 0, that many aspect-ratio grids at `resolution` (an int, or "auto")."""
-        patch = model.patch_embed.patch_size[0]
-        cfg = model.pretrained_cfg
-        auto = isinstance(resolution, str) and resolution.strip().lower() == "auto"
-        res = default_resolution(model) if auto else check_resolution(resolution, patch)
-        crop = getattr(model, "crop_rule", "center")
-        fixed = fixed_size(model)
-        if fixed is not None and (buckets or (not auto and res is not None)):
-            raise InputError(
-                f"{type(model).__name__} takes only its trained input size, {fixed[1]}x{fixed[0]} px; accepted: "
-                "resolution 'auto' or 'native', no buckets."
-            )
-        grids = ()
-        if buckets:
-            if not isinstance(res, int) or not 1 <= buckets <= 64:
-                raise InputError(
-                    f"Buckets {buckets} at resolution {resolution!r}: accepted 1-64 buckets with a resolution in px "
-                    "or 'auto' (not 'native' or 'dino480')."
-                )
-            grids = aspect_buckets(res, patch, buckets)
-        res = None if fixed is not None else res
-        return cls(patch, tuple(cfg["mean"]), tuple(cfg["std"]), res, crop, max_tokens, grids, fixed)
-
-    def __call__(self, image: ImageSource) -> Prepared:
-        """Decode (`load_image`) and preprocess; ImageError for what cannot be read or is too small/large."""
-        img, res = load_image(image), self.resolution
-        if self.fixed is not None:  # fitted to the one grid its tables know, as attention_maps does
-            img = ImageOps.fit(img, (self.fixed[1], self.fixed[0]), Image.BICUBIC)
-        if self.buckets:
-            w, h = img.size
-            gh, gw = min(self.buckets, key=lambda g: abs(np.log((w / h) / (g[1] / g[0]))))
-            img, res = img.resize((gw * self.patch_size, gh * self.patch_size), Image.BICUBIC), None
-        x, shown = to_tensor(
-            img,
-            patch_size=self.patch_size,
-            mean=self.mean,
-            std=self.std,
-            resolution=res,
-            crop=self.crop,
-            max_tokens=self.max_tokens,
-        )
-        return Prepared(x[0], shown, (x.shape[2] // self.patch_size, x.shape[3] // self.patch_size))
-
 
 T = TypeVar("T")
 

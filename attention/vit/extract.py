@@ -23,13 +23,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
-from PIL import Image, ImageOps
+from PIL import Image
 
 from attention.errors import InputError, as_whole
-from attention.images import MAX_TOKENS, ImageSource, check_resolution, load_image, to_tensor
+from attention.images import MAX_TOKENS, ImageSource
 from attention.vit.capture import check_supported
-from attention.vit.cost import check_budget
-from attention.vit.models import default_resolution
+from attention.vit.preprocess import prepare
 from attention.vit.query import Query, has_pool, prefix_tokens
 from attention.vit.query import default as default_query
 from attention.vit.query import index as query_index_of
@@ -181,13 +180,6 @@ def norm_query(query: Query | None) -> Query | None:
     return None if query is None else parse_query(query)
 
 
-def fixed_size(model: torch.nn.Module) -> tuple[int, int] | None:
-    """(H, W) px when `model` takes only its trained input size (a strict patch embedding: BEiT, relpos
-    ViTs, any timm ViT created without dynamic_img_size), else None (any size)."""
-    pe = model.patch_embed
-    return tuple(int(v) for v in pe.img_size) if getattr(pe, "strict_img_size", False) else None  # type: ignore
-
-
 def _layer_index(layer: int, n: int) -> int:
     """A layer index of a model with n layers, in 0..n-1 (negative counts from the end)."""
     v = as_whole(layer)
@@ -242,35 +234,8 @@ def attention_maps(
     its own pass (hooks hand q and k to a recorder bound to the calling context).
     """
     check_supported(model)
-    img = load_image(image)
+    x, shown, grid = prepare(model, image, resolution, max_tokens, max_gflop)
     patch = model.patch_embed.patch_size[0]
-    cfg = model.pretrained_cfg
-    auto = isinstance(resolution, str) and resolution.strip().lower() == "auto"
-    res = default_resolution(model) if auto else check_resolution(resolution, patch)
-    fixed = fixed_size(model)
-    if fixed is not None:  # tables built for one grid (BEiT, relpos ViTs): the image fitted to it, as timm's eval
-        if not auto and res is not None:
-            raise InputError(
-                f"Resolution {resolution!r} is not accepted by {type(model).__name__}: it takes only its trained "
-                f"input size, {fixed[1]}x{fixed[0]} px (its relative-position tables are built for that grid); "
-                "use 'auto' or 'native'."
-            )
-        img, res = ImageOps.fit(img, (fixed[1], fixed[0]), Image.BICUBIC), None
-    if max_gflop is not None:
-        check_budget(
-            model,
-            img.size,
-            res,
-            max_gflop,
-            name=getattr(model, "alias", "this model"),
-            device=str(next(model.parameters()).device),
-            max_tokens=max_tokens,
-        )
-    crop = getattr(model, "crop_rule", "center")
-    x, shown = to_tensor(
-        img, patch_size=patch, mean=cfg["mean"], std=cfg["std"], resolution=res, crop=crop, max_tokens=max_tokens
-    )
-    grid = (x.shape[2] // patch, x.shape[3] // patch)
     P, names, pool = model.num_prefix_tokens, prefix_tokens(model), has_pool(model)
     q = default_query((*names, *(["pool"] if pool else [])), grid) if query is None else parse_query(query)
     i = query_index_of(q, grid, names, pool)

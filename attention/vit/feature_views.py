@@ -1,6 +1,6 @@
 """Feature views drawn: PCA as colours, similarity to the query and token norms over the image.
 
-pics = feature_pictures(p, query=(5, 7), layer=-1)   # p: a session.Pass
+pics = feature_pictures(p, query=(5, 7), layer=-1)   # p: a passes.Pass
 [(t.caption, t.image.shape) for t in pics]           # three Tiles: pca, similarity, norms
 """
 
@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 
 from attention.render import colorize, grid, mark_patch, overlay, png_bytes, upsample
+from attention.vit.drawing import QUERY_COLOR, reduced
 from attention.vit.features import check_pca_style, high_norm
-from attention.vit.outputs import OUTPUT_ROOT, SHEET_TILE, Tile, new_dir, reduced
+from attention.vit.outputs import OUTPUT_ROOT, SHEET_TILE, Tile, new_dir
+from attention.vit.passes import Pass
 from attention.vit.query import Query
 from attention.vit.query import label as query_label
-from attention.vit.session import Pass
-from attention.vit.views import QUERY_COLOR, display_scale
+from attention.vit.views import display_scale
 
 HIGH_NORM_COLOR = (255, 48, 48)  # red outline around high-norm tokens
 

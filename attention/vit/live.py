@@ -26,8 +26,8 @@ import numpy as np
 from attention.render import color_indices, colormap, png_bytes
 from attention.vit import drawing
 from attention.vit.extract import AttentionMaps
+from attention.vit.passes import PASSES, Pass
 from attention.vit.query import Query
-from attention.vit.session import PASSES, Pass
 
 _SECRET = secrets.token_bytes(32)  # per server process: tokens die with it, as the passes do
 

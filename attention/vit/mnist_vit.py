@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from attention import mnist
 from attention.config import WEIGHTS_DIR
-from attention.vit.models import build_local
+from attention.vit.weights import build_local
 
 CONFIG = {
     "architecture": "vit_tiny_patch16_224",

@@ -1,8 +1,10 @@
-"""Vision transformers to inspect: the alias registry, `load_vit`, hub errors, device.
+"""Vision transformers to inspect: the alias registry, whether a model's weights are at hand,
+`load_vit` with its cache of loaded models, the device, and the allow-list of a shared server.
 
 Weights come through timm (`pretrained=True`) and huggingface-hub, so the HF cache,
 `HF_HOME` and `HF_HUB_OFFLINE` are honoured exactly as in any timm program. The one
-exception is `mnist_vit`, a small ViT trained here whose weights ship in `weights/`.
+exception is `mnist_vit`, a small ViT trained here whose weights ship in `weights/`
+(the loading from either source is `attention.vit.weights`).
 
     model = load_vit("dino_vits16")          # timm vit_small_patch16_224.dino, cached
     model = load_vit("mnist_vit")            # no network needed
@@ -11,7 +13,6 @@ exception is `mnist_vit`, a small ViT trained here whose weights ship in `weight
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
@@ -25,7 +26,7 @@ import torch
 from attention import net
 from attention.config import SETTINGS, WEIGHTS_DIR
 from attention.errors import ModelLoadError
-from attention.vit import hub_errors, posembed
+from attention.vit import posembed
 
 
 @dataclass(frozen=True)
@@ -324,13 +325,16 @@ def _build(timm_name: str, spec: ModelSpec | None, device: torch.device, dtype: 
 
 def _load(timm_name: str, spec: ModelSpec | None) -> torch.nn.Module:
     """The model with its weights from where they are: shipped, the operator's checkpoint, or the hub."""
+    from attention.vit import weights  # it reads this registry: imported when a model is loaded
+
     if spec and spec.timm_name == "local":
-        return _load_local(spec.alias)
+        return weights.load_local(spec.alias)
     if spec and spec.checkpoint:
         from attention.vit import checkpoint
 
-        return _check_vit(checkpoint.load(spec.checkpoint, spec.timm_name, spec.checkpoint_key), spec.timm_name)
-    return _load_hub(timm_name)
+        model = checkpoint.load(spec.checkpoint, spec.timm_name, spec.checkpoint_key)
+        return weights.check_vit(model, spec.timm_name)
+    return weights.load_hub(timm_name)
 
 
 def _cache_name(timm_name: str, spec: ModelSpec | None) -> str:
@@ -364,77 +368,10 @@ def check_allowed(name: str, allow_downloads: bool | None = None) -> str:
     )
 
 
-def _check_vit(model: torch.nn.Module, name: str) -> torch.nn.Module:
-    """`model` when the engine reads its attention exactly (`capture.check_supported`), else
-    ModelLoadError for a model that is no ViT, UnsupportedModelError naming the block class and why."""
-    from attention.vit.capture import check_supported
-
-    if not hasattr(model, "patch_embed") or not hasattr(model, "blocks"):
-        raise ModelLoadError(
-            f"Model {name!r} is a {type(model).__name__}, not a timm ViT; "
-            f"attention extraction supports ViTs (e.g. {', '.join(REGISTRY)})."
-        )
-    check_supported(model)
-    return model
-
-
-def _create(timm_name: str):
-    """timm.create_model with pretrained weights, any input size where the architecture allows it
-    (`dynamic_img_size`; BEiT and the relpos ViTs have tables for one grid and take their trained size).
-    A classifier keeps its head (class relevance, "Why this class?"); a backbone has none."""
-    import timm
-
-    try:
-        return timm.create_model(timm_name, pretrained=True, dynamic_img_size=True)
-    except TypeError as e:
-        arch = hub_errors.architecture_of(timm_name)
-        if "dynamic_img_size" not in str(e) or not arch or not timm.models.is_model_in_modules(arch, FIXED_SIZE):
-            raise  # NaFlexVit and others: hub_errors says what cannot be built
-        return timm.create_model(timm_name, pretrained=True)
-
-
-def _load_hub(timm_name: str) -> torch.nn.Module:
-    repo = hub_id(timm_name)
-    if not is_cached(timm_name) and not hub_reachable():
-        from huggingface_hub import constants
-
-        why = "HF_HUB_OFFLINE=1 is set" if constants.HF_HUB_OFFLINE else "the Hugging Face Hub cannot be reached"
-        raise hub_errors.offline(timm_name, repo, why)
-    try:
-        model = _create(timm_name)
-    except Exception as e:  # hub, network, file or config errors: each said as what it is (hub_errors)
-        raise hub_errors.explain(e, timm_name, repo, hub_errors.architecture_of(timm_name)) from e
-    return _check_vit(model, timm_name)
-
-
-def local_config(alias: str) -> dict:
-    """The json config of shipped weights `weights/<alias>.json` (architecture, model_args, pretrained_cfg)."""
-    path = WEIGHTS_DIR / f"{alias}.json"
-    try:
-        return json.loads(path.read_text())
-    except OSError as e:
-        raise ModelLoadError(f"Shipped weights config {path} is missing ({e}); reinstall the app's files.") from e
-
-
-def build_local(cfg: dict) -> torch.nn.Module:
-    """A randomly initialised timm model from a shipped config (used to train, then to load)."""
-    import timm
-
-    model = timm.create_model(cfg["architecture"], pretrained=False, dynamic_img_size=True, **cfg["model_args"])
-    model.pretrained_cfg = {**model.pretrained_cfg, **cfg["pretrained_cfg"]}
-    return model
-
-
-def _load_local(alias: str) -> torch.nn.Module:
-    from safetensors.torch import load_file
-
-    model = build_local(local_config(alias))
-    path = WEIGHTS_DIR / f"{alias}.safetensors"
-    try:
-        model.load_state_dict(load_file(path))
-    except (OSError, RuntimeError) as e:
-        raise ModelLoadError(f"Shipped weights {path} cannot be loaded: {e}") from e
-    return _check_vit(model, alias)
+def depth(name: str) -> tuple[int, int]:
+    """(layers, heads) of model `name`, loading it once if needed (cached; no forward pass)."""
+    vit = load_vit(name)
+    return len(vit.blocks), int(vit.blocks[0].attn.num_heads)
 
 
 def clear_cache() -> None:

@@ -4,7 +4,7 @@ Rows are layers (first at the top), columns are heads; each tile is that head's 
 token laid over a reduced copy of the image, min-max scaled on its own like the heads view, with
 the query patch outlined. bertviz's model view, for image patches.
 
-    sheet = model_view(p, query=(5, 7))          # p: a cached session.Pass (q/k kept)
+    sheet = model_view(p, query=(5, 7))          # p: a cached passes.Pass (q/k kept)
     Image.fromarray(sheet).save("model_view.png")
 """
 
@@ -15,9 +15,9 @@ from PIL import Image
 
 from attention.errors import InputError
 from attention.render import grid, mark_patch, overlays
+from attention.vit.drawing import QUERY_COLOR
+from attention.vit.passes import Pass
 from attention.vit.query import Query
-from attention.vit.session import Pass
-from attention.vit.views import QUERY_COLOR
 
 MODEL_TILE = 160  # px: a tile's longer side (a ViT-B has 144 tiles: about 2,000 px by 1,300)
 

@@ -1,11 +1,13 @@
-"""The files of one render: per-tile PNGs or one captioned contact sheet, and the download
-(.npz of the raw float32 arrays, also a zip of the PNGs), in a fresh folder that is swept after
-an hour; and the render's facts as JSON-ready data.
+"""The files of one render, one writer per consumer, each in a fresh folder that is swept after
+an hour: the tab's gallery (tiles reduced), its download (tile PNGs and the .npz of the raw
+float32 arrays, also a zip of the PNGs), an API answer (one captioned contact sheet and the raw
+arrays); and the render's facts as JSON-ready data.
 
     ts = views.tiles(res, "heads")                            # [Tile(image, caption, name), ...]
-    out = write_outputs(res, ts, model="mnist_vit", view="heads", threshold=0.6)
-    out.pngs, out.npz                                         # file paths (the app's view and download)
-    api = write_outputs(res, ts, ..., sheet_only=True)        # api.sheet (one captioned PNG), api.npz (raw arrays)
+    gal = write_gallery(ts, side=400)                         # gal.thumbs: what the tab shows
+    arrays = maps_arrays(res, model="mnist_vit", view="heads", threshold=0.6)     # the .npz's raw arrays
+    out = write_download(ts, arrays, npz_name(res, "mnist_vit", "heads"))        # out.pngs, out.npz
+    api = write_sheet(ts, arrays, npz_name(res, "mnist_vit", "heads"))           # api.sheet, api.npz
     describe(res, api, model=..., device=..., view=..., threshold=...)   # dict: grid, layer, query, tiles, ms
 """
 
@@ -64,15 +66,14 @@ def new_dir(root: Path) -> Path:
 
 @dataclass(frozen=True)
 class Outputs:
-    """Files of one render: one PNG per tile (in tile order), the download archive and,
-    when asked for, the contact sheet PNG (see `sheet`)."""
+    """Files of one render (in tile order): what `write_gallery`, `write_download` or `write_sheet` wrote."""
 
-    pngs: list[str]  # empty when written sheet_only
+    pngs: list[str]  # full-size tile PNGs (`write_download`), else empty
     captions: list[str]
     names: list[str]  # file-safe tile names: the .npz holds png/<name>.png
-    npz: str | None  # None when written for display only (download=False)
-    sheet: str | None = None
-    thumbs: list[str] | None = None  # the tiles at gallery size (`thumb_side`), else the pngs themselves
+    npz: str | None  # None for the gallery (`write_gallery`)
+    sheet: str | None = None  # the contact sheet (`write_sheet`)
+    thumbs: list[str] | None = None  # the tiles at gallery size (`write_gallery`), else the pngs themselves
 
 
 def maps_arrays(
@@ -112,60 +113,56 @@ Pictures (in the app's download): png/*.png (unzip this file), exactly the overl
 """
 
 
-def write_outputs(
-    res: AttentionMaps,
-    ts: list[Tile],
-    *,
-    model: str,
-    view: str,
-    threshold: float,
-    rollout: np.ndarray | None = None,
-    root: str | os.PathLike | None = None,
-    sheet_only: bool = False,
-    download: bool = True,
-    thumb_side: int | None = None,
-    thumb_jpeg: bool = False,
-) -> Outputs:
-    """The files of one render, in a fresh folder under `root` (default: the temp dir; folders
-    older than an hour are removed).
+def npz_name(res: AttentionMaps, model: str, view: str) -> str:
+    """The download's file name: attention_<model>_L<layer>_<query>_<view>.npz, file-safe."""
+    q = res.query if isinstance(res.query, str) else f"r{res.query[0]}c{res.query[1]}"
+    safe_model = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model)[:60]
+    return f"attention_{safe_model}_L{res.layer}_{q}_{view}.npz"
 
-    Default (a download): each tile as a PNG file, and one .npz holding the raw maps and the same
-    PNG bytes (each tile is encoded once). `sheet_only` (an API answer): one contact-sheet PNG
-    (`sheet`) and an .npz of the raw arrays alone, from which every overlay can be remade exactly
-    (`render.overlay(d["image"], d["maps"][h])`). `thumb_side`: also (with `download=False`,
-    only) each tile reduced to that longer side for a gallery (`Outputs.thumbs`; JPEG with
-    `thumb_jpeg`, for photos): what the tab sends on every click, the .npz made when asked for.
-    """
+
+def write_gallery(ts: list[Tile], *, side: int, jpeg: bool = False, root: str | os.PathLike | None = None) -> Outputs:
+    """What the tab sends on every click: each tile reduced to at most `side` px on its longer side
+    (`reduced`), as JPEG for photos (`jpeg`) else PNG, in a fresh folder under `root` (default: the
+    temp dir; folders older than KEEP_SECONDS are removed). `Outputs.thumbs` are their paths; no .npz."""
     d = new_dir(Path(root) if root else OUTPUT_ROOT)
-    paths, encoded, sheet_path, npz = [], {}, None, None
-    if sheet_only:
-        sheet_path = d / "sheet.png"
-        sheet_path.write_bytes(png_bytes(sheet(ts), threads=min(4, os.cpu_count() or 1)))
-    elif download:
-        with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:  # zlib releases the GIL
-            encoded = dict(zip((t.name for t in ts), pool.map(png_bytes, (t.image for t in ts))))
-        for name, data in encoded.items():
-            p = d / f"{name}.png"
-            p.write_bytes(data)
-            paths.append(os.fspath(p))
-    thumbs = list(paths)
-    if thumb_side and not sheet_only and (not paths or thumb_jpeg or max(ts[0].image.shape[:2]) > thumb_side):
-        thumbs = []
-        for t in ts:
-            small = reduced(t.image, thumb_side)
-            p = d / f"{t.name}_small.{'jpg' if thumb_jpeg else 'png'}"
-            p.write_bytes(jpeg_bytes(small) if thumb_jpeg else png_bytes(small))
-            thumbs.append(os.fspath(p))
-    if sheet_only or download:
-        q = res.query if isinstance(res.query, str) else f"r{res.query[0]}c{res.query[1]}"
-        safe_model = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model)[:60]
-        npz = save_npz(
-            d / f"attention_{safe_model}_L{res.layer}_{q}_{view}.npz",
-            maps_arrays(res, model=model, view=view, threshold=threshold, rollout=rollout),
-            encoded,
-        )
-    captions, names = [t.caption for t in ts], [t.name for t in ts]
-    return Outputs(paths, captions, names, npz, sheet_path and os.fspath(sheet_path), thumbs)
+    thumbs = []
+    for t in ts:
+        small = reduced(t.image, side)
+        p = d / f"{t.name}_small.{'jpg' if jpeg else 'png'}"
+        p.write_bytes(jpeg_bytes(small) if jpeg else png_bytes(small))
+        thumbs.append(os.fspath(p))
+    return Outputs([], [t.caption for t in ts], [t.name for t in ts], None, None, thumbs)
+
+
+def write_download(
+    ts: list[Tile], arrays: dict[str, np.ndarray], name: str, *, root: str | os.PathLike | None = None
+) -> Outputs:
+    """The tab's download, in a fresh folder under `root` (as `write_gallery`): each tile as a PNG file
+    at full size, and the .npz `name` holding `arrays` (`maps_arrays`) and the same PNG bytes (each tile
+    is encoded once). `Outputs.thumbs` are the PNGs themselves."""
+    d = new_dir(Path(root) if root else OUTPUT_ROOT)
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:  # zlib releases the GIL
+        encoded = dict(zip((t.name for t in ts), pool.map(png_bytes, (t.image for t in ts))))
+    paths = []
+    for tile, data in encoded.items():
+        p = d / f"{tile}.png"
+        p.write_bytes(data)
+        paths.append(os.fspath(p))
+    npz = save_npz(d / name, arrays, encoded)
+    return Outputs(paths, [t.caption for t in ts], [t.name for t in ts], npz, None, list(paths))
+
+
+def write_sheet(
+    ts: list[Tile], arrays: dict[str, np.ndarray], name: str, *, root: str | os.PathLike | None = None
+) -> Outputs:
+    """An API answer, in a fresh folder under `root` (as `write_gallery`): one contact-sheet PNG
+    (`sheet`) and the .npz `name` of the raw arrays alone (`maps_arrays`), from which every overlay can
+    be remade exactly (`render.overlay(d["image"], d["maps"][h])`)."""
+    d = new_dir(Path(root) if root else OUTPUT_ROOT)
+    sheet_path = d / "sheet.png"
+    sheet_path.write_bytes(png_bytes(sheet(ts), threads=min(4, os.cpu_count() or 1)))
+    npz = save_npz(d / name, arrays, {})
+    return Outputs([], [t.caption for t in ts], [t.name for t in ts], npz, os.fspath(sheet_path), [])
 
 
 def describe(

@@ -16,9 +16,9 @@ from urllib.parse import urlencode
 
 from attention.errors import InputError, as_whole
 from attention.images import ImageSource
+from attention.vit.inputs import example_digests, example_files, file_digest
 from attention.vit.query import ACCEPTED, Query, to_text
 from attention.vit.query import parse as parse_query
-from attention.vit.session import example_digests, example_files, file_digest
 from attention.vit.views import check_view
 
 KEYS = ("example", "model", "res", "layer", "head", "view", "q", "class")

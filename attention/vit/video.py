@@ -31,9 +31,10 @@ from attention.config import SETTINGS
 from attention.errors import BudgetError, InputError
 from attention.images import patch_tokens, target_size
 from attention.render import colormap, mask_overlay, masks_figure, overlay, upsample
-from attention.vit.batch import BatchMaps, Preprocess, batch_maps
+from attention.vit.batch import BatchMaps, batch_maps
 from attention.vit.cost import forward_gflop, largest_resolution
 from attention.vit.extract import Query, _layer_index, norm_query, token_index
+from attention.vit.preprocess import Preprocess
 from attention.vit.query import default as default_query
 from attention.vit.query import prefix_tokens
 

@@ -1,43 +1,26 @@
-"""What the attention viewer shows: overlay tiles per view, the clickable query image, the
-details line, the scores-vs-weights table and the colour legend; `frame` composes them all for
-one view of a cached pass, with its files (written by `attention.vit.outputs`).
+"""What the attention viewer draws: overlay tiles per view and the large, clickable query image
+(with the patch under a click), at whole enlargement factors, the query patch marked. The texts
+beside them are `attention.vit.texts`; `attention.vit.frames` composes both for the tab, its
+download and the API.
 
 Everything is numpy and PIL (no matplotlib figure): tiles are uint8 (H, W, 3) arrays,
 encoded to PNG once and both served and packed into the download.
 
-    res = p.at(query, layer)                                  # see attention.vit.session
+    res = p.at(query, layer)                                  # see attention.vit.passes
     ts = tiles(res, "heads", alpha=0.6, cmap="inferno")       # [Tile(image, caption, name), ...]
-    f = frame(p, query=(2, 3), layer=-1, view="heads")        # f.outputs.pngs, f.outputs.npz, f.details, ...
+    big = query_image(res, head=0)                            # uint8 (H*s, W*s, 3), crosshair on the query
 """
 
 from __future__ import annotations
 
-import os
-import time
-from dataclasses import dataclass, replace
-from pathlib import Path
-
 import numpy as np
 
-from attention.errors import InputError, as_whole
-from attention.render import (
-    HEAD_COLORS,
-    colormap,
-    jpeg_bytes,
-    mask_overlay,
-    masks_figure,
-    overlay,
-    overlays,
-    png_bytes,
-    upsample,
-)
+from attention.errors import InputError
+from attention.render import colormap, mask_overlay, masks_figure, overlay, overlays, upsample
 from attention.vit import drawing
-from attention.vit.drawing import BIG_DISPLAY, MIN_DISPLAY, QUERY_COLOR, THUMB_SIDE
+from attention.vit.drawing import BIG_DISPLAY, MIN_DISPLAY, QUERY_COLOR
 from attention.vit.extract import AttentionMaps, threshold_masks
-from attention.vit.outputs import SHEET_TILE, Outputs, Tile, write_outputs
-from attention.vit.query import Query
-from attention.vit.query import label as query_label_text
-from attention.vit.session import Pass
+from attention.vit.outputs import SHEET_TILE, Tile
 
 VIEWS: dict[str, str] = {
     "heads": "Per-head grid",
@@ -94,10 +77,6 @@ def sheet_shrink(res: AttentionMaps, max_side: int = SHEET_TILE) -> int:
     w, h = res.image.size
     k = drawing.reduction((w * display_scale(res), h * display_scale(res)), max_side)
     return k if display_scale(res) == 1 and res.patch_size % k == 0 else 1
-
-
-def _prefix_names(res: AttentionMaps) -> list[str]:
-    return ["CLS"] + [f"register {i}" for i in range(1, res.num_prefix_tokens)]
 
 
 def _share_caption(res: AttentionMaps, head: int) -> str:
@@ -198,201 +177,3 @@ def query_image(
 def patch_at(x: float, y: float, res: AttentionMaps) -> tuple[int, int]:
     """(row, col) of the patch under pixel (x, y) of `query_image(res)` (clamped to the grid)."""
     return drawing.patch_at(x, y, res.patch_size * big_scale(res), res.grid)
-
-
-def query_label(res: AttentionMaps) -> str:
-    """Markdown naming the query token, and the model's tokens a query may name (`query.tokens_of`)."""
-    names = [*res.tokens, *(["pool"] if res.pool else [])]
-    has = f" This model's tokens: {', '.join(names)}." if names else " This model has no class token: patches only."
-    if res.query == "pool":
-        return (
-            f"**Query: {query_label_text(res.query)}** (its one attention, after the last layer).{has} "
-            "Click a patch of the image to make it the query."
-        )
-    if isinstance(res.query, str):
-        return f"**Query: {query_label_text(res.query)}.**{has} Click a patch of the image to make it the query."
-    r, c = res.query
-    return f"**Query: patch (row {r}, col {c})**, token {res.query_index}, marked by a cyan square.{has}"
-
-
-def details(res: AttentionMaps, *, model: str, device: str) -> str:
-    """One markdown line: model, patch, grid, tokens, depth, device, milliseconds."""
-    gh, gw = res.grid
-    L, H, N = res.weights.shape
-    w, h = res.image.size
-    return (
-        f"`{model}` · patch {res.patch_size} px · grid {gh}×{gw} · {N} tokens ({res.num_prefix_tokens} prefix) · "
-        f"layer {res.layer}/{L - 1} · {H} heads · input {w}×{h} px · {device} · forward {res.seconds * 1000:.0f} ms"
-    )
-
-
-def token_name(res: AttentionMaps, j: int) -> str:
-    """Readable name of token j: CLS, register i, or patch (r, c)."""
-    P = res.num_prefix_tokens
-    if j < P:
-        return _prefix_names(res)[j]
-    r, c = divmod(j - P, res.grid[1])
-    return f"patch ({r}, {c})"
-
-
-SCORE_HEADERS = ["rank", "token", "raw score q·k/√d", "softmax weight"]
-
-
-def scores_table(res: AttentionMaps, head: int, top: int = 10) -> tuple[str, list[list]]:
-    """The query row of one head at the selected layer, as DINO's tutorial prints it: raw scores
-    and their softmax weights. Returns (markdown summary, rows of SCORE_HEADERS): the `top` tokens
-    by weight in rank order, CLS and registers among them where their weight ranks them (the
-    summary gives their share)."""
-    H = res.weights.shape[1]
-    if (h := as_whole(head)) is None:
-        raise InputError(f"Head {head!r} is not a whole number; accepted: 0 to {H - 1}.")
-    head = h
-    if not 0 <= head < H:
-        raise InputError(f"Head {head} is out of range; this model has {H} heads: 0 to {H - 1}.")
-    s, w = res.scores[res.layer, head], res.weights[res.layer, head]
-    P = res.num_prefix_tokens
-    order = np.argsort(-w, kind="stable")[:top]
-    rows = [[r + 1, token_name(res, j), round(float(s[j]), 3), round(float(w[j]), 4)] for r, j in enumerate(order)]
-    share = float(w[:P].sum())
-    regs = float(w[1:P].sum()) if P > 1 else None
-    ent = float(-(w * np.log(np.maximum(w, 1e-30))).sum())
-    summary = (
-        f"Head {head}, layer {res.layer}, query {token_name(res, res.query_index) if res.query_index else 'CLS'}: "
-        f"softmax over all {len(w)} tokens; **{share:.1%} of the weight on the prefix** "
-        f"(CLS {float(w[0]):.1%}" + (f", registers {regs:.1%}" if regs is not None else "") + "); "
-        f"scores span {float(s.min()):.2f} to {float(s.max()):.2f}; entropy {ent:.2f} nats "
-        f"(uniform: {np.log(len(w)):.2f})."
-    )
-    return summary, rows
-
-
-def legend_html(cmap: str = "inferno", view: str = "heads", heads: int = 0, threshold: float = 0.6) -> str:
-    """A small HTML legend matching `view`: a colour bar for `cmap` (heads, mean, rollout), the
-    tint and outline of the masks (masks), or each head's colour (fig3, `heads` of them)."""
-    query = '<span style="color:#0aa">✛</span> query patch'
-    style = '<div class="attn-legend" style="display:flex;align-items:center;gap:8px;font-size:0.85em">'
-    if view == "masks":
-        return (
-            f'{style}<span style="display:inline-block;width:14px;height:12px;background:#ff4040;'
-            f'opacity:.75;border:2px solid #ff4040"></span><span>the patches holding {threshold:.0%} of the '
-            "chosen head's attention (outlined); the rest darkened</span>"
-            f'<span style="opacity:0.75">· {query}</span></div>'
-        )
-    if view == "fig3":
-        swatches = "".join(
-            f'<span style="white-space:nowrap"><span style="display:inline-block;width:12px;height:12px;'
-            f'border-radius:2px;background:rgb{HEAD_COLORS[h % len(HEAD_COLORS)]}"></span> head {h}</span>'
-            for h in range(heads)
-        )
-        return (
-            f"{style}<span>each head's {threshold:.0%} mask, tinted and outlined:</span>{swatches}"
-            f'<span style="opacity:0.75">· {query}</span></div>'
-        )
-    lut = colormap(cmap)
-    stops = ", ".join(
-        f"rgb({r},{g},{b}) {i / 10:.0%}" for i, (r, g, b) in enumerate(lut[np.linspace(0, 255, 11).astype(int)])
-    )
-    return (
-        f"{style}<span>low</span>"
-        '<span style="flex:0 0 180px;height:12px;border-radius:3px;'
-        f'background:linear-gradient(to right, {stops})"></span>'
-        "<span>high attention</span>"
-        f'<span style="opacity:0.75">· each map is scaled to its own range · {query}</span></div>'
-    )
-
-
-@dataclass(frozen=True)
-class Frame:
-    """Everything the viewer shows for one (pass, query, layer, view, style)."""
-
-    res: AttentionMaps  # the pass at this query and layer
-    outputs: Outputs  # tile PNGs and the .npz
-    query_png: str | None  # the clickable picture (see `query_image`), a PNG path
-    details: str
-    query_label: str
-    scores_summary: str
-    scores_rows: list[list]
-    legend: str = ""  # `legend_html` for this view and style
-    seconds: float = 0.0  # wall time of `frame`: drawing, encoding and writing the files (no forward pass)
-
-
-def rollout_caption(head_fusion: str = "mean", discard_ratio: float = 0.0, discard: str = "row") -> str:
-    """How a rollout was made, for its caption: "max of heads, lowest 90% dropped (whole matrix)"."""
-    where = "per row" if discard == "row" else "whole matrix, CLS kept"
-    dropped = f", lowest {discard_ratio:.0%} dropped ({where})" if discard_ratio > 0 else ""
-    return f"{head_fusion} of heads{dropped}"
-
-
-def frame(
-    p: Pass,
-    *,
-    query: Query | None = None,
-    layer: int = -1,
-    view: str = "heads",
-    head: int = 0,
-    threshold: float = 0.6,
-    alpha: float = 0.6,
-    cmap: str = "inferno",
-    with_query_image: bool = True,
-    root: str | os.PathLike | None = None,
-    sheet_only: bool = False,
-    download: bool = True,
-    rollout_options: dict | None = None,
-) -> Frame:
-    """Compose one view of a cached pass `p` (no forward pass): tiles, files, texts, scores.
-    `sheet_only`: a contact sheet and the raw arrays instead of tile files (see `write_outputs`).
-    `download=False`: only what the tab shows (gallery pictures, the large map), no .npz.
-    `rollout_options`: `flow.rollout`'s head_fusion, discard_ratio and discard, for the rollout view.
-
-    Raises InputError for a bad view, style, layer, head or query (each message says what is accepted).
-    """
-    t0 = time.perf_counter()
-    view = check_view(view)
-    check_style(threshold, alpha, cmap)
-    res = p.at(query, layer)
-    opts = rollout_options or {}
-    roll = p.rollout(res.query, res.layer, **opts) if view == "rollout" else None
-    summary, rows = scores_table(res, head)
-    photo = display_scale(res) == 1  # shown at its own size: JPEG for display (enlarged pixel maps: PNG)
-    shrink = sheet_shrink(res) if sheet_only else 1  # the sheet's tiles are drawn small, not drawn then reduced
-    ts = tiles(res, view, rollout=roll, threshold=threshold, alpha=alpha, cmap=cmap, shrink=shrink)
-    if roll is not None and opts:
-        ts = [replace(t, caption=f"{t.caption} · {rollout_caption(**opts)}") for t in ts]
-    out = write_outputs(
-        res,
-        ts,
-        model=p.model,
-        view=view,
-        threshold=threshold,
-        rollout=roll,
-        root=root,
-        sheet_only=sheet_only,
-        download=download,
-        thumb_side=None if sheet_only else THUMB_SIDE,  # the gallery's pictures
-        thumb_jpeg=photo,
-    )
-    qpng = None
-    if with_query_image:
-        qpng = os.path.join(os.path.dirname(out.npz or out.thumbs[0]), "query.jpg" if photo else "query.png")
-        big_head = head if view in ("heads", "masks") else None
-        img = np.asarray(res.image, dtype=np.uint8)
-        picture = (
-            mask_overlay(img, threshold_masks(res.maps[head : head + 1], threshold)[0])
-            if view == "masks"
-            else masks_figure(img, threshold_masks(res.maps, threshold))
-            if view == "fig3"
-            else None
-        )
-        big = query_image(res, head=big_head, rollout=roll, alpha=alpha, cmap=cmap, picture=picture)
-        Path(qpng).write_bytes(jpeg_bytes(big) if photo else png_bytes(big))
-    return Frame(
-        res,
-        out,
-        qpng,
-        details(res, model=p.model, device=p.device),
-        query_label(res),
-        summary,
-        rows,
-        legend=legend_html(cmap, view, res.maps.shape[0], threshold),
-        seconds=time.perf_counter() - t0,
-    )

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attention.vit import live, views
+from attention.vit import drawing, live, views
 from attention.vit.drawing import reduced
 from tests.conftest import screenshot
 from tests.hub_cache import DINOV3_REPO, add_tiny_dinov3, temporary_hf_home
@@ -152,12 +152,12 @@ def drawn_here(page) -> list[np.ndarray]:
 
 def servers_pictures(page, head: int) -> list[np.ndarray]:
     """The server's own pictures of the view on screen, before encoding (the tab sends them as JPEG for a
-    photo): `views.frame`'s large map and gallery tiles, from the pass the page's token names."""
+    photo): `frames.tab_frame`'s large map and gallery tiles, from the pass the page's token names."""
     pl = page.evaluate("(({token, query, layer, alpha}) => ({token, query, layer, alpha}))(window.attentionLive.p)")
     cur = page.evaluate("(({query, layer}) => ({query, layer}))(window.attentionLive.cur)")
     res = live.find(pl["token"]).at(tuple(cur["query"]), cur["layer"])
     big = views.query_image(res, head=head, alpha=pl["alpha"])
-    return [big, *(reduced(t.image, views.THUMB_SIDE) for t in views.tiles(res, "heads", alpha=pl["alpha"]))]
+    return [big, *(reduced(t.image, drawing.THUMB_SIDE) for t in views.tiles(res, "heads", alpha=pl["alpha"]))]
 
 
 @pytest.fixture

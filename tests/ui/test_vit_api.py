@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from gradio_client import handle_file
 
-from attention.vit import session
+from attention.vit import passes
 from tests.conftest import DIGIT
 
 
@@ -28,21 +28,21 @@ def test_feature_maps_answers_one_picture_one_npz_and_the_facts(client):
 
 def test_feature_maps_equal_the_packages(client):
     _, arrays, _ = features(client, model="mnist_vit", layer=1)
-    want = session.get_pass(DIGIT, "mnist_vit", "auto").feature_maps("cls", 1)
+    want = passes.get_pass(DIGIT, "mnist_vit", "auto").feature_maps("cls", 1)
     for k in ("pca", "similarity", "norms"):
         np.testing.assert_array_equal(arrays[k], want[k])
 
 
 def test_pca_background_drops_the_low_patches_as_the_package_does(client):
     _, arrays, _ = features(client, model="mnist_vit", pca_background=0.5)
-    want = session.get_pass(DIGIT, "mnist_vit", "auto").feature_maps("cls", -1, background=0.5)
+    want = passes.get_pass(DIGIT, "mnist_vit", "auto").feature_maps("cls", -1, background=0.5)
     np.testing.assert_array_equal(arrays["pca"], want["pca"])
     assert (arrays["pca"] == 0).all(-1).any()  # some patches are background
 
 
 def test_dinov3_pca_style_answers_the_packages_view_and_its_foreground(client):
     _, arrays, info = features(client, model="mnist_vit", pca="dinov3")
-    want = session.get_pass(DIGIT, "mnist_vit", "auto").feature_maps("cls", -1, pca_style="dinov3")
+    want = passes.get_pass(DIGIT, "mnist_vit", "auto").feature_maps("cls", -1, pca_style="dinov3")
     assert sorted(arrays.files) == ["foreground", "grid", "image", "norms", "pca", "similarity"]
     np.testing.assert_array_equal(arrays["pca"], want["pca"])
     np.testing.assert_array_equal(arrays["foreground"], want["foreground"])

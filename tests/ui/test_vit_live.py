@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from attention.ui import vit_live
-from attention.vit import live, session
+from attention.vit import live, passes
 
 
 @pytest.fixture
 def tok(digit_pass):
-    session.PASSES.put(digit_pass.key, digit_pass)
+    passes.PASSES.put(digit_pass.key, digit_pass)
     return live.token(digit_pass.key)
 
 

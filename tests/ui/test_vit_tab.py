@@ -136,7 +136,7 @@ def test_rollout_of_a_patch_query_differs_from_the_cls_rollout(client):
 
 def test_rollout_options_are_the_packages(client):
     from attention.vit.flow import rollout_map
-    from attention.vit.session import get_pass
+    from attention.vit.passes import get_pass
 
     opts = dict(head_fusion="max", discard_ratio=0.5, discard="global")
     _, info, d = maps(client, view="rollout", layer=2, **opts)
@@ -223,9 +223,9 @@ def test_a_request_over_the_compute_budget_is_refused_at_once_naming_what_fits(c
     import dataclasses
     import time
 
-    from attention.vit import session
+    from attention.vit import passes
 
-    monkeypatch.setattr(session, "SETTINGS", dataclasses.replace(session.SETTINGS, gflop_cpu=2.0))
+    monkeypatch.setattr(passes, "SETTINGS", dataclasses.replace(passes.SETTINGS, gflop_cpu=2.0))
     t0 = time.perf_counter()
     with pytest.raises(AppError) as e:
         client.predict(handle_file(PHOTO), model="mnist_vit", resolution="2000", api_name="/attention_maps")

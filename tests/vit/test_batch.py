@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from attention.errors import InputError
-from attention.vit.batch import GridBuckets, Preprocess, aspect_buckets, batch_maps, group_by_grid
+from attention.vit.batch import GridBuckets, batch_maps, group_by_grid
 from attention.vit.extract import attention_maps
 from attention.vit.models import load_vit
+from attention.vit.preprocess import Preprocess, aspect_buckets
 from tests.vit.test_extract import photo, reference, tiny_vit
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -168,14 +168,14 @@ def test_unreadable_files_and_unknown_architectures_are_typed_errors(tmp_path, c
 
 
 def test_a_visitors_model_name_is_never_read_as_a_path(tmp_path, weights, registry):
-    from attention.vit import session
+    from attention.vit import passes
 
     path = dino_checkpoint(tmp_path / "checkpoint.pth", *weights)
     for name in (str(path), f"file://{path}", "../checkpoint.pth"):
         with pytest.raises(ModelLoadError, match="Unknown model"):
             models.check_allowed(name)
         with pytest.raises(ModelLoadError):
-            session.get_pass(photo(), name, "auto", shared=True)
+            passes.get_pass(photo(), name, "auto", shared=True)
     alias = register_checkpoint(path, ARCH, default=True)  # the operator's: a registry entry, the default
     assert alias == "ckpt:checkpoint" and models.DEFAULT_MODEL == alias and models.check_allowed(alias) == alias
     assert models.is_cached(alias) and models.available(alias) and models.hub_id(alias) is None

@@ -13,7 +13,7 @@ import pytest
 from gradio_client import Client, handle_file
 
 from attention.cache import SharedCache
-from attention.vit import session
+from attention.vit import passes
 from attention.vit.extract import attention_maps
 from attention.vit.models import load_vit
 
@@ -127,21 +127,21 @@ def _catch(fn):
 
 def test_a_visitor_keeps_only_a_ref_and_a_dropped_pass_is_recomputed(monkeypatch):
     store: SharedCache = SharedCache(max_bytes=1 << 30, ttl=60)
-    p = session.get_pass(DIGITS[4], "mnist_vit", "auto", cache=store)
+    p = passes.get_pass(DIGITS[4], "mnist_vit", "auto", cache=store)
     ref = p.ref
     assert ref.key == p.key and ref.grid == (7, 7) and (ref.num_layers, ref.num_heads) == (4, 4)
-    assert session.get_pass(DIGITS[4], "mnist_vit", "auto", cache=store) is p  # kept: no new forward
+    assert passes.get_pass(DIGITS[4], "mnist_vit", "auto", cache=store) is p  # kept: no new forward
     assert store.nbytes == p.nbytes >= sum(q.nbytes + k.nbytes for q, k in p.base.qk)
     store.clear()
-    again = session.get_pass(DIGITS[4], "mnist_vit", "auto", cache=store)
+    again = passes.get_pass(DIGITS[4], "mnist_vit", "auto", cache=store)
     assert again is not p and np.array_equal(again.base.scores, p.base.scores)
 
 
 def test_passes_of_many_visitors_stay_within_the_store_budget():
-    one = session.get_pass(DIGITS[0], "mnist_vit", 56).nbytes
+    one = passes.get_pass(DIGITS[0], "mnist_vit", 56).nbytes
     store: SharedCache = SharedCache(max_bytes=3 * one + one // 2, ttl=60)
     for d in DIGITS:  # ten visitors, ten images
-        session.get_pass(d, "mnist_vit", 56, cache=store)
+        passes.get_pass(d, "mnist_vit", 56, cache=store)
     assert len(store) == 3 and store.nbytes <= store.max_bytes
 
 
@@ -151,7 +151,7 @@ def solo_maps():
     out = {}
     for i in range(8):
         q = "cls" if i % 3 == 0 else (i % 7, (2 * i) % 7)
-        p = session.get_pass(DIGITS[i], "mnist_vit", "auto")
+        p = passes.get_pass(DIGITS[i], "mnist_vit", "auto")
         out[i] = (q, p.at(q, -1).maps)
     return out
 

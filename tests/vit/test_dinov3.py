@@ -82,16 +82,16 @@ def test_auto_resolution_is_the_notebooks_768_px_high_whole_image(dinov3, size, 
 def test_every_view_runs_on_a_dinov3(dinov3, tmp_path, monkeypatch):
     """Views, rollout, masks, the model view, feature views (both PCA styles), the compare panel's
     mapping and a permalink to the model: each runs and gives the shapes of the DINOv3's grid."""
-    from attention.vit import permalink, session, views
+    from attention.vit import frames, passes, permalink, views
     from attention.vit.feature_views import feature_pictures, write_feature_outputs
     from attention.vit.modelview import model_view
 
-    monkeypatch.setattr(session, "load_vit", lambda name, **kw: dinov3[0])  # the fixture's model under its name
+    monkeypatch.setattr(passes, "load_vit", lambda name, **kw: dinov3[0])  # the fixture's model under its name
     name = f"hf-hub:{DINOV3_REPO}"
-    p = session.get_pass(photo(200, 150), name, 128)  # 8 rows of patches, floor(200 * 128 / (150 * 16)) = 10
+    p = passes.get_pass(photo(200, 150), name, 128)  # 8 rows of patches, floor(200 * 128 / (150 * 16)) = 10
     assert p.base.grid == (8, 10) and (p.num_layers, p.num_heads) == (2, 2)
     for view in views.VIEWS:
-        f = views.frame(p, query=(3, 4), layer=-1, view=view, root=tmp_path)
+        f = frames.tab_frame(p, frames.ViewSpec(query=(3, 4), layer=-1, view=view), root=tmp_path)
         assert f.outputs.thumbs and f.res.maps.shape == (2, 8, 10)
     assert p.rollout("cls", -1).shape == (8, 10)
     assert model_view(p, (2, 2)).ndim == 3
@@ -102,8 +102,8 @@ def test_every_view_runs_on_a_dinov3(dinov3, tmp_path, monkeypatch):
     with np.load(npz) as z:
         assert z["foreground"].shape == (8, 10) and z["foreground"].dtype == bool
     assert facts["pca_style"] == "dinov3"
-    other = session.get_pass(photo(200, 150), name, 64)  # the compare panel: the same query on another grid
-    assert session.map_query((3, 4), p.base.grid, other.base.grid) == (1, 2)
+    other = passes.get_pass(photo(200, 150), name, 64)  # the compare panel: the same query on another grid
+    assert passes.map_query((3, 4), p.base.grid, other.base.grid) == (1, 2)
     link = permalink.parse({"model": "dinov3_vits16", "layer": "-1", "q": "3,4", "view": "rollout"})
     assert permalink.query_string(link) == "model=dinov3_vits16&layer=-1&view=rollout&q=3,4"
 

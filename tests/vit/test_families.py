@@ -150,7 +150,7 @@ def test_names_without_hub_weights_are_not_cached_rather_than_a_crash():
 
 
 def test_a_pass_of_a_model_that_pools_by_attention_serves_the_pool_and_every_patch():
-    from attention.vit.session import Pass
+    from attention.vit.passes import Pass
 
     model = compat.tiny("vit_base_patch16_siglip_224")
     img = (np.random.default_rng(1).random((64, 48, 3)) * 255).astype(np.uint8)

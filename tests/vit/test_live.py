@@ -15,7 +15,7 @@ from PIL import Image
 
 from attention.errors import InputError
 from attention.render import colorize, colormap
-from attention.vit import live, session
+from attention.vit import live, passes
 from attention.vit.views import query_image
 from tests.conftest import DIGIT
 
@@ -23,7 +23,7 @@ from tests.conftest import DIGIT
 @pytest.fixture
 def kept(digit_pass):
     """digit_pass, kept in the server's store of passes (where tokens find passes)."""
-    session.PASSES.put(digit_pass.key, digit_pass)
+    passes.PASSES.put(digit_pass.key, digit_pass)
     return digit_pass
 
 
@@ -81,7 +81,7 @@ def test_the_payload_says_how_to_draw_and_is_json(kept):
 
 
 def test_view_maps_are_any_query_and_layer_of_the_kept_pass_without_a_forward(digit_pass, monkeypatch):
-    monkeypatch.setattr(session, "forward", lambda *a: pytest.fail("no forward pass"))
+    monkeypatch.setattr(passes, "forward", lambda *a: pytest.fail("no forward pass"))
     got = live.view_maps(digit_pass, (6, 0), 0)
     assert got["query"] == [6, 0] and got["layer"] == 0
     assert got["marks"] == live.layout(digit_pass.base).marks_json((6, 0))  # the new query's crosshair and square
@@ -111,7 +111,7 @@ def test_the_base_picture_is_the_image_the_maps_lie_on(digit_pass):
     assert url.startswith("data:image/png;base64,")  # small images: lossless
     img = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
     assert np.array_equal(np.asarray(img.convert("RGB")), np.asarray(digit_pass.base.image.convert("RGB")))
-    photo = session.get_pass(DIGIT, "mnist_vit", "224")  # 224 px: shown 1:1, as a photo is (its pictures JPEG)
+    photo = passes.get_pass(DIGIT, "mnist_vit", "224")  # 224 px: shown 1:1, as a photo is (its pictures JPEG)
     url = live.base_image(photo)
     assert url.startswith("data:image/png;base64,")  # the base stays lossless: drawings equal the server's
     img = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))

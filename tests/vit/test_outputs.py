@@ -1,6 +1,7 @@
-"""Spec of attention.vit.outputs: the files of one render (tile PNGs or one captioned contact sheet,
-and the .npz of raw float32 arrays that is also a zip of the PNGs), the sweep of old folders, and
-the render's facts as JSON. Offline, mnist_vit."""
+"""Spec of attention.vit.outputs: the files of one render for each consumer (the tab's gallery of reduced
+tiles; its download: tile PNGs and the .npz of raw float32 arrays that is also a zip of the PNGs; an
+API answer: one captioned contact sheet and the raw arrays), the sweep of old folders, and the render's
+facts as JSON. Offline, mnist_vit."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ CYAN = np.array(views.QUERY_COLOR, np.uint8)
 def test_download_has_raw_float32_maps_and_the_same_pngs(digit_pass, tmp_path):
     res = digit_pass.at((4, 1), 2)
     ts = views.tiles(res, "heads")
-    out = outputs.write_outputs(res, ts, model="mnist_vit", view="heads", threshold=0.6, root=tmp_path)
+    arrays = outputs.maps_arrays(res, model="mnist_vit", view="heads", threshold=0.6)
+    out = outputs.write_download(ts, arrays, outputs.npz_name(res, "mnist_vit", "heads"), root=tmp_path)
+    assert Path(out.npz).name == "attention_mnist_vit_L2_r4c1_heads.npz"
     assert [Path(x).name for x in out.pngs] == [f"{t.name}.png" for t in ts] and out.captions == [t.caption for t in ts]
     d = np.load(out.npz)  # no pickle needed
     assert d["maps"].dtype == np.float32 and d["maps"].shape == (4, 7, 7)
@@ -57,7 +60,8 @@ def test_sheet_puts_every_tile_on_one_captioned_picture_reducing_large_ones(digi
 def test_outputs_for_an_api_call_are_the_sheet_and_the_raw_arrays(digit_pass, tmp_path):
     res = digit_pass.at((2, 2), -1)
     ts = views.tiles(res, "heads", alpha=0.5, cmap="magma")
-    out = outputs.write_outputs(res, ts, model="mnist_vit", view="heads", threshold=0.6, root=tmp_path, sheet_only=True)
+    arrays = outputs.maps_arrays(res, model="mnist_vit", view="heads", threshold=0.6)
+    out = outputs.write_sheet(ts, arrays, "maps.npz", root=tmp_path)
     assert out.pngs == [] and sorted(f.name for f in Path(out.npz).parent.iterdir()) == [
         Path(out.npz).name,
         "sheet.png",
@@ -95,10 +99,11 @@ def test_outputs_older_than_an_hour_are_swept_at_most_once_a_minute(digit_pass, 
 
     old = stale_folder()
     cache._last_sweep.pop(tmp_path, None)  # not swept yet
-    outputs.write_outputs(res, ts, model="m", view="mean", threshold=0.6, root=tmp_path)
+    arrays = outputs.maps_arrays(res, model="m", view="mean", threshold=0.6)
+    outputs.write_download(ts, arrays, "maps.npz", root=tmp_path)
     assert not old.exists()
     old = stale_folder()
-    fresh = outputs.write_outputs(res, ts, model="m", view="mean", threshold=0.6, root=tmp_path)
+    fresh = outputs.write_download(ts, arrays, "maps.npz", root=tmp_path)
     assert old.exists() and Path(fresh.npz).exists()  # swept a moment ago: not again within the minute
 
 
@@ -106,11 +111,17 @@ def test_the_gallery_gets_tiles_reduced_to_its_size_and_the_download_keeps_them_
     img = np.random.default_rng(0).integers(0, 255, (480, 720, 3), dtype=np.uint8)
     ts = [outputs.Tile(img, "head 0", "head_00"), outputs.Tile(img[::-1].copy(), "mean of heads", "mean")]
     res = digit_pass.at()  # the arrays of the .npz (the tiles' size does not depend on them)
-    out = outputs.write_outputs(res, ts, model="m", view="heads", threshold=0.6, root=tmp_path, thumb_side=400)
-    for t, thumb, full in zip(ts, out.thumbs, out.pngs):
+    gallery = outputs.write_gallery(ts, side=400, root=tmp_path)
+    out = outputs.write_download(
+        ts, outputs.maps_arrays(res, model="m", view="heads", threshold=0.6), "maps.npz", root=tmp_path
+    )
+    assert gallery.npz is None and gallery.pngs == [] and out.thumbs == out.pngs
+    for t, thumb, full in zip(ts, gallery.thumbs, out.pngs):
         small = np.asarray(Image.open(thumb))
         assert small.shape == (240, 360, 3)  # reduced by 2: the longer side at most 400
         np.testing.assert_array_equal(small, np.asarray(Image.fromarray(t.image).reduce(2)))
         np.testing.assert_array_equal(np.asarray(Image.open(full)), t.image)  # full size kept
-    same = outputs.write_outputs(res, ts, model="m", view="heads", threshold=0.6, root=tmp_path, thumb_side=800)
-    assert same.thumbs == same.pngs  # already small enough: no second copy
+    same = outputs.write_gallery(ts, side=800, root=tmp_path)  # already small enough: kept as they are
+    np.testing.assert_array_equal(np.asarray(Image.open(same.thumbs[0])), ts[0].image)
+    photos = outputs.write_gallery(ts, side=400, jpeg=True, root=tmp_path)  # photos: JPEG
+    assert all(p.endswith("_small.jpg") for p in photos.thumbs)

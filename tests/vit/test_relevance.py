@@ -12,8 +12,9 @@ import torch
 
 from attention.errors import InputError
 from attention.vit.models import load_vit
+from attention.vit.preprocess import prepare
 from attention.vit.relevance import NoClassifierError, class_names, relevance
-from attention.vit.relevance.compute import prepare, relevance_rows
+from attention.vit.relevance.compute import relevance_rows
 from tests.conftest import DIGIT
 from tests.hub_cache import safetensors_bytes, temporary_hf_home
 from tests.vit.relevance_reference import chefer_row, full_attention_and_grads, grad_rollout_row

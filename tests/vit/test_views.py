@@ -1,5 +1,6 @@
-"""Spec of attention.vit.views: tiles per view, the clickable query image, scores vs weights,
-the legend and the frame of one view (its files: test_outputs.py). Offline, mnist_vit."""
+"""Spec of attention.vit.views (tiles per view, the clickable query image), attention.vit.texts (scores vs
+weights, the legend) and attention.vit.frames (one view for the tab, its download and the API; their files:
+test_outputs.py). Offline, mnist_vit."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from PIL import Image
 
 from attention.errors import InputError
 from attention.render import colormap
-from attention.vit import session, views
+from attention.vit import frames, passes, texts, views
 from attention.vit.extract import threshold_masks
 from tests.conftest import DIGIT, ROOT
 
@@ -119,7 +120,7 @@ def test_the_large_map_shows_the_chosen_head(digit_pass):
 
 def test_scores_table_prints_raw_scores_and_their_softmax_in_rank_order(digit_pass):
     res = digit_pass.at((2, 2), 2)
-    summary, rows = views.scores_table(res, head=1, top=5)
+    summary, rows = texts.scores_table(res, head=1, top=5)
     order = np.argsort(-res.weights[2, 1], kind="stable")[:5]
     s, w = res.scores[2, 1], res.weights[2, 1]
     np.testing.assert_allclose(w, np.exp(s - s.max()) / np.exp(s - s.max()).sum(), rtol=1e-4)
@@ -127,22 +128,22 @@ def test_scores_table_prints_raw_scores_and_their_softmax_in_rank_order(digit_pa
     weights = [r[3] for r in rows]
     assert weights == sorted(weights, reverse=True) and weights[0] == pytest.approx(w.max(), abs=1e-4)
     for row, j in zip(rows, order):
-        assert row[2] == pytest.approx(s[j], abs=1e-3) and row[1] == views.token_name(res, j)
+        assert row[2] == pytest.approx(s[j], abs=1e-3) and row[1] == texts.token_name(res, j)
     assert f"{res.prefix_share[2, 1]:.1%} of the weight on the prefix" in summary and "patch (2, 2)" in summary
     with pytest.raises(InputError, match="0 to 3"):
-        views.scores_table(res, head=4)
+        texts.scores_table(res, head=4)
     with pytest.raises(InputError, match="Head 1.5 is not a whole number"):
-        views.scores_table(res, head=1.5)
+        texts.scores_table(res, head=1.5)
 
 
 def test_legend_shows_the_colormap_ends():
-    html = views.legend_html("viridis")
+    html = texts.legend_html("viridis")
     lo, hi = colormap("viridis")[0], colormap("viridis")[255]
     assert f"rgb({lo[0]},{lo[1]},{lo[2]}) 0%" in html and f"rgb({hi[0]},{hi[1]},{hi[2]}) 100%" in html
 
 
 def test_tiles_drawn_small_match_full_tiles_reduced(tmp_path):
-    big = session.get_pass(DIGIT, "mnist_vit", "224").at((10, 20), -1)  # 224 px, 56x56 patches of 4 px: shown 1:1
+    big = passes.get_pass(DIGIT, "mnist_vit", "224").at((10, 20), -1)  # 224 px, 56x56 patches of 4 px: shown 1:1
     assert views.display_scale(big) == 1 and views.sheet_shrink(big) == 1 and views.sheet_shrink(big, max_side=112) == 2
     full, small = views.tiles(big, "heads"), views.tiles(big, "heads", shrink=2)
     for f, sm in zip(full, small):
@@ -154,28 +155,40 @@ def test_tiles_drawn_small_match_full_tiles_reduced(tmp_path):
     with pytest.raises(InputError, match="smaller"):
         views.tiles(big, "mean", shrink=3)
     with pytest.raises(InputError, match="smaller"):
-        views.tiles(session.get_pass(DIGIT, "mnist_vit", "auto").at(), "mean", shrink=2)  # 28 px: shown enlarged
+        views.tiles(passes.get_pass(DIGIT, "mnist_vit", "auto").at(), "mean", shrink=2)  # 28 px: shown enlarged
 
 
-def test_frame_composes_a_view_from_the_cached_pass(digit_pass, tmp_path, monkeypatch):
-    monkeypatch.setattr(session, "forward", lambda *a: pytest.fail("no forward pass for a new view"))
-    f = views.frame(digit_pass, query=(0, 0), layer=-1, view="rollout", head=2, cmap="viridis", root=tmp_path)
-    assert f.res.query == (0, 0) and f.res.layer == 3 and len(f.outputs.pngs) == 1
-    np.testing.assert_allclose(np.load(f.outputs.npz)["rollout"], digit_pass.rollout((0, 0), 3))
+def test_the_tab_frame_composes_a_view_from_the_cached_pass(digit_pass, tmp_path, monkeypatch):
+    monkeypatch.setattr(passes, "forward", lambda *a: pytest.fail("no forward pass for a new view"))
+    v = frames.ViewSpec(query=(0, 0), layer=-1, view="rollout", cmap="viridis")
+    f = frames.tab_frame(digit_pass, v, head=2, root=tmp_path)
+    assert f.res.query == (0, 0) and f.res.layer == 3 and len(f.outputs.thumbs) == 1 and f.outputs.npz is None
     assert np.asarray(Image.open(f.query_png)).shape == (504, 504, 3)  # the large map
     assert "mnist_vit" in f.details and "7×7" in f.details and "50 tokens" in f.details and "ms" in f.details
-    assert 0 < f.seconds < 60  # the drawing's own wall time (the API reports it as render_ms)
+    assert 0 < f.seconds < 60  # the drawing's own wall time
     assert "patch (row 0, col 0)" in f.query_label and "Head 2" in f.scores_summary
-    assert views.frame(digit_pass, view="mean", with_query_image=False, root=tmp_path).query_png is None
+
+
+def test_the_download_and_the_api_sheet_hold_the_same_view_with_its_rollout(digit_pass, tmp_path, monkeypatch):
+    monkeypatch.setattr(passes, "forward", lambda *a: pytest.fail("no forward pass for a download"))
+    opts = {"head_fusion": "max", "discard_ratio": 0.5}
+    v = frames.ViewSpec(query=(0, 0), view="rollout", rollout_options=opts)
+    d, a = frames.download_maps(digit_pass, v, root=tmp_path), frames.api_sheet(digit_pass, v, root=tmp_path)
+    want = digit_pass.rollout((0, 0), 3, **opts)
+    for r in (d, a):
+        np.testing.assert_allclose(np.load(r.outputs.npz)["rollout"], want)
+        assert r.outputs.captions == ["rollout through layers 0-3 · max of heads, lowest 50% dropped (per row)"]
+        assert 0 < r.seconds < 60  # the API reports it as render_ms
+    assert len(d.outputs.pngs) == 1 and a.outputs.pngs == [] and a.outputs.sheet.endswith(".png")
 
 
 def test_each_view_has_a_legend_that_matches_it(digit_pass):
-    assert "linear-gradient" in views.legend_html("viridis", "heads")
-    masks = views.legend_html("inferno", "masks", 4, 0.6)
+    assert "linear-gradient" in texts.legend_html("viridis", "heads")
+    masks = texts.legend_html("inferno", "masks", 4, 0.6)
     assert "60%" in masks and "linear-gradient" not in masks
-    fig3 = views.legend_html("inferno", "fig3", 4, 0.5)
+    fig3 = texts.legend_html("inferno", "fig3", 4, 0.5)
     assert "linear-gradient" not in fig3 and fig3.count("head ") == 4 and "50%" in fig3
-    f = views.frame(digit_pass, view="fig3", threshold=0.5)
+    f = frames.tab_frame(digit_pass, frames.ViewSpec(view="fig3", threshold=0.5))
     assert f.legend == fig3 and f.outputs.captions == ["every head's mask at 50%, one colour per head"]
 
 
@@ -193,12 +206,13 @@ def test_the_fig3_view_tints_and_outlines_each_heads_mask_in_its_own_colour(digi
 
 
 def test_photos_are_shown_as_jpeg_and_enlarged_maps_as_png(digit_pass, tmp_path):
-    photo = session.get_pass(str(PHOTO), "mnist_vit", "240")  # 240 px: shown at its own size
-    f = views.frame(photo, query=(3, 4), root=tmp_path)
+    photo = passes.get_pass(str(PHOTO), "mnist_vit", "240")  # 240 px: shown at its own size
+    f = frames.tab_frame(photo, frames.ViewSpec(query=(3, 4)), root=tmp_path)
     assert f.query_png.endswith(".jpg") and all(t.endswith(".jpg") for t in f.outputs.thumbs)
     big = np.asarray(Image.open(f.query_png), dtype=int)
     exact = views.query_image(photo.at((3, 4)), head=0)
     assert big.shape == exact.shape and np.abs(big - exact).mean() < 2  # 4:4:4 JPEG: close to exact
-    assert all(p.endswith(".png") for p in f.outputs.pngs)  # the download keeps exact PNGs
-    g = views.frame(digit_pass, root=tmp_path)  # a digit, enlarged: PNG, exact
+    download = frames.download_maps(photo, frames.ViewSpec(query=(3, 4)), root=tmp_path).outputs
+    assert download.pngs and all(p.endswith(".png") for p in download.pngs)  # the download keeps exact PNGs
+    g = frames.tab_frame(digit_pass, root=tmp_path)  # a digit, enlarged: PNG, exact
     assert g.query_png.endswith(".png") and all(t.endswith(".png") for t in g.outputs.thumbs)

@@ -18,7 +18,7 @@ from PIL import Image
 
 from attention.cache import SharedCache
 from attention.config import SETTINGS
-from attention.vit import session
+from attention.vit import passes
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = [str(ROOT / "examples" / "digits" / f"digit_{i}.png") for i in range(10)]
@@ -67,7 +67,7 @@ def held_bytes(obj) -> int:
 
 
 def test_a_pass_counts_at_least_the_bytes_of_everything_it_holds():
-    p = session.get_pass(DIGITS[2], "mnist_vit", 56)  # a 14x14 grid, 4 layers, 4 heads, q/k and tokens kept
+    p = passes.get_pass(DIGITS[2], "mnist_vit", 56)  # a 14x14 grid, 4 layers, 4 heads, q/k and tokens kept
     gh, gw = p.base.grid
     for i in range(p.MEMO + 1):  # every memo full: queries, rollouts, features
         q = (i % gh, (3 * i) % gw)
@@ -120,12 +120,12 @@ def test_many_threads_of_one_visitor_never_push_out_another_visitors_value():
 
 
 def test_real_passes_one_visitors_many_uploads_leave_anothers_pass_alive(tmp_path):
-    one = session.get_pass(DIGITS[0], "mnist_vit", 56).nbytes
+    one = passes.get_pass(DIGITS[0], "mnist_vit", 56).nbytes
     store: SharedCache = SharedCache(max_bytes=6 * one, ttl=60, max_owner_bytes=3 * one)
-    b = session.get_pass(_upload(tmp_path, 99), "mnist_vit", 56, cache=store, visitor="B")
+    b = passes.get_pass(_upload(tmp_path, 99), "mnist_vit", 56, cache=store, visitor="B")
 
     def a(i):
-        return session.get_pass(_upload(tmp_path, i), "mnist_vit", 56, cache=store, visitor="A").key
+        return passes.get_pass(_upload(tmp_path, i), "mnist_vit", 56, cache=store, visitor="A").key
 
     with ThreadPoolExecutor(4) as ex:
         list(ex.map(a, range(12)))
@@ -135,17 +135,17 @@ def test_real_passes_one_visitors_many_uploads_leave_anothers_pass_alive(tmp_pat
 def test_two_visitors_uploading_the_same_bytes_get_passes_of_their_own(tmp_path):
     store: SharedCache = SharedCache(max_bytes=1 << 30, ttl=60, max_owner_bytes=1 << 28)
     path = _upload(tmp_path, 7)
-    a = session.get_pass(path, "mnist_vit", "auto", cache=store, visitor="A")
-    b = session.get_pass(path, "mnist_vit", "auto", cache=store, visitor="B")
+    a = passes.get_pass(path, "mnist_vit", "auto", cache=store, visitor="A")
+    b = passes.get_pass(path, "mnist_vit", "auto", cache=store, visitor="B")
     assert a is not b and a.key[:3] == b.key[:3] and store.computed == 2  # two forwards: no shared timing
-    assert session.get_pass(path, "mnist_vit", "auto", cache=store, visitor="A") is a  # each keeps their own
+    assert passes.get_pass(path, "mnist_vit", "auto", cache=store, visitor="A") is a  # each keeps their own
     assert store.owned("A") == a.nbytes and store.owned("B") == b.nbytes
 
 
 def test_examples_stay_shared_between_visitors():
     store: SharedCache = SharedCache(max_bytes=1 << 30, ttl=60, max_owner_bytes=1 << 28)
-    a = session.get_pass(DIGITS[5], "mnist_vit", "auto", cache=store, visitor="A")
-    b = session.get_pass(DIGITS[5], "mnist_vit", "auto", cache=store, visitor="B")
+    a = passes.get_pass(DIGITS[5], "mnist_vit", "auto", cache=store, visitor="A")
+    b = passes.get_pass(DIGITS[5], "mnist_vit", "auto", cache=store, visitor="B")
     assert a is b and store.computed == 1 and store.owned("examples") == a.nbytes and a.key[3] == ""
 
 

@@ -29,12 +29,11 @@ import torch
 from PIL import Image
 
 from attention.errors import InputError, NoClassifierError
-from attention.images import MAX_TOKENS, ImageSource, load_image
-from attention.vit.batch import Preprocess
+from attention.images import MAX_TOKENS, ImageSource
 from attention.vit.capture import Recorder, check_supported, recording
-from attention.vit.cost import check_budget
 from attention.vit.flow import nth_smallest
 from attention.vit.models import REGISTRY
+from attention.vit.preprocess import prepare
 from attention.vit.relevance.labels import class_index, class_names, short_name
 
 CHUNK_BYTES = 64 << 20  # working memory of one chunk of rows of A, dA and A * dA (float32, all heads)
@@ -254,30 +253,6 @@ def relevance_rows(
         rec.kernel[layer] = None  # free as we go
     att = torch.stack(attention[::-1]).float()
     return logits, t, r_ch.float().cpu(), r_gr.float().cpu(), att
-
-
-def prepare(
-    model: torch.nn.Module, image: ImageSource, resolution, max_tokens: int, max_gflop: float | None
-) -> tuple[torch.Tensor, Image.Image, tuple[int, int]]:
-    """The model's input for `image` as `attention_maps` makes it, by the one preprocessing
-    (`batch.Preprocess`: resolution, the family's crop, a fixed-size model's fit), after the compute
-    budget check: (x (1, C, H, W), the shown RGB image, grid)."""
-    prep = Preprocess.of(model, resolution, max_tokens)
-    img = load_image(image)
-    if max_gflop is not None:
-        size = img.size if prep.fixed is None else (prep.fixed[1], prep.fixed[0])
-        device = str(next(model.parameters()).device)
-        check_budget(
-            model,
-            size,
-            prep.resolution,
-            max_gflop,
-            name=getattr(model, "alias", "this model"),
-            device=device,
-            max_tokens=max_tokens,
-        )
-    p = prep(img)
-    return p.x[None], p.shown, p.grid
 
 
 def relevance(

@@ -19,7 +19,8 @@ import torch
 from attention import mnist
 from attention.vit.extract import attention_maps
 from attention.vit.flow import rollout_map
-from attention.vit.relevance.compute import prepare, relevance
+from attention.vit.preprocess import prepare
+from attention.vit.relevance.compute import relevance
 
 METHODS = ("attention", "rollout", "grad_rollout", "chefer", "random")
 STEPS = np.linspace(0.0, 1.0, 11)  # removed fraction of the patches

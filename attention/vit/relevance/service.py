@@ -10,10 +10,11 @@ from attention.cache import SharedCache
 from attention.config import SETTINGS
 from attention.errors import InputError
 from attention.images import ImageSource
+from attention.vit.gpu import gpu
+from attention.vit.inputs import file_digest
 from attention.vit.models import check_allowed, load_vit
 from attention.vit.relevance.compute import Relevance, check_classifier, relevance
 from attention.vit.relevance.labels import class_index, class_names
-from attention.vit.session import file_digest, gpu
 
 # One relevance pass costs a forward, a backward (about one more) and the rows of A and dA (about one
 # more at 480 px): bench/bench_relevance.py. The compute budget of a forward is divided by this.

@@ -1,153 +1,48 @@
-"""One visitor's view of a ViT: the last forward pass, queries on it, and the start-up model choice.
+"""The server's store of forward passes (`PASSES`), and what one pass answers without a new forward.
 
 A `Pass` is one forward pass of one image through one model at one resolution, with every
 layer's q and k kept. Changing the layer, view, head, threshold, opacity or colormap, or the
 query patch, reuses it: a new query is one row per layer from the kept q/k, rollout is
-computed once per (query, layer). An app keeps one Pass per visitor (Gradio: a `gr.State`);
-nothing in a Pass is shared between visitors, only the loaded models are (read-only).
+computed once per (query, layer).
 
-    p = get_pass("cat.jpg", "mnist_vit", "auto")           # forward pass
-    p = get_pass("cat.jpg", "mnist_vit", "auto", p)        # same key: the same Pass, no forward
-    res = p.at(query=(2, 3), layer=-1)                # AttentionMaps for patch (2, 3)
-    roll = p.rollout((2, 3), layer=-1)                # (gh, gw)
+What visitors share and what they do not: the loaded models are shared by everyone (read-only).
+`PASSES` is one store for the whole server, every visitor's passes in one byte budget, with a
+bound on each visitor's share. A pass of a shipped example is keyed without a visitor, so every
+visitor who looks at that example gets the same `Pass` (its memos of queries and rollouts are
+guarded by a lock; nothing in it is a visitor's own). A pass of a picture a visitor sent is keyed
+to that visitor (`pass_key`): no one else gets it, nor can time whether someone sent it. A
+visitor's own state holds only a `Ref` (the key and the shape), never a pass.
+
+    p = get_pass("cat.jpg", "mnist_vit", "auto")                 # a forward pass of a script, kept nowhere
+    p = served_pass("cat.jpg", "mnist_vit", "auto", visitor=sid)   # the server's: from PASSES, computed once
+    res = p.at(query=(2, 3), layer=-1)                             # AttentionMaps for patch (2, 3)
+    roll = p.rollout((2, 3), layer=-1)                             # (gh, gw)
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from attention.cache import SharedCache
-from attention.config import EXAMPLES_DIR, SETTINGS
-from attention.errors import InputError, as_whole
+from attention.config import SETTINGS
+from attention.errors import InputError
 from attention.images import ImageSource
 from attention.turns import Turns
 from attention.vit import features
 from attention.vit.extract import AttentionMaps, attention_maps
 from attention.vit.flow import rollout_map
-from attention.vit.models import (
-    OFFLINE_MODEL,
-    REGISTRY,
-    available,
-    check_allowed,
-    hub_id,
-    is_loaded,
-    load_vit,
-)
-from attention.vit.query import Query, from_fields, is_empty, parse  # noqa: F401 (is_empty: for the UI)
+from attention.vit.gpu import gpu
+from attention.vit.inputs import example_digests, file_digest
+from attention.vit.models import REGISTRY, check_allowed, is_loaded, load_vit
+from attention.vit.query import Query, parse
 from attention.vit.query import default as default_query
 
 Progress = Callable[[float, str], None]  # (fraction 0..1, description)
-
-
-# ZeroGPU gives shorter requests priority, so the duration fits the measured work (bench/bench_gpu.py,
-# H100): a pass at 480 px takes 5 ms (ViT-S/16) to 7 ms (ViT-B/8, fp16), 40-230 ms with q/k kept; the
-# longest pass the GPU budget admits (40,000 GFLOP) 1.5 s. The rest is the first load of a model's
-# weights from the local cache onto the GPU (seconds), once per model and process.
-GPU_SECONDS = 20
-
-
-def gpu(fn: Callable | None = None, *, duration: int = GPU_SECONDS):
-    """`spaces.GPU(duration=...)` when the `spaces` package is importable (ZeroGPU), else a no-op.
-
-    Use as `@gpu` or `@gpu(duration=120)` on functions that run a model.
-    """
-    try:
-        import spaces  # type: ignore[import-not-found]
-    except ImportError:
-        spaces = None
-
-    def wrap(f: Callable) -> Callable:
-        return spaces.GPU(duration=duration)(f) if spaces is not None else f
-
-    return wrap(fn) if fn is not None else wrap
-
-
-@dataclass(frozen=True)
-class Startup:
-    """The model the app starts with and, when it is not the default, a notice saying why."""
-
-    model: str
-    default_available: bool
-    notice: str | None
-
-
-def startup_model(default: str | None = None, fallback: str = OFFLINE_MODEL) -> Startup:
-    """Pick the start-up model cheaply: `default` (default: `models.DEFAULT_MODEL` now, which the
-    operator's own checkpoint may have become) when its weights are cached or the hub is reachable
-    (one short connect, none at all under HF_HUB_OFFLINE=1), else `fallback`."""
-    from attention.vit import models
-
-    default = default or models.DEFAULT_MODEL
-    if available(default):
-        return Startup(default, True, None)
-    repo = hub_id(default)
-    spec = REGISTRY.get(fallback)
-    what = spec.description.split(" (")[0] if spec else fallback
-    return Startup(
-        fallback,
-        False,
-        f"Offline: the weights of {default} ({repo}) are not in the local Hugging Face cache and the hub "
-        f"cannot be reached, so the app starts with {fallback} ({what}) and digit examples. "
-        f"Any model whose weights are cached still works: pick it in the Model box.",
-    )
-
-
-def file_digest(src: ImageSource) -> str:
-    """A content digest of an image source: sha1 of the file, the bytes, or the pixels with their
-    shape and mode (never an object's identity, which Python reuses once an object is freed)."""
-    if isinstance(src, (str, os.PathLike)):
-        h = hashlib.sha1()
-        try:
-            with open(src, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-        except OSError:
-            return f"path:{os.fspath(src)}"  # load_image will report it
-        return h.hexdigest()
-    if isinstance(src, (bytes, bytearray)):
-        return hashlib.sha1(src).hexdigest()
-    if isinstance(src, np.ndarray):
-        a = np.ascontiguousarray(src)
-        return hashlib.sha1(f"{a.shape}{a.dtype}".encode() + a.tobytes()).hexdigest()
-    return hashlib.sha1(f"{src.size}{src.mode}".encode() + src.tobytes()).hexdigest()  # PIL image
-
-
-@functools.cache
-def example_files() -> dict[str, Path]:
-    """Every shipped example image by name (file name without extension): photos and digits."""
-    return {p.stem: p for d in ("photos", "digits") for p in sorted((EXAMPLES_DIR / d).glob("*.*"))}
-
-
-@functools.cache
-def example_digests() -> dict[str, str]:
-    """Content digest -> name of every shipped example image (`example_files`)."""
-    return {file_digest(str(p)): name for name, p in example_files().items()}
-
-
-def parse_query(row: float | int | None, col: float | int | None, token: str | None = None) -> Query | None:
-    """(row, col) numbers -> a query (`query.from_fields`): both empty (None or NaN) means `token`,
-    None = the model's own (`Pass.default_query`), else a patch (int, int).
-
-    Raises InputError when only one is given or a value is not a whole number.
-    """
-    return from_fields(row, col, token)
-
-
-def parse_index(value: float | int | str, what: str = "Layer") -> int:
-    """A whole number (layer or head index; negative counts from the end). InputError otherwise."""
-    v = as_whole(value)
-    if v is None:
-        raise InputError(f"{what} {value!r} is not a whole number; accepted: 0, 1, 2, ... or -1 for the last.")
-    return v
 
 
 @gpu
@@ -179,12 +74,6 @@ def forward(
     return res, device, rec.tokens
 
 
-def depth(model: str) -> tuple[int, int]:
-    """(layers, heads) of `model`, loading it once if needed (cached; no forward pass)."""
-    vit = load_vit(model)
-    return len(vit.blocks), int(vit.blocks[0].attn.num_heads)
-
-
 @dataclass
 class Pass:
     """A cached forward pass (see the module docstring). `base` has the model's default query
@@ -203,7 +92,7 @@ class Pass:
 
     @property
     def ref(self) -> Ref:
-        """What a visitor's state keeps of this pass: its key and shape (the pass lives in a PassCache)."""
+        """What a visitor's state keeps of this pass: its key and shape (the pass lives in `PASSES`)."""
         return Ref(self.key, self.base.grid, self.num_layers, self.num_heads)
 
     @property
@@ -300,25 +189,26 @@ def get_pass(
     image: ImageSource | None,
     model: str,
     resolution: int | str | None = "auto",
-    previous: Pass | None = None,
-    progress: Progress | None = None,
     *,
+    progress: Progress | None = None,
     query: Query | None = None,
     keep_qk: bool = True,
     cache: SharedCache[Pass] | None = None,
     shared: bool = False,
     visitor: str | None = None,
 ) -> Pass:
-    """The Pass of (image, model, resolution): `previous` when it has that key, else a new forward.
+    """The Pass of (image, model, resolution): the one `cache` keeps under its key, else a new forward.
 
     query, keep_qk: the token whose rows the forward records, and whether it keeps every layer's
-    q/k. The defaults suit a session (any query, rollout, later). A one-off request that knows its
+    q/k. The defaults suit a visitor's tab (any query, rollout, later). A one-off request that knows its
     query and needs no rollout passes `query=` and `keep_qk=False`: the pass is then cheaper, and
     it answers only that query (`Pass.at` of another raises InputError).
 
     cache: a server's store of passes (`PASSES`): a full pass of the same key is taken from it (a
     one-query request too), and a new full pass is computed once however many visitors ask at
-    once, then kept there. shared: see `forward` (model allow-list and compute budget).
+    once, then kept there; a one-query pass is never kept. None: a new forward every call (a script).
+    progress: told (fraction, description) before a new forward and after it.
+    shared: see `forward` (model allow-list and compute budget).
     visitor: who asks (a session id). A picture that is not a shipped example is then theirs alone: its
     pass is keyed and charged to them (`pass_key`; the store bounds each visitor's share), so another
     visitor sending the same bytes gets a pass of their own. Examples stay shared, charged to "examples".
@@ -332,14 +222,6 @@ def get_pass(
     if not model:
         raise InputError(f"No model given; accepted: {', '.join(REGISTRY)}, a timm ViT name or 'hf-hub:org/repo'.")
     key = pass_key(image, model, resolution, visitor)
-    if (
-        previous is not None
-        and previous.key == key
-        and (
-            previous.base.qk is not None or (not keep_qk and query is not None and previous.base.query == parse(query))
-        )
-    ):
-        return previous
     if cache is not None and (kept := cache.get(key)) is not None:
         return kept
 
@@ -362,11 +244,6 @@ FORWARDS = Turns(SETTINGS.concurrency - 1)
 (ATTENTION_CONCURRENCY), at least 1."""
 
 
-def _answers(previous: Pass, keep_qk: bool, query: Query | None) -> bool:
-    """Whether a one-query pass without q/k answers a request for `query` (without q/k)."""
-    return not keep_qk and query is not None and previous.base.query == parse(query)
-
-
 @dataclass(frozen=True)
 class Ref:
     """A visitor's handle on their pass: a few bytes in their session; the pass itself is in a
@@ -385,6 +262,31 @@ PASSES: SharedCache[Pass] = SharedCache(
 examples') at most ATTENTION_STATE_VISITOR_MB, their own least recently used out first; when full,
 the least recently used of whoever holds most goes; each dropped after ATTENTION_STATE_TTL seconds
 unused. A dropped pass is recomputed when its visitor next needs it."""
+
+
+def served_pass(
+    image: ImageSource | None,
+    model: str,
+    resolution: int | str | None,
+    visitor: str | None,
+    *,
+    query: Query | None = None,
+    keep_qk: bool = True,
+    progress: Progress | None = None,
+) -> Pass:
+    """`get_pass` as the server answers a visitor: from the server's store (`PASSES`), within the model
+    allow-list, the compute budget and the visitor's turn and share (`shared=True`, `visitor`)."""
+    return get_pass(
+        image,
+        model,
+        resolution,
+        progress=progress,
+        query=query,
+        keep_qk=keep_qk,
+        cache=PASSES,
+        shared=True,
+        visitor=visitor,
+    )
 
 
 def map_query(query: Query | None, src: tuple[int, int], dst: tuple[int, int]) -> Query | None:

@@ -1,0 +1,96 @@
+"""The ViT tab's examples: the first screen's image, and the galleries of shipped pictures (digits
+through mnist_vit; photos through the default model when its weights are at hand), whose outputs
+Gradio caches, then fits to the visitor's own state (`adopt`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import gradio as gr
+
+from attention.config import EXAMPLES_DIR
+from attention.ui import vit_live
+from attention.ui.components import user_errors
+from attention.ui.vit_layout import VIT_DEFAULTS
+from attention.vit import models as vit_models
+from attention.vit.weights import Startup
+
+VIT_PHOTOS = [
+    "chelsea",
+    "astronaut",
+    "coffee",
+    "rocket",
+    "grace_hopper",
+    "china",
+    "flower",
+    "camera",
+    "coins",
+    "hubble_deep_field",
+    "retina",
+]
+
+
+def start_image(startup: Startup) -> str:
+    """The first screen's image: a photo through the default model when its weights are at hand, else a
+    digit through mnist_vit."""
+    photo = EXAMPLES_DIR / "photos" / "chelsea.jpg"
+    return str(photo if startup.default_available else EXAMPLES_DIR / "digits" / "digit_3.png")
+
+
+def build(t, startup: Startup, example: Callable, shown: list, vit_pass: Callable, after: dict) -> list:
+    """The example galleries in `t.examples_slot`: `example` (image, model, resolution, view, threshold,
+    opacity, colormap) -> the values of `shown` (cached by Gradio, lazily); after each is shown, the
+    visitor's pass (`vit_pass`) fits the sliders, the query and the browser's copy (`after`: the
+    event's options). Returns those follow-up events."""
+
+    @user_errors
+    def adopt(img, mdl, res, vw, al, cm):
+        """After an example is shown (from the examples cache): the visitor's pass (computed now if no
+        longer kept, so the next change is instant), sliders fitted to the model, query CLS, and the
+        browser's copy of the view."""
+        p = vit_pass(img, mdl, res)
+        return {
+            t.gallery: gr.update(selected_index=0),
+            t.live: vit_live.value(p, p.at(None, -1), vw, 0, al, cm),
+            t.layer: gr.update(maximum=p.num_layers - 1, value=p.num_layers - 1),
+            t.head: gr.update(maximum=p.num_heads - 1, value=0),
+            t.qrow: None,
+            t.qcol: None,
+            t.state: p.ref,
+        }
+
+    ex_in = [t.image, t.model, t.resolution, t.view, t.threshold, t.alpha, t.cmap]
+    d = VIT_DEFAULTS
+    row = [d["resolution"], d["view"], d["threshold"], d["alpha"], d["cmap"]]
+    digits = [[str(EXAMPLES_DIR / "digits" / f"digit_{i}.png"), vit_models.OFFLINE_MODEL, *row] for i in range(10)]
+    photos = [[str(EXAMPLES_DIR / "photos" / f"{n}.jpg"), vit_models.DEFAULT_MODEL, *row] for n in VIT_PHOTOS]
+    sets = [("Digits · mnist_vit (ships with the app)", digits, "vit_digit_examples")]
+    if startup.default_available:
+        sets.insert(0, (f"Photos · {vit_models.DEFAULT_MODEL}", photos, "vit_photo_examples"))
+    adopted = []
+    with t.examples_slot:
+        for label, rows, api in sets:
+            ex = gr.Examples(
+                rows,
+                ex_in,
+                shown,
+                fn=example,
+                cache_examples=True,
+                cache_mode="lazy",
+                label=label,
+                visible_columns=[0],
+                examples_per_page=11,
+                api_name=api,
+                api_visibility="private",
+                elem_id=api.replace("_", "-"),
+            )
+            adopted.append(
+                ex.load_input_event.then(
+                    adopt,
+                    [t.image, t.model, t.resolution, t.view, t.alpha, t.cmap],
+                    [t.layer, t.head, t.qrow, t.qcol, t.state, t.live, t.gallery],
+                    **after,
+                )
+            )
+    return adopted

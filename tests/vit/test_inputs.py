@@ -1,0 +1,67 @@
+"""Spec of attention.vit.inputs: the query fields, layer and head indices, and an image's content digest."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attention.errors import InputError
+from attention.vit import inputs
+
+
+@pytest.mark.parametrize(
+    "row, col, want",
+    [
+        (None, None, None),  # empty: the model's own token (Pass.default_query: CLS, else the pool's, ...)
+        (float("nan"), float("nan"), None),
+        ("", " ", None),
+        (2, 3, (2, 3)),
+        (2.0, 3.0, (2, 3)),
+        ("4", "0", (4, 0)),
+    ],
+)
+def test_parse_query(row, col, want):
+    assert inputs.parse_query(row, col) == want
+
+
+@pytest.mark.parametrize(
+    "row, col, fragment",
+    [
+        (2, None, "both"),
+        (None, 1, "both"),
+        (2.5, 1, "whole"),
+        ("a", 1, "whole numbers"),
+        (float("inf"), 1, "whole"),
+        (1, float("-inf"), "whole"),
+    ],
+)
+def test_parse_query_refuses_half_or_malformed_queries(row, col, fragment):
+    with pytest.raises(InputError, match=fragment):
+        inputs.parse_query(row, col)
+
+
+def test_parse_index():
+    assert inputs.parse_index(-1.0) == -1 and inputs.parse_index("3") == 3
+    with pytest.raises(InputError, match="whole"):
+        inputs.parse_index(1.5, "Layer")
+    with pytest.raises(InputError, match="Head 'x'"):
+        inputs.parse_index("x", "Head")
+    with pytest.raises(InputError, match="Layer inf is not a whole number"):
+        inputs.parse_index(float("inf"), "Layer")
+
+
+def test_file_digest_follows_content_not_identity(tmp_path):
+    from PIL import Image
+
+    from attention.vit.inputs import file_digest
+
+    a = np.zeros((8, 8, 3), np.uint8)
+    b = a.copy()
+    assert file_digest(a) == file_digest(b)
+    b[0, 0, 0] = 1
+    assert file_digest(a) != file_digest(b)
+    assert file_digest(a) != file_digest(a.reshape(8, 24))  # same bytes, other shape
+    assert file_digest(Image.fromarray(a)) == file_digest(Image.fromarray(a.copy()))
+    p = tmp_path / "a.png"
+    Image.fromarray(a).save(p)
+    assert file_digest(p) == file_digest(str(p)) == file_digest(p.read_bytes())
