@@ -23,8 +23,10 @@ BRUSH_FIRST = """
 let tries = 0;
 const pick = () => {
   const brush = document.querySelector('#retrieval-sketch button[aria-label="Brush"]');
-  if (brush) brush.click();
-  else if (tries++ < 100) setTimeout(pick, 100);
+  if (brush) {
+    brush.click();
+    window.retrievalBrushPicks = (window.retrievalBrushPicks || 0) + 1;  // the brush is ready (tests wait on it)
+  } else if (tries++ < 100) setTimeout(pick, 100);
 };
 pick();
 if (!window.retrievalBrush) {  // once per page: the clear button is re-rendered, the document is not

@@ -5,9 +5,11 @@ PNG both sides). The server's picture then takes its place."""
 from __future__ import annotations
 
 import re
+import threading
 
 import pytest
 
+from attention.vit import views as vit_views
 from tests.conftest import screenshot
 from tests.ui.test_browser_vit import click_image_at
 
@@ -104,10 +106,39 @@ def test_the_drawings_lie_exactly_over_the_pictures_and_let_clicks_through(page)
 
 
 @pytest.mark.browser
-def test_quick_clicks_end_on_the_last_one(page):
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="Gradio 6.31's trigger_mode='always_last' reruns a click made while the last one's job runs with the "
+    "FIRST click's SelectData (the rerun re-dispatches the first event; the later one's data is dropped): the "
+    "click handler (attention/ui/vit_tab.py) must read the latest click from the browser, not from evt.index",
+)
+def test_quick_clicks_end_on_the_last_one(page, monkeypatch):
+    """A second click made while the first one's job is still computing (a busy server) is the one the
+    maps end on. The server's pixel -> patch rule holds the first click's job until the second click is
+    made, so the second always lands on a running job (as it sometimes did under load)."""
     ready(page)
-    click_image_at(page, MAP, 0.1, 0.1)
-    click_image_at(page, MAP, 0.9, 0.6)  # before the first answer is in
+    real, got = vit_views.patch_at, []
+    first_in, first_out, second_in = threading.Event(), threading.Event(), threading.Event()
+
+    def held(x: int, y: int, base):
+        got.append((x, y))
+        if len(got) == 1:
+            first_in.set()
+            first_out.wait(60)
+        else:
+            second_in.set()
+        return real(x, y, base)
+
+    monkeypatch.setattr(vit_views, "patch_at", held)
+    try:
+        click_image_at(page, MAP, 0.1, 0.1)
+        assert first_in.wait(60), "the first click's job never ran"
+        click_image_at(page, MAP, 0.9, 0.6)  # while the first click's job runs
+    finally:
+        first_out.set()
+    assert second_in.wait(60), "no job ran after the first"
+    assert got[1] != got[0], f"the second job got the first click's pixel {got[0]} again"
     page.locator("#vit-query-label").get_by_text(re.compile(r"row 4, col 6")).wait_for()
     page.wait_for_function("() => [...document.querySelectorAll('#vit-gallery img')].every(e => e.complete)")
     page.wait_for_function(SERVED)
