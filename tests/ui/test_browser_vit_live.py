@@ -109,9 +109,10 @@ def test_the_drawings_lie_exactly_over_the_pictures_and_let_clicks_through(page)
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="Gradio 6.31's trigger_mode='always_last' reruns a click made while the last one's job runs with the "
-    "FIRST click's SelectData (the rerun re-dispatches the first event; the later one's data is dropped): the "
-    "click handler (attention/ui/vit_tab.py) must read the latest click from the browser, not from evt.index",
+    reason="two causes, both in code owned elsewhere (vit_tab.py, vit_live.js): (1) Gradio 6.31's "
+    "trigger_mode='always_last' reruns a click made during the last one's job with the FIRST click's SelectData "
+    "(the rerun re-dispatches the first event); (2) the rerun joins while the first answer's three panel "
+    "redraws (compare, features, why-this-class) are queued, and the visitor's share (3 jobs) refuses it",
 )
 def test_quick_clicks_end_on_the_last_one(page, monkeypatch):
     """A second click made while the first one's job is still computing (a busy server) is the one the
@@ -137,7 +138,7 @@ def test_quick_clicks_end_on_the_last_one(page, monkeypatch):
         click_image_at(page, MAP, 0.9, 0.6)  # while the first click's job runs
     finally:
         first_out.set()
-    assert second_in.wait(60), "no job ran after the first"
+    assert second_in.wait(30), "no job ran after the first (refused, or never asked)"
     assert got[1] != got[0], f"the second job got the first click's pixel {got[0]} again"
     page.locator("#vit-query-label").get_by_text(re.compile(r"row 4, col 6")).wait_for()
     page.wait_for_function("() => [...document.querySelectorAll('#vit-gallery img')].every(e => e.complete)")
