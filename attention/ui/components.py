@@ -207,6 +207,12 @@ def sketchpad(*args, **kwargs) -> gr.Sketchpad:
     return _Sketchpad(*args, **kwargs)
 
 
+def kept_state() -> gr.State:
+    """A `gr.State` for what a visitor keeps between events (a kept pass's key, retrained copies): dropped
+    after `SETTINGS.state_ttl` seconds unused (ATTENTION_STATE_TTL), as long as the kept passes live."""
+    return gr.State(None, time_to_live=SETTINGS.state_ttl)
+
+
 def tiles_gallery(label: str, columns: int, elem_id: str) -> gr.Gallery:
     """A gallery of pictures to look at (not to upload to): PNG as sent, whole tiles, no lightbox."""
     return gr.Gallery(

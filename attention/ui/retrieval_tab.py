@@ -13,7 +13,7 @@ import gradio as gr
 from attention.retrieval import lookup as mnist_lookup
 from attention.retrieval import panels as mnist_views
 from attention.ui import retrieval_api
-from attention.ui.components import number, sketchpad, slider, user_errors
+from attention.ui.components import kept_state, number, sketchpad, slider, user_errors
 
 # Gradio's sketchpad opens on its image tool: a drag then selects the "select the draw tool" text
 # instead of drawing, and "Clear canvas" puts it back there. When the trained section first shows and
@@ -23,8 +23,10 @@ BRUSH_FIRST = """
 let tries = 0;
 const pick = () => {
   const brush = document.querySelector('#retrieval-sketch button[aria-label="Brush"]');
-  if (brush) brush.click();
-  else if (tries++ < 100) setTimeout(pick, 100);
+  if (brush) {
+    brush.click();
+    window.retrievalBrushPicks = (window.retrievalBrushPicks || 0) + 1;  // the brush is ready (tests wait on it)
+  } else if (tries++ < 100) setTimeout(pick, 100);
 };
 pick();
 if (!window.retrievalBrush) {  // once per page: the clear button is re-rendered, the document is not
@@ -171,7 +173,7 @@ def build(tab: gr.Tab | None = None, demo: gr.Blocks | None = None) -> None:
             gr.HTML(
                 f"<p>{TRAINED_INTRO}</p>", js_on_load=BRUSH_FIRST, head=TRAINED_CSS, elem_id="retrieval-trained-intro"
             )
-            state = gr.State(None, time_to_live=1800)  # the visitor's retrained copies (about 0.5 MB)
+            state = kept_state()  # the visitor's retrained copies (about 0.5 MB)
             with gr.Row(equal_height=False):
                 with gr.Column(scale=2, min_width=240):
                     q_index = number(0, precision=0, label="held-out query digit")  # its range: on first_screen

@@ -17,7 +17,7 @@ import gradio as gr
 
 from attention import render as vit_render
 from attention.ui import vit_live
-from attention.ui.components import image_path, number, slider, tiles_gallery
+from attention.ui.components import image_path, kept_state, number, slider, tiles_gallery
 from attention.ui.relevance_panel import RelevancePanel
 from attention.ui.vit_panels import ComparePanel, FeaturePanel
 from attention.vit import models as vit_models
@@ -59,7 +59,7 @@ class ViTTab:
                 f'line-height:1.35;padding:4px 10px">⚠️ {s.notice}</div>',
                 elem_id="vit-notice",
             )
-        self.state = gr.State(None, time_to_live=1800)
+        self.state = kept_state()
         self.depth = vit_models.depth(s.model)
         with gr.Row(equal_height=False, elem_id="vit-main"):
             with gr.Column(scale=3, min_width=250, elem_id="vit-controls"):

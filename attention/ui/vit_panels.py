@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from attention.errors import AttentionError
-from attention.ui.components import queue_share, tiles_gallery, user_errors
+from attention.ui.components import kept_state, queue_share, tiles_gallery, user_errors
 from attention.vit import frames as vit_frames
 from attention.vit import inputs as vit_inputs
 from attention.vit import models as vit_models
@@ -52,7 +52,7 @@ class ComparePanel:
 
     def __init__(self, vit_pass: Callable):
         self.vit_pass = vit_pass
-        self.cstate = gr.State(None, time_to_live=1800)
+        self.cstate = kept_state()
         with gr.Accordion("Compare with a second model", open=False, elem_id="vit-compare-row"):
             self.compare = gr.Dropdown(
                 [VIT_NONE] + list(vit_models.REGISTRY),

@@ -1,6 +1,7 @@
 """Visitor text never renders as HTML: markup in a permalink's parameters, a typed model name or a
 matrix's text shows as the characters typed in the page's toasts, with no element created and no
-request made (a tracker on 127.0.0.1 counts the requests a rendered <img> would make)."""
+request made (a tracker on 127.0.0.1 answers the requests a rendered <img> would make; the page's requests
+to it are recorded in the order the browser makes them)."""
 
 from __future__ import annotations
 
@@ -19,12 +20,10 @@ MARKUP_ELEMENTS = (
 
 @pytest.fixture(scope="module")
 def tracker():
-    """A tiny HTTP server on 127.0.0.1 that counts the requests it gets: (base URL, hits list)."""
-    hits: list[str] = []
+    """A tiny HTTP server on 127.0.0.1 that answers any GET with an empty PNG: its base URL."""
 
-    class Count(http.server.BaseHTTPRequestHandler):
+    class Answer(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - the standard library's name
-            hits.append(self.path)
             self.send_response(200)
             self.send_header("Content-Type", "image/png")
             self.end_headers()
@@ -32,10 +31,19 @@ def tracker():
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Count)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", hits
+    yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+
+
+@pytest.fixture
+def asked(page, tracker):
+    """(tracker URL, the URLs this page asks of it, in the order the browser asks them), recorded from
+    before the test's first step."""
+    urls: list[str] = []
+    page.on("request", lambda r: urls.append(r.url) if r.url.startswith(tracker) else None)
+    return tracker, urls
 
 
 def markup(base: str, name: str) -> str:
@@ -43,14 +51,20 @@ def markup(base: str, name: str) -> str:
     return f"<img id=injected src={base}/{name}.png onerror=this.src='{base}/{name}-onerror.png'>"
 
 
-def shown_as_text(pg, hits: list[str], typed: str) -> None:
-    """The toast holding `typed` shows it literally, and nothing rendered: no element, no request."""
+def shown_as_text(pg, asked: tuple[str, list[str]], typed: str) -> None:
+    """The toast holding `typed` shows it literally, and nothing rendered: no element, no request.
+    An <img> the page rendered would have asked the tracker when it was made, before the toast showed;
+    a canary picture asked now comes after any such request: once the browser has asked for it, the
+    requests before it are all there is."""
+    base, urls = asked
     toast = pg.get_by_test_id("toast-body").filter(has_text=typed[:12])
     toast.first.wait_for()
     assert typed in toast.first.inner_text()
-    pg.wait_for_timeout(500)  # time for a rendered image to be requested
     assert pg.evaluate(MARKUP_ELEMENTS) == 0
-    assert hits == []
+    canary = f"{base}/canary.png"
+    with pg.expect_request(canary):
+        pg.evaluate("u => { new Image().src = u }", canary)
+    assert urls == [canary]
 
 
 @pytest.mark.browser
@@ -58,48 +72,40 @@ def shown_as_text(pg, hits: list[str], typed: str) -> None:
     "param",
     ["model", "example", "res", "q", "view"],
 )
-def test_markup_in_a_permalink_parameter_shows_as_text(page, app_url, tracker, param):
-    base, hits = tracker
-    hits.clear()
-    typed = markup(base, param)
+def test_markup_in_a_permalink_parameter_shows_as_text(page, app_url, asked, param):
+    typed = markup(asked[0], param)
     page.goto(f"{app_url.rstrip('/')}/?{param}={quote(typed)}")
-    shown_as_text(page, hits, typed if param != "q" else typed.lower())
+    shown_as_text(page, asked, typed if param != "q" else typed.lower())
     screenshot(page, f"escaping_permalink_{param}")
 
 
 @pytest.mark.browser
-def test_a_phishing_form_in_a_permalink_shows_as_text(page, app_url, tracker):
-    _, hits = tracker
-    hits.clear()
+def test_a_phishing_form_in_a_permalink_shows_as_text(page, app_url, asked):
     typed = "<form action=https://evil.example><input type=password name=p><a href=https://evil.example>log in"
     page.goto(f"{app_url.rstrip('/')}/?model={quote(typed)}")
-    shown_as_text(page, hits, typed)
+    shown_as_text(page, asked, typed)
     assert page.evaluate("() => document.querySelectorAll('form[action*=evil], a[href*=evil]').length") == 0
 
 
 @pytest.mark.browser
-def test_markup_typed_as_a_model_name_shows_as_text(page, tracker):
-    base, hits = tracker
+def test_markup_typed_as_a_model_name_shows_as_text(page, asked):
     page.locator("#vit-gallery").get_by_text("mean of heads").first.wait_for()
-    hits.clear()
-    typed = markup(base, "model-box")
+    typed = markup(asked[0], "model-box")
     box = page.locator("#vit-model input")
     box.fill(typed)
     box.press("Enter")
-    shown_as_text(page, hits, typed)
+    shown_as_text(page, asked, typed)
 
 
 @pytest.mark.browser
-def test_markup_in_a_matrix_shows_as_text(page, tracker):
-    base, hits = tracker
-    hits.clear()
+def test_markup_in_a_matrix_shows_as_text(page, asked):
     page.get_by_role("tab", name="Q/K/V calculator").click()
     page.locator("#qkv-edit-as").get_by_label("Text").check()
     q = page.locator("#qkv-text-q textarea")
     q.wait_for()
-    typed = markup(base, "matrix")
+    typed = markup(asked[0], "matrix")
     q.fill(typed)
     page.locator("#qkv-go").click()
-    shown_as_text(page, hits, typed.split()[0])  # the message quotes the first token that is not a number
+    shown_as_text(page, asked, typed.split()[0])  # the message quotes the first token that is not a number
     page.locator("#qkv-stale-note").get_by_text("Not recalculated").wait_for()
-    assert page.evaluate(MARKUP_ELEMENTS) == 0 and hits == []
+    assert page.evaluate(MARKUP_ELEMENTS) == 0 and asked[1] == [f"{asked[0]}/canary.png"]

@@ -71,8 +71,9 @@ def test_after_clear_canvas_the_brush_still_draws(page):
         page.mouse.up()
 
     stroke(0.3, 0.3, 0.7, 0.3)  # a bar, then wiped
+    picks = page.evaluate("window.retrievalBrushPicks")
     page.locator("#retrieval-sketch").get_by_label("Clear canvas").click()
-    page.wait_for_timeout(500)
+    page.wait_for_function("n => window.retrievalBrushPicks > n", arg=picks)  # the tab has picked the brush again
     stroke(0.5, 0.2, 0.5, 0.8)  # a "1"
     page.locator("#retrieval-sketch-btn").click()
     _wait_for_top1(page, "cnn", 1)  # the ink after the clear is there (not "the sketch is empty")

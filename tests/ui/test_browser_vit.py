@@ -114,16 +114,19 @@ def test_clicking_a_head_tile_shows_that_head_large(page):
 @pytest.mark.browser
 def test_the_first_change_after_an_example_is_kept(page):
     page.locator("#vit-gallery").get_by_text("mean of heads").first.wait_for()
+    page.wait_for_function("() => (window.attentionLive || {}).p")  # the first screen's view, in the browser
+    token = page.evaluate("window.attentionLive.p.token")
     page.locator("#vit-digit-examples").get_by_role("button").nth(7).click()  # digit 7
     page.locator("#vit-details").get_by_text("layer 3/3").wait_for()
-    page.wait_for_timeout(1500)  # the example's follow-up (the visitor's pass, sliders) has landed
+    # the example's follow-up (the visitor's pass, sliders, the browser's copy of the view) has landed
+    page.wait_for_function("t => window.attentionLive.p.token !== t", arg=token)
     before = big_map_src(page)
     rng = page.locator("#vit-layer input[type=range]")
     box = rng.bounding_box()
     rng.click(position={"x": 2, "y": box["height"] / 2})  # the slider's left end: layer 0
     page.locator("#vit-details").get_by_text("layer 0/3").wait_for()
     page.wait_for_function("b => document.querySelector('#vit-query-image img').src !== b", arg=before)
-    page.wait_for_timeout(1000)
+    # the maps and the slider come in one answer, the last one: nothing later may put the slider back
     assert page.locator("#vit-layer input[type=number]").input_value() == "0"  # no snap back to the last layer
     assert page.locator("#vit-details").get_by_text("layer 0/3").count() == 1
 
@@ -138,8 +141,8 @@ def test_a_bad_query_row_marks_only_that_field_and_keeps_the_maps(page):
     row.press("Enter")
     page.locator("#vit-qrow").get_by_text(re.compile("accepted a whole number 0 to 6")).wait_for()
     assert page.locator("#vit-qcol").get_by_text("accepted").count() == 0  # the column is fine
-    page.wait_for_timeout(500)
-    assert gallery_srcs(page) == before and big_map_src(page) == big  # the last good maps stay
+    # the mark is the end of that job (its check refused it, so it computed nothing): the maps are the last good ones
+    assert gallery_srcs(page) == before and big_map_src(page) == big
     screenshot(page, "vit_bad_query")
 
 

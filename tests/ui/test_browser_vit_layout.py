@@ -118,7 +118,12 @@ def test_no_panel_makes_the_page_wider_than_the_screen(browser, app_url, size):
     with visit(browser, app_url, size) as pg:
         pg.get_by_text("Scores vs weights").click()
         pg.locator("#vit-scores").get_by_text("rank").first.wait_for()
-        pg.wait_for_timeout(800)  # the bar charts are drawn
+        for bars in ("#vit-score-bars", "#vit-weight-bars"):  # the bar charts are drawn (Vega's marks, laid out)
+            pg.locator(f"{bars} .marks").first.wait_for()
+        pg.wait_for_function(
+            "() => ['#vit-score-bars', '#vit-weight-bars'].every(s => document.querySelector(s + ' .marks')"
+            ".getBoundingClientRect().width > 0)"
+        )
         for bars in ("#vit-score-bars", "#vit-weight-bars"):  # at full size, not squeezed to fit
             assert box(pg, bars)["width"] >= 280 and box(pg, bars)["height"] >= 250, bars
         assert_nothing_overflows(pg, "scores")
@@ -182,8 +187,9 @@ def test_a_corrupt_upload_gives_one_toast_marks_the_input_and_keeps_the_maps(pag
     page.locator("#vit-image input[type=file]").set_input_files(str(bad))
     toast = page.get_by_test_id("toast-body")
     toast.first.wait_for()
-    page.locator("#vit-image.vit-fault").wait_for()  # the input at fault is outlined ...
-    page.wait_for_timeout(1000)
+    # the input at fault is outlined ... (by the upload's failure handler, which runs once the failed
+    # job has ended and its toast is shown: the last event this upload starts)
+    page.locator("#vit-image.vit-fault").wait_for()
     assert toast.count() == 1 and "truncated or corrupt" in toast.first.inner_text()
     assert page.locator("#vit-image img").count() == 0  # ... and holds no broken picture
     assert page.locator("#vit-query-image img").get_attribute("src") == big and gallery_srcs(page) == tiles

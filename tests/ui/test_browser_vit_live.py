@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -111,10 +112,40 @@ def test_the_drawings_lie_exactly_over_the_pictures_and_let_clicks_through(page)
 
 
 @pytest.mark.browser
-def test_quick_clicks_end_on_the_last_one(page):
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="two causes, both in code owned elsewhere (vit_tab.py, vit_live.js): (1) Gradio 6.31's "
+    "trigger_mode='always_last' reruns a click made during the last one's job with the FIRST click's SelectData "
+    "(the rerun re-dispatches the first event); (2) the rerun joins while the first answer's three panel "
+    "redraws (compare, features, why-this-class) are queued, and the visitor's share (3 jobs) refuses it",
+)
+def test_quick_clicks_end_on_the_last_one(page, monkeypatch):
+    """A second click made while the first one's job is still computing (a busy server) is the one the
+    maps end on. The server's pixel -> patch rule holds the first click's job until the second click is
+    made, so the second always lands on a running job (as it sometimes did under load)."""
     ready(page)
-    click_image_at(page, MAP, 0.1, 0.1)
-    click_image_at(page, MAP, 0.9, 0.6)  # before the first answer is in
+    real, got = views.patch_at, []
+    first_in, first_out, second_in = threading.Event(), threading.Event(), threading.Event()
+
+    def held(x: int, y: int, base):
+        got.append((x, y))
+        if len(got) == 1:
+            first_in.set()
+            first_out.wait(60)
+        else:
+            second_in.set()
+        return real(x, y, base)
+
+    monkeypatch.setattr(views, "patch_at", held)
+    try:
+        click_image_at(page, MAP, 0.1, 0.1)
+        assert first_in.wait(60), "the first click's job never ran"
+        click_image_at(page, MAP, 0.9, 0.6)  # while the first click's job runs
+    finally:
+        first_out.set()
+    assert second_in.wait(30), "no job ran after the first (refused, or never asked)"
+    assert got[1] != got[0], f"the second job got the first click's pixel {got[0]} again"
     page.locator("#vit-query-label").get_by_text(re.compile(r"row 4, col 6")).wait_for()
     page.wait_for_function("() => [...document.querySelectorAll('#vit-gallery img')].every(e => e.complete)")
     page.wait_for_function(SERVED)

@@ -58,32 +58,49 @@ def test_live_base_is_the_picture_of_a_kept_pass_only(tok):
         assert vit_live.live_base(bad) is None
 
 
-def test_the_component_is_in_the_page_but_not_on_screen():
-    c = vit_live.component()
-    assert c.visible == "hidden" and c.elem_id == "vit-live"
-    assert [f.__name__ for f in c.server_fns] == ["live_maps", "live_base"]
-
-
-def test_concurrent_clients_each_get_their_own_view_over_http(app_url, tok, digit_pass):
-    """16 clients at once on Gradio's route for component functions (what the page's script calls)."""
-    import httpx
-
+def _live_component_id() -> int:
     import app
 
     (cid,) = [i for i, b in app.demo.blocks.items() if getattr(b, "elem_id", None) == "vit-live"]
-    asks = [([r, c], layer) for r in range(7) for c in (0, 3, 6) for layer in range(4)]
+    return cid
 
-    # the route answers a session the server has seen on another route (a page's first event)
+
+def _call(app_url: str, fn_name: str, data) -> object:
+    """What the page's script does: a direct call of the #vit-live component's server function `fn_name`."""
+    import httpx
+
+    body = {"component_id": _live_component_id(), "fn_name": fn_name, "session_hash": "test", "data": data}
+    with httpx.Client(timeout=30) as http:
+        return http.post(app_url.rstrip("/") + "/gradio_api/component_server/", json=body).json()
+
+
+@pytest.fixture
+def session_seen(app_url):
+    """The component route answers a session the server has seen on another route (a page's first event)."""
+    import httpx
+
     cancel = {"session_hash": "test", "fn_index": 0, "event_id": "none"}
     httpx.post(app_url.rstrip("/") + "/gradio_api/cancel", json=cancel).raise_for_status()
 
-    def call(ask):
-        body = {"component_id": cid, "fn_name": "live_maps", "session_hash": "test", "data": [tok, *ask]}
-        with httpx.Client(timeout=30) as http:
-            return http.post(app_url.rstrip("/") + "/gradio_api/component_server/", json=body).json()
 
+def test_the_served_page_holds_the_component_off_screen_and_its_script_gets_the_base_picture(
+    app_url, session_seen, tok, digit_pass
+):
+    import httpx
+
+    config = httpx.get(app_url.rstrip("/") + "/config", timeout=30).json()
+    (comp,) = [c for c in config["components"] if c["id"] == _live_component_id()]
+    assert comp["props"]["visible"] == "hidden"  # rendered (its script runs), not shown
+    got = _call(app_url, "live_base", tok)
+    assert got == live.base_image(digit_pass) and got.startswith("data:image/png;base64,")
+    assert _call(app_url, "live_base", tok + "0") is None  # a forged token: nothing
+
+
+def test_concurrent_clients_each_get_their_own_view_over_http(app_url, session_seen, tok, digit_pass):
+    """16 clients at once on Gradio's route for component functions (what the page's script calls)."""
+    asks = [([r, c], layer) for r in range(7) for c in (0, 3, 6) for layer in range(4)]
     with ThreadPoolExecutor(16) as pool:
-        got = list(pool.map(call, asks))
+        got = list(pool.map(lambda ask: _call(app_url, "live_maps", [tok, *ask]), asks))
     for (query, layer), answer in zip(asks, got):
         assert answer["query"] == query and answer["layer"] == layer
         want = live.indices(digit_pass.at(tuple(query), layer).maps)

@@ -1,14 +1,12 @@
 """Spec of the ViT tab's API, `/attention_maps`, through gradio_client on the app launched
-in-process (offline: HF_HUB_OFFLINE=1, so the app's default model is the shipped mnist_vit)."""
+in-process (offline: HF_HUB_OFFLINE=1, so the app's default model is the shipped mnist_vit).
+Its bad inputs are in tests/ui/test_bad_input.py, with every other endpoint's."""
 
 from __future__ import annotations
 
-import io
 import os
-import struct
 import subprocess
 import sys
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -26,30 +24,6 @@ def maps(client, image=DIGIT, **kw):
     """Call /attention_maps; returns (the sheet PNG path, the info dict, np.load of the .npz)."""
     sheet, npz, info = client.predict(handle_file(image), **kw, api_name="/attention_maps")
     return sheet, info, np.load(npz)
-
-
-def png_chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-
-@pytest.fixture(scope="module")
-def bad_files(tmp_path_factory):
-    """Every bad upload the issue lists, written as files."""
-    d = tmp_path_factory.mktemp("bad")
-    (d / "notes.txt").write_text("this is not an image")
-    buf = io.BytesIO()
-    Image.open(PHOTO).save(buf, "JPEG")
-    (d / "truncated.jpg").write_bytes(buf.getvalue()[: len(buf.getvalue()) // 3])
-    Image.new("RGB", (1, 1), (200, 10, 10)).save(d / "one_pixel.png")
-    # a 20000x20000 PNG header with a tiny body: must be refused from the header, never decoded
-    ihdr = struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0)
-    (d / "bomb.png").write_bytes(
-        b"\x89PNG\r\n\x1a\n"
-        + png_chunk(b"IHDR", ihdr)
-        + png_chunk(b"IDAT", zlib.compress(b"\x00" * 20001 * 4))
-        + png_chunk(b"IEND", b"")
-    )
-    return d
 
 
 def test_the_endpoint_is_documented_with_defaults_after_image(client):
@@ -96,26 +70,6 @@ def test_default_call_returns_a_sheet_of_head_overlays_the_raw_maps_and_the_fact
     assert d["layers"].shape == (4, 4, 7, 7) and int(d["layer"]) == 3
     assert d["query"].tolist() == [-1, -1] and str(d["model"]) == "mnist_vit"
     assert not [n for n in d.files if n.startswith("png/")]  # the arrays alone: the overlays are the sheet
-
-
-def test_a_client_given_one_tls_context_loads_no_certificates_per_call(app_url, client, monkeypatch):
-    """The README's speed tip: gradio_client hands `ssl_verify` to httpx, which takes an SSLContext,
-    so one context serves every request of every call instead of the CA bundle loaded per request."""
-    import ssl
-
-    from gradio_client import Client
-
-    fast = Client(app_url, verbose=False, ssl_verify=ssl.create_default_context())
-    loads = []
-    real = ssl.SSLContext.load_verify_locations
-    monkeypatch.setattr(
-        ssl.SSLContext, "load_verify_locations", lambda self, *a, **k: loads.append(1) or real(self, *a, **k)
-    )
-    _, info, d = maps(fast, query_row=3, query_col=4)
-    assert loads == [] and info["query"] == [3, 4]
-    _, _, default = maps(client, query_row=3, query_col=4)
-    assert len(loads) >= 3  # the default client: upload, join, stream, download each load the CA bundle
-    np.testing.assert_array_equal(d["maps"], default["maps"])
 
 
 def test_a_patch_query_returns_other_maps_than_cls(client):
@@ -178,36 +132,6 @@ def test_any_image_mode_is_accepted(client, tmp_path, mode):
     assert Image.open(path).mode.startswith(mode[:3])
     _, info, d = maps(client, image=str(path))
     assert len(info["tiles"]) == 5 and d["maps"].shape == (4, 7, 7)
-
-
-@pytest.mark.parametrize(
-    "case, fragment",
-    [
-        ("notes.txt", "not an image PIL can read"),
-        ("truncated.jpg", "truncated or corrupt"),
-        ("one_pixel.png", "smaller than one 4x4 patch"),
-        ("bomb.png", "over the limit"),
-        (dict(model="no_such_vit"), "Unknown model 'no_such_vit'"),
-        (dict(model="dino_vits16"), "HF_HUB_OFFLINE"),  # weights not cached, offline
-        (dict(layer=4), "Layer 4 is out of range; this model has 4 layers"),
-        (dict(layer=1.5), "whole number"),
-        (dict(resolution="huge"), "Resolution 'huge' is not accepted"),
-        (dict(resolution="100000"), "out of range"),
-        (dict(view="cube"), "Unknown view 'cube'"),
-        (dict(threshold=0), "Threshold 0"),
-        (dict(query_row=2), "Give both query_row and query_col"),
-        (dict(query_row=9, query_col=0), "off the 7x7 grid"),
-    ],
-)
-def test_bad_input_gets_a_clear_message_and_the_server_serves_the_next_request(client, bad_files, case, fragment):
-    kw = case if isinstance(case, dict) else {}
-    image = DIGIT if isinstance(case, dict) else str(bad_files / case)
-    with pytest.raises(AppError) as e:
-        client.predict(handle_file(image), **kw, api_name="/attention_maps")
-    assert fragment in str(e.value), str(e.value)
-    assert "Traceback" not in str(e.value)
-    _, info, d = maps(client)  # still serving
-    assert len(info["tiles"]) == 5
 
 
 def test_a_bad_setting_stops_start_up_with_its_name_and_no_traceback():
