@@ -5,9 +5,11 @@ Shared by every visitor, so it is thread-safe. Keys must identify the *content* 
 computed (e.g. an image digest, a model name and a resolution) and, for what a visitor brought,
 the visitor too: two visitors who send the same example get the same entry, while a visitor's own
 upload is theirs alone (no one learns from a fast answer that someone else sent that picture).
-Each entry is charged to an owner, whose share of the budget is bounded (`max_owner_bytes`).
+Each entry is charged to an owner, whose share of the budget is bounded (`max_owner_bytes`), and an
+owner who stopped asking keeps only their newest value after `idle` seconds (`sweep` applies both
+clocks without waiting for a request).
 
-    cache = SharedCache(max_bytes=1 << 30, ttl=1800, max_owner_bytes=1 << 28)
+    cache = SharedCache(max_bytes=1 << 30, ttl=1800, max_owner_bytes=1 << 28, idle=30)
     value = cache.get_or_run(key, lambda: compute())   # computed once, even from 8 threads at once
     value = cache.get_or_run(key, compute, owner=visitor)  # kept within that visitor's share
 
@@ -43,7 +45,11 @@ class SharedCache(Generic[V]):
     together stay under `max_owner_bytes`, its own least recently used dropped first, so an owner's
     new values never push out another's while it is within its share. When the total is full, the
     value dropped is the least recently used of the owner holding the most bytes (the new value
-    counted for its owner), so a crowd shares the budget evenly and no owner can empty it of others."""
+    counted for its owner), so a crowd shares the budget evenly and no owner can empty it of others.
+
+    An owner none of whose values was used for `idle` seconds (None: never) keeps only its most
+    recently used one (until `ttl`): what a visitor who stopped asking holds is then one value, however
+    many they made, while an active visitor's recent values all stay."""
 
     def __init__(
         self,
@@ -51,9 +57,13 @@ class SharedCache(Generic[V]):
         ttl: float,
         clock: Callable[[], float] = time.monotonic,
         max_owner_bytes: int | None = None,
+        idle: float | None = None,
     ):
         self.max_bytes, self.ttl, self._clock = int(max_bytes), float(ttl), clock
         self.max_owner_bytes = self.max_bytes if max_owner_bytes is None else int(max_owner_bytes)
+        self.idle = None if idle is None else float(idle)
+        self._last: dict[Hashable, float] = {}  # owner -> when it last used (or put) any of its values
+        self._trimmed: set[Hashable] = set()  # idle owners already down to one value
         # key -> (value, bytes, last use, owner), least recently used first
         self._items: OrderedDict[Hashable, tuple[V, int, float, Hashable]] = OrderedDict()
         self._owned: dict[Hashable, int] = {}  # owner -> bytes of its values
@@ -72,6 +82,14 @@ class SharedCache(Generic[V]):
         with self._lock:
             self._expire()
             return self._owned.get(owner, 0)
+
+    def sweep(self) -> int:
+        """Apply the time to live and the idle rule now (they are otherwise applied at each call);
+        the bytes dropped."""
+        with self._lock:
+            before = self.nbytes
+            self._expire()
+            return before - self.nbytes
 
     def get(self, key: Hashable) -> V | None:
         """The value of `key` if kept (and fresh), marking it used; else None."""
@@ -116,6 +134,8 @@ class SharedCache(Generic[V]):
         with self._lock:
             self._items.clear()
             self._owned.clear()
+            self._last.clear()
+            self._trimmed.clear()
             self.nbytes = 0
 
     def _touch(self, key: Hashable) -> V | None:
@@ -123,6 +143,8 @@ class SharedCache(Generic[V]):
             return None
         value, size, _, owner = self._items.pop(key)
         self._items[key] = (value, size, self._clock(), owner)
+        self._last[owner] = self._clock()
+        self._trimmed.discard(owner)
         return value
 
     def _drop(self, key: Hashable) -> None:
@@ -131,6 +153,8 @@ class SharedCache(Generic[V]):
         self._owned[owner] -= size
         if not self._owned[owner]:
             del self._owned[owner]
+            self._last.pop(owner, None)
+            self._trimmed.discard(owner)
 
     def _oldest_of(self, owner: Hashable) -> Hashable:
         return next(k for k, item in self._items.items() if item[3] == owner)
@@ -150,6 +174,8 @@ class SharedCache(Generic[V]):
         self._items[key] = (value, size, self._clock(), owner)
         self.nbytes += size
         self._owned[owner] = self._owned.get(owner, 0) + size
+        self._last[owner] = self._clock()
+        self._trimmed.discard(owner)
 
     def _expire(self) -> None:
         cutoff = self._clock() - self.ttl
@@ -157,6 +183,20 @@ class SharedCache(Generic[V]):
             key, (_, _, used, _) = next(iter(self._items.items()))
             if used > cutoff:
                 break
+            self._drop(key)
+        if self.idle is None:
+            return
+        cutoff = self._clock() - self.idle
+        idle = {o for o, t in self._last.items() if t <= cutoff and o not in self._trimmed}
+        if not idle:
+            return
+        self._trimmed |= idle
+        newest: dict[Hashable, Hashable] = {}  # idle owner -> its most recently used key (the last seen)
+        for key, item in self._items.items():
+            if item[3] in idle:
+                newest[item[3]] = key
+        keep = set(newest.values())
+        for key in [k for k, item in self._items.items() if item[3] in idle and k not in keep]:
             self._drop(key)
 
 

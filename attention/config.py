@@ -79,6 +79,9 @@ class Settings:
     state_mb: float = 1024.0  # every visitor's kept passes together, MB: ATTENTION_STATE_MB
     state_ttl: float = 1800.0  # seconds a kept pass lives unused: ATTENTION_STATE_TTL
     state_visitor_mb: float = 256.0  # one visitor's kept passes together, MB: ATTENTION_STATE_VISITOR_MB
+    state_idle: float = 30.0  # seconds unused after which a visitor keeps only their newest pass: ATTENTION_STATE_IDLE
+    memory_every: float = 10.0  # seconds between sweeps of the store and of freed memory: ATTENTION_MEMORY_EVERY
+    malloc_arenas: int = 2  # glibc malloc arenas of the server (0: glibc's 8 a core): ATTENTION_MALLOC_ARENAS
     visitor_jobs: int = 3  # one visitor's jobs waiting or running in the queue at once: ATTENTION_VISITOR_JOBS
     max_models: int = 3  # models resident at once (least recently used unloaded): ATTENTION_MAX_MODELS
     allow_downloads: bool = False  # visitors may make the server download unlisted models: ATTENTION_ALLOW_DOWNLOADS
@@ -126,6 +129,9 @@ class Settings:
             state_mb=_read("ATTENTION_STATE_MB", cls.state_mb),
             state_ttl=_read("ATTENTION_STATE_TTL", cls.state_ttl),
             state_visitor_mb=_read("ATTENTION_STATE_VISITOR_MB", cls.state_visitor_mb),
+            state_idle=_read("ATTENTION_STATE_IDLE", cls.state_idle, float, 1),
+            memory_every=_read("ATTENTION_MEMORY_EVERY", cls.memory_every, float, 1),
+            malloc_arenas=int(_read("ATTENTION_MALLOC_ARENAS", cls.malloc_arenas, int, 0)),
             visitor_jobs=int(_read("ATTENTION_VISITOR_JOBS", cls.visitor_jobs, int, 1)),
             max_models=int(_read("ATTENTION_MAX_MODELS", cls.max_models, int, 1)),
             allow_downloads=_flag("ATTENTION_ALLOW_DOWNLOADS"),

@@ -1,4 +1,5 @@
-"""Spec of attention.cache's folder sweep: Gradio's cache deletion leaves one empty folder per file it
+"""Spec of attention.cache: a visitor who stopped asking keeps only their newest value (`idle`); and the folder
+sweep: Gradio's cache deletion leaves one empty folder per file it
 ever served; `sweep_empty_dirs` removes those once they have been empty a while, and nothing else."""
 
 from __future__ import annotations
@@ -6,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 
-from attention.cache import sweep_empty_dirs
+from attention.cache import SharedCache, sweep_empty_dirs
 
 
 def _age(path, seconds: float) -> None:
@@ -31,3 +32,39 @@ def test_old_empty_folders_are_removed_deepest_first(tmp_path):
 
 def test_a_missing_root_is_nothing_to_sweep(tmp_path):
     assert sweep_empty_dirs(tmp_path / "gone") == 0
+
+
+class Blob:
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+
+
+def test_a_visitor_who_stopped_asking_keeps_only_their_newest_value_while_an_active_one_keeps_all():
+    now = [0.0]
+    store: SharedCache[Blob] = SharedCache(max_bytes=1000, ttl=600, max_owner_bytes=500, idle=30, clock=lambda: now[0])
+    for i in range(4):  # A makes four, at 0, 1, 2, 3
+        now[0] = i
+        store.put(f"a{i}", Blob(100), owner="A")
+    store.put("b0", Blob(100), owner="B")
+    store.put("b1", Blob(100), owner="B")
+    now[0] = 25
+    assert store.get("b0") is not None  # B's most recently used is now b0
+    now[0] = 34  # A unused for 31 s: down to a3; B (25) still active
+    assert store.sweep() == 300 and store.owned("A") == 100 and store.owned("B") == 200
+    assert store.get("a3") is not None and store.get("a0") is None
+    now[0] = 35
+    store.put("a4", Blob(100), owner="A")  # active again: a new value keeps the old one
+    now[0] = 56  # B unused for 31 s: keeps b0, its most recently used, not b1, its last made
+    assert store.get("a3") is not None and store.get("b1") is None and store.get("b0") is not None
+    assert store.owned("A") == 200 and store.nbytes == 300
+    now[0] = 56 + 601  # the time to live still ends every value
+    assert store.sweep() == 300 and len(store) == 0
+
+
+def test_without_an_idle_time_a_quiet_visitor_keeps_everything_until_its_time_to_live():
+    now = [0.0]
+    store: SharedCache[Blob] = SharedCache(max_bytes=1000, ttl=600, clock=lambda: now[0])
+    for i in range(3):
+        store.put(f"a{i}", Blob(100), owner="A")
+    now[0] = 599
+    assert store.sweep() == 0 and store.owned("A") == 300

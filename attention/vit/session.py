@@ -379,11 +379,15 @@ class Ref:
 
 
 PASSES: SharedCache[Pass] = SharedCache(
-    int(SETTINGS.state_mb * 2**20), SETTINGS.state_ttl, max_owner_bytes=int(SETTINGS.state_visitor_mb * 2**20)
+    int(SETTINGS.state_mb * 2**20),
+    SETTINGS.state_ttl,
+    max_owner_bytes=int(SETTINGS.state_visitor_mb * 2**20),
+    idle=SETTINGS.state_idle,
 )
 """The server's passes, every visitor's together: ATTENTION_STATE_MB, one visitor's (or the shared
 examples') at most ATTENTION_STATE_VISITOR_MB, their own least recently used out first; when full,
-the least recently used of whoever holds most goes; each dropped after ATTENTION_STATE_TTL seconds
+the least recently used of whoever holds most goes; a visitor none of whose passes was used for
+ATTENTION_STATE_IDLE seconds keeps only their newest; each dropped after ATTENTION_STATE_TTL seconds
 unused. A dropped pass is recomputed when its visitor next needs it."""
 
 
