@@ -6,10 +6,10 @@ computed (e.g. an image digest, a model name and a resolution) and, for what a v
 the visitor too: two visitors who send the same example get the same entry, while a visitor's own
 upload is theirs alone (no one learns from a fast answer that someone else sent that picture).
 Each entry is charged to an owner, whose share of the budget is bounded (`max_owner_bytes`), and an
-owner who stopped asking keeps only their newest value after `idle` seconds (`sweep` applies both
-clocks without waiting for a request).
+owner who stopped asking keeps after `idle` seconds only their newest values within `idle_bytes`
+(`sweep` applies both clocks without waiting for a request).
 
-    cache = SharedCache(max_bytes=1 << 30, ttl=1800, max_owner_bytes=1 << 28, idle=30)
+    cache = SharedCache(max_bytes=1 << 30, ttl=1800, max_owner_bytes=1 << 28, idle=30, idle_bytes=1 << 26)
     value = cache.get_or_run(key, lambda: compute())   # computed once, even from 8 threads at once
     value = cache.get_or_run(key, compute, owner=visitor)  # kept within that visitor's share
 
@@ -48,8 +48,9 @@ class SharedCache(Generic[V]):
     counted for its owner), so a crowd shares the budget evenly and no owner can empty it of others.
 
     An owner none of whose values was used for `idle` seconds (None: never) keeps only its most
-    recently used one (until `ttl`): what a visitor who stopped asking holds is then one value, however
-    many they made, while an active visitor's recent values all stay."""
+    recently used values that fit in `idle_bytes` together, and always its most recently used one
+    (until `ttl`): what a visitor who stopped asking holds is then at most the larger of `idle_bytes`
+    and one value, however many they made, while an active visitor's recent values all stay."""
 
     def __init__(
         self,
@@ -58,10 +59,11 @@ class SharedCache(Generic[V]):
         clock: Callable[[], float] = time.monotonic,
         max_owner_bytes: int | None = None,
         idle: float | None = None,
+        idle_bytes: int = 0,
     ):
         self.max_bytes, self.ttl, self._clock = int(max_bytes), float(ttl), clock
         self.max_owner_bytes = self.max_bytes if max_owner_bytes is None else int(max_owner_bytes)
-        self.idle = None if idle is None else float(idle)
+        self.idle, self.idle_bytes = (None if idle is None else float(idle)), int(idle_bytes)
         self._last: dict[Hashable, float] = {}  # owner -> when it last used (or put) any of its values
         self._trimmed: set[Hashable] = set()  # idle owners already down to one value
         # key -> (value, bytes, last use, owner), least recently used first
@@ -191,13 +193,18 @@ class SharedCache(Generic[V]):
         if not idle:
             return
         self._trimmed |= idle
-        newest: dict[Hashable, Hashable] = {}  # idle owner -> its most recently used key (the last seen)
-        for key, item in self._items.items():
-            if item[3] in idle:
-                newest[item[3]] = key
-        keep = set(newest.values())
-        for key in [k for k, item in self._items.items() if item[3] in idle and k not in keep]:
-            self._drop(key)
+        recent: dict[Hashable, list[Hashable]] = {o: [] for o in idle}  # idle owner -> its keys, newest first
+        for key in reversed(self._items):
+            if (owner := self._items[key][3]) in recent:
+                recent[owner].append(key)
+        for keys in recent.values():
+            kept = self._items[keys[0]][1] if keys else 0  # the newest stays, whatever its size
+            for i, key in enumerate(keys[1:], 1):
+                if kept + self._items[key][1] > self.idle_bytes:
+                    for old in keys[i:]:
+                        self._drop(old)
+                    break
+                kept += self._items[key][1]
 
 
 _last_sweep: dict[Path, float] = {}  # root -> when it was last swept

@@ -79,7 +79,8 @@ class Settings:
     state_mb: float = 1024.0  # every visitor's kept passes together, MB: ATTENTION_STATE_MB
     state_ttl: float = 1800.0  # seconds a kept pass lives unused: ATTENTION_STATE_TTL
     state_visitor_mb: float = 256.0  # one visitor's kept passes together, MB: ATTENTION_STATE_VISITOR_MB
-    state_idle: float = 30.0  # seconds unused after which a visitor keeps only their newest pass: ATTENTION_STATE_IDLE
+    state_idle: float = 30.0  # seconds unused after which a visitor keeps only state_idle_mb: ATTENTION_STATE_IDLE
+    state_idle_mb: float = 64.0  # an idle visitor's newest passes (and always the newest): ATTENTION_STATE_IDLE_MB
     memory_every: float = 10.0  # seconds between sweeps of the store and of freed memory: ATTENTION_MEMORY_EVERY
     malloc_arenas: int = 2  # glibc malloc arenas of the server (0: glibc's 8 a core): ATTENTION_MALLOC_ARENAS
     visitor_jobs: int = 3  # one visitor's jobs waiting or running in the queue at once: ATTENTION_VISITOR_JOBS
@@ -130,6 +131,7 @@ class Settings:
             state_ttl=_read("ATTENTION_STATE_TTL", cls.state_ttl),
             state_visitor_mb=_read("ATTENTION_STATE_VISITOR_MB", cls.state_visitor_mb),
             state_idle=_read("ATTENTION_STATE_IDLE", cls.state_idle, float, 1),
+            state_idle_mb=_read("ATTENTION_STATE_IDLE_MB", cls.state_idle_mb),
             memory_every=_read("ATTENTION_MEMORY_EVERY", cls.memory_every, float, 1),
             malloc_arenas=int(_read("ATTENTION_MALLOC_ARENAS", cls.malloc_arenas, int, 0)),
             visitor_jobs=int(_read("ATTENTION_VISITOR_JOBS", cls.visitor_jobs, int, 1)),

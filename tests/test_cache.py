@@ -39,26 +39,35 @@ class Blob:
         self.nbytes = nbytes
 
 
-def test_a_visitor_who_stopped_asking_keeps_only_their_newest_value_while_an_active_one_keeps_all():
+def test_a_visitor_who_stopped_asking_keeps_only_their_newest_values_within_the_idle_bytes():
     now = [0.0]
-    store: SharedCache[Blob] = SharedCache(max_bytes=1000, ttl=600, max_owner_bytes=500, idle=30, clock=lambda: now[0])
+    store: SharedCache[Blob] = SharedCache(
+        max_bytes=2000, ttl=600, max_owner_bytes=1000, idle=30, idle_bytes=250, clock=lambda: now[0]
+    )
     for i in range(4):  # A makes four, at 0, 1, 2, 3
         now[0] = i
         store.put(f"a{i}", Blob(100), owner="A")
     store.put("b0", Blob(100), owner="B")
     store.put("b1", Blob(100), owner="B")
+    store.put("b2", Blob(100), owner="B")
+    store.put("c0", Blob(400), owner="C")  # over the idle bytes on its own
+    store.put("c1", Blob(100), owner="C")
+    assert store.get("c0") is not None  # at 3: C's most recently used is c0
     now[0] = 25
-    assert store.get("b0") is not None  # B's most recently used is now b0
-    now[0] = 34  # A unused for 31 s: down to a3; B (25) still active
-    assert store.sweep() == 300 and store.owned("A") == 100 and store.owned("B") == 200
-    assert store.get("a3") is not None and store.get("a0") is None
+    assert store.get("b0") is not None  # B's most recently used are now b0, then b2
+    now[0] = 34  # A and C unused for 31 s: A down to a3, a2 (200 of 250); C to c0, its newest (over 250)
+    assert store.sweep() == 300 and store.owned("A") == 200 and store.owned("C") == 400
+    assert [store.get(k) is not None for k in ("a0", "a1", "a2", "a3", "c0", "c1")] == [False] * 2 + [True] * 3 + [
+        False
+    ]
+    assert store.owned("B") == 300  # B (25) is still active: all kept
     now[0] = 35
-    store.put("a4", Blob(100), owner="A")  # active again: a new value keeps the old one
-    now[0] = 56  # B unused for 31 s: keeps b0, its most recently used, not b1, its last made
-    assert store.get("a3") is not None and store.get("b1") is None and store.get("b0") is not None
-    assert store.owned("A") == 200 and store.nbytes == 300
+    store.put("a4", Blob(100), owner="A")  # active again: a new value keeps the old ones
+    assert store.owned("A") == 300
+    now[0] = 56  # B unused for 31 s: keeps b0 and b2, its most recently used, not b1
+    assert store.sweep() == 100 and [store.get(k) is not None for k in ("b0", "b1", "b2")] == [True, False, True]
     now[0] = 56 + 601  # the time to live still ends every value
-    assert store.sweep() == 300 and len(store) == 0
+    assert store.sweep() == 900 and len(store) == 0
 
 
 def test_without_an_idle_time_a_quiet_visitor_keeps_everything_until_its_time_to_live():
