@@ -112,6 +112,17 @@ class Settings:
     checkpoint_key: str = ""  # the key its weights sit under (DINO's teacher, ...): ATTENTION_CHECKPOINT_KEY
     checkpoint_family: str = ""  # how images are fed (dino, dinov2, ..., default the arch's): ATTENTION_FAMILY
 
+    def pass_store(self) -> dict[str, float | int]:
+        """The pass store's limits as `attention.cache.SharedCache`'s keyword arguments (bytes, seconds)."""
+        mb = 2**20
+        return dict(
+            max_bytes=int(self.state_mb * mb),
+            ttl=self.state_ttl,
+            max_owner_bytes=int(self.state_visitor_mb * mb),
+            idle=self.state_idle,
+            idle_bytes=int(self.state_idle_mb * mb),
+        )
+
     def budget_gflop(self, device: str) -> float:
         """The compute budget (GFLOP per forward pass) on a device type ("cpu", "cuda", ...)."""
         return self.gflop_cpu if str(device).split(":")[0] == "cpu" else self.gflop_gpu
