@@ -25,6 +25,7 @@ if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("attention").setLevel(logging.INFO)
     serve_args(sys.argv[1:])  # `python app.py --model PATH --arch NAME`: the operator's checkpoint, the default
+    server.memory_upkeep(SETTINGS)  # 2 malloc arenas; every 10 s: the stores' clocks, freed memory returned
 
 # Files Gradio serves (sheets, .npz, plots) are deleted every 5 minutes once older than
 # ATTENTION_FILE_TTL seconds, so its temp dir is bounded by traffic x age.

@@ -5,9 +5,11 @@ Shared by every visitor, so it is thread-safe. Keys must identify the *content* 
 computed (e.g. an image digest, a model name and a resolution) and, for what a visitor brought,
 the visitor too: two visitors who send the same example get the same entry, while a visitor's own
 upload is theirs alone (no one learns from a fast answer that someone else sent that picture).
-Each entry is charged to an owner, whose share of the budget is bounded (`max_owner_bytes`).
+Each entry is charged to an owner, whose share of the budget is bounded (`max_owner_bytes`), and an
+owner who stopped asking keeps after `idle` seconds only their newest values within `idle_bytes`
+(`sweep` applies both clocks without waiting for a request).
 
-    cache = SharedCache(max_bytes=1 << 30, ttl=1800, max_owner_bytes=1 << 28)
+    cache = SharedCache(max_bytes=1 << 30, ttl=1800, max_owner_bytes=1 << 28, idle=30, idle_bytes=1 << 26)
     value = cache.get_or_run(key, lambda: compute())   # computed once, even from 8 threads at once
     value = cache.get_or_run(key, compute, owner=visitor)  # kept within that visitor's share
 
@@ -45,6 +47,11 @@ class SharedCache(Generic[V]):
     value dropped is the least recently used of the owner holding the most bytes (the new value
     counted for its owner), so a crowd shares the budget evenly and no owner can empty it of others.
 
+    An owner none of whose values was used for `idle` seconds (None: never) keeps only its most
+    recently used values that fit in `idle_bytes` together, and always its most recently used one
+    (until `ttl`): what a visitor who stopped asking holds is then at most the larger of `idle_bytes`
+    and one value, however many they made, while an active visitor's recent values all stay.
+
     Why not cachetools: its caches bound bytes (`getsizeof`) and age (TTLCache) and `cached(condition=)`
     computes a key once, but they evict by one policy over all keys: no share per owner, no eviction
     from the owner holding the most, which is what keeps one visitor from emptying the store of others."""
@@ -55,9 +62,14 @@ class SharedCache(Generic[V]):
         ttl: float,
         clock: Callable[[], float] = time.monotonic,
         max_owner_bytes: int | None = None,
+        idle: float | None = None,
+        idle_bytes: int = 0,
     ):
         self.max_bytes, self.ttl, self._clock = int(max_bytes), float(ttl), clock
         self.max_owner_bytes = self.max_bytes if max_owner_bytes is None else int(max_owner_bytes)
+        self.idle, self.idle_bytes = (None if idle is None else float(idle)), int(idle_bytes)
+        self._last: dict[Hashable, float] = {}  # owner -> when it last used (or put) any of its values
+        self._trimmed: set[Hashable] = set()  # idle owners already down to one value
         # key -> (value, bytes, last use, owner), least recently used first
         self._items: OrderedDict[Hashable, tuple[V, int, float, Hashable]] = OrderedDict()
         self._owned: dict[Hashable, int] = {}  # owner -> bytes of its values
@@ -76,6 +88,14 @@ class SharedCache(Generic[V]):
         with self._lock:
             self._expire()
             return self._owned.get(owner, 0)
+
+    def sweep(self) -> int:
+        """Apply the time to live and the idle rule now (they are otherwise applied at each call);
+        the bytes dropped."""
+        with self._lock:
+            before = self.nbytes
+            self._expire()
+            return before - self.nbytes
 
     def get(self, key: Hashable) -> V | None:
         """The value of `key` if kept (and fresh), marking it used; else None."""
@@ -120,6 +140,8 @@ class SharedCache(Generic[V]):
         with self._lock:
             self._items.clear()
             self._owned.clear()
+            self._last.clear()
+            self._trimmed.clear()
             self.nbytes = 0
 
     def _touch(self, key: Hashable) -> V | None:
@@ -127,6 +149,8 @@ class SharedCache(Generic[V]):
             return None
         value, size, _, owner = self._items.pop(key)
         self._items[key] = (value, size, self._clock(), owner)
+        self._last[owner] = self._clock()
+        self._trimmed.discard(owner)
         return value
 
     def _drop(self, key: Hashable) -> None:
@@ -135,6 +159,8 @@ class SharedCache(Generic[V]):
         self._owned[owner] -= size
         if not self._owned[owner]:
             del self._owned[owner]
+            self._last.pop(owner, None)
+            self._trimmed.discard(owner)
 
     def _oldest_of(self, owner: Hashable) -> Hashable:
         return next(k for k, item in self._items.items() if item[3] == owner)
@@ -154,6 +180,8 @@ class SharedCache(Generic[V]):
         self._items[key] = (value, size, self._clock(), owner)
         self.nbytes += size
         self._owned[owner] = self._owned.get(owner, 0) + size
+        self._last[owner] = self._clock()
+        self._trimmed.discard(owner)
 
     def _expire(self) -> None:
         cutoff = self._clock() - self.ttl
@@ -162,6 +190,25 @@ class SharedCache(Generic[V]):
             if used > cutoff:
                 break
             self._drop(key)
+        if self.idle is None:
+            return
+        cutoff = self._clock() - self.idle
+        idle = {o for o, t in self._last.items() if t <= cutoff and o not in self._trimmed}
+        if not idle:
+            return
+        self._trimmed |= idle
+        recent: dict[Hashable, list[Hashable]] = {o: [] for o in idle}  # idle owner -> its keys, newest first
+        for key in reversed(self._items):
+            if (owner := self._items[key][3]) in recent:
+                recent[owner].append(key)
+        for keys in recent.values():
+            kept = self._items[keys[0]][1] if keys else 0  # the newest stays, whatever its size
+            for i, key in enumerate(keys[1:], 1):
+                if kept + self._items[key][1] > self.idle_bytes:
+                    for old in keys[i:]:
+                        self._drop(old)
+                    break
+                kept += self._items[key][1]
 
 
 _last_sweep: dict[Path, float] = {}  # root -> when it was last swept

@@ -79,6 +79,10 @@ class Settings:
     state_mb: float = 1024.0  # every visitor's kept passes together, MB: ATTENTION_STATE_MB
     state_ttl: float = 1800.0  # seconds a kept pass lives unused: ATTENTION_STATE_TTL
     state_visitor_mb: float = 256.0  # one visitor's kept passes together, MB: ATTENTION_STATE_VISITOR_MB
+    state_idle: float = 30.0  # seconds unused after which a visitor keeps only state_idle_mb: ATTENTION_STATE_IDLE
+    state_idle_mb: float = 64.0  # an idle visitor's newest passes (and always the newest): ATTENTION_STATE_IDLE_MB
+    memory_every: float = 10.0  # seconds between sweeps of the store and of freed memory: ATTENTION_MEMORY_EVERY
+    malloc_arenas: int = 2  # glibc malloc arenas of the server (0: glibc's 8 a core): ATTENTION_MALLOC_ARENAS
     visitor_jobs: int = 3  # one visitor's jobs waiting or running in the queue at once: ATTENTION_VISITOR_JOBS
     max_models: int = 3  # models resident at once (least recently used unloaded): ATTENTION_MAX_MODELS
     allow_downloads: bool = False  # visitors may make the server download unlisted models: ATTENTION_ALLOW_DOWNLOADS
@@ -108,6 +112,17 @@ class Settings:
     checkpoint_key: str = ""  # the key its weights sit under (DINO's teacher, ...): ATTENTION_CHECKPOINT_KEY
     checkpoint_family: str = ""  # how images are fed (dino, dinov2, ..., default the arch's): ATTENTION_FAMILY
 
+    def pass_store(self) -> dict[str, float | int]:
+        """The pass store's limits as `attention.cache.SharedCache`'s keyword arguments (bytes, seconds)."""
+        mb = 2**20
+        return dict(
+            max_bytes=int(self.state_mb * mb),
+            ttl=self.state_ttl,
+            max_owner_bytes=int(self.state_visitor_mb * mb),
+            idle=self.state_idle,
+            idle_bytes=int(self.state_idle_mb * mb),
+        )
+
     def budget_gflop(self, device: str) -> float:
         """The compute budget (GFLOP per forward pass) on a device type ("cpu", "cuda", ...)."""
         return self.gflop_cpu if str(device).split(":")[0] == "cpu" else self.gflop_gpu
@@ -126,6 +141,10 @@ class Settings:
             state_mb=_read("ATTENTION_STATE_MB", cls.state_mb),
             state_ttl=_read("ATTENTION_STATE_TTL", cls.state_ttl),
             state_visitor_mb=_read("ATTENTION_STATE_VISITOR_MB", cls.state_visitor_mb),
+            state_idle=_read("ATTENTION_STATE_IDLE", cls.state_idle, float, 1),
+            state_idle_mb=_read("ATTENTION_STATE_IDLE_MB", cls.state_idle_mb),
+            memory_every=_read("ATTENTION_MEMORY_EVERY", cls.memory_every, float, 1),
+            malloc_arenas=int(_read("ATTENTION_MALLOC_ARENAS", cls.malloc_arenas, int, 0)),
             visitor_jobs=int(_read("ATTENTION_VISITOR_JOBS", cls.visitor_jobs, int, 1)),
             max_models=int(_read("ATTENTION_MAX_MODELS", cls.max_models, int, 1)),
             allow_downloads=_flag("ATTENTION_ALLOW_DOWNLOADS"),

@@ -302,6 +302,8 @@ def soak(app, sessions: int, threads: int = 4) -> tuple[list[str], list[tuple[st
         if left() <= 0:
             return
         local.b = getattr(local, "b", None) or Browser(app.url, config)
+        # each session a visitor of its own, as a proxy names them: the guard bounds new sessions per client
+        local.b.http.headers["X-Forwarded-For"] = f"10.88.{i // 250}.{i % 250}"
         try:
             wrong, kind = browse(local.b, i), "wrong"
         except Exception as e:  # noqa: BLE001 - every failure is a result here

@@ -49,14 +49,35 @@ def visitor() -> str | None:
     return None if request is None else getattr(request, "session_hash", None)
 
 
+def pending_jobs(blocks: gr.Blocks) -> dict[str, set[str]]:
+    """Gradio's own count of every session's jobs waiting in its queue or running: session id -> event ids.
+
+    The one place this code reads a private attribute of Gradio (`Blocks._queue.pending_event_ids_session`,
+    Gradio 6.31). Why: Gradio has no public count of one session's jobs (its queue's public bounds,
+    `concurrency_limit` and `max_size`, are per event and for everyone together), and a count of our own
+    (joins seen, minus handlers finished) would keep counting jobs Gradio drops without running them
+    (cancelled, or their client gone), locking their visitor out for good. If Gradio renames or removes
+    it, this raises RuntimeError: at start-up (`server.LaunchKwargs` calls it) and in
+    tests/ui/test_components.py, instead of the per-visitor bound silently becoming none."""
+    pending = getattr(getattr(blocks, "_queue", None), "pending_event_ids_session", None)
+    if not isinstance(pending, dict):
+        raise RuntimeError(
+            f"gradio {gr.__version__} has no Blocks._queue.pending_event_ids_session (a dict of session id -> "
+            "its pending event ids); attention.ui.components.pending_jobs needs another way to count a "
+            "visitor's queued jobs, or ATTENTION_VISITOR_JOBS is not enforced."
+        )
+    return pending
+
+
 def jobs_of(session: str | None) -> int:
-    """Jobs of `session` waiting in Gradio's queue or running (its own count of pending events)."""
+    """Jobs of `session` waiting in Gradio's queue or running, during an event (`pending_jobs`); 0
+    outside one."""
     from gradio.context import LocalContext
 
     blocks = LocalContext.blocks.get(None)
-    queue = getattr(blocks, "_queue", None)
-    pending = getattr(queue, "pending_event_ids_session", {})
-    return len(pending.get(session, ())) if session is not None else 0
+    if session is None or blocks is None:
+        return 0
+    return len(pending_jobs(blocks).get(session, ()))
 
 
 QUIET = dict(api_visibility="private")  # an event's keywords: a UI event, not an API endpoint
@@ -103,7 +124,8 @@ def queue_share(validator: Callable | None = None) -> Callable:
                 f"have at most {SETTINGS.visitor_jobs} at once, so that no one waits behind another's "
                 "queue. Ask again when one has finished."
             )
-            return [gr.validate(False, refusal)] + [gr.validate(True, "")] * (len(args) - 1)
+            checks = [gr.validate(False, refusal)] + [gr.validate(True, "")] * (len(args) - 1)
+            return checks if len(checks) > 1 else checks[0]  # one input: Gradio reads a list as one output value
         return validator(*args) if validator is not None else [gr.validate(True, "")] * len(args)
 
     return share

@@ -1,5 +1,6 @@
 """What `launch()` is given besides the Blocks: the guard in front of Gradio's app (`attention.guard`)
-and the sweep of the folders Gradio's cache deletion leaves.
+and the sweep of the folders Gradio's cache deletion leaves; and the serving process's upkeep of its
+memory (`memory_upkeep`): few malloc arenas, the stores' clocks applied, freed memory handed back.
 
 `launch_kwargs(...)` is a mapping whose `app_kwargs` is built anew at each read: Gradio writes into the
 `app_kwargs` dict it is given (its lifespan, which holds that launch's MCP server), so one dict shared
@@ -19,6 +20,10 @@ from starlette.middleware import Middleware
 from attention.cache import sweep_empty_dirs
 from attention.config import Settings
 from attention.guard import Guard, GuardLimits
+from attention.memory import Janitor, limit_arenas
+from attention.ui.components import pending_jobs
+from attention.vit.relevance.service import RESULTS
+from attention.vit.session import PASSES
 
 MB = 1 << 20
 FILE_TYPES = (gr.Image, gr.ImageEditor, gr.File)  # inputs whose value is a file object
@@ -113,10 +118,21 @@ def middleware(s: Settings, blocks: gr.Blocks | None = None) -> list[Middleware]
     ]
 
 
+def memory_upkeep(s: Settings) -> Janitor:
+    """For the serving process, before it starts serving: at most `s.malloc_arenas` malloc arenas
+    (`attention.memory.limit_arenas`; 0 leaves glibc's own), and a started janitor that every
+    `s.memory_every` seconds applies the pass store's and the relevance results' time to live and idle
+    rule (a quiet server forgets too), then returns freed memory to the system (`attention.memory.release`)."""
+    if s.malloc_arenas:
+        limit_arenas(s.malloc_arenas)
+    return Janitor(s.memory_every, [PASSES.sweep, RESULTS.sweep]).start()
+
+
 class LaunchKwargs(Mapping):
     """launch()'s keyword arguments: `fixed`, and a fresh `app_kwargs` (the guard) at every read."""
 
     def __init__(self, settings: Settings, blocks: gr.Blocks, **fixed: Any):
+        pending_jobs(blocks)  # Gradio's count of a visitor's queued jobs is there (else RuntimeError, at start-up)
         self._settings, self._blocks, self._fixed = settings, blocks, fixed
 
     def __getitem__(self, key: str) -> Any:

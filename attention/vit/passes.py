@@ -255,13 +255,12 @@ class Ref:
     num_heads: int
 
 
-PASSES: SharedCache[Pass] = SharedCache(
-    int(SETTINGS.state_mb * 2**20), SETTINGS.state_ttl, max_owner_bytes=int(SETTINGS.state_visitor_mb * 2**20)
-)
-"""The server's passes, every visitor's together: ATTENTION_STATE_MB, one visitor's (or the shared
-examples') at most ATTENTION_STATE_VISITOR_MB, their own least recently used out first; when full,
-the least recently used of whoever holds most goes; each dropped after ATTENTION_STATE_TTL seconds
-unused. A dropped pass is recomputed when its visitor next needs it."""
+PASSES: SharedCache[Pass] = SharedCache(**SETTINGS.pass_store())
+"""The server's passes, every visitor's together (`Settings.pass_store`): ATTENTION_STATE_MB, one
+visitor's (or the shared examples') at most ATTENTION_STATE_VISITOR_MB, their own least recently used
+out first; when full, the least recently used of whoever holds most goes; an idle visitor's cut to
+ATTENTION_STATE_IDLE_MB; each dropped after ATTENTION_STATE_TTL seconds unused. A dropped pass is
+recomputed when its visitor next needs it."""
 
 
 def served_pass(

@@ -1,4 +1,5 @@
-"""The shared UI pieces: inputs hand values as sent, and importing the app writes nothing."""
+"""The shared UI pieces: inputs hand values as sent, importing the app writes nothing, and a visitor keeps
+at most the stated jobs in the queue (read from Gradio's own count) while others are served."""
 
 from __future__ import annotations
 
@@ -7,11 +8,17 @@ import logging
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 import pytest
+from gradio_client import Client
+from gradio_client.exceptions import ValidationError
 
+from attention.config import SETTINGS
 from attention.errors import AttentionError, InputError
 from attention.ui import components
 
@@ -131,3 +138,59 @@ def test_the_calculators_stale_note_shows_markup_as_text():
 
     page = rendered(stale_html(f"Q: '{MARKUP}' is not a number"))
     assert "img" not in page.tags and MARKUP in page.text
+
+
+def test_gradios_count_of_each_visitors_queued_jobs_is_still_where_we_read_it():
+    """`pending_jobs` reads a private attribute of Gradio (no public count exists): this fails loudly the
+    day Gradio moves it, as does the app's start-up, instead of the per-visitor bound becoming none."""
+    with gr.Blocks() as demo:
+        gr.Button("go").click(lambda: None, None, None)
+    assert isinstance(components.pending_jobs(demo), dict)
+    with pytest.raises(RuntimeError, match="pending_event_ids_session"):
+        components.pending_jobs(SimpleNamespace(_queue=SimpleNamespace()))
+
+
+@pytest.fixture
+def held_jobs_app():
+    """A Blocks whose event holds a job that sent "hold" until `gate` is set, behind `queue_share`;
+    nothing else bounds it (no concurrency limit), so only the share can refuse a job."""
+    gate, started = threading.Event(), []
+
+    def work(x: str) -> str:
+        started.append(x)
+        if x == "hold":
+            gate.wait(60)
+        return x
+
+    with gr.Blocks() as demo:
+        box = gr.Textbox()
+        box.submit(work, box, gr.Textbox(), api_name="work", concurrency_limit=None, validator=components.queue_share())
+    _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True)
+    yield url, gate, started
+    gate.set()
+    demo.close()
+
+
+def test_a_visitor_with_the_stated_jobs_queued_is_refused_another_while_other_visitors_are_served(held_jobs_app):
+    url, gate, started = held_jobs_app
+    limit = SETTINGS.visitor_jobs
+    a = Client(url, verbose=False)  # one visitor: one session for all its jobs
+    held = [a.submit("hold", api_name="/work") for _ in range(limit)]
+    deadline = time.time() + 60
+    while started.count("hold") < limit and time.time() < deadline:
+        time.sleep(0.05)
+    assert started.count("hold") == limit  # all running at once: nothing but the share limits them
+    with pytest.raises(ValidationError, match=f"at most {limit} at once"):
+        a.submit("hold", api_name="/work").result(timeout=60)
+    assert started.count("hold") == limit  # the refused job never ran
+    assert Client(url, verbose=False).predict("now", api_name="/work") == "now"  # another visitor is served
+    gate.set()
+    assert [j.result(timeout=60) for j in held] == ["hold"] * limit
+    deadline = time.time() + 10  # Gradio counts a job done just after its answer is sent
+    while time.time() < deadline:
+        try:
+            assert a.predict("after", api_name="/work") == "after"  # the visitor's share is free again
+            break
+        except ValidationError:
+            time.sleep(0.1)
+    assert started[-1] == "after"

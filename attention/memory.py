@@ -1,0 +1,96 @@
+"""Memory the process freed, given back to the operating system, and the chores that free it on a clock.
+
+glibc's allocator keeps what Python, numpy and torch free in its arenas (one per thread that allocated,
+up to 8 per core) for reuse, and returns to the system only a free stretch at the top of an arena. A
+server whose worker threads answered a flood of small requests, or dropped a visitor's large arrays,
+then holds that memory for good though nothing uses it. `release()` asks glibc to hand back every
+free page of every arena (`malloc_trim(0)`: it unmaps whole free pages, moves nothing); elsewhere
+(macOS, musl, Windows) it does nothing.
+
+Trimming cannot undo fragmentation, and arenas multiply it: a job that runs in whichever of the
+server's 40 worker threads is free (busy ones during a flood) leaves its working memory's free
+pieces in that thread's arena, so each of up to 16 arenas (2 cores) ends up holding about one job's
+working set. `limit_arenas(n)` caps their number (glibc's M_ARENA_MAX, what MALLOC_ARENA_MAX sets),
+for threads started afterwards: the memory kept is then about n working sets, whatever the crowd.
+
+    limit_arenas(2)                                         # before the server starts its threads
+    janitor = Janitor(every=10.0, chores=[PASSES.sweep])  # a daemon thread: chores, then release()
+    janitor.start()
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import logging
+import threading
+from collections.abc import Callable
+
+log = logging.getLogger(__name__)
+
+
+M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
+
+
+@functools.cache
+def _libc_function(name: str) -> Callable[..., int] | None:
+    """A function of glibc (`malloc_trim`, `mallopt`), or None where the C library has none."""
+    lib = ctypes.util.find_library("c")
+    try:
+        return getattr(ctypes.CDLL(lib), name) if lib else None
+    except (OSError, AttributeError):
+        return None
+
+
+def limit_arenas(n: int) -> bool:
+    """At most `n` malloc arenas for the threads started from now on (glibc `mallopt(M_ARENA_MAX, n)`);
+    True if it could (False elsewhere, or if glibc refused)."""
+    mallopt = _libc_function("mallopt")
+    return mallopt is not None and mallopt(M_ARENA_MAX, int(n)) == 1
+
+
+def release() -> bool:
+    """Give the allocator's free pages back to the system (glibc `malloc_trim(0)`); True if it could."""
+    trim = _libc_function("malloc_trim")
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
+class Janitor:
+    """A daemon thread that every `every` seconds runs each of `chores` (an exception is logged, not
+    raised) and then `release()`. `start` is idempotent; `stop` ends it (tests)."""
+
+    def __init__(self, every: float, chores: list[Callable[[], object]]):
+        self.every, self.chores, self.rounds = float(every), list(chores), 0
+        self._stop, self._thread = threading.Event(), None
+        self._lock = threading.Lock()
+
+    def start(self) -> Janitor:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._stop.clear()
+                self._thread = threading.Thread(target=self._run, name="memory-janitor", daemon=True)
+                self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def round(self) -> None:
+        """The chores once, then `release()`."""
+        for chore in self.chores:
+            try:
+                chore()
+            except Exception:  # noqa: BLE001 - a chore's fault must not end the janitor
+                log.exception("memory chore %r failed", chore)
+        release()
+        self.rounds += 1
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.round()
