@@ -83,7 +83,9 @@ class Settings:
     state_idle_mb: float = 64.0  # an idle visitor's newest passes (and always the newest): ATTENTION_STATE_IDLE_MB
     memory_every: float = 10.0  # seconds between sweeps of the store and of freed memory: ATTENTION_MEMORY_EVERY
     malloc_arenas: int = 2  # glibc malloc arenas of the server (0: glibc's 8 a core): ATTENTION_MALLOC_ARENAS
-    visitor_jobs: int = 3  # one visitor's jobs waiting or running in the queue at once: ATTENTION_VISITOR_JOBS
+    # one visitor's jobs waiting or running in the queue at once: ATTENTION_VISITOR_JOBS. A change and the three
+    # panel redraws that follow it are 4; the next change must still get in while they run (so not 3)
+    visitor_jobs: int = 6
     max_models: int = 3  # models resident at once (least recently used unloaded): ATTENTION_MAX_MODELS
     allow_downloads: bool = False  # visitors may make the server download unlisted models: ATTENTION_ALLOW_DOWNLOADS
     max_sessions: int = 1000  # browser sessions whose state Gradio keeps: ATTENTION_MAX_SESSIONS

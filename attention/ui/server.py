@@ -22,8 +22,8 @@ from attention.config import Settings
 from attention.guard import Guard, GuardLimits
 from attention.memory import Janitor, limit_arenas
 from attention.ui.components import pending_jobs
+from attention.vit.passes import PASSES
 from attention.vit.relevance.service import RESULTS
-from attention.vit.session import PASSES
 
 MB = 1 << 20
 FILE_TYPES = (gr.Image, gr.ImageEditor, gr.File)  # inputs whose value is a file object

@@ -60,6 +60,7 @@ class ViTTab:
                 elem_id="vit-notice",
             )
         self.state = kept_state()
+        self.clicked = gr.JSON(None, visible="hidden", elem_id="vit-clicked")  # the latest click's pixel (browser)
         self.depth = vit_models.depth(s.model)
         with gr.Row(equal_height=False, elem_id="vit-main"):
             with gr.Column(scale=3, min_width=250, elem_id="vit-controls"):

@@ -196,11 +196,12 @@ const ready = () => L.p && L.base && L.cur && ["heads", "mean"].includes(L.cur.v
 
 function onPatch(e) {  // Gradio's own click -> pixel rule (Image's select), then drawing.patch_at
   const img = e.target, p = L.p;
-  if (!ready()) return;
   const n = img.getBoundingClientRect(), r = Math.min(n.width / img.naturalWidth, n.height / img.naturalHeight, 1);
   const x = Math.round((e.clientX - n.left - (n.width - img.naturalWidth * r) / 2) / r);
   const y = Math.round((e.clientY - n.top - (n.height - img.naturalHeight * r) / 2) / r);
   if (x < 0 || x >= img.naturalWidth || y < 0 || y >= img.naturalHeight) return;
+  L.clicked = [x, y];  // the latest click: the tab's click job reads it (Gradio's rerun replays the first's)
+  if (!ready()) return;
   const step = p.patch * p.scale, [gh, gw] = p.grid;
   ask([Math.min(gh - 1, Math.floor(y / step)), Math.min(gw - 1, Math.floor(x / step))], L.cur.layer);
 }

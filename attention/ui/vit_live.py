@@ -23,6 +23,11 @@ from attention.vit.views import check_view
 LIVE_JS = (resources.files("attention.ui") / "vit_live.js").read_text()
 # the `js` of the tab's events: their inputs as given, once the browser has drawn its own map (<= 250 ms)
 AFTER_DRAWING = "(...args) => (window.attentionLive ? window.attentionLive.settled(args) : args)"
+# the click's `js`: as AFTER_DRAWING, its last input replaced by the latest click's pixel [x, y] (null: none seen)
+AFTER_CLICK = (
+    "(...args) => { const L = window.attentionLive; if (!L) return args;"
+    " args[args.length - 1] = L.clicked || null; return L.settled(args); }"
+)
 
 
 def live_maps(args) -> dict | None:

@@ -171,9 +171,11 @@ def build(demo: gr.Blocks | None = None) -> None:
         return shown(_vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, (fu, dr, du)), p, (vw, hd, al, cm))
 
     @user_errors
-    def click(img, mdl, res, lay, vw, hd, thr, al, cm, st, fu, dr, du, evt: gr.SelectData):
+    def click(img, mdl, res, lay, vw, hd, thr, al, cm, st, fu, dr, du, px, evt: gr.SelectData):
         p = vit_pass(img, mdl, res)
-        r, c = vit_views.patch_at(evt.index[0], evt.index[1], p.base)
+        ok = isinstance(px, list) and len(px) == 2 and all(type(v) is int and v >= 0 for v in px)
+        x, y = px if ok else evt.index
+        r, c = vit_views.patch_at(x, y, p.base)
         lay, hd, _, _ = fit(p, st, lay, hd, None, None)
         return shown(_vit_frame(p, r, c, lay, vw, hd, thr, al, cm, (fu, dr, du)), p, (vw, hd, al, cm))
 
@@ -310,10 +312,10 @@ def build(demo: gr.Blocks | None = None) -> None:
         # clicks as changes: the latest runs after a running one (the browser has drawn it already)
         t.qimg.select(
             click,
-            [t.image, t.model, t.resolution, *style, t.state, *ropts],
+            [t.image, t.model, t.resolution, *style, t.state, *ropts, t.clicked],
             [*show, t.state],
             trigger_mode="always_last",
-            js=vit_live.AFTER_DRAWING,
+            js=vit_live.AFTER_CLICK,
             **on_map_heavy,
         ),
         t.gallery.select(

@@ -112,18 +112,13 @@ def test_the_drawings_lie_exactly_over_the_pictures_and_let_clicks_through(page)
 
 
 @pytest.mark.browser
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="two causes, both in code owned elsewhere (vit_tab.py, vit_live.js): (1) Gradio 6.31's "
-    "trigger_mode='always_last' reruns a click made during the last one's job with the FIRST click's SelectData "
-    "(the rerun re-dispatches the first event); (2) the rerun joins while the first answer's three panel "
-    "redraws (compare, features, why-this-class) are queued, and the visitor's share (3 jobs) refuses it",
-)
 def test_quick_clicks_end_on_the_last_one(page, monkeypatch):
     """A second click made while the first one's job is still computing (a busy server) is the one the
     maps end on. The server's pixel -> patch rule holds the first click's job until the second click is
-    made, so the second always lands on a running job (as it sometimes did under load)."""
+    made, so the second always lands on a running job (as it sometimes did under load). Two causes made it
+    fail: Gradio 6.31's `always_last` rerun replays the first click's SelectData (the tab reads the latest
+    click's pixel from the page, `vit_live.AFTER_CLICK`), and the visitor's queue share counted the first
+    answer's three panel redraws and refused the rerun (ATTENTION_VISITOR_JOBS is 6, room for them)."""
     ready(page)
     real, got = views.patch_at, []
     first_in, first_out, second_in = threading.Event(), threading.Event(), threading.Event()
