@@ -122,7 +122,7 @@ def _extract_parser(sub) -> argparse.ArgumentParser:
         type=int,
         default=None,
         help="DataLoader processes decoding images (default: from os.cpu_count(); on the CPU one per 8 cores, at "
-        "least 1, none on 1 core; on a GPU cores - 1, at most 8)",
+        "most 8, none below 8 cores: decoding inline; on a GPU cores - 1, at most 8)",
     )
     e.add_argument("--split", default="train", help="split of a Hugging Face dataset (default train)")
     e.add_argument("--image-column", default=None, help="image column of a dataset (default: its first Image column)")

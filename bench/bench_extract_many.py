@@ -14,7 +14,8 @@ Images per second, each method over all the images, methods interleaved round af
              forward per batch, rows and Parquet shards on a writer thread, index
   limit      timm's `forward_features` alone on the already decoded, batched tensors (the ceiling)
 and prints extract / limit (target >= 0.85) and extract / per-image (target >= 2). Then extract under
-`torchrun --nproc_per_node 1` and `2` (gloo on CPU), each its own rate as its summary prints it.
+`torchrun --nproc_per_node 1` and `2` (gloo on CPU; 4 shards, so each of 2 ranks has 2), each its own
+rate as its summary prints it.
 
 The model is `dino_vits16` through `load_vit`: the real weights when cached, else *random* weights of
 the same architecture in a temporary HF cache (same cost); the output says which.
@@ -75,6 +76,7 @@ def torchrun_rate(nproc: int, folder: Path, out: Path, args, env: dict) -> float
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]
     cmd += ["-m", "attention", "extract", str(folder), "--out", str(out), "--model", "dino_vits16"]
     cmd += ["--resolution", "224", "--batch-size", str(args.batch_size), *workers_flag(args), "--no-progress"]
+    cmd += ["--shard-size", str(max(args.batch_size, args.images // 4))]  # 4 shards, 2 per rank
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
     m = re.search(r"([\d.]+) images/s on", r.stdout)
     if r.returncode or m is None:

@@ -120,11 +120,12 @@ def auto_workers(device: torch.device | str, cpus: int | None = None) -> int:
     """DataLoader workers when none are asked, from the cores this process has (`os.cpu_count()`
     shared by torchrun's local processes): on a GPU decoding is the bottleneck, cores - 1 (at most 8);
     on the CPU the forward takes every core and decoding is a few percent of it: one worker per 8
-    cores, at least 1, none with a single core (decoding inline costs the same and no copy)."""
+    cores, none below 8 (a worker decoding during the forward stalls one of its threads, and with it
+    the others at each barrier; decoding inline between batches costs the same CPU and no copy)."""
     cpus = cpus or max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
     if torch.device(device).type != "cpu":
         return max(1, min(8, cpus - 1))
-    return 0 if cpus < 2 else max(1, cpus // 8)
+    return min(8, cpus // 8)
 
 
 @dataclass

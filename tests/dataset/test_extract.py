@@ -209,13 +209,13 @@ def test_a_shard_that_cannot_be_written_stops_the_run_with_its_error(folder, tmp
 
 def test_workers_default_to_what_the_cores_allow(monkeypatch):
     auto = run_module.auto_workers
-    assert [auto("cpu", n) for n in (1, 2, 8, 16, 64)] == [0, 1, 1, 2, 8]  # the forward takes the cores
+    assert [auto("cpu", n) for n in (1, 2, 7, 8, 16, 64, 128)] == [0, 0, 0, 1, 2, 8, 8]  # the forward takes the cores
     assert [auto("cuda", n) for n in (1, 2, 4, 16)] == [1, 1, 3, 8]  # decoding feeds the GPU
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # torchrun's two processes share the two cores
-    assert auto("cpu") == 0
+    monkeypatch.setattr(os, "cpu_count", lambda: 32)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # torchrun's two processes share the cores
+    assert auto("cpu") == 2
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
-    assert auto("cpu") == 1
+    assert auto("cpu") == 4
 
 
 def test_a_local_imagefolder_through_datasets_and_the_output_through_datasets(folder, tmp_path):
