@@ -117,7 +117,13 @@ def _extract_parser(sub) -> argparse.ArgumentParser:
     e.add_argument("--pca", action="store_true", help="also the patch features' first 3 principal components")
     e.add_argument("--batch-size", type=int, default=64, help="images per forward pass (default 64)")
     e.add_argument("--shard-size", type=int, default=1024, help="images per shard (default 1024)")
-    e.add_argument("--workers", type=int, default=2, help="DataLoader processes decoding images (default 2)")
+    e.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="DataLoader processes decoding images (default: from os.cpu_count(); on the CPU one per 8 cores, at "
+        "most 8, none below 8 cores: decoding inline; on a GPU cores - 1, at most 8)",
+    )
     e.add_argument("--split", default="train", help="split of a Hugging Face dataset (default train)")
     e.add_argument("--image-column", default=None, help="image column of a dataset (default: its first Image column)")
     e.add_argument("--no-progress", action="store_true", help="no progress bar")

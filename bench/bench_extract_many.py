@@ -10,10 +10,12 @@ Images per second, each method over all the images, methods interleaved round af
              one forward per image, PNG overlays and the .npz written per image (on the first
              --per-image images: its rate is per image, and it is slow)
   extract    `python -m attention extract FOLDER --resolution 224` (`main(["extract", ...])`): DataLoader
-             workers decoding, one forward per batch, Parquet shards, index
+             workers decoding (as many as extract picks from os.cpu_count(), unless --workers), one
+             forward per batch, rows and Parquet shards on a writer thread, index
   limit      timm's `forward_features` alone on the already decoded, batched tensors (the ceiling)
 and prints extract / limit (target >= 0.85) and extract / per-image (target >= 2). Then extract under
-`torchrun --nproc_per_node 1` and `2` (gloo on CPU), each its own rate as its summary prints it.
+`torchrun --nproc_per_node 1` and `2` (gloo on CPU; 4 shards, so each of 2 ranks has 2), each its own
+rate as its summary prints it.
 The rates are also printed as a Markdown block for README.md.
 
 The model is `dino_vits16` through `load_vit`: the real weights when cached, else *random* weights of
@@ -71,7 +73,8 @@ def torchrun_rate(nproc: int, folder: Path, out: Path, args, env: dict) -> float
     shutil.rmtree(out, ignore_errors=True)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]
     cmd += ["-m", "attention", "extract", str(folder), "--out", str(out), "--model", "dino_vits16"]
-    cmd += ["--resolution", "224", "--batch-size", str(args.batch_size), "--workers", "1", "--no-progress"]
+    cmd += ["--resolution", "224", "--batch-size", str(args.batch_size), *workers_flag(args), "--no-progress"]
+    cmd += ["--shard-size", str(max(args.batch_size, args.images // 4))]  # 4 shards, 2 per rank
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
     m = re.search(r"([\d.]+) images/s on", r.stdout)
     if r.returncode or m is None:
@@ -91,13 +94,18 @@ def rates_table(rate: dict[str, float]) -> str:
     return markdown_table(header, [(k, f"{v:.2f}", f"{extract_to(k):.2f}") for k, v in rate.items()])
 
 
+def workers_flag(args) -> list[str]:
+    """`--workers N` when the bench was given one, else nothing (extract's own choice)."""
+    return [] if args.workers is None else ["--workers", str(args.workers)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--images", type=int, default=512)
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds (median)")
     ap.add_argument("--per-image", type=int, default=64, help="images the per-image path runs on")
     ap.add_argument("--batch-size", type=int, default=64, help="extract's and the limit's batch (CPU)")
-    ap.add_argument("--workers", type=int, default=2, help="extract's DataLoader workers")
+    ap.add_argument("--workers", type=int, default=None, help="extract's DataLoader workers (default: its own choice)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--batch-sizes", default="32,64,128,256", help="GPU only: batch sizes to compare")
     ap.add_argument("--no-torchrun", action="store_true", help="skip the 1 vs 2 process runs")
@@ -119,7 +127,13 @@ def main() -> None:
     prep = Preprocess.of(model, 224)
     param = next(model.parameters())
     print(f"{args.images} images of 256x256 px at 224 px ({prep(files[0]).grid} grid), {weights}")
-    print(f"device {args.device} ({param.dtype}), {torch.get_num_threads()} torch threads, {os.cpu_count()} cores")
+    from attention.dataset.run import auto_workers
+
+    workers = auto_workers(param.device) if args.workers is None else args.workers
+    print(
+        f"device {args.device} ({param.dtype}), {torch.get_num_threads()} torch threads, {os.cpu_count()} cores, "
+        f"extract with {workers} DataLoader worker(s)"
+    )
     print(f"load average before: {load_average():.2f}")
 
     def limit_at(bs: int):
@@ -139,7 +153,7 @@ def main() -> None:
             out = tmp / "out"
             shutil.rmtree(out, ignore_errors=True)  # a fresh run each time (no resumption)
             argv = ["extract", str(folder), "--out", str(out), "--model", "dino_vits16", "--resolution", "224"]
-            assert cli([*argv, "--batch-size", str(bs), "--workers", str(args.workers), "--no-progress"]) == 0
+            assert cli([*argv, "--batch-size", str(bs), *workers_flag(args), "--no-progress"]) == 0
 
         return quiet(run)
 
@@ -165,7 +179,8 @@ def main() -> None:
             t = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t)
-            print(f"  round {r + 1} {name:>14}: {count[name] / times[name][-1]:8.1f} images/s", flush=True)
+            rate = count[name] / times[name][-1]
+            print(f"  round {r + 1} {name:>14}: {rate:8.1f} images/s (load {load_average():.2f})", flush=True)
     rate = {k: count[k] / statistics.median(v) for k, v in times.items()}
     print(f"\nimages/s, median of {args.rounds} interleaved rounds (load average now {load_average():.2f}):")
     for name, v in rate.items():

@@ -1,6 +1,11 @@
 """One extraction run over a dataset: decode in DataLoader workers, one forward per batch of one grid,
 write shards; split by rank under torch.distributed (`torchrun`), resumable.
 
+Three stages overlap: worker processes decode and resize (one torch thread each; the decoded pixels
+travel as pickled numpy arrays, not torch's shared-memory tensors, whose per-tensor file descriptor
+cost more than the decoding), the main thread runs the forward passes, and one writer thread turns
+each batch's results into rows (masks batched over the whole batch) and writes the shards.
+
 Items are cut into shards of `shard_size` consecutive items; rank r of W takes shards r, r + W, ...
 (no overlap, no gap, whatever W), skips those already finished, and writes its own; rank 0 writes the
 index once every rank is done. Batches never span shards, so a shard's contents do not depend on
@@ -16,9 +21,12 @@ import math
 import os
 import sys
 import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
@@ -38,7 +46,7 @@ class Item:
 
     id: int
     name: str
-    x: torch.Tensor | None = None
+    x: np.ndarray | None = None  # numpy: pickled through the worker's pipe (see the module's docstring)
     grid: tuple[int, int] | None = None
     size: tuple[int, int] | None = None  # (W, H) px as the model sees it
     error: str | None = None
@@ -60,7 +68,7 @@ class Decoded(Dataset):
         try:
             name = self.source.name(i)
             p = self.prep(self.source.get(i))
-            return Item(i, name, p.x, p.grid, p.shown.size)
+            return Item(i, name, p.x.numpy(), p.grid, p.shown.size)
         except AttentionError as e:
             reason = str(e)
         except Exception as e:  # anything a decoder or a dataset row can raise: recorded, never fatal
@@ -109,22 +117,80 @@ def dist_env() -> tuple[int, int, int]:
     return (int(os.environ.get(k, d)) for k, d in (("RANK", 0), ("WORLD_SIZE", 1), ("LOCAL_RANK", 0)))
 
 
-def _row(it: Item, r: BatchMaps, threshold: float, pca: bool) -> dict:
-    row = {
-        "id": it.id,
-        "name": it.name,
-        "width": it.size[0],
-        "height": it.size[1],
-        "grid_h": r.grid[0],
-        "grid_w": r.grid[1],
-        "maps": r.maps,
-        "mean": r.mean,
-        "masks": threshold_masks(r.maps, threshold),
-        "embedding": r.embedding,
-    }
-    if pca:
-        row["pca"] = pca_colors(r.tokens[r.num_prefix_tokens :], r.grid)
-    return row
+def auto_workers(device: torch.device | str, cpus: int | None = None) -> int:
+    """DataLoader workers when none are asked, from the cores this process has (`os.cpu_count()`
+    shared by torchrun's local processes): on a GPU decoding is the bottleneck, cores - 1 (at most 8);
+    on the CPU the forward takes every core and decoding is a few percent of it: one worker per 8
+    cores, none below 8 (a worker decoding during the forward stalls one of its threads, and with it
+    the others at each barrier; decoding inline between batches costs the same CPU and no copy)."""
+    cpus = cpus or max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+    if torch.device(device).type != "cpu":
+        return max(1, min(8, cpus - 1))
+    return min(8, cpus // 8)
+
+
+@dataclass
+class _Shard:
+    """What shard k has so far: rows, failures ({id, name, reason}), when it was started."""
+
+    k: int
+    rows: list[dict] = field(default_factory=list)
+    fails: list[dict] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+
+
+def _rows(items: list[Item], results: list[BatchMaps], threshold: float, pca: bool) -> tuple[list[dict], list[dict]]:
+    """Shard rows of one batch (one grid), maps, mean and masks computed on the stacked (B, H, gh, gw);
+    and the failures ({id, name, reason}) of items whose row cannot be made (PCA of too few patches)."""
+    maps = np.stack([r.maps for r in results])  # (B, H, gh, gw)
+    B, H, gh, gw = maps.shape
+    masks = threshold_masks(maps.reshape(B * H, gh, gw), threshold).reshape(maps.shape)
+    means = maps.mean(1)
+    rows, fails = [], []
+    for b, (it, r) in enumerate(zip(items, results)):
+        row = {
+            "id": it.id,
+            "name": it.name,
+            "width": it.size[0],
+            "height": it.size[1],
+            "grid_h": gh,
+            "grid_w": gw,
+            "maps": maps[b],
+            "mean": means[b],
+            "masks": masks[b],
+            "embedding": r.embedding,
+        }
+        if pca:
+            try:
+                row["pca"] = pca_colors(r.tokens[r.num_prefix_tokens :], r.grid)
+            except AttentionError as e:
+                fails.append({"id": it.id, "name": it.name, "reason": str(e)})
+                continue
+        rows.append(row)
+    return rows, fails
+
+
+class _Writer:
+    """One background thread running tasks in order (rows of a batch, a shard's file) while the main
+    thread runs the next forward; at most `depth` tasks wait (each holds a batch's results).
+    `close` waits for every task and raises the first task's error."""
+
+    def __init__(self, depth: int = 2):
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="extract-writer")
+        self.pending: deque[Future] = deque()
+        self.depth = depth
+
+    def submit(self, fn, *args) -> None:
+        while len(self.pending) >= self.depth:
+            self.pending.popleft().result()
+        self.pending.append(self.pool.submit(fn, *args))
+
+    def close(self) -> None:
+        try:
+            while self.pending:
+                self.pending.popleft().result()
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def extract(
@@ -140,7 +206,7 @@ def extract(
     pca: bool = False,
     batch_size: int = 64,
     shard_size: int = 1024,
-    workers: int = 2,
+    workers: int | None = None,
     max_tokens: int = MAX_TOKENS,
     progress: bool = True,
 ) -> Summary:
@@ -149,12 +215,15 @@ def extract(
     model: loaded on this rank's device (fp16 on a GPU). layer: the maps' layer. threshold: DINO's
     mask threshold. buckets: resize each image to the nearest of that many aspect-ratio grids
     (`preprocess.aspect_buckets`; 0: keep each image's aspect, as `attention_maps`). pca: also the last
-    layer's patch features' first three principal components.
+    layer's patch features' first three principal components. workers: DataLoader processes
+    decoding (None: `auto_workers`).
     Under torch.distributed (initialised, or the torchrun environment: it is initialised here, gloo
     on CPU, nccl on GPUs) each rank takes its shards. Returns the Summary (on every rank).
     """
     if not 0 < threshold <= 1:
         raise InputError(f"Threshold {threshold} is out of range; accepted: more than 0, at most 1.")
+    param = next(model.parameters())
+    workers = auto_workers(param.device) if workers is None else workers
     if shard_size < 1 or workers < 0:
         raise InputError(f"Shard size {shard_size} / workers {workers}: accepted shard size >= 1, workers >= 0.")
     t0 = time.perf_counter()
@@ -189,51 +258,57 @@ def extract(
 
     bar = tqdm(total=len(ids), unit="img", desc="extract", disable=not progress or rank != 0, file=sys.stderr)
     buckets: GridBuckets[Item] = GridBuckets(batch_size, lambda it: it.grid)
-    rows: list[dict] = []
-    fails: list[dict] = []
+    writer = _Writer()
     done = 0
 
-    def run(items: list[Item]) -> None:
+    def post(shard: _Shard, items: list[Item], results: list[BatchMaps]) -> None:  # on the writer thread
+        rows, fails = _rows(items, results, threshold, pca)
+        shard.rows += rows
+        shard.fails += fails
+
+    def write(shard: _Shard) -> None:  # on the writer thread, after the shard's every batch
+        seconds = round(time.perf_counter() - shard.started, 3)
+        write_shard(out, shard.k, shard.rows, shard.fails, pca, seconds=seconds, rank=rank)
+
+    def run(shard: _Shard, items: list[Item]) -> None:
         nonlocal done
         try:
-            results = batch_maps(model, torch.stack([it.x for it in items]), layer=layer, keep_tokens=True)
+            xs = torch.from_numpy(np.stack([it.x for it in items]))  # (B, C, H, W): the one copy
+            results = batch_maps(model, xs, layer=layer, keep_tokens=True)
         except Exception as e:  # a batch that fails (out of memory, ...) is retried one image at a time
             if len(items) > 1:
                 for it in items:
-                    run([it])
+                    run(shard, [it])
                 return
-            fails.append({"id": items[0].id, "name": items[0].name, "reason": f"{type(e).__name__}: {e}"})
+            shard.fails.append({"id": items[0].id, "name": items[0].name, "reason": f"{type(e).__name__}: {e}"})
             bar.update(1)
             return
-        for it, r in zip(items, results):
-            try:
-                rows.append(_row(it, r, threshold, pca))
-            except AttentionError as e:
-                fails.append({"id": it.id, "name": it.name, "reason": str(e)})
+        writer.submit(post, shard, items, results)
         done += len(items)
         bar.update(len(items))
 
-    def finish(k: int, started: float) -> None:
-        nonlocal rows, fails
+    def finish(shard: _Shard) -> None:
         for group in buckets.flush():
-            run(group)
-        write_shard(out, k, rows, fails, pca, seconds=round(time.perf_counter() - started, 3), rank=rank)
-        rows, fails = [], []
+            run(shard, group)
+        writer.submit(write, shard)
 
-    current, started = None, time.perf_counter()
-    for it in dl:
-        k = it.id // shard_size
-        if current is not None and k != current:
-            finish(current, started)
-            started = time.perf_counter()
-        current = k
-        if it.error is not None:
-            fails.append({"id": it.id, "name": it.name, "reason": it.error})
-            bar.update(1)
-        elif (full := buckets.add(it)) is not None:
-            run(full)
-    if current is not None:
-        finish(current, started)
+    shard = None
+    try:
+        for it in dl:
+            k = it.id // shard_size
+            if shard is None or k != shard.k:
+                if shard is not None:
+                    finish(shard)
+                shard = _Shard(k)
+            if it.error is not None:
+                shard.fails.append({"id": it.id, "name": it.name, "reason": it.error})
+                bar.update(1)
+            elif (full := buckets.add(it)) is not None:
+                run(shard, full)
+        if shard is not None:
+            finish(shard)
+    finally:  # shards already finished are written even when the run is interrupted
+        writer.close()
     bar.close()
     done, left = _sum([done, len(todo)], world, model)
     index = write_index(out, n_shards, config) if rank == 0 else None

@@ -2,7 +2,8 @@
 gives, image by image, what `attention_maps` gives on each image alone and timm's own CLS embedding
 (fp32 on CPU, within 1e-5), whatever the batch size; `torchrun --nproc_per_node 2` (gloo) writes the
 single process's result, every image once; a corrupt file is reported and skipped; an interrupted
-run resumes without recomputing finished shards; the output opens with pandas and `datasets`."""
+run resumes without recomputing finished shards; a shard that cannot be written stops the run with its
+error; workers default to the cores; the output opens with pandas and `datasets`."""
 
 from __future__ import annotations
 
@@ -193,6 +194,28 @@ def test_an_interrupted_run_resumes_without_recomputing_finished_shards(folder, 
     assert_same(read(out), read(whole))
     with pytest.raises(InputError, match="other settings.*layer"):
         extract(src, model, out, **kw, layer=1)
+
+
+def test_a_shard_that_cannot_be_written_stops_the_run_with_its_error(folder, tmp_path, monkeypatch):
+    def disk_full(out, k, *a, **kw):  # on the writer thread
+        raise OSError(f"No space left on device (shard {k})")
+
+    monkeypatch.setattr(run_module, "write_shard", disk_full)
+    kw = dict(model_name="mnist_vit", batch_size=2, shard_size=3, workers=0, progress=False)
+    with pytest.raises(OSError, match=r"No space left on device \(shard 0\)"):
+        extract(open_source(str(folder)), load_vit("mnist_vit", device="cpu"), tmp_path, **kw)
+    assert not list(tmp_path.glob("done/*"))
+
+
+def test_workers_default_to_what_the_cores_allow(monkeypatch):
+    auto = run_module.auto_workers
+    assert [auto("cpu", n) for n in (1, 2, 7, 8, 16, 64, 128)] == [0, 0, 0, 1, 2, 8, 8]  # the forward takes the cores
+    assert [auto("cuda", n) for n in (1, 2, 4, 16)] == [1, 1, 3, 8]  # decoding feeds the GPU
+    monkeypatch.setattr(os, "cpu_count", lambda: 32)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # torchrun's two processes share the cores
+    assert auto("cpu") == 2
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    assert auto("cpu") == 4
 
 
 def test_a_local_imagefolder_through_datasets_and_the_output_through_datasets(folder, tmp_path):
