@@ -133,7 +133,7 @@ def speed(n_frames: int, batch: int, reps: int) -> None:
     import torch
 
     from attention import videos
-    from attention.vit.batch import Preprocess
+    from attention.vit.preprocess import Preprocess
     from attention.vit.video import attention_video
 
     m = model("vit_small_patch16_224")
@@ -167,7 +167,8 @@ def child(method: str, h: int, w: int) -> None:
     import numpy as np
     import torch
 
-    from attention.vit.batch import Preprocess, batch_maps
+    from attention.vit.batch import batch_maps
+    from attention.vit.preprocess import Preprocess
 
     with torch.inference_mode():
         m = model("vit_small_patch8_224")

@@ -4,7 +4,9 @@ printed block replaces the README's verbatim. Nothing here runs a bench."""
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import os
 import re
 import subprocess
@@ -18,6 +20,7 @@ from bench import common
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+PACKAGES = ("attention", "bench")
 BENCHES = sorted(p.stem for p in (ROOT / "bench").glob("bench_*.py"))
 # <!-- bench:NAME TABLE; refresh: COMMAND --> the table <!-- /bench -->, as common.readme_block prints it
 BLOCK = re.compile(
@@ -59,6 +62,29 @@ def test_every_bench_imports_as_a_module_of_the_package():
     r = subprocess.run([sys.executable, "-c", code, *BENCHES], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert len(BENCHES) >= 19
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # its parent is a module, not a package
+        return False
+
+
+def test_every_name_a_bench_imports_from_the_package_exists():
+    """Benches import most of what they use inside functions (so `--help` stays fast): those imports run
+    only when the bench does. Each `from attention... import NAME` / `from bench... import NAME` anywhere
+    in a bench must name something that exists (a module moved by a refactor fails here, not mid-bench)."""
+    missing = []
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(PACKAGES):
+                module = importlib.import_module(node.module)
+                for alias in node.names:
+                    name = f"{node.module}.{alias.name}"
+                    if not hasattr(module, alias.name) and not _is_module(name):
+                        missing.append(f"{path.name}:{node.lineno} {node.module}.{alias.name}")
+    assert not missing, missing
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "bench").glob("*.py")), ids=lambda p: p.name)
