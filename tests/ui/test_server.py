@@ -131,5 +131,10 @@ def test_the_rates_of_new_sessions_and_live_calls_are_bounded_per_client(small_a
     body = {"data": ["x.y", None, 0], "component_id": cid, "fn_name": "live_maps", "session_hash": "s1"}
     assert httpx.post(url + "gradio_api/component_server", json=body, headers=third).status_code == 403
     _open(url, "s1", third)
+    t0 = time.monotonic()
     live = [httpx.post(url + "gradio_api/component_server", json=body, headers=third).status_code for _ in range(20)]
-    assert live[:4] == [200] * 4 and live[-1] == 429  # bursts of twice 2 a second, then 2 a second
+    elapsed = time.monotonic() - t0
+    # a burst of twice 2 a second, then 2 a second: however slow the calls (a loaded machine), no more pass
+    assert live[:4] == [200] * 4 and set(live) <= {200, 429}
+    assert live.count(200) <= 4 + 2 * elapsed + 1, (live, elapsed)
+    assert 429 in live or elapsed > 7, (live, elapsed)  # 20 calls within 7 s: over the 4 + 2 x 7 allowed
