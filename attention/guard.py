@@ -165,8 +165,7 @@ class Refusal(Exception):
 
 
 class Guard:
-    """The ASGI middleware (see the module's doc). `housekeeping` (if given) runs in a worker thread,
-    one at a time, at most every `housekeeping_every` seconds, started by a request."""
+    """The ASGI middleware (see the module's doc)."""
 
     def __init__(
         self,
@@ -174,8 +173,6 @@ class Guard:
         limits: GuardLimits | None = None,
         routes: Routes | None = None,
         upload_folder: Path | None = None,
-        housekeeping: Callable[[], None] | None = None,
-        housekeeping_every: float = 300.0,
         check_json: Callable[[str, dict], tuple[str, object] | None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -187,14 +184,11 @@ class Guard:
         self.seen = Recent(lim.max_sessions)
         self.folder = FolderBudget(upload_folder, lim.upload_folder_bytes, clock=clock)
         self.refused: dict[int, int] = {}  # status -> how many (for benches and tests)
-        self._chore, self._chore_every, self._clock = housekeeping, housekeeping_every, clock
-        self._chore_last, self._chore_busy = None, False
         self.check_json = check_json  # (path, JSON body) -> None, or (message, detail) answered with 422
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        self._maybe_housekeep()
         try:
             receive = await self._check(scope, receive)
         except Refusal as r:
@@ -271,22 +265,6 @@ class Guard:
             raise Refusal(429, "Too many upload bytes from this client; try again shortly.", wait)
         if not await self.folder.admit(length):
             raise Refusal(507, "The server's upload space is full; try again in a few minutes.", 60.0)
-
-    def _maybe_housekeep(self) -> None:
-        if self._chore is None or self._chore_busy:
-            return
-        now = self._clock()
-        if self._chore_last is not None and now - self._chore_last < self._chore_every:
-            return
-        self._chore_last, self._chore_busy = now, True
-
-        def run():
-            try:
-                self._chore()
-            finally:
-                self._chore_busy = False
-
-        threading.Thread(target=run, name="guard-housekeeping", daemon=True).start()
 
 
 # ----- ASGI plumbing -------------------------------------------------------------------------

@@ -14,8 +14,8 @@ working set. `limit_arenas(n)` caps their number (glibc's M_ARENA_MAX, what MALL
 for threads started afterwards: the memory kept is then about n working sets, whatever the crowd.
 
     limit_arenas(2)                                         # before the server starts its threads
-    janitor = Janitor(every=10.0, chores=[PASSES.sweep])  # a daemon thread: chores, then release()
-    janitor.start()
+    janitor = Janitor(every=10.0, chores=[PASSES.sweep, at_most_every(300.0, slow_chore)])
+    janitor.start()                                         # a daemon thread: chores, then release()
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import ctypes.util
 import functools
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,20 @@ def release() -> bool:
         return False
     trim(0)
     return True
+
+
+def at_most_every(seconds: float, chore: Callable[[], object], clock: Callable[[], float] = time.monotonic):
+    """`chore`, run at most once every `seconds` (the first call runs it; calls in between do nothing):
+    a slower chore on a janitor's faster clock."""
+    last: list[float] = []
+
+    def throttled() -> None:
+        now = clock()
+        if not last or now - last[0] >= seconds:
+            last[:] = [now]
+            chore()
+
+    return throttled
 
 
 class Janitor:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attention.memory import Janitor, release
+from attention.memory import Janitor, at_most_every, release
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,3 +82,13 @@ def test_limiting_arenas_bounds_how_many_eight_busy_threads_make():
         return out.stderr.count("Arena ")
 
     assert arenas(2) <= 2 < arenas(0)
+
+
+def test_a_slower_chore_runs_at_most_once_in_its_period():
+    """`at_most_every`: the first call runs the chore, calls within the period do not, the next one does."""
+    now, runs = [0.0], []
+    chore = at_most_every(300.0, lambda: runs.append(now[0]), clock=lambda: now[0])
+    for t in (0.0, 10.0, 299.0, 300.0, 310.0, 601.0):
+        now[0] = t
+        chore()
+    assert runs == [0.0, 300.0, 601.0]

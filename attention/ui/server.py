@@ -20,7 +20,7 @@ from starlette.middleware import Middleware
 from attention.cache import sweep_empty_dirs
 from attention.config import Settings
 from attention.guard import Guard, GuardLimits
-from attention.memory import Janitor, limit_arenas
+from attention.memory import Janitor, at_most_every, limit_arenas
 from attention.ui.components import pending_jobs
 from attention.vit.passes import PASSES
 from attention.vit.relevance.service import RESULTS
@@ -111,8 +111,6 @@ def middleware(s: Settings, blocks: gr.Blocks | None = None) -> list[Middleware]
             Guard,
             limits=guard_limits(s),
             upload_folder=folder,
-            housekeeping=lambda: sweep_empty_dirs(folder, min_age=60.0),
-            housekeeping_every=SWEEP_EVERY,
             check_json=None if blocks is None else FileInputs(blocks, folder),
         )
     ]
@@ -122,10 +120,14 @@ def memory_upkeep(s: Settings) -> Janitor:
     """For the serving process, before it starts serving: at most `s.malloc_arenas` malloc arenas
     (`attention.memory.limit_arenas`; 0 leaves glibc's own), and a started janitor that every
     `s.memory_every` seconds applies the pass store's and the relevance results' time to live and idle
-    rule (a quiet server forgets too), then returns freed memory to the system (`attention.memory.release`)."""
+    rule (a quiet server forgets too), then returns freed memory to the system (`attention.memory.release`);
+    every SWEEP_EVERY seconds it also removes the empty folders Gradio's cache deletion leaves in the
+    upload folder (`attention.cache.sweep_empty_dirs`)."""
     if s.malloc_arenas:
         limit_arenas(s.malloc_arenas)
-    return Janitor(s.memory_every, [PASSES.sweep, RESULTS.sweep]).start()
+    folder = Path(get_upload_folder())
+    empty_dirs = at_most_every(SWEEP_EVERY, lambda: sweep_empty_dirs(folder, min_age=60.0))
+    return Janitor(s.memory_every, [PASSES.sweep, RESULTS.sweep, empty_dirs]).start()
 
 
 class LaunchKwargs(Mapping):

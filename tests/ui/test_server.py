@@ -138,3 +138,24 @@ def test_the_rates_of_new_sessions_and_live_calls_are_bounded_per_client(small_a
     assert live[:4] == [200] * 4 and set(live) <= {200, 429}
     assert live.count(200) <= 4 + 2 * elapsed + 1, (live, elapsed)
     assert 429 in live or elapsed > 7, (live, elapsed)  # 20 calls within 7 s: over the 4 + 2 x 7 allowed
+
+
+def test_the_served_process_janitor_sweeps_the_empty_folders_gradio_leaves(tmp_path, monkeypatch):
+    """`memory_upkeep`'s janitor removes, on its first round, the upload folder's empty folders that have
+    been empty a minute (Gradio's cache deletion leaves one per file served), and keeps the others."""
+    import os
+
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
+    old, new, full = tmp_path / "old", tmp_path / "new", tmp_path / "full"
+    for d in (old, new, full):
+        d.mkdir()
+    (full / "x.png").write_bytes(b"x")
+    os.utime(old, (time.time() - 120, time.time() - 120))
+    janitor = server.memory_upkeep(dataclasses.replace(SETTINGS, malloc_arenas=0, memory_every=0.05))
+    try:
+        deadline = time.monotonic() + 10
+        while old.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        janitor.stop()
+    assert not old.exists() and new.exists() and full.exists()
