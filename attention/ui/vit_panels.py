@@ -79,7 +79,7 @@ class ComparePanel:
         if not cmp or cmp == VIT_NONE or st is None:
             return {**off, self.cpair: gr.update(visible=False), self.cacc: gr.update(visible=False)}
         try:
-            c = self.vit_pass(img, cmp, res, progress)
+            c = self.vit_pass(img, cmp, res, progress, state=st)  # the upload's digest from the main view's state
             q = vit_passes.map_query(vit_inputs.parse_query(qr, qc), st.grid, c.base.grid)
             lay_c = vit_passes.map_layer(vit_inputs.parse_index(lay, "Layer"), st.num_layers, c.num_layers)
             hd_c = min(vit_inputs.parse_index(hd or 0, "Head"), c.num_heads - 1)
@@ -134,7 +134,7 @@ class FeaturePanel:
     def update(self, is_open, img, mdl, res, qr, qc, lay, hd, al, cm, st, style="minmax"):
         if not is_open:
             return gr.skip()
-        p = self.vit_pass(img, mdl, res)
+        p = self.vit_pass(img, mdl, res, state=st)  # the main view's pass, by the key in the visitor's state
         lay, _, qr, qc = self.fit(p, st, lay, hd, qr, qc)
         q = vit_inputs.parse_query(qr, qc)
         tiles, _ = feature_pictures(p, q, lay, alpha=al, cmap=cm, pca_style=style or "minmax")
