@@ -8,14 +8,12 @@ that patch the main view's query; the chosen class travels in permalinks as `&cl
 
 from __future__ import annotations
 
-import html
-
 import gradio as gr
 import numpy as np
 
-from attention.errors import AttentionError
+from attention.errors import AttentionError, html_text
 from attention.render import mark_patch
-from attention.ui.components import image_path, number, picture, user_errors
+from attention.ui.components import error_note, image_path, number, picture, user_errors
 from attention.vit import inputs as vit_inputs
 from attention.vit.drawing import QUERY_COLOR
 from attention.vit.relevance.labels import short_name
@@ -108,7 +106,7 @@ class RelevancePanel:
         try:
             rel = get_relevance(img, mdl, res, None if target is None else int(target))
         except AttentionError as e:
-            return {self.box: gr.update(visible=True), self.details: f"⚠️ {html.escape(str(e))}"}
+            return {self.box: gr.update(visible=True), self.details: error_note(e)}
         ts = {t.name: t.image for t in tiles(rel, alpha=al, cmap=cm, min_side=MAP_SIDE)}
         step = enlarged(rel, MAP_SIDE).shape[0] // rel.grid[0]
         q = vit_inputs.parse_query(qr, qc)
@@ -127,7 +125,7 @@ class RelevancePanel:
             )
             for i, n, p in top
         ] + [gr.update(visible=False)] * (BARS + 1 - len(top))
-        name = html.escape(short_name(rel.names[rel.target]))
+        name = html_text(short_name(rel.names[rel.target]))
         how = {
             "chefer": "each layer's attention weighted by its gradient for this class (positive part, mean of heads), "
             "carried through the layers (Chefer, Gur & Wolf, ICCV 2021)",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from attention.errors import AttentionError
-from attention.ui.components import kept_state, queue_share, tiles_gallery, user_errors
+from attention.ui.components import error_note, kept_state, queue_share, tiles_gallery, user_errors
 from attention.vit import frames as vit_frames
 from attention.vit import inputs as vit_inputs
 from attention.vit import models as vit_models
@@ -86,7 +86,7 @@ class ComparePanel:
             v = vit_frames.ViewSpec(query=q, layer=lay_c, view=vw, threshold=thr, alpha=al, cmap=cm)
             f = vit_frames.tab_frame(c, v, head=hd_c)
         except AttentionError as e:
-            return {**off, self.cdetails: f"⚠️ {e}", self.cstate: cst, self.cpair: gr.update(visible=False)}
+            return {**off, self.cdetails: error_note(e), self.cstate: cst, self.cpair: gr.update(visible=False)}
         return {
             self.cdetails: f.details,
             self.cgallery: list(zip(f.outputs.thumbs, f.outputs.captions)),
