@@ -9,8 +9,9 @@ its success (the compare panel with a second model picked, the open feature pane
 class?"), in one visitor's session. Counted by wrapping, in every loaded `attention` module,
 `hashlib.sha1`, the view/layer/head validators and the forward (`passes.forward`; the relevance
 panel's forward and backward separately). Printed per event and in total, then as one line
-`counts: sha1=... view=... layer=... head=... forwards=... relevance=...` (compare two checkouts
-with `git stash` or a worktree of main).
+`counts: sha1=... view=... layer=... head=... forwards=... relevance=...`; then one visitor's video
+(12 frames): probes of the file, preprocessings built, view and head checks, layer rows computed.
+Compare two checkouts with `git stash` or a worktree of main.
 """
 
 from __future__ import annotations
@@ -194,10 +195,34 @@ def run() -> dict[str, int]:
     return {k: total[k] for k in keys}
 
 
+def video() -> dict[str, int]:
+    """After `run` (its counting wrappers in place): one visitor's video (12 frames of a moving digit,
+    one head's view, batches of 4) through the video job: probes of the file, preprocessings built,
+    view and head checks, layers whose rows each forward computes (mnist_vit has 4)."""
+    from attention import videos
+    from attention.vit import preprocess, rows
+    from attention.vit import video as vit_video
+    from tests.video_clips import moving_digit
+
+    COUNTS.clear()
+    videos.probe = _counted(videos.probe, "probes")
+    of = preprocess.Preprocess.of.__func__
+    preprocess.Preprocess.of = classmethod(_counted(of, "preprocessings"))
+    rows.batch_scores = _counted(rows.batch_scores, "layer rows")
+    # the view and head validators are counted already (`instrument`, called by `run`)
+    path = os.path.join(tempfile.mkdtemp(prefix="bench_hot_"), "clip.mp4")
+    moving_digit(path, n=12, fps=10)
+    vit_video.visitor_video(path, "mnist_vit", view="head", head=1, batch_size=4)
+    keys = ("probes", "preprocessings", "view", "head", "layer rows")
+    print("video (12 frames, 3 forwards): " + " ".join(f"{k.replace(' ', '_')}={COUNTS[k]}" for k in keys))
+    return {k: COUNTS[k] for k in keys}
+
+
 def main(argv: list[str] | None = None) -> None:
     argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(argv)
     with contextlib.redirect_stderr(sys.stderr):
         run()
+        video()
 
 
 if __name__ == "__main__":
