@@ -28,6 +28,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
+from attention.memory import at_most_every
+
 
 class Sized(Protocol):
     @property
@@ -211,19 +213,19 @@ class SharedCache(Generic[V]):
                 kept += self._items[key][1]
 
 
-_last_sweep: dict[Path, float] = {}  # root -> when it was last swept
+_sweep_gates: dict[Path, Callable[[], bool]] = {}  # root -> its `memory.at_most_every` gate
 _sweep_lock = threading.Lock()
 
 
 def sweep(root: Path, max_age: float, every: float = 60.0) -> None:
     """Delete the files and folders directly under `root` last modified over `max_age` seconds ago,
-    at most once every `every` seconds per root (one thread sweeps; the others go on at once). What a
-    server writes there is then bounded by traffic x age."""
-    now = time.time()
+    at most once every `every` seconds per root (`memory.at_most_every`: one thread sweeps; the others
+    go on at once). What a server writes there is then bounded by traffic x age."""
     with _sweep_lock:
-        if now - _last_sweep.get(root, 0.0) <= every:
-            return
-        _last_sweep[root] = now
+        due = _sweep_gates.setdefault(root, at_most_every(every))
+    if not due():
+        return
+    now = time.time()
     for old in root.iterdir():
         try:
             if now - old.stat().st_mtime > max_age:

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs
 
+from attention.memory import at_most_every
+
 HELD = {400, 403, 413, 429}  # refusals of what a flood sends: each costs its sender a second, the server ~nothing
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # Gradio's page: base-36 digits; gradio_client: a UUID
 
@@ -105,19 +107,18 @@ def folder_bytes(root: Path) -> int:
 
 
 class FolderBudget:
-    """A folder's size against a limit: measured at most every `every` seconds (in a worker thread),
-    plus the bytes admitted since the last measure."""
+    """A folder's size against a limit: measured at most every `every` seconds (in a worker thread;
+    `memory.at_most_every`), plus the bytes admitted since the last measure."""
 
     def __init__(self, root: Path | None, limit_bytes: int, every: float = 10.0, clock=time.monotonic):
-        self.root, self.limit, self.every, self._clock = root, int(limit_bytes), float(every), clock
-        self.measured, self.added, self._when = 0, 0, None
+        self.root, self.limit, self.every = root, int(limit_bytes), float(every)
+        self.measured, self.added, self._due = 0, 0, at_most_every(self.every, clock=clock)
 
     async def admit(self, nbytes: int) -> bool:
         """True (and counted) if `nbytes` more keep the folder within its limit."""
         if self.root is None:
             return True
-        if self._when is None or self._clock() - self._when > self.every:
-            self._when = self._clock()
+        if self._due():
             self.measured, self.added = await asyncio.to_thread(folder_bytes, self.root), 0
         if self.measured + self.added + nbytes > self.limit:
             return False

@@ -60,16 +60,26 @@ def release() -> bool:
     return True
 
 
-def at_most_every(seconds: float, chore: Callable[[], object], clock: Callable[[], float] = time.monotonic):
-    """`chore`, run at most once every `seconds` (the first call runs it; calls in between do nothing):
-    a slower chore on a janitor's faster clock."""
+def at_most_every(
+    seconds: float, chore: Callable[[], object] | None = None, clock: Callable[[], float] = time.monotonic
+) -> Callable[[], bool]:
+    """The package's one periodic throttle: a callable that runs `chore` at most once every `seconds`
+    (the first call runs it; calls in between do nothing) and says whether it was due. A slower chore
+    on a janitor's faster clock, a folder swept at most once a minute (`cache.sweep`), a folder measured
+    at most every 10 s (`guard.FolderBudget`: no chore, the gate alone). Thread-safe: of callers at the
+    same moment one is due, the others go on at once."""
     last: list[float] = []
+    lock = threading.Lock()
 
-    def throttled() -> None:
+    def throttled() -> bool:
         now = clock()
-        if not last or now - last[0] >= seconds:
+        with lock:
+            if last and now - last[0] < seconds:
+                return False
             last[:] = [now]
+        if chore is not None:
             chore()
+        return True
 
     return throttled
 

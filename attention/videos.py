@@ -170,14 +170,16 @@ def frames(
     seconds: float | None = None,
     max_frames: int = SETTINGS.video_max_frames,
     max_pixels: int = MAX_PIXELS,
+    info: VideoInfo | None = None,
 ) -> Iterator[Frame]:
     """Decode `src` to RGB frames at a constant `fps` (default the source's), over its first
     `seconds` (default all). Consecutive output frames may share a source frame (`source_index`)
     when `fps` is above the source's. Stops with VideoError when the stream breaks mid-way or holds
-    more than `max_frames` output frames (its headers under-announced it)."""
+    more than `max_frames` output frames (its headers under-announced it). info: `probe(src)` when
+    the caller has it already (not probed again)."""
     import av
 
-    info = probe(src, max_pixels=max_pixels)
+    info = probe(src, max_pixels=max_pixels) if info is None else info
     rate = fps if isinstance(fps, Fraction) else check_fps(fps, info)
     name = Path(src).name
     k = 0  # next output frame

@@ -32,6 +32,14 @@ ARTIFACTS = ROOT / "artifacts"  # screenshots of browser tests (git-ignored)
 DIGIT = str(ROOT / "examples" / "digits" / "digit_3.png")  # a 28x28 MNIST 3
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every browser test is slow too (a page of the served app, driven click by click): `-m "not slow"`
+    leaves them out with the others (the markers: pyproject.toml)."""
+    for item in items:
+        if item.get_closest_marker("browser") is not None:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def offline_switches(monkeypatch):
     """`set(attention=False, hub=False)`: ATTENTION_OFFLINE as attention.config read it and

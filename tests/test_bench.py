@@ -56,6 +56,7 @@ def cells(line: str) -> list[str]:
     return [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
 
 
+@pytest.mark.subprocess
 def test_every_bench_imports_as_a_module_of_the_package():
     """In a fresh interpreter (bench_load sets its environment at import): a broken import fails here."""
     code = "import importlib, sys\nfor n in sys.argv[1:]:\n    importlib.import_module('bench.' + n)"

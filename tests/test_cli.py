@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from attention import mnist
@@ -41,6 +42,8 @@ def test_maps_writes_pngs_and_npz_per_image_and_reports_bad_files(tmp_path, caps
     assert not (out / "notes").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_unknown_model_is_one_clear_line(tmp_path):
     r = subprocess.run(
         [sys.executable, "-m", "attention", "maps", str(digit_png(tmp_path / "a.png", 0)), "--model", "nope"],

@@ -8,6 +8,7 @@ import sys
 
 import av
 import numpy as np
+import pytest
 
 from attention.__main__ import main
 from tests.video_clips import ROOT, moving_digit
@@ -26,6 +27,8 @@ def test_video_writes_the_mp4_and_npz(tmp_path, capsys):
     assert d["maps"].shape == (5, 4, 14, 28) and float(d["threshold"]) == 0.5
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_not_a_video_is_one_clear_line(tmp_path):
     (tmp_path / "x.mp4").write_text("not a video")
     r = subprocess.run(

@@ -74,6 +74,8 @@ ctypes.CDLL(ctypes.util.find_library("c")).malloc_stats()  # to stderr: one "Are
 """
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt: Linux only")
 def test_limiting_arenas_bounds_how_many_eight_busy_threads_make():
     def arenas(limit: int) -> int:

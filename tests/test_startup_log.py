@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 LAUNCH = """
@@ -16,6 +18,8 @@ app.demo.close()
 """
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_launching_the_app_prints_no_warning(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_TEMP_DIR": str(tmp_path)}
     r = subprocess.run([sys.executable, "-c", LAUNCH], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)

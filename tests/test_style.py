@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -13,11 +15,13 @@ def _ruff(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ruff", *args, "."], cwd=ROOT, capture_output=True, text=True)
 
 
+@pytest.mark.subprocess
 def test_ruff_lint_passes():
     r = _ruff("check", "--output-format", "concise")
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+@pytest.mark.subprocess
 def test_ruff_format_is_applied():
     r = _ruff("format", "--check")
     assert r.returncode == 0, r.stdout + r.stderr

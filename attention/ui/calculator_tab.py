@@ -13,7 +13,7 @@ from attention.calculator import report as qkv
 from attention.calculator.settings import Settings
 from attention.errors import AttentionError
 from attention.ui import calculator_patches
-from attention.ui.components import QUIET, number, slider, user_errors
+from attention.ui.components import QUIET, error, number, slider, user_errors
 
 QKV_DIRECT, QKV_X = qkv_form.MATRICES[qkv.DIRECT], qkv_form.MATRICES[qkv.FROM_X]
 QKV_TABLES, QKV_TEXT = "Tables", "Text"
@@ -203,7 +203,7 @@ def build() -> None:
         try:  # wrong, no toast (a cell's edit can fire twice: two toasts would cover the note)
             return qkv_ui_calculate.__wrapped__(d)
         except AttentionError as e:
-            raise gr.Error(str(e), visible=False, print_exception=False) from None
+            raise error(e, visible=False) from None
 
     def qkv_ui_stale(d):  # after a failed calculation: blame its inputs, mark the old results as stale
         message, fields = qkv_form.diagnose(matrices(d), d[mode], values(d), d[use_wo])

@@ -24,10 +24,16 @@ from attention.config import SETTINGS
 from attention.errors import AttentionError, html_text
 
 
-def error(message: object) -> gr.Error:
+def error(message: object, *, visible: bool = True) -> gr.Error:
     """A `gr.Error` showing `message` as text (`html_text`: Gradio renders a toast's message as HTML),
-    without a traceback in the log."""
-    return gr.Error(html_text(message), print_exception=False)
+    without a traceback in the log; `visible=False`: no toast (the page shows the failure itself)."""
+    return gr.Error(html_text(message), visible=visible, print_exception=False)
+
+
+def error_note(message: object) -> str:
+    """An error as a note inside a panel's Markdown or HTML ("⚠️ message", the message as text:
+    `html_text`, the package's one escape)."""
+    return f"⚠️ {html_text(message)}"
 
 
 def warning(message: object) -> None:

@@ -8,16 +8,15 @@ that patch the main view's query; the chosen class travels in permalinks as `&cl
 
 from __future__ import annotations
 
-import html
-
 import gradio as gr
 import numpy as np
 
-from attention.errors import AttentionError
+from attention.errors import AttentionError, html_text
 from attention.render import mark_patch
-from attention.ui.components import image_path, number, picture, user_errors
+from attention.ui.components import error_note, image_path, number, picture, user_errors
 from attention.vit import inputs as vit_inputs
 from attention.vit.drawing import QUERY_COLOR
+from attention.vit.passes import known_digest
 from attention.vit.relevance.labels import short_name
 from attention.vit.relevance.service import get_relevance, is_classifier
 from attention.vit.relevance.views import enlarged, tiles, write_answer
@@ -81,34 +80,38 @@ class RelevancePanel:
             self.chosen_for,
         ]
 
-    def second(self, img, cmp, res, rel, rule, al, cm) -> dict:
+    def second(self, img, cmp, res, rel, rule, al, cm, digest=None) -> dict:
         """The compare panel's second model's relevance for the same class (its own top class when its classes
         are other ones), when it is a classifier; else hidden."""
         if not cmp or not is_classifier(cmp):
             return gr.update(visible=False, value=None)
         try:
-            other = get_relevance(img, cmp, res)
+            other = get_relevance(img, cmp, res, digest=digest)
             same = other.names == rel.names
             if same and other.target != rel.target:
-                other = get_relevance(img, cmp, res, rel.target)
+                other = get_relevance(img, cmp, res, rel.target, digest=digest)
         except AttentionError as e:
             return gr.update(visible=True, value=None, label=f"Second model: {e}")
         pic = {t.name: t.image for t in tiles(other, alpha=al, cmap=cm, min_side=MAP_SIDE)}[rule]
         what = "the same class" if same else f"its own top class, '{short_name(other.names[other.target])}'"
         return gr.update(visible=True, value=pic, label=f"Second model, {cmp.strip()}: relevance for {what}")
 
-    def draw(self, img, mdl, res, target, rule, qr, qc, al, cm, chosen_for=None, cmp=None, progress=gr.Progress()):
+    def draw(
+        self, img, mdl, res, target, rule, qr, qc, al, cm, chosen_for=None, cmp=None, st=None, progress=gr.Progress()
+    ):
         """The view for the main view's image, model and resolution; hidden for a model without a head.
         target: the chosen class, kept while the model is the one it was chosen for (`chosen_for`; None: any).
-        cmp: the compare panel's second model."""
+        cmp: the compare panel's second model. st: the main view's state (`passes.Ref`): the upload's digest
+        from it, when it was made from this file (`passes.known_digest`), not hashed again."""
         if img is None or not is_classifier(mdl):
             return {self.box: gr.update(visible=False)}
         if chosen_for is not None and chosen_for != mdl:
             target = None  # a class index of another model
         try:
-            rel = get_relevance(img, mdl, res, None if target is None else int(target))
+            digest = known_digest(st, img)
+            rel = get_relevance(img, mdl, res, None if target is None else int(target), digest=digest)
         except AttentionError as e:
-            return {self.box: gr.update(visible=True), self.details: f"⚠️ {html.escape(str(e))}"}
+            return {self.box: gr.update(visible=True), self.details: error_note(e)}
         ts = {t.name: t.image for t in tiles(rel, alpha=al, cmap=cm, min_side=MAP_SIDE)}
         step = enlarged(rel, MAP_SIDE).shape[0] // rel.grid[0]
         q = vit_inputs.parse_query(qr, qc)
@@ -127,7 +130,7 @@ class RelevancePanel:
             )
             for i, n, p in top
         ] + [gr.update(visible=False)] * (BARS + 1 - len(top))
-        name = html.escape(short_name(rel.names[rel.target]))
+        name = html_text(short_name(rel.names[rel.target]))
         how = {
             "chefer": "each layer's attention weighted by its gradient for this class (positive part, mean of heads), "
             "carried through the layers (Chefer, Gur & Wolf, ICCV 2021)",
@@ -142,7 +145,7 @@ class RelevancePanel:
             self.top: [i for i, _, _ in top],
             self.relimg: pics[0],
             self.attimg: pics[1],
-            self.cmpimg: self.second(img, cmp, res, rel, rule, al, cm),
+            self.cmpimg: self.second(img, cmp, res, rel, rule, al, cm, digest),
             self.target: target,
             self.chosen_for: mdl,
             self.caption: f"**Left: why '{name}'.** Which patches made the model say '{name}': {how}. "
@@ -161,7 +164,7 @@ class RelevancePanel:
         (`compare`, the compare panel's dropdown). `on_query(event)`: chains the main view's update after a
         click on the relevance map has set the query fields."""
         ins = [main.image, main.model, main.resolution, self.target, self.rule, main.qrow, main.qcol]
-        ins += [main.alpha, main.cmap, self.chosen_for] + ([compare] if compare is not None else [])
+        ins += [main.alpha, main.cmap, self.chosen_for, compare if compare is not None else gr.State(None), main.state]
         draw = user_errors(self.draw)
         for ev in events:
             ev.success(draw, ins, self.outputs, **FAST)

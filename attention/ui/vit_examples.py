@@ -14,6 +14,7 @@ from attention.ui import vit_live
 from attention.ui.components import user_errors
 from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.vit import models as vit_models
+from attention.vit.views import check_view
 from attention.vit.weights import Startup
 
 VIT_PHOTOS = [
@@ -52,7 +53,7 @@ def build(t, startup: Startup, example: Callable, shown: list, vit_pass: Callabl
         p = vit_pass(img, mdl, res)
         return {
             t.gallery: gr.update(selected_index=0),
-            t.live: vit_live.value(p, p.at(None, -1), vw, 0, al, cm),
+            t.live: vit_live.value(p, p.at(None, -1), check_view(vw), 0, al, cm),
             t.layer: gr.update(maximum=p.num_layers - 1, value=p.num_layers - 1),
             t.head: gr.update(maximum=p.num_heads - 1, value=0),
             t.qrow: None,

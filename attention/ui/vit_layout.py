@@ -17,7 +17,7 @@ import gradio as gr
 
 from attention import render as vit_render
 from attention.ui import vit_live
-from attention.ui.components import image_path, kept_state, number, slider, tiles_gallery
+from attention.ui.components import error_note, image_path, kept_state, number, slider, tiles_gallery
 from attention.ui.relevance_panel import RelevancePanel
 from attention.ui.vit_panels import ComparePanel, FeaturePanel
 from attention.vit import models as vit_models
@@ -56,7 +56,7 @@ class ViTTab:
         if s.notice:
             gr.HTML(
                 f'<div style="border:1px solid #e0b000;background:#fff8e1;color:#5d4300;border-radius:6px;'
-                f'line-height:1.35;padding:4px 10px">⚠️ {s.notice}</div>',
+                f'line-height:1.35;padding:4px 10px">{error_note(s.notice)}</div>',
                 elem_id="vit-notice",
             )
         self.state = kept_state()

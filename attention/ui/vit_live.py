@@ -18,7 +18,6 @@ from attention.errors import AttentionError
 from attention.vit import live
 from attention.vit.passes import Pass
 from attention.vit.query import parse as parse_query
-from attention.vit.views import check_view
 
 LIVE_JS = (resources.files("attention.ui") / "vit_live.js").read_text()
 # the `js` of the tab's events: their inputs as given, once the browser has drawn its own map (<= 250 ms)
@@ -65,5 +64,6 @@ def component() -> gr.HTML:
 
 
 def value(p: Pass, res, view: str, head: int, alpha: float, cmap: str) -> str:
-    """The component's value for the view of `res` (from pass `p`) on screen: `live.payload` as JSON."""
-    return json.dumps(live.payload(p, res, view=check_view(view), head=int(head), alpha=float(alpha), cmap=cmap))
+    """The component's value for the view of `res` (from pass `p`) on screen: `live.payload` as JSON.
+    view: a checked view name (`views.check_view`)."""
+    return json.dumps(live.payload(p, res, view=view, head=int(head), alpha=float(alpha), cmap=cmap))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from attention.errors import AttentionError
-from attention.ui.components import kept_state, queue_share, tiles_gallery, user_errors
+from attention.ui.components import error_note, kept_state, queue_share, tiles_gallery, user_errors
 from attention.vit import frames as vit_frames
 from attention.vit import inputs as vit_inputs
 from attention.vit import models as vit_models
@@ -79,14 +79,14 @@ class ComparePanel:
         if not cmp or cmp == VIT_NONE or st is None:
             return {**off, self.cpair: gr.update(visible=False), self.cacc: gr.update(visible=False)}
         try:
-            c = self.vit_pass(img, cmp, res, progress)
+            c = self.vit_pass(img, cmp, res, progress, state=st)  # the upload's digest from the main view's state
             q = vit_passes.map_query(vit_inputs.parse_query(qr, qc), st.grid, c.base.grid)
             lay_c = vit_passes.map_layer(vit_inputs.parse_index(lay, "Layer"), st.num_layers, c.num_layers)
             hd_c = min(vit_inputs.parse_index(hd or 0, "Head"), c.num_heads - 1)
             v = vit_frames.ViewSpec(query=q, layer=lay_c, view=vw, threshold=thr, alpha=al, cmap=cm)
             f = vit_frames.tab_frame(c, v, head=hd_c)
         except AttentionError as e:
-            return {**off, self.cdetails: f"⚠️ {e}", self.cstate: cst, self.cpair: gr.update(visible=False)}
+            return {**off, self.cdetails: error_note(e), self.cstate: cst, self.cpair: gr.update(visible=False)}
         return {
             self.cdetails: f.details,
             self.cgallery: list(zip(f.outputs.thumbs, f.outputs.captions)),
@@ -134,7 +134,7 @@ class FeaturePanel:
     def update(self, is_open, img, mdl, res, qr, qc, lay, hd, al, cm, st, style="minmax"):
         if not is_open:
             return gr.skip()
-        p = self.vit_pass(img, mdl, res)
+        p = self.vit_pass(img, mdl, res, state=st)  # the main view's pass, by the key in the visitor's state
         lay, _, qr, qc = self.fit(p, st, lay, hd, qr, qc)
         q = vit_inputs.parse_query(qr, qc)
         tiles, _ = feature_pictures(p, q, lay, alpha=al, cmap=cm, pca_style=style or "minmax")

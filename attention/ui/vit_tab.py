@@ -6,6 +6,8 @@ stateless endpoints for API and MCP callers are in `vit_api`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import gradio as gr
 import pandas as pd
 
@@ -27,21 +29,29 @@ from attention.vit.modelview import model_view
 FAULT = ["vit-fault"]  # the class (vit_tab.css) of an input whose value could not be used
 
 
-def vit_pass(image, model, resolution, progress: gr.Progress | None = None):
+def vit_pass(image, model, resolution, progress: gr.Progress | None = None, state=None):
     """The visitor's pass from the server's shared, bounded store (`passes.PASSES`): computed once
     per (image content, model, resolution), an upload's per visitor (`passes.pass_key`), within the
     model allow-list, the compute budget and the visitor's share; a new forward reports to `progress`
-    (the event's progress bar)."""
+    (the event's progress bar). `state`: the visitor's `passes.Ref` of the pass on screen; when it was
+    made from this very file (`inputs.source_stamp`), its key's digest is used (the upload is not
+    hashed again: the main view's changes and every panel that follows it)."""
     report = None if progress is None else (lambda frac, desc: progress(frac, desc=desc))
-    return vit_passes.served_pass(image, model, resolution, visitor(), progress=report)
+    digest = vit_passes.known_digest(state, image)
+    return vit_passes.served_pass(image, model, resolution, visitor(), progress=report, digest=digest)
 
 
-def _view(qrow, qcol, layer, view, threshold, alpha, cmap, rollout=()) -> vit_frames.ViewSpec:
-    """The tab's fields as one view (for `frames.tab_frame` and `frames.download_maps`); `rollout`:
-    (head fusion, discard ratio, discard rule) when set."""
+def ref(p, image) -> vit_passes.Ref:
+    """What the visitor's state keeps of pass `p` shown for `image` (`Pass.ref`, with the file's stamp)."""
+    return replace(p.ref, source=vit_inputs.source_stamp(image))
+
+
+def _view(qrow, qcol, layer: int, view, threshold, alpha, cmap, rollout=()) -> vit_frames.ViewSpec:
+    """The tab's fields as one checked view (for `frames.tab_frame` and `frames.download_maps`); `layer`:
+    fitted by `fit`; `rollout`: (head fusion, discard ratio, discard rule) when set."""
     return vit_frames.ViewSpec(
         query=vit_inputs.parse_query(qrow, qcol),
-        layer=vit_inputs.parse_index(layer, "Layer"),
+        layer=layer,
         view=view,
         threshold=threshold,
         alpha=alpha,
@@ -50,10 +60,10 @@ def _view(qrow, qcol, layer, view, threshold, alpha, cmap, rollout=()) -> vit_fr
     )
 
 
-def _vit_frame(p, qrow, qcol, layer, view, head, threshold, alpha, cmap, rollout=()):
-    """One view of pass `p` as the tab shows it (`_view`)."""
-    head = vit_inputs.parse_index(head or 0, "Head")
-    return vit_frames.tab_frame(p, _view(qrow, qcol, layer, view, threshold, alpha, cmap, rollout), head=head)
+def _vit_frame(p, qrow, qcol, layer: int, view, head: int, threshold, alpha, cmap, rollout=()):
+    """One view of pass `p` as the tab shows it (`_view`; `layer` and `head` fitted by `fit`), and that view."""
+    v = _view(qrow, qcol, layer, view, threshold, alpha, cmap, rollout)
+    return vit_frames.tab_frame(p, v, head=head), v
 
 
 def fit(p, st, lay, hd, qr, qc):
@@ -113,12 +123,14 @@ def build(demo: gr.Blocks | None = None) -> None:
         )
         return {t.score_bars: data, t.weight_bars: data}
 
-    def shown(f, p, style, plain=False) -> dict:
-        """A Frame as the display outputs; `style`: (view, head, opacity, colormap) for the browser's
-        copy (#vit-live). `plain`: values only, no gr.update and no browser copy (cached example
+    def shown(fv, p, img, hd: int, plain=False) -> dict:
+        """A Frame and its checked view (`_vit_frame`) as the display outputs, for `img` (the file the
+        visitor's state stamps) and head `hd` (fitted); the view's style goes to the browser's copy
+        (#vit-live). `plain`: values only, no gr.update and no browser copy (cached example
         outputs cannot hold updates in Gradio 6.31; `adopt` fits the sliders and sends the copy)."""
+        f, v = fv
         q = None if isinstance(f.res.query, str) else f.res.query
-        vw, hd = vit_views.check_view(style[0]), vit_inputs.parse_index(style[1] or 0, "Head")
+        vw = v.view
         tiles = list(zip(f.outputs.thumbs, f.outputs.captions))
         out = {
             t.caption: vit_layout.map_caption(vw, hd, p.num_heads, f.res.layer),
@@ -142,8 +154,8 @@ def build(demo: gr.Blocks | None = None) -> None:
             t.head: gr.update(maximum=p.num_heads - 1),
             t.qrow: None if q is None else q[0],
             t.qcol: None if q is None else q[1],
-            t.state: p.ref,
-            t.live: vit_live.value(p, f.res, *style),
+            t.state: ref(p, img),
+            t.live: vit_live.value(p, f.res, vw, hd, v.alpha, v.cmap),
         }
 
     def check_query(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, *ro):
@@ -166,33 +178,33 @@ def build(demo: gr.Blocks | None = None) -> None:
 
     @user_errors
     def update(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, fu, dr, du, progress=gr.Progress()):
-        p = vit_pass(img, mdl, res, progress)
+        p = vit_pass(img, mdl, res, progress, st)
         lay, hd, qr, qc = fit(p, st, lay, hd, qr, qc)
-        return shown(_vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, (fu, dr, du)), p, (vw, hd, al, cm))
+        return shown(_vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, (fu, dr, du)), p, img, hd)
 
     @user_errors
     def click(img, mdl, res, lay, vw, hd, thr, al, cm, st, fu, dr, du, px, evt: gr.SelectData):
-        p = vit_pass(img, mdl, res)
+        p = vit_pass(img, mdl, res, state=st)
         ok = isinstance(px, list) and len(px) == 2 and all(type(v) is int and v >= 0 for v in px)
         x, y = px if ok else evt.index
         r, c = vit_views.patch_at(x, y, p.base)
         lay, hd, _, _ = fit(p, st, lay, hd, None, None)
-        return shown(_vit_frame(p, r, c, lay, vw, hd, thr, al, cm, (fu, dr, du)), p, (vw, hd, al, cm))
+        return shown(_vit_frame(p, r, c, lay, vw, hd, thr, al, cm, (fu, dr, du)), p, img, hd)
 
     @user_errors
     def pick_head(img, mdl, res, qr, qc, lay, vw, thr, al, cm, st, fu, dr, du, evt: gr.SelectData):
         """A click on a head's tile shows that head large (the mean's tile shows the mean view)."""
-        p = vit_pass(img, mdl, res)
+        p = vit_pass(img, mdl, res, state=st)
         if evt.index >= p.num_heads:
             vw = "mean"
         lay, hd, qr, qc = fit(p, st, lay, min(evt.index, p.num_heads - 1), qr, qc)
-        f = _vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, (fu, dr, du))
-        return {**shown(f, p, (vw, hd, al, cm)), t.head: hd, t.view: vw}
+        fv = _vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, (fu, dr, du))
+        return {**shown(fv, p, img, hd), t.head: hd, t.view: fv[1].view}
 
     @user_errors
     def make_download(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, fu, dr, du):
         """The .npz of the view on screen (raw float32 maps, scores, weights, image, every picture)."""
-        p = vit_pass(img, mdl, res)
+        p = vit_pass(img, mdl, res, state=st)
         lay, hd, qr, qc = fit(p, st, lay, hd, qr, qc)
         d = vit_frames.download_maps(p, _view(qr, qc, lay, vw, thr, al, cm, (fu, dr, du)))
         return gr.update(value=d.outputs.npz, visible=True)
@@ -200,7 +212,7 @@ def build(demo: gr.Blocks | None = None) -> None:
     @user_errors
     def model_sheet(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, *ro):
         """Every layer x every head of the visitor's query, from their pass (no new forward)."""
-        p = vit_pass(img, mdl, res)
+        p = vit_pass(img, mdl, res, state=st)
         _, _, qr, qc = fit(p, st, lay, hd, qr, qc)
         return model_view(p, vit_inputs.parse_query(qr, qc), alpha=al, cmap=cm)
 
@@ -222,14 +234,14 @@ def build(demo: gr.Blocks | None = None) -> None:
         qr, qc = link.query if isinstance(link.query, tuple) else (None, None)
         p = vit_pass(img, mdl, res, progress)
         lay, hd, qr, qc = fit(p, None, -1 if link.layer is None else link.layer, link.head or 0, qr, qc)
-        f = _vit_frame(p, qr, qc, lay, vw, hd, d["threshold"], d["alpha"], d["cmap"])
+        fv = _vit_frame(p, qr, qc, lay, vw, hd, d["threshold"], d["alpha"], d["cmap"])
         head_up = gr.update(maximum=p.num_heads - 1, value=hd)
         return {
-            **shown(f, p, (vw, hd, d["alpha"], d["cmap"])),
+            **shown(fv, p, img, hd),
             t.image: img,
             t.model: mdl,
             t.resolution: res,
-            t.view: vw,
+            t.view: fv[1].view,
             t.head: head_up,
             t.why.target: link.cls,
         }
@@ -259,7 +271,7 @@ def build(demo: gr.Blocks | None = None) -> None:
     @user_errors
     def example(img, mdl, res, vw, thr, al, cm):
         p = vit_pass(img, mdl, res)
-        return shown(_vit_frame(p, None, None, -1, vw, 0, thr, al, cm), p, (vw, 0, al, cm), plain=True)
+        return shown(_vit_frame(p, None, None, -1, vw, 0, thr, al, cm), p, img, 0, plain=True)
 
     adopted = []  # events after which only "Why this class?" redraws: the first screen, an example's follow-up
     ropts = [t.fusion, t.discard_ratio, t.discard_rule]

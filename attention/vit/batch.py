@@ -4,7 +4,7 @@ The one batched path of the package (datasets: `attention.dataset`; videos use i
 are preprocessed by the one preprocessing `attention_maps` uses too (`preprocess.Preprocess`; or
 first resized to the nearest of a few aspect-ratio grids, `Preprocess.of(..., buckets=k)`), grouped by patch grid
 (`group_by_grid`: a batch holds one grid size, so it is one forward with no padding), and each
-sample keeps only its query's row per layer (the engine's `query_rows`), O(H x N), never
+sample keeps only its query's row in each kept layer (the engine's `rows.run_pass`), O(H x N), never
 H x N x N; on a GPU the model runs in half precision (as `load_vit` loads it) while scores and
 softmax are fp32.
 
@@ -37,7 +37,7 @@ from attention.vit.query import Query, prefix_tokens
 from attention.vit.query import default as default_query
 from attention.vit.query import index as query_index
 from attention.vit.query import parse as parse_query
-from attention.vit.rows import query_rows
+from attention.vit.rows import run_pass
 
 T = TypeVar("T")
 
@@ -176,14 +176,13 @@ def batch_maps(
         raise InputError(f"{len(queries)} queries for {B} images; accepted: one query, or one per image.")
     index = torch.tensor([query_index(q, grid, names) for q in queries])
     tok = _LastTokens(L - 1)
-    with recording(model, tok) if keep_tokens else nullcontext():
-        rows, _ = query_rows(model, xs, index)  # (B, L, H, N) fp32 on the CPU: the engine's O(N) rows
     recorded = tuple(range(L)) if every_layer else (layer,)
-    scores = rows[:, list(recorded)]
+    with recording(model, tok) if keep_tokens else nullcontext():
+        rec = run_pass(model, xs, index, False, layers=recorded)  # the engine's O(N) rows, the kept layers only
+    scores = rec.rows_cpu()  # (B, len(recorded), H, N) fp32 on the CPU
     weights = torch.softmax(scores, -1).numpy()
     tokens = tok.tokens.cpu().numpy() if keep_tokens else None
-    attn = model.blocks[0].attn
-    scale = float(getattr(attn, "scale", attn.head_dim**-0.5))
+    scale = rec.scale[layer]  # the scale the kernel was given (not the module's attribute)
     return [
         BatchMaps(
             scores=scores[b].numpy(),

@@ -34,7 +34,7 @@ from attention.vit.outputs import (
 from attention.vit.passes import Pass
 from attention.vit.query import Query
 from attention.vit.texts import details, legend_html, query_label, rollout_caption, scores_table
-from attention.vit.views import check_style, check_view, display_scale, query_image, sheet_shrink, tiles
+from attention.vit.views import check_style, check_view, display_scale, drawn_tiles, query_image, sheet_shrink
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,12 @@ class ViewSpec:
     cmap: str = "inferno"
     rollout_options: dict | None = None
 
+    def __post_init__(self) -> None:
+        """Checked once, here: the view's name (normalised, `views.check_view`) and the style
+        (`views.check_style`); what draws a ViewSpec trusts it. InputError says what is accepted."""
+        object.__setattr__(self, "view", check_view(self.view))
+        check_style(self.threshold, self.alpha, self.cmap)
+
 
 @dataclass(frozen=True)
 class _Drawn:
@@ -89,15 +95,14 @@ class _Drawn:
 
 
 def _draw(p: Pass, v: ViewSpec, for_sheet: bool = False) -> _Drawn:
-    """The view's tiles from pass `p` (checked: view, style, query, layer); `for_sheet`: drawn small
-    for a contact sheet (`views.sheet_shrink`), not drawn then reduced."""
-    view = check_view(v.view)
-    check_style(v.threshold, v.alpha, v.cmap)
+    """The view's tiles from pass `p` (view and style checked by `ViewSpec`; query and layer by `Pass.at`);
+    `for_sheet`: drawn small for a contact sheet (`views.sheet_shrink`), not drawn then reduced."""
+    view = v.view
     res = p.at(v.query, v.layer)
     opts = v.rollout_options or {}
     roll = p.rollout(res.query, res.layer, **opts) if view == "rollout" else None
     shrink = sheet_shrink(res) if for_sheet else 1
-    ts = tiles(res, view, rollout=roll, threshold=v.threshold, alpha=v.alpha, cmap=v.cmap, shrink=shrink)
+    ts = drawn_tiles(res, view, rollout=roll, threshold=v.threshold, alpha=v.alpha, cmap=v.cmap, shrink=shrink)
     if roll is not None and opts:
         ts = [replace(t, caption=f"{t.caption} · {rollout_caption(**opts)}") for t in ts]
     return _Drawn(res, view, roll, ts)

@@ -3,17 +3,29 @@ them a GPU for the call (`spaces.GPU`); anywhere else it changes nothing.
 
     @gpu
     def forward(...): ...                 # a GPU for at most GPU_SECONDS per call on ZeroGPU
+
+    @gpu(duration=VIDEO_GPU_SECONDS)
+    def job(...): yield from streamed(lambda progress: work(progress))   # a generator: its progress crosses over
+    value = drain(job(...), progress)                                    # the caller's bar told on the way
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
+
+T = TypeVar("T")
 
 # ZeroGPU gives shorter requests priority, so the duration fits the measured work (bench/bench_gpu.py,
 # H100): a pass at 480 px takes 5 ms (ViT-S/16) to 7 ms (ViT-B/8, fp16), 40-230 ms with q/k kept; the
 # longest pass the GPU budget admits (40,000 GFLOP) 1.5 s. The rest is the first load of a model's
 # weights from the local cache onto the GPU (seconds), once per model and process.
 GPU_SECONDS = 20
+# A visitor's video: its forwards are bounded by ATTENTION_VIDEO_GFLOP_* (a second or two on an H100),
+# the rest is decoding and encoding its frames (at most ATTENTION_VIDEO_MAX_FRAMES) on the CPU.
+VIDEO_GPU_SECONDS = 120
 
 
 def gpu(fn: Callable | None = None, *, duration: int = GPU_SECONDS):
@@ -30,3 +42,41 @@ def gpu(fn: Callable | None = None, *, duration: int = GPU_SECONDS):
         return spaces.GPU(duration=duration)(f) if spaces is not None else f
 
     return wrap(fn) if fn is not None else wrap
+
+
+Progress = Callable[[float, str], None]  # (fraction 0..1, description)
+
+
+def streamed(job: Callable[[Progress], T]) -> Iterator[tuple]:
+    """Run `job(progress)` in a thread of this process and yield what it reports as it comes:
+    ("progress", fraction, description) tuples, then ("done", its value); its exception is raised here.
+
+    What a `@gpu` job returns to report progress: ZeroGPU runs the job in a worker process and passes
+    back what a generator yields (pickled), while a callback (a Gradio progress bar) cannot cross over.
+    The caller feeds the events to its bar with `drain`."""
+    events: queue.Queue = queue.Queue()
+
+    def run() -> None:
+        try:
+            events.put(("done", job(lambda frac, desc: events.put(("progress", frac, desc)))))
+        except BaseException as e:  # raised again in the generator's thread
+            events.put(("error", e))
+
+    threading.Thread(target=run, daemon=True, name="gpu-job").start()
+    while True:
+        event = events.get()
+        if event[0] == "error":
+            raise event[1]
+        yield event
+        if event[0] == "done":
+            return
+
+
+def drain(events: Iterable[tuple], progress: Progress | None) -> T:
+    """The value of a `streamed` job (through `@gpu` or not), its progress told to `progress` on the way."""
+    for event in events:
+        if event[0] == "progress" and progress is not None:
+            progress(event[1], event[2])
+        elif event[0] == "done":
+            return event[1]
+    raise RuntimeError("The GPU job ended without its result.")

@@ -58,6 +58,18 @@ def file_digest(src: ImageSource) -> str:
     return hashlib.sha1(f"{src.size}{src.mode}".encode() + src.tobytes()).hexdigest()  # PIL image
 
 
+def source_stamp(src: ImageSource | None) -> tuple | None:
+    """What tells a file apart without reading it: (path, size, modification time in ns, inode), for
+    a path; None for anything else or a file that cannot be read (never equal: hash it)."""
+    if not isinstance(src, (str, os.PathLike)):
+        return None
+    try:
+        st = os.stat(src)
+    except OSError:
+        return None
+    return os.fspath(src), st.st_size, st.st_mtime_ns, st.st_ino
+
+
 @functools.cache
 def example_files() -> dict[str, Path]:
     """Every shipped example image by name (file name without extension): photos and digits."""

@@ -37,7 +37,7 @@ from attention.vit import features
 from attention.vit.extract import AttentionMaps, attention_maps
 from attention.vit.flow import rollout_map
 from attention.vit.gpu import gpu
-from attention.vit.inputs import example_digests, file_digest
+from attention.vit.inputs import example_digests, file_digest, source_stamp
 from attention.vit.models import REGISTRY, check_allowed, is_loaded, load_vit
 from attention.vit.query import Query, parse
 from attention.vit.query import default as default_query
@@ -177,10 +177,17 @@ visitor), else the visitor who sent the picture (theirs alone, so no visitor can
 else sent it)."""
 
 
-def pass_key(image: ImageSource, model: str, resolution: int | str | None, visitor: str | None = None) -> PassKey:
+def pass_key(
+    image: ImageSource,
+    model: str,
+    resolution: int | str | None,
+    visitor: str | None = None,
+    digest: str | None = None,
+) -> PassKey:
     """What identifies a forward pass: image content, model name, resolution and, for a picture that is
-    not a shipped example, the visitor (None: nobody in particular, as a script or the command line)."""
-    digest = file_digest(image)
+    not a shipped example, the visitor (None: nobody in particular, as a script or the command line).
+    digest: `image`'s content digest when already known (`known_digest`), else it is computed."""
+    digest = file_digest(image) if digest is None else digest
     scope = "" if visitor is None or digest in example_digests() else str(visitor)
     return digest, (model or "").strip(), str(resolution).strip().lower(), scope
 
@@ -196,6 +203,7 @@ def get_pass(
     cache: SharedCache[Pass] | None = None,
     shared: bool = False,
     visitor: str | None = None,
+    digest: str | None = None,
 ) -> Pass:
     """The Pass of (image, model, resolution): the one `cache` keeps under its key, else a new forward.
 
@@ -209,6 +217,7 @@ def get_pass(
     once, then kept there; a one-query pass is never kept. None: a new forward every call (a script).
     progress: told (fraction, description) before a new forward and after it.
     shared: see `forward` (model allow-list and compute budget).
+    digest: the image's content digest when the caller knows it (`known_digest`): not hashed again.
     visitor: who asks (a session id). A picture that is not a shipped example is then theirs alone: its
     pass is keyed and charged to them (`pass_key`; the store bounds each visitor's share), so another
     visitor sending the same bytes gets a pass of their own. Examples stay shared, charged to "examples".
@@ -221,7 +230,7 @@ def get_pass(
     model = (model or "").strip()
     if not model:
         raise InputError(f"No model given; accepted: {', '.join(REGISTRY)}, a timm ViT name or 'hf-hub:org/repo'.")
-    key = pass_key(image, model, resolution, visitor)
+    key = pass_key(image, model, resolution, visitor, digest)
     if cache is not None and (kept := cache.get(key)) is not None:
         return kept
 
@@ -253,6 +262,15 @@ class Ref:
     grid: tuple[int, int]
     num_layers: int
     num_heads: int
+    source: tuple | None = None  # the stamp of the image file it was shown for (`inputs.source_stamp`)
+
+
+def known_digest(state: Ref | None, image: ImageSource | None) -> str | None:
+    """The content digest `state`'s key holds when `image` is the very file the state was made from
+    (same `inputs.source_stamp`: path, size, modification time, inode), else None (hash it again)."""
+    if state is None or state.source is None:
+        return None
+    return state.key[0] if source_stamp(image) == state.source else None
 
 
 PASSES: SharedCache[Pass] = SharedCache(**SETTINGS.pass_store())
@@ -272,9 +290,11 @@ def served_pass(
     query: Query | None = None,
     keep_qk: bool = True,
     progress: Progress | None = None,
+    digest: str | None = None,
 ) -> Pass:
     """`get_pass` as the server answers a visitor: from the server's store (`PASSES`), within the model
-    allow-list, the compute budget and the visitor's turn and share (`shared=True`, `visitor`)."""
+    allow-list, the compute budget and the visitor's turn and share (`shared=True`, `visitor`).
+    digest: the image's digest when known (`known_digest`)."""
     return get_pass(
         image,
         model,
@@ -285,6 +305,7 @@ def served_pass(
         cache=PASSES,
         shared=True,
         visitor=visitor,
+        digest=digest,
     )
 
 

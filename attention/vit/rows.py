@@ -35,25 +35,30 @@ class Rows(Recorder):
     """What one forward pass records: each sample's query row in each layer (and q, k, the kernel's
     additive bias, if asked). Activated by `capture.recording` in the calling context only."""
 
-    def __init__(self, index: torch.Tensor, keep_qk: bool, n_layers: int):
+    def __init__(self, index: torch.Tensor, keep_qk: bool, n_layers: int, layers: tuple[int, ...] | None = None):
         self.index, self.keep_qk = index, keep_qk  # (B,) query token indices
-        self.rows: list[torch.Tensor | None] = [None] * n_layers  # per layer (B, H, N) raw scores
+        self.layers = tuple(range(n_layers)) if layers is None else tuple(layers)  # the layers whose rows are kept
+        self.seen = [False] * n_layers  # which layers' kernels ran (every one must)
+        self.rows: list[torch.Tensor | None] = [None] * n_layers  # per kept layer (B, H, N) raw scores
         self.qk: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * n_layers  # (B, H, N, d) each
         self.bias: list[torch.Tensor | None] = [None] * n_layers  # per layer the kernel's mask, as given
         self.scale: list[float] = [1.0] * n_layers
         self.pool: tuple[torch.Tensor, torch.Tensor, torch.Tensor, float] | None = None  # row (B, H, N), q, k, scale
 
     def rows_cpu(self) -> torch.Tensor:
-        """float32 (B, L, H, N) on the CPU: every sample's row in every layer."""
-        return torch.stack(self.rows, 1).float().cpu()  # type: ignore[arg-type]
+        """float32 (B, len(layers), H, N) on the CPU: every sample's row in each kept layer (`layers`)."""
+        return torch.stack([self.rows[i] for i in self.layers], 1).float().cpu()  # type: ignore[misc]
 
     def on_kernel(self, layer, q, k, v, mask, scale) -> None:
         if layer >= len(self.rows):  # the attention-pooling head (layer L): its one query
             row = batch_scores(q, k, torch.zeros_like(self.index), scale, mask)
             self.pool = (row, compact(q), compact(k), scale) if self.keep_qk else (row, q, k, scale)
             return
-        self.rows[layer] = batch_scores(q, k, self.index, scale, mask)
+        self.seen[layer] = True
         self.scale[layer] = scale
+        if layer not in self.layers:
+            return
+        self.rows[layer] = batch_scores(q, k, self.index, scale, mask)
         if self.keep_qk:  # copies (never views of the block's qkv buffer, which would stay alive whole),
             # on the model's device: no GPU sync inside the forward; moved to the CPU once it is done
             self.qk[layer] = (compact(q), compact(k))
@@ -86,9 +91,17 @@ def sample_bias(bias: list[torch.Tensor | None], b: int) -> list[torch.Tensor | 
     return out
 
 
-def run_pass(model: torch.nn.Module, x: torch.Tensor, query_index, keep_qk: bool, pool: bool = False) -> Rows:
-    """One fused forward pass of x (B, C, H, W) recording each sample's query row in every layer;
-    with `pool`, the head too (`forward_head`), recording the attention-pooling head's row."""
+def run_pass(
+    model: torch.nn.Module,
+    x: torch.Tensor,
+    query_index,
+    keep_qk: bool,
+    pool: bool = False,
+    layers: tuple[int, ...] | None = None,
+) -> Rows:
+    """One fused forward pass of x (B, C, H, W) recording each sample's query row in every layer (or
+    only in `layers`, non-negative indices); with `pool`, the head too (`forward_head`), recording the
+    attention-pooling head's row."""
     if x.dim() != 4:
         raise InputError(f"Input of shape {tuple(x.shape)} is not accepted; expected a batch (B, C, H, W).")
     B = x.shape[0]
@@ -102,12 +115,12 @@ def run_pass(model: torch.nn.Module, x: torch.Tensor, query_index, keep_qk: bool
     if B and not bool(((idx >= 0) & (idx < n)).all()):
         raise InputError(f"Query index {idx.tolist()} is out of range; accepted: 0 to {n - 1} (the {n} tokens).")
     param = next(model.parameters())
-    rec = Rows(idx.clone(), keep_qk, len(model.blocks))
+    rec = Rows(idx.clone(), keep_qk, len(model.blocks), layers)
     with recording(model, rec):
         feats = model.forward_features(x.to(param.device, param.dtype))
         if pool and has_pool(model):
             model.forward_head(feats)
-    if any(r is None for r in rec.rows) or (pool and has_pool(model) and rec.pool is None):
+    if not all(rec.seen) or (pool and has_pool(model) and rec.pool is None):
         raise UnsupportedModelError(
             f"{type(model.blocks[0].attn).__name__}: a layer ran without an attention-kernel call the engine "
             "could read."

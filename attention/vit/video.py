@@ -34,6 +34,7 @@ from attention.render import colormap, mask_overlay, masks_figure, overlay, upsa
 from attention.vit.batch import BatchMaps, batch_maps
 from attention.vit.cost import forward_gflop, largest_resolution
 from attention.vit.extract import Query, _layer_index, norm_query, token_index
+from attention.vit.gpu import VIDEO_GPU_SECONDS, drain, gpu, streamed
 from attention.vit.preprocess import Preprocess
 from attention.vit.query import default as default_query
 from attention.vit.query import prefix_tokens
@@ -94,13 +95,19 @@ class VideoFrameMaps:
         """The frame drawn as `view` (VIDEO_VIEWS), enlarged by a whole factor when its shorter side is
         under MIN_SIDE px; `side_by_side`: the frame itself on the left. uint8 (H', W' or 2W', 3)."""
         view = check_video_view(view)
+        head = check_head(head, self.maps.shape[0]) if view in ("head", "masks") else head
+        return self.drawn(view, head=head, alpha=alpha, cmap=cmap, side_by_side=side_by_side)
+
+    def drawn(self, view: str, *, head: int, alpha: float, cmap: str, side_by_side: bool) -> np.ndarray:
+        """`picture` of a view and head already checked (`check_video_view`, `check_head`): what a whole
+        video draws per frame, nothing checked again. uint8 (H', W' or 2W', 3)."""
         img = np.asarray(self.image, dtype=np.uint8)
         if view == "mean":
             out = overlay(img, self.mean, alpha=alpha, cmap=cmap)
         elif view == "head":
-            out = overlay(img, self.maps[check_head(head, self.maps.shape[0])], alpha=alpha, cmap=cmap)
+            out = overlay(img, self.maps[head], alpha=alpha, cmap=cmap)
         elif view == "masks":
-            out = mask_overlay(img, self.masks[check_head(head, self.maps.shape[0])])
+            out = mask_overlay(img, self.masks[head])
         else:
             out = masks_figure(img, self.masks)
         if side_by_side:
@@ -139,11 +146,12 @@ class VideoRun:
     max_gflop: float | None = None  # enforced while running too: a stream can hold more than its headers say
     progress: Progress | None = None
     seconds_forward: float = 0.0  # measured during the last iteration: forwards only
+    prep: Preprocess | None = None  # the frames' preprocessing (built once, by `attention_video`)
 
     def __iter__(self) -> Iterator[VideoFrameMaps]:
         """Decode, and run each `batch_size` distinct source frames (one grid: every frame is decoded at
         one size) through one forward of `batch.batch_maps`; yield every output frame in order."""
-        prep = Preprocess.of(self.model, self.resolution)
+        prep = self.prep or Preprocess.of(self.model, self.resolution)
         self.seconds_forward = 0.0
         pending: list[videos.Frame] = []
         done = forwards = 0
@@ -175,7 +183,10 @@ class VideoRun:
             if self.progress is not None:
                 self.progress(min(1.0, done / max(1, self.frames)), f"Frame {done} of about {self.frames}")
 
-        for fr in videos.frames(self.source, fps=self.fps, seconds=self.seconds, max_frames=self.max_frames):
+        frames = videos.frames(
+            self.source, fps=self.fps, seconds=self.seconds, max_frames=self.max_frames, info=self.info
+        )
+        for fr in frames:
             pending.append(fr)
             if len({f.source_index for f in pending}) >= self.batch_size:
                 yield from flush()
@@ -269,7 +280,7 @@ def attention_video(
         )
     return VideoRun(
         model, os.fspath(video), info, rate, seconds, frames, forwards, res, grid, gflop, layer, query, threshold,
-        batch_size, max_frames, max_gflop, progress,
+        batch_size, max_frames, max_gflop, progress, prep=prep,
     )  # fmt: skip
 
 
@@ -294,7 +305,9 @@ def write_video(
     float32, mean (T, gh, gw), masks (T, H, gh, gw) bool, time (T,) s, source_index (T,), and fps,
     layer, query (-1, -1 = CLS), threshold, patch_size, grid. Returns the run's facts with the
     output's frames, fps, size and timings."""
-    view = check_video_view(view)
+    view = check_video_view(view)  # checked once for the whole video, the head too
+    if view in ("head", "masks"):
+        head = check_head(head, run.model.blocks[0].attn.num_heads)
     if not 0 <= alpha <= 1:
         raise InputError(f"Opacity {alpha} is out of range; accepted: 0 (frame only) to 1 (map only).")
     colormap(cmap)
@@ -309,7 +322,7 @@ def write_video(
                     kept[k].append(v)
                 kept["time"].append(f.time)
                 kept["source_index"].append(f.source_index)
-            pic = f.picture(view, head=head, alpha=alpha, cmap=cmap, side_by_side=side_by_side)
+            pic = f.drawn(view, head=head, alpha=alpha, cmap=cmap, side_by_side=side_by_side)
             size[:] = [pic.shape[1] + pic.shape[1] % 2, pic.shape[0] + pic.shape[0] % 2]
             yield pic
 
@@ -355,15 +368,25 @@ def visitor_video(
     device's video budget (`SETTINGS.video_budget_gflop`) and frame cap, files in a fresh folder
     swept after ATTENTION_FILE_TTL. options: `attention_video`'s layer, query, resolution, threshold,
     fps, seconds. Returns (mp4 path, npz path or None, facts with the model and device)."""
+    if video is None or (isinstance(video, str) and not video.strip()):
+        raise videos.VideoError(f"No video: upload one ({videos.ACCEPTED}) or pick an example.")
+    return drain(_video_job(video, model, view, head, side_by_side, npz, options), progress)
+
+
+@gpu(duration=VIDEO_GPU_SECONDS)
+def _video_job(video, model: str, view: str, head: int, side_by_side: bool, npz: bool, options: dict) -> Iterator:
+    """`visitor_video`'s work where the GPU is (ZeroGPU lends one for the call): a generator of its
+    progress and then its result (`gpu.streamed`), so its progress reaches the visitor's bar."""
+    yield from streamed(lambda progress: _video_work(video, model, view, head, side_by_side, npz, progress, options))
+
+
+def _video_work(video, model: str, view, head, side_by_side, npz, progress: Progress, options: dict) -> tuple:
     from attention.vit.models import check_allowed, load_vit
     from attention.vit.outputs import OUTPUT_ROOT, new_dir
 
-    if video is None or (isinstance(video, str) and not video.strip()):
-        raise videos.VideoError(f"No video: upload one ({videos.ACCEPTED}) or pick an example.")
     vit = load_vit(check_allowed(model))
     device = str(next(vit.parameters()).device)
-    if progress is not None:
-        progress(0.0, f"Checking the video for {model}…")
+    progress(0.0, f"Checking the video for {model}…")
     run = attention_video(
         vit,
         video,

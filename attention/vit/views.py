@@ -107,6 +107,20 @@ def tiles(
     """
     view = check_view(view)
     check_style(threshold, alpha, cmap)
+    return drawn_tiles(res, view, rollout=rollout, threshold=threshold, alpha=alpha, cmap=cmap, shrink=shrink)
+
+
+def drawn_tiles(
+    res: AttentionMaps,
+    view: str,
+    *,
+    rollout: np.ndarray | None = None,
+    threshold: float = 0.6,
+    alpha: float = 0.6,
+    cmap: str = "inferno",
+    shrink: int = 1,
+) -> list[Tile]:
+    """`tiles` for a view and style already checked (a `frames.ViewSpec`'s): nothing checked again."""
     s = display_scale(res)
     if shrink > 1 and (s > 1 or res.patch_size % shrink):
         raise InputError(f"Cannot draw {res.patch_size} px patches {shrink} times smaller; use sheet_shrink(res).")

@@ -119,6 +119,8 @@ def test_the_same_output_whatever_the_batch_size(folder, tmp_path):
         assert_same(read(outs[0]), read(o), atol=1e-6)
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_torchrun_two_processes_write_the_single_process_result(folder, tmp_path):
     common = ["--model", "mnist_vit", "--shard-size", "2", "--batch-size", "4", "--workers", "0", "--no-progress"]
     one, two = tmp_path / "one", tmp_path / "two"

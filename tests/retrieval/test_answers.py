@@ -72,7 +72,7 @@ def test_sketch_answer_names_its_query_as_the_models_see_it():
 
 def test_saved_pngs_are_exact_and_old_ones_are_swept(tmp_path, monkeypatch):
     monkeypatch.setattr(answers, "OUTPUT_DIR", tmp_path)
-    cache._last_sweep.pop(tmp_path, None)  # not swept yet
+    cache._sweep_gates.pop(tmp_path, None)  # not swept yet
     old = tmp_path / "old.png"
     old.write_bytes(b"x")
     os.utime(old, (time.time() - 10**6, time.time() - 10**6))

@@ -41,12 +41,16 @@ def _project_stubs() -> set[Path]:
     return set(ROOT.glob("*.pyi")) | {p for d in ("attention", "tests", "bench") for p in (ROOT / d).rglob("*.pyi")}
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_importing_the_app_writes_no_stub_files():
     before = _project_stubs()
     subprocess.run([sys.executable, "-c", "import app"], cwd=ROOT, check=True, timeout=120)
     assert _project_stubs() == before == set()
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_what_a_visitor_keeps_between_events_lives_as_long_as_the_setting_says():
     """The ViT tab's kept pass, the compare panel's and the retrieval tab's retrained copies are gr.States
     dropped after ATTENTION_STATE_TTL seconds unused, read from the settings (not a number of their own)."""
@@ -113,6 +117,7 @@ def _messages_with_markup(tmp_path) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 def test_every_toast_shows_visitor_markup_as_text(tmp_path, monkeypatch):
     from tests.test_errors import rendered
 

@@ -134,6 +134,7 @@ def test_any_image_mode_is_accepted(client, tmp_path, mode):
     assert len(info["tiles"]) == 5 and d["maps"].shape == (4, 7, 7)
 
 
+@pytest.mark.subprocess
 def test_a_bad_setting_stops_start_up_with_its_name_and_no_traceback():
     env = {**os.environ, "ATTENTION_CONCURRENCY": "soon", "HF_HUB_OFFLINE": "1"}
     r = subprocess.run(

@@ -89,6 +89,7 @@ def photo() -> Image.Image:
     return Image.fromarray((np.random.default_rng(7).random((90, 120, 3)) * 255).astype(np.uint8))
 
 
+@pytest.mark.slow
 def test_a_dino_checkpoint_loads_the_teacher_by_default_and_reports_what_it_did(tmp_path, weights, via_hub):
     path = dino_checkpoint(tmp_path / "checkpoint.pth", *weights)
     model = load_vit(str(path), device="cpu", arch=ARCH)
@@ -142,6 +143,7 @@ class Payload:
         return (Path(self.target).touch, ())
 
 
+@pytest.mark.slow
 def test_a_pickle_holding_an_arbitrary_object_is_refused_unexecuted(tmp_path, weights):
     target = tmp_path / "pwned"
     torch.save({"model": weights[0].state_dict(), "extra": Payload(str(target))}, tmp_path / "evil.pth")
@@ -151,6 +153,7 @@ def test_a_pickle_holding_an_arbitrary_object_is_refused_unexecuted(tmp_path, we
     assert not target.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "content, arch, fragment",
     [
@@ -181,6 +184,7 @@ def test_a_visitors_model_name_is_never_read_as_a_path(tmp_path, weights, regist
     assert models.is_cached(alias) and models.available(alias) and models.hub_id(alias) is None
 
 
+@pytest.mark.slow
 def test_the_cli_takes_weights_and_arch(tmp_path, weights, via_hub, registry, capsys):
     from attention.__main__ import main
 
@@ -205,6 +209,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_python_app_py_model_serves_the_checkpoint_as_the_default(tmp_path, weights, via_hub):
     from gradio_client import Client, handle_file
 

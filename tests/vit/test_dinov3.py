@@ -108,6 +108,7 @@ def test_every_view_runs_on_a_dinov3(dinov3, tmp_path, monkeypatch):
     assert permalink.query_string(link) == "model=dinov3_vits16&layer=-1&view=rollout&q=3,4"
 
 
+@pytest.mark.slow
 def test_the_registry_alias_loads_dinov3_s16_from_timms_hub_repo_offline(tmp_path):
     """`dinov3_vits16` -> timm vit_small_patch16_dinov3.lvd1689m -> hub repo timm/vit_small_patch16_dinov3.lvd1689m:
     full-size random weights in the Hub cache's layout, loaded through the registry with HF_HUB_OFFLINE=1."""

@@ -56,12 +56,14 @@ def worst(ours: np.ndarray, ref: torch.Tensor) -> float:
     return float((np.abs(ours - r).max(-1) / r.max(-1)).max())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fam", FAMILIES)
 def test_every_layer_head_and_token_equals_timms_unfused_attention(fam):
     v = compat.check(FAMILIES[fam])  # square (3x3 patches) and non-square (4x3), every token as the query
     assert v.exact and v.figure is not None and v.figure <= 1e-4, (v.figure, v.why)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fam", FAMILIES)
 def test_object_path_and_load_vit_give_timms_rows_for_the_models_tokens(fam, tmp_path):
     name = FAMILIES[fam]

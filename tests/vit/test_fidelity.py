@@ -29,6 +29,7 @@ from attention.vit.extract import attention_maps
 from attention.vit.models import family_of, load_vit
 from tests.hub_cache import safetensors_bytes, temporary_hf_home
 
+pytestmark = pytest.mark.slow  # every test loads a real-size model (ViT-S) and runs it at 224-518 px
 TOL = 1e-4  # of each head's peak
 W, H = 500, 375  # the tutorial's photo size: 23 x 31 patches of 16 px, 26 x 35 of 14 px
 

@@ -31,6 +31,7 @@ def test_help_does_not_start_training(capsys):
     assert e.value.code == 2
 
 
+@pytest.mark.slow
 def test_train_writes_to_its_output_folder(tmp_path):
     before = (WEIGHTS / "mnist_vit.safetensors").read_bytes()
     assert mnist_vit.main(["train", "--epochs", "1", "--threads", "2", "--out", str(tmp_path)]) == 0

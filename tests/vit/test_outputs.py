@@ -98,7 +98,7 @@ def test_outputs_older_than_an_hour_are_swept_at_most_once_a_minute(digit_pass, 
         return old
 
     old = stale_folder()
-    cache._last_sweep.pop(tmp_path, None)  # not swept yet
+    cache._sweep_gates.pop(tmp_path, None)  # not swept yet
     arrays = outputs.maps_arrays(res, model="m", view="mean", threshold=0.6)
     outputs.write_download(ts, arrays, "maps.npz", root=tmp_path)
     assert not old.exists()

@@ -5,6 +5,7 @@ grad-rollout remove the evidence faster than a random order (lower positive AUC,
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from attention import mnist
@@ -31,6 +32,7 @@ def test_every_curve_starts_at_the_digit_and_ends_at_the_blank():
     assert len(firsts) == 1 and len(lasts) == 1 and firsts != lasts
 
 
+@pytest.mark.slow
 def test_relevance_beats_a_random_order_on_held_out_digits(capsys):
     torch.set_num_threads(1)
     r = evaluate(load_vit("mnist_vit", device="cpu"), limit=40)

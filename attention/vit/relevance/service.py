@@ -41,9 +41,12 @@ def resolve_target(model: str, target) -> int | None:
     return class_index(target, class_names(vit))
 
 
-def get_relevance(image: ImageSource | None, model: str, resolution="auto", target=None, *, shared=True) -> Relevance:
+def get_relevance(
+    image: ImageSource | None, model: str, resolution="auto", target=None, *, shared=True, digest: str | None = None
+) -> Relevance:
     """The relevance of `image` for `model` (a name) and `target`, from the shared store or computed once.
-    shared: as a server (allow-list, compute budget). Raises the engine's typed errors."""
+    shared: as a server (allow-list, compute budget). digest: `image`'s content digest when the caller
+    knows it (`passes.known_digest`), else computed. Raises the engine's typed errors."""
     if image is None or (isinstance(image, str) and not image):
         raise InputError("No image: upload one (PNG, JPEG, WebP, GIF, BMP or TIFF) or pick an example.")
     model = (model or "").strip()
@@ -52,7 +55,7 @@ def get_relevance(image: ImageSource | None, model: str, resolution="auto", targ
     vit = load_vit(model)
     check_classifier(vit)
     t = resolve_target(model, target)
-    key = (file_digest(image), model, str(resolution), t)
+    key = (file_digest(image) if digest is None else digest, model, str(resolution), t)
     return RESULTS.get_or_run(key, lambda: _compute(model, image, resolution, t))
 
 

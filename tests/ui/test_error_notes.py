@@ -1,0 +1,30 @@
+"""An error shown inside a panel (not as a toast) goes through the one escape (`errors.html_text`):
+visitor text in its message (a model name typed in a box) shows as text, never as markup."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from attention.ui.components import error, error_note
+from attention.ui.vit_panels import ComparePanel
+from attention.ui.vit_tab import vit_pass
+from attention.vit.passes import Ref
+
+MARKUP = "<img src=x onerror=alert(1)>"
+
+
+def test_an_error_note_shows_its_message_as_text():
+    assert error_note(f"Model {MARKUP!r} & co") == "⚠️ Model '&lt;img src=x onerror=alert(1)>' &amp; co"
+    assert error(MARKUP, visible=False).message == "&lt;img src=x onerror=alert(1)>"
+
+
+def test_the_compare_panel_shows_a_bad_second_model_as_text():
+    with gr.Blocks():
+        panel = ComparePanel(vit_pass)
+    st = Ref(("d", "mnist_vit", "auto", ""), (7, 7), 4, 4)
+    img = "examples/digits/digit_3.png"
+    out = panel.update(
+        img, "mnist_vit", MARKUP, "auto", None, None, -1, "heads", 0, 0.6, 0.6, "inferno", st, None, None
+    )
+    note = out[panel.cdetails]
+    assert note.startswith("⚠️ ") and "&lt;img src=x" in note and "<img" not in note

@@ -1,0 +1,91 @@
+"""Spec of attention.vit.flow: attention rollout (Abnar & Zuidema 2020) from the q and k one pass
+kept, chunk by chunk, equals the definition with whole N x N matrices built by hand from each block's
+weights (`test_extract.reference`); the "global" discard is jacobgil/vit-explain's rule; the cut it
+needs is the exact order statistic."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attention.errors import InputError
+from attention.vit.extract import attention_maps
+from attention.vit.flow import rollout, rollout_map
+from tests.vit.test_extract import photo, reference, tiny_vit
+
+
+def dense_rollout(mats, i, fusion, discard):
+    """Rollout with whole N x N matrices (the definition, for small N)."""
+    N = mats[0].shape[-1]
+    joint = torch.eye(N, dtype=torch.float64)
+    for a in mats:  # joint = A'_l ... A'_0
+        f = {"mean": a.mean(0), "max": a.amax(0), "min": a.amin(0)}[fusion].double()
+        n_drop = int(N * discard)
+        if n_drop:
+            f.scatter_(-1, f.topk(n_drop, -1, largest=False).indices, 0.0)
+        f = f + torch.eye(N, dtype=torch.float64)
+        f = f / f.sum(-1, keepdim=True)
+        joint = f @ joint
+    return joint[i].numpy()
+
+
+@pytest.mark.parametrize("fusion, discard, chunk", [("mean", 0.0, 7), ("max", 0.9, 16), ("min", 0.5, 1000)])
+def test_chunked_rollout_equals_dense_rollout(fusion, discard, chunk):
+    model, img = tiny_vit(), photo()
+    res = attention_maps(model, img, resolution=None, keep_qk=True)
+    mats, _ = reference(model, img)
+    for q in ("cls", (3, 3)):
+        i = res.requery(q).query_index
+        got = rollout(res, query=q, head_fusion=fusion, discard_ratio=discard, chunk=chunk)
+        np.testing.assert_allclose(got, dense_rollout(mats, i, fusion, discard), atol=1e-5)
+        assert abs(got.sum() - 1) < 1e-5  # a row of a product of row-stochastic matrices
+    assert rollout_map(res).shape == res.grid
+    with pytest.raises(InputError, match="keep_qk=True"):
+        rollout(attention_maps(model, img, resolution=None))
+
+
+def vit_explain_rollout(mats, fusion, discard):
+    """jacobgil/vit-explain's rollout (vit_rollout.py), with whole N x N matrices: per layer fuse heads,
+    zero the int(N * N * discard) lowest entries of the flattened matrix but flat index 0, then
+    (A + I) / 2, rows renormalised (vit-explain's `a / a.sum(dim=-1)` broadcasts over columns; rows here)."""
+    N = mats[0].shape[-1]
+    result = torch.eye(N, dtype=torch.float64)
+    for a in mats:
+        fused = {"mean": a.mean(0), "max": a.amax(0), "min": a.amin(0)}[fusion].clone()
+        flat = fused.view(-1)
+        idx = flat.topk(int(flat.numel() * discard), largest=False).indices
+        flat[idx[idx != 0]] = 0
+        a2 = (fused.double() + torch.eye(N, dtype=torch.float64)) / 2
+        result = (a2 / a2.sum(-1, keepdim=True)) @ result
+    return result
+
+
+@pytest.mark.parametrize("fusion, discard, chunk", [("mean", 0.9, 16), ("max", 0.5, 7), ("min", 0.97, 1000)])
+def test_global_discard_is_vit_explains_rule(fusion, discard, chunk):
+    model, img = tiny_vit(), photo()
+    res = attention_maps(model, img, resolution=None, keep_qk=True)
+    mats, _ = reference(model, img)
+    joint = vit_explain_rollout(mats, fusion, discard)
+    for q in ("cls", (2, 6)):
+        i = res.requery(q).query_index
+        got = rollout(res, query=q, head_fusion=fusion, discard_ratio=discard, discard="global", chunk=chunk)
+        np.testing.assert_allclose(got, joint[i].numpy(), atol=1e-5)
+        assert abs(got.sum() - 1) < 1e-5
+    per_row = rollout(res, head_fusion=fusion, discard_ratio=discard, chunk=chunk)
+    assert np.abs(per_row - rollout(res, head_fusion=fusion, discard_ratio=discard, discard="global")).max() > 1e-3
+    assert np.array_equal(rollout(res, discard="global"), rollout(res))  # nothing discarded: the same
+    with pytest.raises(InputError, match="Discard 'all' is not accepted; accepted: 'row' or 'global'"):
+        rollout(res, discard="all")
+
+
+def test_global_cut_is_the_exact_order_statistic():
+    """The radix select finds the n-th smallest entry of the fused matrix, zeros and ties included."""
+    from attention.vit.flow import _Fused
+
+    torch.manual_seed(0)
+    q, k = torch.randn(3, 50, 8) * 3, torch.randn(3, 50, 8) * 3
+    dense = torch.softmax(q @ k.transpose(-2, -1) * 0.5, -1).amin(0).flatten().sort().values
+    fused = _Fused(q, k, 0.5, "min", chunk=7)
+    for n in (1, 2, 100, 1234, 2499, 2500):
+        assert fused.global_cut(n) == float(dense[n - 1])

@@ -1,0 +1,94 @@
+"""A visitor's attention video as one job: under a ZeroGPU-like wrapper (arguments and what the job
+yields cross a process boundary pickled) its progress still reaches the caller's bar and its files
+come back; the video is probed once and its preprocessing built once; batch_maps records only the
+layers it keeps."""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from attention import videos
+from attention.vit import batch, gpu, preprocess, rows, video
+from attention.vit.models import load_vit
+from tests.video_clips import moving_digit
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    path = tmp_path_factory.mktemp("clip") / "digit.mp4"
+    moving_digit(path, n=12, fps=10)
+    return str(path)
+
+
+def zero_gpu_like(duration):
+    """What ZeroGPU's `spaces.GPU` does to a generator function, as far as this job can tell: its
+    arguments are pickled to the worker, each value it yields pickled back (a callback cannot cross)."""
+
+    def wrap(fn):
+        assert inspect.isgeneratorfunction(fn), "ZeroGPU streams only what a generator function yields"
+
+        def worker(*args, **kwargs):
+            args, kwargs = pickle.loads(pickle.dumps((args, kwargs)))  # a lambda or a gr.Progress fails here
+            for value in fn(*args, **kwargs):
+                yield pickle.loads(pickle.dumps(value))
+
+        return worker
+
+    return wrap
+
+
+def test_the_video_job_reports_progress_and_returns_its_files_through_a_zero_gpu_like_wrapper(clip, monkeypatch):
+    monkeypatch.setattr(video, "_video_job", zero_gpu_like(video.VIDEO_GPU_SECONDS)(video._video_job))
+    told = []
+    mp4, npz, facts = video.visitor_video(
+        clip, "mnist_vit", npz=True, progress=lambda f, d: told.append((f, d)), batch_size=4
+    )
+    assert told[0][1].startswith("Checking the video") and told[-1][0] == 1.0
+    assert [f for f, _ in told] == sorted(f for f, _ in told) and len(told) >= 3  # one per batch of 4 frames
+    assert facts["output"]["frames"] == 12 and np.load(npz)["maps"].shape[0] == 12
+    assert mp4.endswith(".mp4") and facts["device"] == "cpu"
+
+
+def test_an_error_inside_the_job_reaches_the_caller_as_itself(clip):
+    with pytest.raises(videos.VideoError):
+        video.visitor_video(clip + ".missing", "mnist_vit")
+    events = gpu.streamed(lambda progress: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        gpu.drain(events, None)
+
+
+def test_a_video_is_probed_once_and_its_preprocessing_built_once(clip, monkeypatch):
+    calls = {"probe": 0, "prep": 0}
+    probe, of = videos.probe, preprocess.Preprocess.of.__func__
+
+    def counted_probe(*a, **k):
+        calls["probe"] += 1
+        return probe(*a, **k)
+
+    def counted_of(cls, *a, **k):
+        calls["prep"] += 1
+        return of(cls, *a, **k)
+
+    monkeypatch.setattr(videos, "probe", counted_probe)
+    monkeypatch.setattr(preprocess.Preprocess, "of", classmethod(counted_of))
+    run = video.attention_video(load_vit("mnist_vit"), clip, batch_size=4)
+    assert sum(1 for _ in run) == 12
+    assert calls == {"probe": 1, "prep": 1}
+
+
+def test_batch_maps_records_only_the_layer_it_keeps_and_the_kernels_scale(monkeypatch):
+    model = load_vit("mnist_vit")
+    computed = []
+    scores = rows.batch_scores
+    monkeypatch.setattr(rows, "batch_scores", lambda *a: computed.append(a[3]) or scores(*a))
+    xs = torch.rand(2, 1, 28, 28)  # grey 28x28 digits
+    one = batch.batch_maps(model, xs, layer=1)
+    assert len(computed) == 1  # one layer's rows computed, not every layer's
+    every = batch.batch_maps(model, xs, layer=1, every_layer=True)
+    np.testing.assert_allclose(one[0].scores[0], every[0].scores[1], rtol=1e-6)
+    assert one[0].scale == pytest.approx(computed[0]) == pytest.approx(model.blocks[1].attn.head_dim ** -0.5)
