@@ -39,11 +39,17 @@ class Family:
     "rope": rotary, nothing to resample).
     resolution: what "auto" means (shorter side, px; the height for "resize"), None = the model's
     trained input size.
+    resize: the filter of every resize (`images.RESIZES`): "bilinear", torchvision's `Resize` on a PIL
+    image as DINO's visualize_attention.py and DINOv3's notebooks run it; "bicubic", timm's.
+    mean, std: the normalisation of the family's own code, or None: the model's pretrained_cfg's (timm).
     """
 
     crop: Literal["top-left", "center", "resize"]
     pos_embed: Literal["dino", "dinov2", "dinov2_reg", "timm", "rope"]
     resolution: int | None
+    resize: Literal["bilinear", "bicubic"] = "bicubic"
+    mean: tuple[float, float, float] | None = None
+    std: tuple[float, float, float] | None = None
 
 
 # The rule, in one place. DINO's visualize_attention.py crops `img[:, :w - w % p, :h - h % p]`
@@ -55,12 +61,17 @@ class Family:
 # the whole image, no crop, to 768 px high (48 rows of patches) and floor(w * 768 / (h * 16)) columns,
 # bilinear; its positions are rotary (timm `Eva` with RotaryEmbeddingDinoV3), so nothing is resampled;
 # "auto" is those notebooks' 768. Any other ViT is fed as timm feeds it (centre crop, timm's
-# resampling). mnist_vit sees 28 x 28 digits, a whole number of patches.
+# resampling). mnist_vit sees 28 x 28 digits, a whole number of patches. The resize: DINO's script runs
+# `pth_transforms.Resize(args.image_size)` on a PIL image (bilinear: `--image_size 480` is "auto"), then
+# Normalize with ImageNet's mean and std, whatever the checkpoint's tag (DINOv2's hub transforms too);
+# DINOv3's notebooks resize bilinear and normalise as its weights' tag says (ImageNet's, or the satellite
+# models' own); timm's models keep their pretrained_cfg's (bicubic, their own mean and std).
+IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 FAMILIES: dict[str, Family] = {
-    "dino": Family("top-left", "dino", 480),
-    "dinov2": Family("top-left", "dinov2", 480),
-    "dinov2_reg": Family("top-left", "dinov2_reg", 480),
-    "dinov3": Family("resize", "rope", 768),
+    "dino": Family("top-left", "dino", 480, "bilinear", *IMAGENET),
+    "dinov2": Family("top-left", "dinov2", 480, "bilinear", *IMAGENET),
+    "dinov2_reg": Family("top-left", "dinov2_reg", 480, "bilinear", *IMAGENET),
+    "dinov3": Family("resize", "rope", 768, "bilinear"),  # its tags' own (lvd1689m: ImageNet's; sat493m: its own)
     "timm": Family("center", "timm", None),
 }
 
@@ -318,7 +329,9 @@ def _build(timm_name: str, spec: ModelSpec | None, device: torch.device, dtype: 
     auto = spec.resolution if spec else rule.resolution
     if auto:
         model.auto_resolution = auto
-    model.alias, model.crop_rule = spec.alias if spec else timm_name, rule.crop
+    model.alias, model.crop_rule, model.resize_rule = spec.alias if spec else timm_name, rule.crop, rule.resize
+    if rule.mean is not None:  # the family's own normalisation, whatever the architecture's tag says
+        model.pretrained_cfg = {**model.pretrained_cfg, "mean": rule.mean, "std": rule.std}
     model = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
     return posembed.install(model, rule.pos_embed)
 
