@@ -13,7 +13,8 @@ torchvision's `Resize(r)`, which DINO's script and timm's transforms use), None 
 "dino480" (squashed to 480 x 480 px, bilinear: DINO's visualize_attention.py default,
 `transforms.Resize((480, 480))` on a PIL image). The filter is the family's (`resize`, `RESIZES`):
 "bilinear" as torchvision's Resize on a PIL image (DINO's visualize_attention.py `Resize(480)`, DINOv3's
-notebooks), "bicubic" for timm models (their pretrained_cfg's interpolation). Crops: "center" (timm's) or "top-left" (DINO's
+notebooks), "bicubic" for timm models (their pretrained_cfg's interpolation).
+Crops: "center" (timm's) or "top-left" (DINO's
 `img[:, :h - h % p, :w - w % p]`), or "resize": no crop, the image resized to whole patches keeping
 its aspect as DINOv3's notebooks do (`resize_transform` in facebookresearch/dinov3 notebooks/pca.ipynb:
 `resolution` is then the height, image_size there; the width is floor(w * image_size / (h * p)) patches;
