@@ -193,6 +193,13 @@ def resolve(name: str) -> tuple[str, ModelSpec | None]:
     import timm
 
     if name and timm.is_model(name):
+        arch, _, tag = name.partition(".")
+        tags = [t.partition(".")[2] for t in timm.list_pretrained(f"{arch}.*")]
+        if tag and tag not in tags:
+            raise ModelLoadError(
+                f"Model {name!r}: timm has no weights tagged {tag!r} for {arch}; accepted tags: "
+                f"{', '.join(tags) or '(none: it has no pretrained weights)'}, e.g. {arch}.{tags[0] if tags else ''}."
+            )
         if not timm.models.is_model_in_modules(name, VIT_MODULES):
             raise ModelLoadError(
                 f"Model {name!r} is not a plain ViT; attention extraction supports timm ViT models "
@@ -351,8 +358,16 @@ def _load(timm_name: str, spec: ModelSpec | None) -> torch.nn.Module:
 
 
 def _cache_name(timm_name: str, spec: ModelSpec | None) -> str:
-    if spec and spec.checkpoint:  # a checkpoint re-registered under its alias with another file, arch or key
-        return f"{spec.alias}|{spec.timm_name}|{spec.checkpoint_key}|{spec.checkpoint}"
+    """Everything that determines the loaded model: for a checkpoint its alias, architecture, key, family,
+    path and the file's identity (device, inode, size, modification time: the next epoch's file written
+    over the last is another model); else the alias or timm name."""
+    if spec and spec.checkpoint:
+        try:
+            st = os.stat(spec.checkpoint)
+            ident = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+        except OSError:
+            ident = "missing"  # the load says what is wrong
+        return f"{spec.alias}|{spec.timm_name}|{spec.checkpoint_key}|{spec.family}|{spec.checkpoint}|{ident}"
     return spec.alias if spec else timm_name
 
 
