@@ -24,6 +24,7 @@ from pathlib import Path
 
 from attention.errors import AttentionError
 from attention.vit.checkpoint import checkpoint_args, use_checkpoint
+from attention.vit.models import default_model
 
 RESOLUTION_HELP = "shorter side in px (DINOv3: the height), 'auto', 'native' or 'dino480'"
 
@@ -34,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     m = sub.add_parser("maps", help="write attention maps of images (PNG overlays + .npz)")
     m.add_argument("images", nargs="+", type=Path, help="image files")
     m.add_argument(
-        "--model", default="dino_vits16", help="alias (dino_vits16, mnist_vit, ...), timm name or hf-hub:org/repo"
+        "--model", default=default_model(), help="alias (dino_vits16, mnist_vit, ...), timm name or hf-hub:org/repo"
     )
     m.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
     m.add_argument("--resolution", default="auto", help=RESOLUTION_HELP)
@@ -49,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
     f = sub.add_parser("features", help="write feature views (PCA, similarity, norms) and the model view of images")
     f.add_argument("images", nargs="+", type=Path, help="image files")
-    f.add_argument("--model", default="dino_vits16", help="alias, timm name or hf-hub:org/repo")
+    f.add_argument("--model", default=default_model(), help="alias, timm name or hf-hub:org/repo")
     f.add_argument("--layer", type=int, default=-1, help="layer whose output tokens (default: last, after the norm)")
     f.add_argument("--resolution", default="auto", help=RESOLUTION_HELP)
     f.add_argument(
@@ -86,7 +87,7 @@ def _video_parser(sub) -> argparse.ArgumentParser:
     v = sub.add_parser("video", help="write an attention video (H.264 MP4) of a video file")
     v.add_argument("input", type=Path, help="video file (MP4, WebM, MOV, MKV, AVI, GIF)")
     v.add_argument("--out", type=Path, default=Path("attention_video.mp4"), help="output .mp4")
-    v.add_argument("--model", default="dino_vits16", help="alias, timm name or hf-hub:org/repo")
+    v.add_argument("--model", default=default_model(), help="alias, timm name or hf-hub:org/repo")
     v.add_argument("--resize", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480' (default auto)")
     v.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass the masks keep")
     v.add_argument("--fps", type=float, default=None, help="output frames per second (default: the source's)")
@@ -107,7 +108,7 @@ def _video_parser(sub) -> argparse.ArgumentParser:
 def _extract_parser(sub) -> argparse.ArgumentParser:
     e = sub.add_parser("extract", help="attention of a whole dataset into Parquet shards (batched; torchrun splits it)")
     e.add_argument("source", help="folder or glob of images, hf:ORG/NAME (Hub dataset), imagefolder:DIR, saved dataset")
-    e.add_argument("--model", default="dino_vits16", help="alias, timm name or hf-hub:org/repo")
+    e.add_argument("--model", default=default_model(), help="alias, timm name or hf-hub:org/repo")
     e.add_argument("--layer", type=int, default=-1, help="layer of the maps (default: last)")
     e.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
     e.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass kept by masks (default 0.6)")

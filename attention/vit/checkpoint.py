@@ -296,7 +296,7 @@ def register_checkpoint(
         del models.REGISTRY[spec.alias]
         raise
     if default:
-        models.DEFAULT_MODEL = spec.alias
+        models.set_default_model(spec.alias)
     return spec.alias
 
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
+import types
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Literal
@@ -140,8 +142,40 @@ REGISTRY: dict[str, ModelSpec] = {
         ModelSpec("deit_small", "deit_small_patch16_224.fb_in1k", "DeiT-S ImageNet classifier", 224, classifier=True),
     ]
 }
-DEFAULT_MODEL = "dino_vits16"
 OFFLINE_MODEL = "mnist_vit"
+_default = ["dino_vits16"]  # the default model, read through `default_model()`: the operator may change it
+
+
+def default_model() -> str:
+    """The default model's alias now: dino_vits16, or the operator's checkpoint (`python app.py --model
+    ckpt.pth`, `register_checkpoint(..., default=True)`). `models.DEFAULT_MODEL` reads it too."""
+    return _default[0]
+
+
+def set_default_model(name: str) -> str:
+    """Make the registry entry `name` the default model (`default_model()`, `load_vit()`'s); ModelLoadError
+    naming the registry's aliases for any other name. Returns it."""
+    name = (name or "").strip()
+    if name not in REGISTRY:
+        raise ModelLoadError(f"Default model {name!r} is not a registry entry; accepted: {', '.join(REGISTRY)}.")
+    _default[0] = name
+    return name
+
+
+class _Module(types.ModuleType):
+    """This module, with `DEFAULT_MODEL` read (and set) through `default_model()` / `set_default_model()`,
+    never a value bound once at import."""
+
+    @property
+    def DEFAULT_MODEL(self) -> str:  # noqa: N802 (the public name kept for callers and the README)
+        return default_model()
+
+    @DEFAULT_MODEL.setter
+    def DEFAULT_MODEL(self, name: str) -> None:  # noqa: N802
+        set_default_model(name)
+
+
+sys.modules[__name__].__class__ = _Module
 
 _cache: OrderedDict[tuple[str, str, str], torch.nn.Module] = OrderedDict()  # least recently used first
 _lock = threading.Lock()  # guards _cache and _loading; held only for look-ups, never during a load
@@ -271,7 +305,7 @@ def available(name: str) -> bool:
 
 
 def load_vit(
-    name: str = DEFAULT_MODEL,
+    name: str | None = None,
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
     *,
@@ -281,7 +315,8 @@ def load_vit(
 ) -> torch.nn.Module:
     """A timm VisionTransformer with pretrained weights, in eval mode on `device`.
 
-    name: an alias of REGISTRY, a timm ViT name, or `hf-hub:org/repo`; with `arch`, the path of your own
+    name: an alias of REGISTRY, a timm ViT name, or `hf-hub:org/repo` (None: `default_model()`, read at the
+    call); with `arch`, the path of your own
     checkpoint (.pth/.pt/.bin/.safetensors) for timm architecture `arch` (`checkpoint.load`: DINO's
     `teacher`/`student` keys, `module.`/`backbone.` prefixes; `checkpoint_key` picks the key; `family`,
     default the architecture's, how images are fed: a key of FAMILIES).
@@ -297,6 +332,7 @@ def load_vit(
     cannot be had (offline and not cached, hub error, unknown name, not a ViT).
     Never falls back to random weights.
     """
+    name = default_model() if name is None else name
     if arch is not None:
         from attention.vit.checkpoint import checkpoint_spec
 
