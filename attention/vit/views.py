@@ -21,6 +21,7 @@ from attention.vit import drawing
 from attention.vit.drawing import BIG_DISPLAY, MIN_DISPLAY, QUERY_COLOR
 from attention.vit.extract import AttentionMaps, threshold_masks
 from attention.vit.outputs import SHEET_TILE, Tile
+from attention.vit.query import prefix_phrase
 
 VIEWS: dict[str, str] = {
     "heads": "Per-head grid",
@@ -81,8 +82,7 @@ def sheet_shrink(res: AttentionMaps, max_side: int = SHEET_TILE) -> int:
 
 def _share_caption(res: AttentionMaps, head: int) -> str:
     share = float(res.prefix_share[res.layer, head])
-    where = "CLS" if res.num_prefix_tokens == 1 else "CLS+reg"
-    return f"{share:.0%} {where}"
+    return f"{share:.0%} {prefix_phrase(res.tokens)}"
 
 
 def tiles(
