@@ -93,7 +93,12 @@ def _video_parser(sub) -> argparse.ArgumentParser:
     v.add_argument("--fps", type=float, default=None, help="output frames per second (default: the source's)")
     v.add_argument("--seconds", type=float, default=None, help="only the first SECONDS of the video")
     v.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
-    v.add_argument("--query", default="cls", help="'cls' or ROW,COL of a patch (default: cls)")
+    v.add_argument(
+        "--query",
+        default=None,
+        help="a token (cls, dist, pool, reg0, ...) or ROW,COL of a patch (default: the model's own: CLS, "
+        "else the pooling head's, else the centre patch)",
+    )
     v.add_argument("--view", default="mean", choices=list(VIDEO_VIEWS), help="what is drawn (default mean)")
     v.add_argument("--head", type=int, default=0, help="the head of the 'head' and 'masks' views")
     v.add_argument("--alpha", type=float, default=0.6, help="opacity of the map over the frame, 0 to 1")
@@ -112,6 +117,12 @@ def _extract_parser(sub) -> argparse.ArgumentParser:
     e.add_argument("--layer", type=int, default=-1, help="layer of the maps (default: last)")
     e.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
     e.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass kept by masks (default 0.6)")
+    e.add_argument(
+        "--query",
+        default=None,
+        help="whose attention: a token (cls, pool, reg0, ...) or ROW,COL (default: the model's own: CLS, else the "
+        "pooling head's, else the centre patch; recorded in run.json and each row)",
+    )
     e.add_argument(
         "--buckets", type=int, default=0, help="resize to the nearest of N aspect-ratio grids (fuller batches; 0: off)"
     )
@@ -264,6 +275,7 @@ def extract(args) -> int:
         args.out,
         model_name=args.model,
         layer=args.layer,
+        query=_query(args.query),
         resolution=args.resolution,
         threshold=args.threshold,
         buckets=args.buckets,

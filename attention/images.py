@@ -8,8 +8,8 @@ x, shown = to_tensor(img, patch_size=16, mean=..., std=..., resolution=None, cro
 x, shown = to_tensor(img, patch_size=16, mean=..., std=..., resolution=768, crop="resize")
 # DINOv3's notebooks: 500x375 -> 1024x768 px (48 rows of patches, 64 columns), nothing cropped
 
-Resolutions: an int (shorter side, px, aspect kept, the longer side int(r * long / short) as
-torchvision's `Resize(r)`, which DINO's script and timm's transforms use), None / "native" (no resize), or
+Resolutions: an int (shorter side, px, aspect kept; the longer side int(r * long / short) as torchvision's
+`Resize(r)` where the family resizes as DINO's script, else rounded), None / "native" (no resize), or
 "dino480" (squashed to 480 x 480 px, bilinear: DINO's visualize_attention.py default,
 `transforms.Resize((480, 480))` on a PIL image). The filter is the family's (`resize`, `RESIZES`):
 "bilinear" as torchvision's Resize on a PIL image (DINO's visualize_attention.py `Resize(480)`, DINOv3's
@@ -131,12 +131,13 @@ def _to_rgb(img: Image.Image) -> Image.Image:
 
 
 def target_size(
-    size: tuple[int, int], patch_size: int, resolution: Resolution, crop: Crop = "center"
+    size: tuple[int, int], patch_size: int, resolution: Resolution, crop: Crop = "center", resize: Resize = "bicubic"
 ) -> tuple[tuple[int, int], tuple[int, int]]:
     """Resized size (W, H) and then cropped size (W', H'), multiples of `patch_size`.
 
-    resolution: int, the shorter side in pixels (aspect kept; the longer side int(r * long / short),
-    torchvision's `Resize(r)`); None keeps the size; "dino480"
+    resolution: int, the shorter side in pixels (aspect kept; the longer side: resize "bilinear",
+    int(r * long / short) as torchvision's `Resize(r)` in DINO's script; "bicubic", rounded, as timm models
+    are fed here); None keeps the size; "dino480"
     (DINO480) is 480 x 480 whatever the aspect. (As returned by `check_resolution`.)
     crop "resize" (DINOv3's notebooks): the image is resized straight to whole patches, nothing
     cropped: an int resolution is the height (floor(resolution / p) patches) and the width is
@@ -153,14 +154,17 @@ def target_size(
         rw, rh = DINO_SQUARE, DINO_SQUARE
     else:
         r = int(resolution)  # torchvision's Resize(r): the shorter side r, the longer int(r * long / short)
-        rw, rh = (r, max(1, int(r * h / w))) if w <= h else (max(1, int(r * w / h)), r)
+        longer = (lambda v: max(1, int(v))) if resize == "bilinear" else (lambda v: max(1, round(v)))
+        rw, rh = (r, longer(r * h / w)) if w <= h else (longer(r * w / h), r)
     return (rw, rh), (rw // patch_size * patch_size, rh // patch_size * patch_size)
 
 
-def patch_tokens(size: tuple[int, int], patch: int, resolution: Resolution, crop: Crop = "center") -> int:
+def patch_tokens(
+    size: tuple[int, int], patch: int, resolution: Resolution, crop: Crop = "center", resize: Resize = "bicubic"
+) -> int:
     """Patch tokens of an image of `size` (W, H) at `resolution`, cropped or resized to the patch grid
-    by `crop` (see `target_size`; for crop "resize" an int resolution is the height)."""
-    _, (cw, ch) = target_size(size, patch, resolution, crop)
+    by `crop` with `resize` (see `target_size`; for crop "resize" an int resolution is the height)."""
+    _, (cw, ch) = target_size(size, patch, resolution, crop, resize)
     return (cw // patch) * (ch // patch)
 
 
@@ -178,11 +182,11 @@ def largest_resolution_where(fits: Callable[[int], bool], patch: int) -> int | N
 
 
 def largest_token_resolution(
-    size: tuple[int, int], patch: int, max_tokens: int = MAX_TOKENS, crop: Crop = "center"
+    size: tuple[int, int], patch: int, max_tokens: int = MAX_TOKENS, crop: Crop = "center", resize: Resize = "bicubic"
 ) -> int | None:
     """The largest resolution at which an image of `size` makes at most `max_tokens` patches (`crop`
     as in `target_size`)."""
-    return largest_resolution_where(lambda r: patch_tokens(size, patch, r, crop) <= max_tokens, patch)
+    return largest_resolution_where(lambda r: patch_tokens(size, patch, r, crop, resize) <= max_tokens, patch)
 
 
 def check_resolution(resolution: Resolution, patch_size: int) -> int | str | None:
@@ -241,10 +245,10 @@ def to_tensor(
             f"Image is {w}x{h} px, smaller than one {patch_size}x{patch_size} patch; "
             f"accepted: at least {patch_size} px on each side."
         )
-    (rw, rh), (cw, ch) = target_size((w, h), patch_size, resolution, crop)
+    (rw, rh), (cw, ch) = target_size((w, h), patch_size, resolution, crop, resize)
     tokens = (cw // patch_size) * (ch // patch_size)
     if tokens > max_tokens:
-        best = largest_token_resolution((w, h), patch_size, max_tokens, crop)
+        best = largest_token_resolution((w, h), patch_size, max_tokens, crop, resize)
         raise ImageError(
             f"At this resolution the image makes {cw // patch_size}x{ch // patch_size} = {tokens:,} patches, "
             f"over the cap of {max_tokens:,}; the largest resolution accepted for this {w}x{h} image is "

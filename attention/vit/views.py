@@ -17,6 +17,7 @@ import numpy as np
 
 from attention.errors import InputError
 from attention.render import colormap, mask_overlay, masks_figure, overlay, overlays, upsample
+from attention.validate import check_opacity, check_threshold
 from attention.vit import drawing
 from attention.vit.drawing import BIG_DISPLAY, MIN_DISPLAY, QUERY_COLOR
 from attention.vit.extract import AttentionMaps, threshold_masks
@@ -43,19 +44,8 @@ def check_view(view: str) -> str:
 
 def check_style(threshold: float, alpha: float, cmap: str) -> None:
     """Validate threshold (0, 1], opacity [0, 1] and colormap name; InputError says what is accepted."""
-    try:
-        threshold, alpha = float(threshold), float(alpha)
-    except (TypeError, ValueError):
-        raise InputError(
-            f"Threshold {threshold!r} and opacity {alpha!r} must be numbers: threshold in (0, 1], opacity in [0, 1]."
-        ) from None
-    if not 0 < threshold <= 1:
-        raise InputError(
-            f"Threshold {threshold} is out of range; "
-            "accepted: more than 0, at most 1 (the share of each head's attention the mask keeps)."
-        )
-    if not 0 <= alpha <= 1:
-        raise InputError(f"Opacity {alpha} is out of range; accepted: 0 (image only) to 1 (map only).")
+    check_threshold(threshold)
+    check_opacity(alpha)
     colormap(cmap)
 
 
