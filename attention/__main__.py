@@ -45,7 +45,9 @@ def _parser() -> argparse.ArgumentParser:
         help="a token (cls, dist, pool, reg0, ...) or ROW,COL of a patch (default: CLS, "
         "else the pooling head's, else the centre patch)",
     )
-    m.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass kept by masks (default 0.6)")
+    m.add_argument(
+        "--threshold", type=_threshold, default=0.6, help="share of each head's mass kept by masks (default 0.6)"
+    )
     m.add_argument("--cmap", default="inferno", help="matplotlib colormap (default inferno)")
     m.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
     f = sub.add_parser("features", help="write feature views (PCA, similarity, norms) and the model view of images")
@@ -89,7 +91,7 @@ def _video_parser(sub) -> argparse.ArgumentParser:
     v.add_argument("--out", type=Path, default=Path("attention_video.mp4"), help="output .mp4")
     v.add_argument("--model", default=default_model(), help="alias, timm name or hf-hub:org/repo")
     v.add_argument("--resize", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480' (default auto)")
-    v.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass the masks keep")
+    v.add_argument("--threshold", type=_threshold, default=0.6, help="share of each head's mass the masks keep")
     v.add_argument("--fps", type=float, default=None, help="output frames per second (default: the source's)")
     v.add_argument("--seconds", type=float, default=None, help="only the first SECONDS of the video")
     v.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
@@ -101,7 +103,7 @@ def _video_parser(sub) -> argparse.ArgumentParser:
     )
     v.add_argument("--view", default="mean", choices=list(VIDEO_VIEWS), help="what is drawn (default mean)")
     v.add_argument("--head", type=int, default=0, help="the head of the 'head' and 'masks' views")
-    v.add_argument("--alpha", type=float, default=0.6, help="opacity of the map over the frame, 0 to 1")
+    v.add_argument("--alpha", type=_opacity, default=0.6, help="opacity of the map over the frame, 0 to 1")
     v.add_argument("--cmap", default="inferno", help="colormap (default inferno)")
     v.add_argument("--side-by-side", action="store_true", help="the frame on the left, the view on the right")
     v.add_argument("--npz", type=Path, default=None, help="also write every frame's raw maps to this .npz")
@@ -116,7 +118,9 @@ def _extract_parser(sub) -> argparse.ArgumentParser:
     e.add_argument("--model", default=default_model(), help="alias, timm name or hf-hub:org/repo")
     e.add_argument("--layer", type=int, default=-1, help="layer of the maps (default: last)")
     e.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
-    e.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass kept by masks (default 0.6)")
+    e.add_argument(
+        "--threshold", type=_threshold, default=0.6, help="share of each head's mass kept by masks (default 0.6)"
+    )
     e.add_argument(
         "--query",
         default=None,
@@ -141,6 +145,26 @@ def _extract_parser(sub) -> argparse.ArgumentParser:
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
     e.add_argument("--out", type=Path, required=True, help="output folder (a run there is resumed)")
     return e
+
+
+def _threshold(text: str) -> float:
+    """--threshold, read by the one threshold validator (`validate.check_threshold`), refused by argparse."""
+    from attention.validate import check_threshold
+
+    try:
+        return check_threshold(text)
+    except AttentionError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _opacity(text: str) -> float:
+    """--alpha, read by the one opacity validator (`validate.check_opacity`)."""
+    from attention.validate import check_opacity
+
+    try:
+        return check_opacity(text)
+    except AttentionError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _query(text: str | None):

@@ -24,12 +24,17 @@ def _number(value) -> float:
     return v
 
 
+def _shown(value, v: float) -> str:
+    """The value as a message shows it: a number as a number (0, 0.0 and "0" alike: 0), else as typed."""
+    return f"{v:g}" if v == v else repr(value)
+
+
 def check_threshold(value) -> float:
     """A mask threshold: the share of each head's attention the mask keeps, in (0, 1]. InputError otherwise."""
     v = _number(value)
     if not 0 < v <= 1:  # NaN too
         raise InputError(
-            f"Threshold {value!r} is out of range; accepted: more than 0, at most 1 (the share of each head's "
+            f"Threshold {_shown(value, v)} is out of range; accepted: more than 0, at most 1 (the share of each head's "
             "attention the mask keeps)."
         )
     return v
@@ -39,7 +44,7 @@ def check_opacity(value) -> float:
     """The opacity of a map over its image, in [0, 1]. InputError otherwise."""
     v = _number(value)
     if not 0 <= v <= 1:
-        raise InputError(f"Opacity {value!r} is out of range; accepted: 0 (image only) to 1 (map only).")
+        raise InputError(f"Opacity {_shown(value, v)} is out of range; accepted: 0 (image only) to 1 (map only).")
     return v
 
 
@@ -49,5 +54,7 @@ def check_seconds(value) -> float | None:
         return None
     v = _number(value)
     if not 0 < v <= 1e7:
-        raise InputError(f"Length {value!r} s is out of range; accepted: more than 0 seconds, or none for all.")
+        raise InputError(
+            f"Length {_shown(value, v)} s is out of range; accepted: more than 0 seconds, or none for all."
+        )
     return v
