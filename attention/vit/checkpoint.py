@@ -302,6 +302,8 @@ def register_checkpoint(
 
 def checkpoint_args(p: argparse.ArgumentParser, weights: str = "--weights") -> None:
     """The options naming your own checkpoint (this CLI's --weights; app.py's --model)."""
+    from attention.vit.models import FAMILIES
+
     p.add_argument(weights, type=Path, default=None, help="your own checkpoint (.pth, .pt, .bin or .safetensors)")
     p.add_argument(
         "--arch", default=None, help="its timm architecture, e.g. vit_small_patch16_224 (with the checkpoint)"
@@ -312,7 +314,7 @@ def checkpoint_args(p: argparse.ArgumentParser, weights: str = "--weights") -> N
     p.add_argument(
         "--family",
         default=None,
-        help="how images are fed: dino, dinov2, dinov2_reg, dinov3, timm (default: the arch's)",
+        help=f"how images are fed: {', '.join(FAMILIES)} (default: the arch's)",
     )
 
 
