@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from attention.errors import AttentionError, CheckpointError
+from attention.errors import AttentionError, CheckpointError, without_unsafe_advice
 
 KEYS = ("teacher", "model", "state_dict", "model_state_dict", "module", "student")  # tried in this order
 PREFIXES = ("module.", "backbone.")
@@ -103,12 +103,7 @@ def read(path: str | Path) -> dict:
 def _reason(e: Exception) -> str:
     """What torch.load said went wrong, without its advice to load the file with weights_only=False
     (which would run any code the file holds): the paragraphs of its message that do not give it."""
-    keep = [
-        p.strip().removeprefix("WeightsUnpickler error:").strip()
-        for p in str(e).split("\n")
-        if p.strip() and not re.search(r"weights_only|torch\.load|pytorch\.org|trusted source", p)
-    ]
-    return "; ".join(keep)[:300] or "not a pickle of tensors"
+    return without_unsafe_advice(str(e))[:300] or "not a pickle of tensors"
 
 
 def _is_state_dict(d: Mapping) -> bool:

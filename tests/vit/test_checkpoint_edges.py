@@ -178,3 +178,23 @@ def test_a_pickle_with_code_is_refused_without_advising_unsafe_loading(tmp_path)
         assert "not loaded" in msg and "safetensors" in msg
         assert "weights_only" not in msg and "False" not in msg and "trusted source" not in msg
         assert not target.exists()
+
+
+def test_a_hub_weights_file_with_code_is_refused_without_advising_unsafe_loading(tmp_path):
+    """Item 10's sibling: a cached `pytorch_model.bin` holding code (the hub path, not a checkpoint) is a
+    ModelLoadError that does not repeat torch's advice either, and the code is not run."""
+    import io
+    import json
+
+    from tests.hub_cache import temporary_hf_home
+
+    target = tmp_path / "pwned"
+    buf = io.BytesIO()
+    torch.save({**vit(0).state_dict(), "x": Code(str(target))}, buf)
+    cfg = {"architecture": ARCH, "num_classes": 0, "model_args": {}, "pretrained_cfg": {}}
+    with temporary_hf_home(tmp_path / "hf") as add:
+        add("testorg/evil-vit", {"config.json": json.dumps(cfg).encode(), "pytorch_model.bin": buf.getvalue()})
+        with pytest.raises(ModelLoadError) as e:
+            load_vit("hf-hub:testorg/evil-vit", device="cpu")
+    msg = str(e.value)
+    assert "weights_only" not in msg and "trusted source" not in msg and not target.exists()
