@@ -21,11 +21,12 @@ def test_the_default_model_follows_the_operators_checkpoint(tmp_path):
     src = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=0)
     torch.save(src.state_dict(), tmp_path / "ckpt.pth")
     saved = dict(models.REGISTRY)
-    assert attention.DEFAULT_MODEL == attention.vit.DEFAULT_MODEL == models.default_model() == "dino_vits16"
+    assert attention.DEFAULT_MODEL == attention.vit.DEFAULT_MODEL == models.DEFAULT_MODEL == "dino_vits16"
     try:
         alias = register_checkpoint(tmp_path / "ckpt.pth", "vit_tiny_patch16_224", default=True)
         assert alias == "ckpt:ckpt"
         assert attention.DEFAULT_MODEL == attention.vit.DEFAULT_MODEL == models.DEFAULT_MODEL == alias
+        assert models.default_model() == alias
         model = models.load_vit(device="cpu")  # no name: the default now
         assert model.alias == alias
         torch.testing.assert_close(model.pos_embed, src.pos_embed)
@@ -35,6 +36,6 @@ def test_the_default_model_follows_the_operators_checkpoint(tmp_path):
     finally:
         models.REGISTRY.clear()
         models.REGISTRY.update(saved)
-        models.set_default_model("dino_vits16")
+        models.DEFAULT_MODEL = "dino_vits16"  # through set_default_model
         models.clear_cache()
     assert attention.DEFAULT_MODEL == "dino_vits16"
