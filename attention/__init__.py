@@ -43,7 +43,6 @@ from attention.errors import (
 from attention.images import load_image
 from attention.render import colorize, grid, mark_patch, mask_overlay, overlay, upsample
 from attention.vit import (
-    DEFAULT_MODEL,
     OFFLINE_MODEL,
     REGISTRY,
     AttentionMaps,
@@ -51,6 +50,7 @@ from attention.vit import (
     attention_video,
     available,
     default_device,
+    default_model,
     load_vit,
     rollout,
     rollout_map,
@@ -84,6 +84,7 @@ __all__ = [
     "available",
     "default_device",
     "load_vit",
+    "default_model",
     "colorize",
     "grid",
     "mark_patch",
@@ -91,3 +92,10 @@ __all__ = [
     "overlay",
     "upsample",
 ]
+
+
+def __getattr__(name: str):
+    """`DEFAULT_MODEL`: the default model's alias at the time it is read (`attention.vit.default_model`)."""
+    if name == "DEFAULT_MODEL":
+        return default_model()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

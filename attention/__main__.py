@@ -24,6 +24,7 @@ from pathlib import Path
 
 from attention.errors import AttentionError
 from attention.vit.checkpoint import checkpoint_args, use_checkpoint
+from attention.vit.models import default_model
 
 RESOLUTION_HELP = "shorter side in px (DINOv3: the height), 'auto', 'native' or 'dino480'"
 
@@ -34,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     m = sub.add_parser("maps", help="write attention maps of images (PNG overlays + .npz)")
     m.add_argument("images", nargs="+", type=Path, help="image files")
     m.add_argument(
-        "--model", default="dino_vits16", help="alias (dino_vits16, mnist_vit, ...), timm name or hf-hub:org/repo"
+        "--model", default=default_model(), help="alias (dino_vits16, mnist_vit, ...), timm name or hf-hub:org/repo"
     )
     m.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
     m.add_argument("--resolution", default="auto", help=RESOLUTION_HELP)
@@ -44,12 +45,14 @@ def _parser() -> argparse.ArgumentParser:
         help="a token (cls, dist, pool, reg0, ...) or ROW,COL of a patch (default: CLS, "
         "else the pooling head's, else the centre patch)",
     )
-    m.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass kept by masks (default 0.6)")
+    m.add_argument(
+        "--threshold", type=_threshold, default=0.6, help="share of each head's mass kept by masks (default 0.6)"
+    )
     m.add_argument("--cmap", default="inferno", help="matplotlib colormap (default inferno)")
     m.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
     f = sub.add_parser("features", help="write feature views (PCA, similarity, norms) and the model view of images")
     f.add_argument("images", nargs="+", type=Path, help="image files")
-    f.add_argument("--model", default="dino_vits16", help="alias, timm name or hf-hub:org/repo")
+    f.add_argument("--model", default=default_model(), help="alias, timm name or hf-hub:org/repo")
     f.add_argument("--layer", type=int, default=-1, help="layer whose output tokens (default: last, after the norm)")
     f.add_argument("--resolution", default="auto", help=RESOLUTION_HELP)
     f.add_argument(
@@ -86,16 +89,21 @@ def _video_parser(sub) -> argparse.ArgumentParser:
     v = sub.add_parser("video", help="write an attention video (H.264 MP4) of a video file")
     v.add_argument("input", type=Path, help="video file (MP4, WebM, MOV, MKV, AVI, GIF)")
     v.add_argument("--out", type=Path, default=Path("attention_video.mp4"), help="output .mp4")
-    v.add_argument("--model", default="dino_vits16", help="alias, timm name or hf-hub:org/repo")
+    v.add_argument("--model", default=default_model(), help="alias, timm name or hf-hub:org/repo")
     v.add_argument("--resize", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480' (default auto)")
-    v.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass the masks keep")
+    v.add_argument("--threshold", type=_threshold, default=0.6, help="share of each head's mass the masks keep")
     v.add_argument("--fps", type=float, default=None, help="output frames per second (default: the source's)")
     v.add_argument("--seconds", type=float, default=None, help="only the first SECONDS of the video")
     v.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
-    v.add_argument("--query", default="cls", help="'cls' or ROW,COL of a patch (default: cls)")
+    v.add_argument(
+        "--query",
+        default=None,
+        help="a token (cls, dist, pool, reg0, ...) or ROW,COL of a patch (default: the model's own: CLS, "
+        "else the pooling head's, else the centre patch)",
+    )
     v.add_argument("--view", default="mean", choices=list(VIDEO_VIEWS), help="what is drawn (default mean)")
     v.add_argument("--head", type=int, default=0, help="the head of the 'head' and 'masks' views")
-    v.add_argument("--alpha", type=float, default=0.6, help="opacity of the map over the frame, 0 to 1")
+    v.add_argument("--alpha", type=_opacity, default=0.6, help="opacity of the map over the frame, 0 to 1")
     v.add_argument("--cmap", default="inferno", help="colormap (default inferno)")
     v.add_argument("--side-by-side", action="store_true", help="the frame on the left, the view on the right")
     v.add_argument("--npz", type=Path, default=None, help="also write every frame's raw maps to this .npz")
@@ -107,10 +115,18 @@ def _video_parser(sub) -> argparse.ArgumentParser:
 def _extract_parser(sub) -> argparse.ArgumentParser:
     e = sub.add_parser("extract", help="attention of a whole dataset into Parquet shards (batched; torchrun splits it)")
     e.add_argument("source", help="folder or glob of images, hf:ORG/NAME (Hub dataset), imagefolder:DIR, saved dataset")
-    e.add_argument("--model", default="dino_vits16", help="alias, timm name or hf-hub:org/repo")
+    e.add_argument("--model", default=default_model(), help="alias, timm name or hf-hub:org/repo")
     e.add_argument("--layer", type=int, default=-1, help="layer of the maps (default: last)")
     e.add_argument("--resolution", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480'")
-    e.add_argument("--threshold", type=float, default=0.6, help="share of each head's mass kept by masks (default 0.6)")
+    e.add_argument(
+        "--threshold", type=_threshold, default=0.6, help="share of each head's mass kept by masks (default 0.6)"
+    )
+    e.add_argument(
+        "--query",
+        default=None,
+        help="whose attention: a token (cls, pool, reg0, ...) or ROW,COL (default: the model's own: CLS, else the "
+        "pooling head's, else the centre patch; recorded in run.json and each row)",
+    )
     e.add_argument(
         "--buckets", type=int, default=0, help="resize to the nearest of N aspect-ratio grids (fuller batches; 0: off)"
     )
@@ -129,6 +145,26 @@ def _extract_parser(sub) -> argparse.ArgumentParser:
     e.add_argument("--no-progress", action="store_true", help="no progress bar")
     e.add_argument("--out", type=Path, required=True, help="output folder (a run there is resumed)")
     return e
+
+
+def _threshold(text: str) -> float:
+    """--threshold, read by the one threshold validator (`validate.check_threshold`), refused by argparse."""
+    from attention.validate import check_threshold
+
+    try:
+        return check_threshold(text)
+    except AttentionError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _opacity(text: str) -> float:
+    """--alpha, read by the one opacity validator (`validate.check_opacity`)."""
+    from attention.validate import check_opacity
+
+    try:
+        return check_opacity(text)
+    except AttentionError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _query(text: str | None):
@@ -263,6 +299,7 @@ def extract(args) -> int:
         args.out,
         model_name=args.model,
         layer=args.layer,
+        query=_query(args.query),
         resolution=args.resolution,
         threshold=args.threshold,
         buckets=args.buckets,

@@ -77,6 +77,20 @@ class CheckpointError(ModelLoadError):
     architecture (the message names the file, the tensor and both shapes where it applies)."""
 
 
+def without_unsafe_advice(message: str) -> str:
+    """A library's error message without torch's advice to load a file with `weights_only=False` (which
+    would run any code the file holds): the lines that do not give it, joined ("" when none is left).
+    Every message quoting torch.load's error goes through here (checkpoints, the hub's weights files)."""
+    import re
+
+    keep = [
+        line.strip().removeprefix("WeightsUnpickler error:").strip()
+        for line in str(message).split("\n")
+        if line.strip() and not re.search(r"weights_only|torch\.load|pytorch\.org|trusted source", line)
+    ]
+    return "; ".join(keep)
+
+
 def as_whole(value) -> int | None:
     """`value` as an int when it is a whole number (3, 3.0, "3", a numpy integer), else None
     (2.5, NaN, inf, "abc", None): the one whole-number test behind every index and count check."""

@@ -8,9 +8,13 @@ x, shown = to_tensor(img, patch_size=16, mean=..., std=..., resolution=None, cro
 x, shown = to_tensor(img, patch_size=16, mean=..., std=..., resolution=768, crop="resize")
 # DINOv3's notebooks: 500x375 -> 1024x768 px (48 rows of patches, 64 columns), nothing cropped
 
-Resolutions: an int (shorter side, px, aspect kept, bicubic), None / "native" (no resize), or
+Resolutions: an int (shorter side, px, aspect kept; the longer side int(r * long / short) as torchvision's
+`Resize(r)` where the family resizes as DINO's script, else rounded), None / "native" (no resize), or
 "dino480" (squashed to 480 x 480 px, bilinear: DINO's visualize_attention.py default,
-`transforms.Resize((480, 480))` on a PIL image). Crops: "center" (timm's) or "top-left" (DINO's
+`transforms.Resize((480, 480))` on a PIL image). The filter is the family's (`resize`, `RESIZES`):
+"bilinear" as torchvision's Resize on a PIL image (DINO's visualize_attention.py `Resize(480)`, DINOv3's
+notebooks), "bicubic" for timm models (their pretrained_cfg's interpolation).
+Crops: "center" (timm's) or "top-left" (DINO's
 `img[:, :h - h % p, :w - w % p]`), or "resize": no crop, the image resized to whole patches keeping
 its aspect as DINOv3's notebooks do (`resize_transform` in facebookresearch/dinov3 notebooks/pca.ipynb:
 `resolution` is then the height, image_size there; the width is floor(w * image_size / (h * p)) patches;
@@ -44,6 +48,8 @@ ImageSource = str | os.PathLike | bytes | Image.Image | np.ndarray
 Resolution = int | str | None
 Crop = Literal["top-left", "center", "resize"]
 CROPS = ("top-left", "center", "resize")
+Resize = Literal["bicubic", "bilinear"]
+RESIZES: dict[str, int] = {"bicubic": Image.BICUBIC, "bilinear": Image.BILINEAR}  # PIL antialiases when shrinking
 
 
 def load_image(src: ImageSource, *, max_pixels: int = MAX_PIXELS) -> Image.Image:
@@ -125,11 +131,13 @@ def _to_rgb(img: Image.Image) -> Image.Image:
 
 
 def target_size(
-    size: tuple[int, int], patch_size: int, resolution: Resolution, crop: Crop = "center"
+    size: tuple[int, int], patch_size: int, resolution: Resolution, crop: Crop = "center", resize: Resize = "bicubic"
 ) -> tuple[tuple[int, int], tuple[int, int]]:
     """Resized size (W, H) and then cropped size (W', H'), multiples of `patch_size`.
 
-    resolution: int, the shorter side in pixels (aspect kept); None keeps the size; "dino480"
+    resolution: int, the shorter side in pixels (aspect kept; the longer side: resize "bilinear",
+    int(r * long / short) as torchvision's `Resize(r)` in DINO's script; "bicubic", rounded, as timm models
+    are fed here); None keeps the size; "dino480"
     (DINO480) is 480 x 480 whatever the aspect. (As returned by `check_resolution`.)
     crop "resize" (DINOv3's notebooks): the image is resized straight to whole patches, nothing
     cropped: an int resolution is the height (floor(resolution / p) patches) and the width is
@@ -145,15 +153,18 @@ def target_size(
     elif resolution == DINO480:
         rw, rh = DINO_SQUARE, DINO_SQUARE
     else:
-        s = resolution / min(w, h)
-        rw, rh = max(1, round(w * s)), max(1, round(h * s))
+        r = int(resolution)  # torchvision's Resize(r): the shorter side r, the longer int(r * long / short)
+        longer = (lambda v: max(1, int(v))) if resize == "bilinear" else (lambda v: max(1, round(v)))
+        rw, rh = (r, longer(r * h / w)) if w <= h else (longer(r * w / h), r)
     return (rw, rh), (rw // patch_size * patch_size, rh // patch_size * patch_size)
 
 
-def patch_tokens(size: tuple[int, int], patch: int, resolution: Resolution, crop: Crop = "center") -> int:
+def patch_tokens(
+    size: tuple[int, int], patch: int, resolution: Resolution, crop: Crop = "center", resize: Resize = "bicubic"
+) -> int:
     """Patch tokens of an image of `size` (W, H) at `resolution`, cropped or resized to the patch grid
-    by `crop` (see `target_size`; for crop "resize" an int resolution is the height)."""
-    _, (cw, ch) = target_size(size, patch, resolution, crop)
+    by `crop` with `resize` (see `target_size`; for crop "resize" an int resolution is the height)."""
+    _, (cw, ch) = target_size(size, patch, resolution, crop, resize)
     return (cw // patch) * (ch // patch)
 
 
@@ -171,11 +182,11 @@ def largest_resolution_where(fits: Callable[[int], bool], patch: int) -> int | N
 
 
 def largest_token_resolution(
-    size: tuple[int, int], patch: int, max_tokens: int = MAX_TOKENS, crop: Crop = "center"
+    size: tuple[int, int], patch: int, max_tokens: int = MAX_TOKENS, crop: Crop = "center", resize: Resize = "bicubic"
 ) -> int | None:
     """The largest resolution at which an image of `size` makes at most `max_tokens` patches (`crop`
     as in `target_size`)."""
-    return largest_resolution_where(lambda r: patch_tokens(size, patch, r, crop) <= max_tokens, patch)
+    return largest_resolution_where(lambda r: patch_tokens(size, patch, r, crop, resize) <= max_tokens, patch)
 
 
 def check_resolution(resolution: Resolution, patch_size: int) -> int | str | None:
@@ -209,21 +220,24 @@ def to_tensor(
     resolution: int | str | None,
     crop: Crop = "center",
     max_tokens: int = MAX_TOKENS,
+    resize: Resize = "bicubic",
 ):
-    """Resize (shorter side to `resolution`, bicubic; "dino480": 480 x 480, bilinear; None: not at
-    all), crop to multiples of the patch (`crop`: "center", or "top-left" as DINO; "resize": no crop,
-    resized to whole patches as DINOv3's notebooks, bilinear: see `target_size`), normalise with
-    `mean`/`std` (1 or 3 channels).
+    """Resize (shorter side to `resolution` with the filter `resize`, the family's: `RESIZES`;
+    "dino480": 480 x 480, bilinear, as DINO's script; None: not at all), crop to multiples of the patch
+    (`crop`: "center", or "top-left" as DINO; "resize": no crop, resized to whole patches as DINOv3's
+    notebooks: see `target_size`), normalise with `mean`/`std` (1 or 3 channels).
 
     Returns (x, shown): x float32 tensor (1, C, H', W'); shown, the RGB PIL image of size
     (W', H') that x shows, so maps on the (H'/p, W'/p) grid align with it pixel for pixel.
     Raises ImageError when the image is smaller than one patch or over `max_tokens` patches,
-    InputError for an unknown crop.
+    InputError for an unknown crop or resize.
     """
     import torch
 
     if crop not in CROPS:
         raise InputError(f"Crop {crop!r} is not accepted; accepted: {', '.join(map(repr, CROPS))}.")
+    if resize not in RESIZES:
+        raise InputError(f"Resize {resize!r} is not accepted; accepted: {', '.join(map(repr, RESIZES))}.")
 
     w, h = img.size
     if min(w, h) < patch_size:
@@ -231,17 +245,17 @@ def to_tensor(
             f"Image is {w}x{h} px, smaller than one {patch_size}x{patch_size} patch; "
             f"accepted: at least {patch_size} px on each side."
         )
-    (rw, rh), (cw, ch) = target_size((w, h), patch_size, resolution, crop)
+    (rw, rh), (cw, ch) = target_size((w, h), patch_size, resolution, crop, resize)
     tokens = (cw // patch_size) * (ch // patch_size)
     if tokens > max_tokens:
-        best = largest_token_resolution((w, h), patch_size, max_tokens, crop)
+        best = largest_token_resolution((w, h), patch_size, max_tokens, crop, resize)
         raise ImageError(
             f"At this resolution the image makes {cw // patch_size}x{ch // patch_size} = {tokens:,} patches, "
             f"over the cap of {max_tokens:,}; the largest resolution accepted for this {w}x{h} image is "
             f"{best} px."
         )
     if (rw, rh) != (w, h):  # PIL filters antialias when shrinking, as torchvision's Resize on PIL images
-        img = img.resize((rw, rh), Image.BILINEAR if resolution == DINO480 or crop == "resize" else Image.BICUBIC)
+        img = img.resize((rw, rh), RESIZES["bilinear" if resolution == DINO480 else resize])
     left, top = ((rw - cw) // 2, (rh - ch) // 2) if crop == "center" else (0, 0)
     shown = img.crop((left, top, left + cw, top + ch))
     src = shown.convert("L") if len(mean) == 1 else shown

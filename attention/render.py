@@ -19,6 +19,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from attention.errors import InputError
+from attention.validate import check_opacity
 
 COLORMAPS = ("inferno", "viridis", "magma", "plasma", "turbo", "jet", "gray", "hot")
 # one colour per head (matplotlib's tab10, then tab20's light half): masks of many heads over one image
@@ -83,8 +84,7 @@ def overlays(image, maps: np.ndarray, *, alpha: float = 0.6, cmap: str = "infern
     uint8 (H, W, 3), H = gh*p, W = gw*p). alpha: opacity of the maps, 0 (image only) to 1 (maps
     only). Returns K uint8 (H, W, 3) arrays; the image is weighted once for all of them.
     """
-    if not 0 <= alpha <= 1:
-        raise InputError(f"Opacity {alpha} is out of range; accepted: 0 to 1.")
+    alpha = check_opacity(alpha)
     img = _rgb(image)
     (gh, gw), (H, W) = maps.shape[1:], img.shape[:2]
     p = H // gh

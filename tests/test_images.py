@@ -168,6 +168,6 @@ def test_dinov3_rule_equals_the_notebooks_resize_transform():
     w, h = img.size
     h_patches, w_patches = int(768 / 16), int((w * 768) / (h * 16))
     ref = TF.normalize(TF.to_tensor(TF.resize(img, (h_patches * 16, w_patches * 16))), mean=mean, std=std)
-    x, shown = to_tensor(img, patch_size=16, mean=mean, std=std, resolution=768, crop="resize")
+    x, shown = to_tensor(img, patch_size=16, mean=mean, std=std, resolution=768, crop="resize", resize="bilinear")
     assert x.shape == (1, 3, 768, 1024) == (1, *ref.shape) and shown.size == (1024, 768)
     np.testing.assert_allclose(x[0].numpy(), ref.numpy(), atol=1e-5)

@@ -3,6 +3,8 @@ the decode size cap, H.264 output, and a clear VideoError for everything that is
 
 from __future__ import annotations
 
+import re
+
 import av
 import numpy as np
 import pytest
@@ -100,7 +102,9 @@ def test_not_a_video_no_frames_audio_only_and_missing_files_are_named(tmp_path):
         videos.probe(tmp_path / "absent.mp4")
 
 
-def test_a_corrupt_stream_gives_an_error_or_fewer_correct_frames(tmp_path):
+def test_a_corrupt_stream_stops_with_an_error_after_only_correct_frames(tmp_path):
+    """Damage mid-stream is reported (VideoError naming the file and how far it got), never skipped: every
+    frame given before it is the source's own (its level), and a truncated file is refused by name."""
     src = encode(tmp_path / "ok.mp4", levels(10) * 3, fps=10)
     data = bytearray(open(src, "rb").read())
     rng = np.random.default_rng(0)
@@ -108,13 +112,15 @@ def test_a_corrupt_stream_gives_an_error_or_fewer_correct_frames(tmp_path):
     data[mid : mid + 200] = rng.integers(0, 256, 200, dtype=np.uint8).tobytes()
     (tmp_path / "bad.mp4").write_bytes(bytes(data))
     (tmp_path / "cut.mp4").write_bytes(bytes(data[: len(data) // 3]))
-    for name in ("bad.mp4", "cut.mp4"):
-        try:
-            out = list(videos.frames(tmp_path / name))
-        except VideoError as e:
-            assert name in str(e)
-            continue
-        assert len(out) <= 30 and all(f.rgb.shape == (16, 32, 3) for f in out)
+    got = []
+    with pytest.raises(VideoError, match=r"bad\.mp4's video stream is corrupt after (\d+) frames") as e:
+        for f in videos.frames(tmp_path / "bad.mp4"):
+            got.append(f)
+    after = int(re.search(r"after (\d+) frames", str(e.value)).group(1))
+    assert 0 < len(got) <= after < 30  # stopped at the damage, not at the end
+    assert all(f.rgb.shape == (16, 32, 3) and level_index(f.rgb) == f.source_index % 10 for f in got)
+    with pytest.raises(VideoError, match=r"cut\.mp4"):
+        list(videos.frames(tmp_path / "cut.mp4"))
 
 
 def test_a_stream_longer_than_its_cap_stops_with_a_clear_error(tmp_path):

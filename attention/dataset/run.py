@@ -34,10 +34,16 @@ from attention.dataset.shards import check_run, is_done, write_index, write_shar
 from attention.dataset.sources import Source
 from attention.errors import AttentionError, InputError
 from attention.images import MAX_TOKENS
+from attention.validate import check_threshold
 from attention.vit.batch import BatchMaps, GridBuckets, batch_maps
 from attention.vit.extract import _layer_index, threshold_masks
 from attention.vit.features import pca as pca_colors
+from attention.vit.pooling import EMBEDDINGS, embedding_kind
 from attention.vit.preprocess import Preprocess
+from attention.vit.query import Query, has_pool, prefix_tokens, to_text, tokens_of
+from attention.vit.query import default as default_query
+from attention.vit.query import index as query_index
+from attention.vit.query import parse as parse_query
 
 
 @dataclass(frozen=True)
@@ -155,6 +161,7 @@ def _rows(items: list[Item], results: list[BatchMaps], threshold: float, pca: bo
             "height": it.size[1],
             "grid_h": gh,
             "grid_w": gw,
+            "query": to_text(r.query),
             "maps": maps[b],
             "mean": means[b],
             "masks": masks[b],
@@ -200,6 +207,7 @@ def extract(
     *,
     model_name: str,
     layer: int = -1,
+    query: Query | None = None,
     resolution: int | str | None = "auto",
     threshold: float = 0.6,
     buckets: int = 0,
@@ -212,7 +220,12 @@ def extract(
 ) -> Summary:
     """Extract every item of `source` into `out` (see `attention.dataset.shards` for the files).
 
-    model: loaded on this rank's device (fp16 on a GPU). layer: the maps' layer. threshold: DINO's
+    model: loaded on this rank's device (fp16 on a GPU). layer: the maps' layer. query: whose attention the
+    maps are (a token name or (row, col)); None: the model's own, as `attention_maps` (CLS, else its
+    attention-pooling head's query, else the centre patch): recorded in run.json ("query"), in each row
+    (column "query", `query.to_text`) and in the shards' metadata. The embedding column is the model's
+    (`pooling.embeddings`: CLS, else its own pooling), named in run.json and the metadata ("embedding").
+    threshold: DINO's
     mask threshold. buckets: resize each image to the nearest of that many aspect-ratio grids
     (`preprocess.aspect_buckets`; 0: keep each image's aspect, as `attention_maps`). pca: also the last
     layer's patch features' first three principal components. workers: DataLoader processes
@@ -220,8 +233,7 @@ def extract(
     Under torch.distributed (initialised, or the torchrun environment: it is initialised here, gloo
     on CPU, nccl on GPUs) each rank takes its shards. Returns the Summary (on every rank).
     """
-    if not 0 < threshold <= 1:
-        raise InputError(f"Threshold {threshold} is out of range; accepted: more than 0, at most 1.")
+    threshold = check_threshold(threshold)
     param = next(model.parameters())
     workers = auto_workers(param.device) if workers is None else workers
     if shard_size < 1 or workers < 0:
@@ -230,11 +242,19 @@ def extract(
     rank, world, _ = _init_dist()
     prep = Preprocess.of(model, resolution, max_tokens, buckets)
     layer = _layer_index(layer, len(model.blocks))
+    query = None if query is None else parse_query(query)
+    if query is not None:
+        query_index(query, (1 << 20, 1 << 20), prefix_tokens(model), has_pool(model))  # a token it lacks: now
+    own = default_query(tokens_of(model), (0, 0))  # the model's own: a token, or the centre patch of each image
+    asked = to_text(query) if query is not None else own if isinstance(own, str) else "the centre patch"
+    kind = embedding_kind(model)
     n = len(source)
     n_shards = math.ceil(n / shard_size)
     config = {
         "model": model_name,
         "layer": layer,
+        "query": asked,
+        "embedding": f"{kind}: {EMBEDDINGS[kind]}",
         "resolution": prep.resolution,
         "threshold": threshold,
         "buckets": [list(g) for g in prep.buckets],
@@ -268,13 +288,22 @@ def extract(
 
     def write(shard: _Shard) -> None:  # on the writer thread, after the shard's every batch
         seconds = round(time.perf_counter() - shard.started, 3)
-        write_shard(out, shard.k, shard.rows, shard.fails, pca, seconds=seconds, rank=rank)
+        write_shard(
+            out,
+            shard.k,
+            shard.rows,
+            shard.fails,
+            pca,
+            metadata={"query": config["query"], "embedding": config["embedding"], "model": model_name},
+            seconds=seconds,
+            rank=rank,
+        )
 
     def run(shard: _Shard, items: list[Item]) -> None:
         nonlocal done
         try:
             xs = torch.from_numpy(np.stack([it.x for it in items]))  # (B, C, H, W): the one copy
-            results = batch_maps(model, xs, layer=layer, keep_tokens=True)
+            results = batch_maps(model, xs, layer=layer, query=query, keep_tokens=True)
         except Exception as e:  # a batch that fails (out of memory, ...) is retried one image at a time
             if len(items) > 1:
                 for it in items:

@@ -10,9 +10,11 @@ OUT/
   index.json                     totals, the shards, the failures, run.json's settings
 
 A shard row: id (int64, the item's position in the source), name, width/height (px of the image as
-the model saw it), grid_h/grid_w, and each array flattened with its shape:
-maps float32 (H, gh, gw), mean float32 (gh, gw), masks bool (H, gh, gw), embedding float32 (D,),
-pca float32 (gh, gw, 3) when asked. `np.asarray(row["maps"]).reshape(row["maps_shape"])`.
+the model saw it), grid_h/grid_w, query (the token or "row,col" whose attention the maps are), and each
+array flattened with its shape: maps float32 (H, gh, gw), mean float32 (gh, gw), masks bool (H, gh, gw),
+embedding float32 (D,) (the CLS token, or for a model without CLS its own pooling: run.json's and the
+schema metadata's "embedding" says which), pca float32 (gh, gw, 3) when asked.
+`np.asarray(row["maps"]).reshape(row["maps_shape"])`.
 A shard is written to a temporary name and renamed, then its marker likewise: a shard with a
 marker is finished and a resumed run skips it.
 """
@@ -32,17 +34,19 @@ from attention.errors import InputError
 ARRAYS = {"maps": pa.float32(), "mean": pa.float32(), "masks": pa.bool_(), "embedding": pa.float32()}
 
 
-def schema(pca: bool) -> pa.Schema:
-    """The shards' columns (pca and pca_shape only when PCA was asked)."""
+def schema(pca: bool, metadata: dict[str, str] | None = None) -> pa.Schema:
+    """The shards' columns (pca and pca_shape only when PCA was asked), and `metadata` (the query the maps
+    are of, what the embedding is: run.json's)."""
     arrays = {**ARRAYS, **({"pca": pa.float32()} if pca else {})}
     fields = [
         pa.field("id", pa.int64()),
         pa.field("name", pa.string()),
         *(pa.field(k, pa.int32()) for k in ("width", "height", "grid_h", "grid_w")),
+        pa.field("query", pa.string()),
     ]
     for k, t in arrays.items():
         fields += [pa.field(k, pa.list_(t)), pa.field(f"{k}_shape", pa.list_(pa.int32()))]
-    return pa.schema(fields)
+    return pa.schema(fields, metadata=metadata)
 
 
 def shard_name(k: int) -> str:
@@ -69,11 +73,13 @@ def _atomic_write(path: Path, write) -> None:
     os.replace(tmp, path)
 
 
-def write_shard(out: Path, k: int, rows: list[dict], failures: list[dict], pca: bool, **meta) -> None:
-    """Write shard k: `rows` (dicts of scalars and numpy arrays, see the module's docstring), then its
-    marker with `failures` ({id, name, reason} each) and `meta` (seconds, rank, ...)."""
+def write_shard(
+    out: Path, k: int, rows: list[dict], failures: list[dict], pca: bool, metadata: dict | None = None, **meta
+) -> None:
+    """Write shard k: `rows` (dicts of scalars and numpy arrays, see the module's docstring) with the Parquet
+    schema's `metadata`, then its marker with `failures` ({id, name, reason} each) and `meta` (seconds, rank, ...)."""
     rows = sorted(rows, key=lambda r: r["id"])
-    sch = schema(pca)
+    sch = schema(pca, metadata)
     cols: dict[str, list] = {f.name: [] for f in sch}
     for r in rows:
         for f in sch:

@@ -13,6 +13,7 @@ import numpy as np
 
 from attention.errors import AttentionError, html_text
 from attention.render import mark_patch
+from attention.ui.api_docs import with_models
 from attention.ui.components import error_note, image_path, number, picture, user_errors
 from attention.vit import inputs as vit_inputs
 from attention.vit.drawing import QUERY_COLOR
@@ -205,7 +206,7 @@ def relevance_fn(model_default: str):
 
         Args:
             image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF; EXIF orientation honoured).
-            model: a classifier: mnist_vit (digits, ships with the app) or deit_small (ImageNet).
+            model: a classifier: {classifiers}.
             target: the class to explain: an index or a name ('tabby', '3'); empty = the top class.
             resolution: 'auto' (the model's own size), 'native', or the shorter side in px.
         """
@@ -215,7 +216,7 @@ def relevance_fn(model_default: str):
         rel = get_relevance(image, model, resolution, t)
         return write_answer(rel, model=(model or "").strip())
 
-    return relevance
+    return with_models(relevance)
 
 
 def build_api(model_default: str) -> None:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import gradio as gr
 
-from attention.errors import InputError, check_number
+from attention.errors import InputError
+from attention.ui.api_docs import with_models
 from attention.ui.components import number, user_errors
+from attention.validate import THRESHOLD, check_threshold
 from attention.vit import inputs as vit_inputs
 from attention.vit import query as vit_query
 from attention.vit.video import VIDEO_VIEWS, check_video_view, visitor_video
@@ -56,7 +58,7 @@ def attention_video_fn(model_default: str):
 
         Args:
             video: the video (MP4, WebM, MOV, MKV, AVI or GIF; rotation metadata honoured, audio dropped).
-            model: dino_vits16, dino_vits8, dino_vitb16, dino_vitb8, dinov2_vits14, dinov2_vits14_reg or mnist_vit.
+            model: {models}.
             layer: the layer whose attention is shown: 0 = first, -1 = last (negative counts from the end).
             head: the head of the 'head' and 'masks' views (0 = first).
             view: 'mean' (mean of heads, DINO's video), 'head', 'masks' (one head's threshold mask) or 'fig3'.
@@ -66,8 +68,9 @@ def attention_video_fn(model_default: str):
             seconds: only the first this many seconds of the video; empty = all of it.
             side_by_side: true: the frame on the left, the attention on the right.
             npz: true: also return every frame's raw maps as an .npz.
-            query_row: the query patch's row on the patch grid; query_row and query_col empty = the CLS token.
-            query_col: the query patch's column (give both, or neither for the CLS token).
+            query_row: the query patch's row on the patch grid; both empty = the model's own token (CLS, else its
+                attention-pooling head's query, else the centre patch).
+            query_col: the query patch's column (give both, or neither for the model's own token).
         """
         report = None if progress is None else (lambda frac, desc: progress(frac, desc=desc))
         return visitor_video(
@@ -81,12 +84,12 @@ def attention_video_fn(model_default: str):
             layer=vit_inputs.parse_index(-1 if vit_query.is_empty(layer) else layer, "Layer"),
             query=vit_inputs.parse_query(query_row, query_col),
             resolution=resolution or "auto",
-            threshold=check_number(0.6 if vit_query.is_empty(threshold) else threshold, "Threshold", 0, 1),
+            threshold=check_threshold(THRESHOLD if vit_query.is_empty(threshold) else threshold),
             fps=_optional(fps, "Frame rate"),
             seconds=_optional(seconds, "Length"),
         )
 
-    return attention_video
+    return with_models(attention_video)
 
 
 def build(model_default: str) -> None:

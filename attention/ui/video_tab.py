@@ -84,7 +84,7 @@ def build(startup: Startup | None = None) -> None:
     with examples:  # mnist_vit's layer-2 head 3 follows a digit anywhere in the frame (tests/vit/test_video.py)
         rows = [[DIGITS_CLIP, vit_models.OFFLINE_MODEL, "native", 2, "head", 3]]
         if startup.default_available:
-            rows.insert(0, [PHOTO_CLIP, vit_models.DEFAULT_MODEL, "auto", -1, "mean", 0])
+            rows.insert(0, [PHOTO_CLIP, vit_models.default_model(), "auto", -1, "mean", 0])
         gr.Examples(rows, [video, model, resolution, layer, view, head], label="Examples", cache_examples=False)
 
     handler = video_api.attention_video_fn(startup.model)

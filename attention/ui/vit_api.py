@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from attention.ui.api_docs import with_models
 from attention.ui.components import image_path, number, queue_share, user_errors, visitor
 from attention.vit import frames as vit_frames
 from attention.vit import inputs as vit_inputs
@@ -44,8 +45,7 @@ def attention_maps_fn(model_default: str, defaults: dict):
 
         Args:
             image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF; EXIF orientation honoured).
-            model: dino_vits16, dino_vits8, dino_vitb16, dino_vitb8, dinov2_vits14, dinov2_vits14_reg, dinov3_vits16,
-                dinov3_vits16plus, dinov3_vitb16 or mnist_vit (or the server's own checkpoint, ckpt:<name>).
+            model: {models}.
             layer: the layer whose attention is shown: 0 = first, -1 = last (negative counts from the end).
             resolution: 'auto' (480 px for DINO, 768 px high for DINOv3), 'native', 'dino480' (480x480), or px.
             view: 'heads', 'mean', 'masks' (DINO's thresholded masks), 'fig3' (coloured masks) or 'rollout'.
@@ -71,7 +71,7 @@ def attention_maps_fn(model_default: str, defaults: dict):
         )
         return f.outputs.sheet, f.outputs.npz, info
 
-    return attention_maps
+    return with_models(attention_maps)
 
 
 def feature_maps_fn(model_default: str, defaults: dict):
@@ -96,8 +96,7 @@ def feature_maps_fn(model_default: str, defaults: dict):
 
         Args:
             image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF; EXIF orientation honoured).
-            model: dino_vits16, dino_vits8, dino_vitb16, dino_vitb8, dinov2_vits14, dinov2_vits14_reg, dinov3_vits16,
-                dinov3_vits16plus, dinov3_vitb16 or mnist_vit (or the server's own checkpoint, ckpt:<name>).
+            model: {models}.
             layer: whose output tokens: 0 = first block, -1 = last (after the final norm, as forward_features).
             resolution: 'auto' (480 px for DINO, 768 px high for DINOv3), 'native', 'dino480' (480x480), or px.
             query_row: the row of the patch whose similarity to every patch is shown; both empty = CLS.
@@ -112,7 +111,7 @@ def feature_maps_fn(model_default: str, defaults: dict):
         background = None if not pca_background else float(pca_background)
         return write_feature_outputs(p, query, layer, background=background, pca_style=pca or "minmax")
 
-    return feature_maps
+    return with_models(feature_maps)
 
 
 def build(model_default: str, defaults: dict) -> None:

@@ -65,10 +65,10 @@ def build(t, startup: Startup, example: Callable, shown: list, vit_pass: Callabl
     d = VIT_DEFAULTS
     row = [d["resolution"], d["view"], d["threshold"], d["alpha"], d["cmap"]]
     digits = [[str(EXAMPLES_DIR / "digits" / f"digit_{i}.png"), vit_models.OFFLINE_MODEL, *row] for i in range(10)]
-    photos = [[str(EXAMPLES_DIR / "photos" / f"{n}.jpg"), vit_models.DEFAULT_MODEL, *row] for n in VIT_PHOTOS]
+    photos = [[str(EXAMPLES_DIR / "photos" / f"{n}.jpg"), vit_models.default_model(), *row] for n in VIT_PHOTOS]
     sets = [("Digits · mnist_vit (ships with the app)", digits, "vit_digit_examples")]
     if startup.default_available:
-        sets.insert(0, (f"Photos · {vit_models.DEFAULT_MODEL}", photos, "vit_photo_examples"))
+        sets.insert(0, (f"Photos · {vit_models.default_model()}", photos, "vit_photo_examples"))
     adopted = []
     with t.examples_slot:
         for label, rows, api in sets:

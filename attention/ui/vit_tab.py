@@ -118,7 +118,7 @@ def build(demo: gr.Blocks | None = None) -> None:
                 "token": [f"#{r[0]:02d} {r[1]}" for r in rows],
                 "raw score": [r[2] for r in rows],
                 "softmax weight": [r[3] for r in rows],
-                "token kind": ["patch" if r[1].startswith("patch") else "CLS / register" for r in rows],
+                "token kind": ["patch" if r[1].startswith("patch") else "prefix token" for r in rows],
             }
         )
         return {t.score_bars: data, t.weight_bars: data}

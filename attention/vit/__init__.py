@@ -34,13 +34,13 @@ from attention.vit.checkpoint import register_checkpoint
 from attention.vit.extract import AttentionMaps, attention_maps, threshold_masks
 from attention.vit.flow import rollout, rollout_map
 from attention.vit.models import (
-    DEFAULT_MODEL,
     FAMILIES,
     OFFLINE_MODEL,
     REGISTRY,
     ModelSpec,
     available,
     default_device,
+    default_model,
     load_vit,
 )
 from attention.vit.preprocess import Preprocess
@@ -76,5 +76,13 @@ __all__ = [
     "available",
     "default_device",
     "load_vit",
+    "default_model",
     "register_checkpoint",
 ]
+
+
+def __getattr__(name: str):
+    """`DEFAULT_MODEL`: `models.default_model()` at the time it is read (the operator may change it)."""
+    if name == "DEFAULT_MODEL":
+        return default_model()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

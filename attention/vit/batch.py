@@ -32,8 +32,9 @@ from PIL import Image
 
 from attention.errors import InputError
 from attention.vit.capture import Recorder, recording
-from attention.vit.extract import AttentionMaps, _layer_index, threshold_masks
-from attention.vit.query import Query, prefix_tokens
+from attention.vit.extract import AttentionMaps, _layer_index, _pad_prefix, threshold_masks
+from attention.vit.pooling import embedding_kind, embeddings
+from attention.vit.query import POOL, Query, has_pool, prefix_tokens
 from attention.vit.query import default as default_query
 from attention.vit.query import index as query_index
 from attention.vit.query import parse as parse_query
@@ -90,6 +91,10 @@ class BatchMaps:
     scale: float
     tokens: np.ndarray | None = field(default=None, repr=False)  # float32 (N, D): last layer, after the norm
     prefix: tuple[str, ...] = ("cls",)  # names of the P prefix tokens in order (`query.prefix_tokens`)
+    pooled: np.ndarray | None = field(default=None, repr=False)  # float32 (D,): `pooling.embeddings`
+    embedding_kind: str = "cls"  # what `embedding` is: a key of `pooling.EMBEDDINGS`
+    pool: bool = False  # the model pools by attention: the query "pool" exists (its row: recorded (0,))
+    blocks: int = 0  # the model's layers
 
     @property
     def maps(self) -> np.ndarray:
@@ -108,10 +113,11 @@ class BatchMaps:
 
     @property
     def embedding(self) -> np.ndarray:
-        """float32 (D,): the CLS token after the final norm (timm's `forward_features(x)[:, 0]`)."""
-        if self.tokens is None:
+        """float32 (D,): the image's embedding, `embedding_kind` (`pooling.embeddings`): the CLS token after
+        the final norm, or for a model without CLS its own pooling (GAP, the attention pool's output)."""
+        if self.pooled is None:
             raise InputError("This result kept no tokens; call batch_maps with keep_tokens=True.")
-        return self.tokens[0]
+        return self.pooled
 
     def attention_maps(self, image: Image.Image, seconds: float = 0.0) -> AttentionMaps:
         """As `AttentionMaps` (for views and files); needs every layer (`batch_maps(..., every_layer=True)`).
@@ -130,6 +136,8 @@ class BatchMaps:
             seconds=seconds,
             scale=self.scale,
             tokens=self.prefix,
+            pool=self.pool,
+            blocks=self.blocks,
         )
 
 
@@ -157,11 +165,13 @@ def batch_maps(
     """Attention of `query` in each of B preprocessed images of one grid, from one forward pass.
 
     xs: float (B, C, H, W), H and W multiples of the patch (`Preprocess`, stacked). layer: the selected
-    layer (negative counts from the end). query: a token the model has ("cls", "reg0", ...), (row, col),
-    or one of them per sample; None: the model's own (`query.default`: CLS, else the centre patch).
+    layer (negative counts from the end). query: a token the model has ("cls", "reg0", "pool", ...), (row, col),
+    or one of them per sample; None: the model's own (`query.default`, as `attention_maps`: CLS, else the
+    attention-pooling head's query, else the centre patch). A sample whose query is "pool" has one row,
+    the pool's attention after the last layer (`recorded` (0,), layer 0, as `attention_maps`).
     every_layer: keep every layer's row (needed for `BatchMaps.attention_maps`), else the selected
-    layer's only. keep_tokens: keep the last layer's tokens (N, D) after the final norm (the CLS
-    embedding, patch features). Returns one BatchMaps per sample, on the CPU, fp32.
+    layer's only. keep_tokens: keep the last layer's tokens (N, D) after the final norm (patch features)
+    and the embedding (`pooling.embeddings`). Returns one BatchMaps per sample, on the CPU, fp32.
     """
     if xs.ndim != 4 or xs.shape[0] < 1:
         raise InputError(f"Images of shape {tuple(xs.shape)} are not a batch; accepted: (B, C, H, W), B >= 1.")
@@ -169,36 +179,49 @@ def batch_maps(
     grid = (xs.shape[2] // patch, xs.shape[3] // patch)
     P, L = model.num_prefix_tokens, len(model.blocks)
     layer = _layer_index(layer, L)
-    names = prefix_tokens(model)
+    names, pool = prefix_tokens(model), has_pool(model)
     many = query if isinstance(query, (list, tuple)) and _many(query) else [query] * B
-    queries = [default_query(names, grid) if q is None else parse_query(q) for q in many]
+    own = (*names, *([POOL] if pool else []))
+    queries = [default_query(own, grid) if q is None else parse_query(q) for q in many]
     if len(queries) != B:
         raise InputError(f"{len(queries)} queries for {B} images; accepted: one query, or one per image.")
-    index = torch.tensor([query_index(q, grid, names) for q in queries])
+    index = torch.tensor([query_index(q, grid, names, pool) for q in queries])  # -1: the pool's query
     tok = _LastTokens(L - 1)
     recorded = tuple(range(L)) if every_layer else (layer,)
     with recording(model, tok) if keep_tokens else nullcontext():
-        rec = run_pass(model, xs, index, False, layers=recorded)  # the engine's O(N) rows, the kept layers only
+        rec = run_pass(model, xs, index.clamp(min=0), False, pool=bool((index < 0).any()), layers=recorded)
     scores = rec.rows_cpu()  # (B, len(recorded), H, N) fp32 on the CPU
     weights = torch.softmax(scores, -1).numpy()
     tokens = tok.tokens.cpu().numpy() if keep_tokens else None
+    pooled, kind = embeddings(model, tok.tokens) if keep_tokens else (None, embedding_kind(model))
     scale = rec.scale[layer]  # the scale the kernel was given (not the module's attribute)
-    return [
-        BatchMaps(
-            scores=scores[b].numpy(),
-            weights=weights[b],
-            recorded=recorded,
-            layer=layer,
-            query=queries[b],
-            grid=grid,
-            patch_size=patch,
-            num_prefix_tokens=P,
-            scale=scale,
-            tokens=None if tokens is None else tokens[b],
-            prefix=names,
+    out = []
+    for b in range(B):
+        s, w, rb, lb = scores[b].numpy(), weights[b], recorded, layer
+        if index[b] < 0:  # the pool's one attention, after the last layer, as attention_maps
+            row = rec.pool[0][b].float().cpu()  # type: ignore[index]
+            s_b = _pad_prefix(row, P + grid[0] * grid[1] - row.shape[-1])[None]
+            s, w, rb, lb = s_b.numpy(), torch.softmax(s_b, -1).numpy(), (0,), 0
+        out.append(
+            BatchMaps(
+                scores=s,
+                weights=w,
+                recorded=rb,
+                layer=lb,
+                query=queries[b],
+                grid=grid,
+                patch_size=patch,
+                num_prefix_tokens=P,
+                scale=scale,
+                tokens=None if tokens is None else tokens[b],
+                prefix=names,
+                pooled=None if pooled is None else pooled[b],
+                embedding_kind=kind,
+                pool=pool,
+                blocks=L,
+            )
         )
-        for b in range(B)
-    ]
+    return out
 
 
 def _many(query) -> bool:

@@ -224,6 +224,8 @@ _REFUSED = {
     "DiffParallelScalingBlock": "differential attention in a parallel block: a1 - lambda * a2, a difference "
     "of two softmaxes, with no separate attention module",
     "ParallelThingsBlock": "parallel attention branches per block (no single attention per layer)",
+    "XCA": "cross-covariance attention (XCiT): it attends over channels, a (d x d) map per head, not over "
+    "tokens, so there is no token-to-token row to show (its kernel call, with TIMM_FUSED_ATTN=2, is channels')",
 }
 
 

@@ -23,14 +23,13 @@ import argparse
 import pickle
 import re
 import sys
-import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from attention.errors import AttentionError, CheckpointError
+from attention.errors import AttentionError, CheckpointError, without_unsafe_advice
 
 KEYS = ("teacher", "model", "state_dict", "model_state_dict", "module", "student")  # tried in this order
 PREFIXES = ("module.", "backbone.")
@@ -77,22 +76,21 @@ def read(path: str | Path) -> dict:
         with torch.serialization.safe_globals([argparse.Namespace]):
             data = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        glob = re.search(r"Unsupported global: GLOBAL (\S+)", str(e))
+        glob = re.search(r"GLOBAL:? (?:GLOBAL )?([\w.]+)", str(e))
         if glob is None:  # not a pickle of objects at all: a damaged file or another format
-            why = str(e).split("error:")[-1].strip().splitlines()[0]
             raise CheckpointError(
-                f"{path} is not a PyTorch checkpoint torch.load can read ({why}); accepted: a file written by "
-                "torch.save, or .safetensors."
+                f"{path} is not a PyTorch checkpoint torch.load can read ({_reason(e)}); accepted: a file written "
+                "by torch.save, or .safetensors."
             ) from None
         raise CheckpointError(
-            f"{path} holds Python objects other than tensors (it names {glob.group(1)}); refused unread: a checkpoint "
-            "is only unpickled as tensors, numbers, strings and containers (anything else could run code). Fix: save "
-            "the weights alone, torch.save(model.state_dict(), path), or as .safetensors."
+            f"{path} holds Python objects other than tensors: code (it names {glob.group(1)}); refused unread, it is "
+            "not loaded and no option here loads it. Accepted: a pickle of tensors, numbers, strings and containers "
+            "only. Fix: save the weights alone, torch.save(model.state_dict(), path), or as .safetensors."
         ) from None
-    except (RuntimeError, OSError, EOFError, zipfile.BadZipFile, ValueError) as e:
+    except Exception as e:  # torch.load on a file that is no checkpoint raises anything (KeyError on a text file)
         raise CheckpointError(
-            f"{path} is not a PyTorch checkpoint torch.load can read ({type(e).__name__}: {e}); accepted: a file "
-            "written by torch.save, or .safetensors."
+            f"{path} is not a PyTorch checkpoint torch.load can read ({type(e).__name__}: {_reason(e)}); accepted: "
+            "a file written by torch.save, or .safetensors."
         ) from None
     if not isinstance(data, Mapping):
         raise CheckpointError(
@@ -100,6 +98,12 @@ def read(path: str | Path) -> dict:
             f"holding one under a key such as {', '.join(KEYS)}."
         )
     return dict(data)
+
+
+def _reason(e: Exception) -> str:
+    """What torch.load said went wrong, without its advice to load the file with weights_only=False
+    (which would run any code the file holds): the paragraphs of its message that do not give it."""
+    return without_unsafe_advice(str(e))[:300] or "not a pickle of tensors"
 
 
 def _is_state_dict(d: Mapping) -> bool:
@@ -143,10 +147,42 @@ def state_dict(data: Mapping, checkpoint_key: str | None = None) -> tuple[dict[s
     return tensors, Report(key, tuple(removed), ignored)
 
 
+HEADS = ("head", "head_dist", "heads", "fc_norm", "attn_pool", "mask_token")  # not read by the attention maps
+
+
+def backbone_extras(model: torch.nn.Module, extra: list[str]) -> list[str]:
+    """The tensors of `extra` (names `model` lacks) that belong to its backbone: under one of its modules
+    (`blocks.0.attn.q_bias`, `blocks.12.*` of a deeper model) or a token or embedding at the top
+    (`reg_token`, `dist_token`), not a head (`HEADS`: a classifier's, DINO's, the pooling, the training mask)."""
+    children = {n for n, _ in model.named_children()}
+    tops = children | {"cls_token", "reg_token", "dist_token", "pos_embed", "pos_embed_cls", "storage_tokens"}
+    return [k for k in extra if k.split(".")[0] in tops - set(HEADS)]
+
+
+def suggest_arch(arch: str, extras: list[str], tensors: dict[str, torch.Tensor]) -> str | None:
+    """A timm architecture that has `extras` when one is evident from their names: `<arch>_qkvb` for q/v
+    biases, `<arch>` with `reg<n>` for n registers, DeiT's `distilled` variant for a distillation token."""
+    import timm
+
+    base = arch.split(".")[0]
+    names = set()
+    if any(re.search(r"\.(q|k|v)_bias$", k) for k in extras):
+        names.add(f"{base}_qkvb")
+    if "reg_token" in extras:
+        n = tensors["reg_token"].shape[1]
+        names.add(re.sub(r"(patch\d+)_", rf"\1_reg{n}_", base, count=1))
+    if "dist_token" in extras:
+        names.add(re.sub(r"^deit_(\w+?)_patch", r"deit_\1_distilled_patch", base))
+    found = sorted(n for n in names if n != base and timm.is_model(n))
+    return found[0] if found else None
+
+
 def fit(model: torch.nn.Module, tensors: dict[str, torch.Tensor], report: Report, arch: str, path: str) -> Report:
     """Load `tensors` into `model` (timm `arch`), strictly: every tensor the architecture has must be there
-    with its shape. Tensors it lacks are left out and added to the report. Raises CheckpointError naming the
-    first tensor whose shape differs (both shapes) or the tensors missing."""
+    with its shape, and no backbone tensor it lacks (`backbone_extras`: q/v biases, registers, a deeper
+    model's blocks change the maps). Tensors outside the backbone (heads) are left out and added to the
+    report. Raises CheckpointError naming the first tensor whose shape differs (both shapes), the tensors
+    missing, or the backbone tensors the architecture lacks (and the architecture that has them, when evident)."""
     own = model.state_dict()
     for name, want in own.items():
         got = tensors.get(name)
@@ -164,9 +200,18 @@ def fit(model: torch.nn.Module, tensors: dict[str, torch.Tensor], report: Report
             f"Checkpoint {path} lacks {len(missing)} of the {len(own)} tensors {arch} needs: {shown}. Its tensors are "
             f"named like {has or '(none)'}. Fix: check --arch, and --checkpoint-key when the weights sit under a key."
         )
-    extra = tuple(k for k in tensors if k not in own)
+    extra = [k for k in tensors if k not in own]
+    lacking = backbone_extras(model, extra)
+    if lacking:
+        shown = ", ".join(lacking[:6]) + (f" and {len(lacking) - 6} more" if len(lacking) > 6 else "")
+        better = suggest_arch(arch, lacking, tensors)
+        fix = f"--arch {better}, which has them" if better else "name the architecture it was trained with (--arch)"
+        raise CheckpointError(
+            f"Checkpoint {path} holds {len(lacking)} backbone tensors {arch} lacks: {shown}. Loaded without them the "
+            f"maps would be another model's; refused. Fix: {fix}."
+        )
     model.load_state_dict({k: v for k, v in tensors.items() if k in own}, strict=True)
-    return Report(report.key, report.prefixes, report.ignored + extra)
+    return Report(report.key, report.prefixes, report.ignored + tuple(extra))
 
 
 def build(arch: str) -> torch.nn.Module:
@@ -209,7 +254,7 @@ def checkpoint_spec(
     from attention.vit import models
 
     path = Path(path).expanduser().resolve()
-    fam = family or models.family_of(arch)
+    fam = (family or "").strip().lower() or models.family_of(arch or "")
     if fam not in models.FAMILIES:
         raise CheckpointError(f"Family {fam!r} is not known; accepted: {', '.join(models.FAMILIES)}.")
     key = checkpoint_key.strip() if checkpoint_key and checkpoint_key.strip() else None
@@ -246,12 +291,14 @@ def register_checkpoint(
         del models.REGISTRY[spec.alias]
         raise
     if default:
-        models.DEFAULT_MODEL = spec.alias
+        models.set_default_model(spec.alias)
     return spec.alias
 
 
 def checkpoint_args(p: argparse.ArgumentParser, weights: str = "--weights") -> None:
     """The options naming your own checkpoint (this CLI's --weights; app.py's --model)."""
+    from attention.vit.models import FAMILIES
+
     p.add_argument(weights, type=Path, default=None, help="your own checkpoint (.pth, .pt, .bin or .safetensors)")
     p.add_argument(
         "--arch", default=None, help="its timm architecture, e.g. vit_small_patch16_224 (with the checkpoint)"
@@ -262,7 +309,7 @@ def checkpoint_args(p: argparse.ArgumentParser, weights: str = "--weights") -> N
     p.add_argument(
         "--family",
         default=None,
-        help="how images are fed: dino, dinov2, dinov2_reg, dinov3, timm (default: the arch's)",
+        help=f"how images are fed: {', '.join(FAMILIES)} (default: the arch's)",
     )
 
 

@@ -44,10 +44,10 @@ def largest_resolution(
     """The largest resolution (shorter side, px) at which `size` stays within `max_gflop` (and
     `max_tokens`), or None when not even one patch per side fits. Binary search: cost grows with
     the resolution."""
-    p, crop = dims(model)[4], getattr(model, "crop_rule", "center")
+    p, crop, resize = dims(model)[4], getattr(model, "crop_rule", "center"), getattr(model, "resize_rule", "bicubic")
 
     def fits(r: int) -> bool:
-        t = patch_tokens(size, p, r, crop)
+        t = patch_tokens(size, p, r, crop, resize)
         return forward_gflop(model, t) <= max_gflop and (max_tokens is None or t <= max_tokens)
 
     return largest_resolution_where(fits, p)
@@ -68,7 +68,9 @@ def check_budget(
     the token cap `max_tokens` both (one number: the next try at it passes both). Returns the
     estimate (GFLOP)."""
     p = dims(model)[4]
-    tokens = patch_tokens(size, p, resolution, getattr(model, "crop_rule", "center"))
+    tokens = patch_tokens(
+        size, p, resolution, getattr(model, "crop_rule", "center"), getattr(model, "resize_rule", "bicubic")
+    )
     cost = forward_gflop(model, tokens)
     if cost <= max_gflop:
         return cost

@@ -27,6 +27,7 @@ from PIL import Image
 
 from attention.errors import InputError, as_whole
 from attention.images import MAX_TOKENS, ImageSource
+from attention.validate import check_threshold
 from attention.vit.capture import check_supported
 from attention.vit.preprocess import prepare
 from attention.vit.query import Query, has_pool, prefix_tokens
@@ -278,10 +279,7 @@ def threshold_masks(maps: np.ndarray, threshold: float = 0.6) -> np.ndarray:
 
     maps: (H, gh, gw) non-negative -> bool (H, gh, gw). threshold in (0, 1].
     """
-    if not 0 < threshold <= 1:
-        raise InputError(
-            f"Threshold {threshold} is out of range; accepted: more than 0, at most 1 (share of mass kept)."
-        )
+    threshold = check_threshold(threshold)
     H = maps.shape[0]
     flat = maps.reshape(H, -1).astype(np.float64)
     order = np.argsort(-flat, axis=1, kind="stable")  # descending

@@ -23,7 +23,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from attention.errors import ModelLoadError
+from attention.errors import ModelLoadError, without_unsafe_advice
 
 
 def _chain(e: BaseException) -> Iterator[BaseException]:
@@ -134,7 +134,8 @@ def explain(e: BaseException, name: str, repo: str | None, arch: str | None = No
     import timm
 
     kind = kind_of(e)
-    detail = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}".rstrip(": ")
+    text = without_unsafe_advice(str(e))  # never torch's advice to load with weights_only=False
+    detail = f"{type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
     url = f"https://huggingface.co/{repo}"
     if kind == "offline":
         from huggingface_hub import constants

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
+import types
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Literal
@@ -39,11 +41,17 @@ class Family:
     "rope": rotary, nothing to resample).
     resolution: what "auto" means (shorter side, px; the height for "resize"), None = the model's
     trained input size.
+    resize: the filter of every resize (`images.RESIZES`): "bilinear", torchvision's `Resize` on a PIL
+    image as DINO's visualize_attention.py and DINOv3's notebooks run it; "bicubic", timm's.
+    mean, std: the normalisation of the family's own code, or None: the model's pretrained_cfg's (timm).
     """
 
     crop: Literal["top-left", "center", "resize"]
     pos_embed: Literal["dino", "dinov2", "dinov2_reg", "timm", "rope"]
     resolution: int | None
+    resize: Literal["bilinear", "bicubic"] = "bicubic"
+    mean: tuple[float, float, float] | None = None
+    std: tuple[float, float, float] | None = None
 
 
 # The rule, in one place. DINO's visualize_attention.py crops `img[:, :w - w % p, :h - h % p]`
@@ -55,12 +63,17 @@ class Family:
 # the whole image, no crop, to 768 px high (48 rows of patches) and floor(w * 768 / (h * 16)) columns,
 # bilinear; its positions are rotary (timm `Eva` with RotaryEmbeddingDinoV3), so nothing is resampled;
 # "auto" is those notebooks' 768. Any other ViT is fed as timm feeds it (centre crop, timm's
-# resampling). mnist_vit sees 28 x 28 digits, a whole number of patches.
+# resampling). mnist_vit sees 28 x 28 digits, a whole number of patches. The resize: DINO's script runs
+# `pth_transforms.Resize(args.image_size)` on a PIL image (bilinear: `--image_size 480` is "auto"), then
+# Normalize with ImageNet's mean and std, whatever the checkpoint's tag (DINOv2's hub transforms too);
+# DINOv3's notebooks resize bilinear and normalise as its weights' tag says (ImageNet's, or the satellite
+# models' own); timm's models keep their pretrained_cfg's (bicubic, their own mean and std).
+IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 FAMILIES: dict[str, Family] = {
-    "dino": Family("top-left", "dino", 480),
-    "dinov2": Family("top-left", "dinov2", 480),
-    "dinov2_reg": Family("top-left", "dinov2_reg", 480),
-    "dinov3": Family("resize", "rope", 768),
+    "dino": Family("top-left", "dino", 480, "bilinear", *IMAGENET),
+    "dinov2": Family("top-left", "dinov2", 480, "bilinear", *IMAGENET),
+    "dinov2_reg": Family("top-left", "dinov2_reg", 480, "bilinear", *IMAGENET),
+    "dinov3": Family("resize", "rope", 768, "bilinear"),  # its tags' own (lvd1689m: ImageNet's; sat493m: its own)
     "timm": Family("center", "timm", None),
 }
 
@@ -129,8 +142,40 @@ REGISTRY: dict[str, ModelSpec] = {
         ModelSpec("deit_small", "deit_small_patch16_224.fb_in1k", "DeiT-S ImageNet classifier", 224, classifier=True),
     ]
 }
-DEFAULT_MODEL = "dino_vits16"
 OFFLINE_MODEL = "mnist_vit"
+_default = ["dino_vits16"]  # the default model, read through `default_model()`: the operator may change it
+
+
+def default_model() -> str:
+    """The default model's alias now: dino_vits16, or the operator's checkpoint (`python app.py --model
+    ckpt.pth`, `register_checkpoint(..., default=True)`). `models.DEFAULT_MODEL` reads it too."""
+    return _default[0]
+
+
+def set_default_model(name: str) -> str:
+    """Make the registry entry `name` the default model (`default_model()`, `load_vit()`'s); ModelLoadError
+    naming the registry's aliases for any other name. Returns it."""
+    name = (name or "").strip()
+    if name not in REGISTRY:
+        raise ModelLoadError(f"Default model {name!r} is not a registry entry; accepted: {', '.join(REGISTRY)}.")
+    _default[0] = name
+    return name
+
+
+class _Module(types.ModuleType):
+    """This module, with `DEFAULT_MODEL` read (and set) through `default_model()` / `set_default_model()`,
+    never a value bound once at import."""
+
+    @property
+    def DEFAULT_MODEL(self) -> str:  # noqa: N802 (the public name kept for callers and the README)
+        return default_model()
+
+    @DEFAULT_MODEL.setter
+    def DEFAULT_MODEL(self, name: str) -> None:  # noqa: N802
+        set_default_model(name)
+
+
+sys.modules[__name__].__class__ = _Module
 
 _cache: OrderedDict[tuple[str, str, str], torch.nn.Module] = OrderedDict()  # least recently used first
 _lock = threading.Lock()  # guards _cache and _loading; held only for look-ups, never during a load
@@ -182,6 +227,13 @@ def resolve(name: str) -> tuple[str, ModelSpec | None]:
     import timm
 
     if name and timm.is_model(name):
+        arch, _, tag = name.partition(".")
+        tags = [t.partition(".")[2] for t in timm.list_pretrained(f"{arch}.*")]
+        if tag and tag not in tags:
+            raise ModelLoadError(
+                f"Model {name!r}: timm has no weights tagged {tag!r} for {arch}; accepted tags: "
+                f"{', '.join(tags) or '(none: it has no pretrained weights)'}, e.g. {arch}.{tags[0] if tags else ''}."
+            )
         if not timm.models.is_model_in_modules(name, VIT_MODULES):
             raise ModelLoadError(
                 f"Model {name!r} is not a plain ViT; attention extraction supports timm ViT models "
@@ -253,7 +305,7 @@ def available(name: str) -> bool:
 
 
 def load_vit(
-    name: str = DEFAULT_MODEL,
+    name: str | None = None,
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
     *,
@@ -263,7 +315,8 @@ def load_vit(
 ) -> torch.nn.Module:
     """A timm VisionTransformer with pretrained weights, in eval mode on `device`.
 
-    name: an alias of REGISTRY, a timm ViT name, or `hf-hub:org/repo`; with `arch`, the path of your own
+    name: an alias of REGISTRY, a timm ViT name, or `hf-hub:org/repo` (None: `default_model()`, read at the
+    call); with `arch`, the path of your own
     checkpoint (.pth/.pt/.bin/.safetensors) for timm architecture `arch` (`checkpoint.load`: DINO's
     `teacher`/`student` keys, `module.`/`backbone.` prefixes; `checkpoint_key` picks the key; `family`,
     default the architecture's, how images are fed: a key of FAMILIES).
@@ -279,6 +332,7 @@ def load_vit(
     cannot be had (offline and not cached, hub error, unknown name, not a ViT).
     Never falls back to random weights.
     """
+    name = default_model() if name is None else name
     if arch is not None:
         from attention.vit.checkpoint import checkpoint_spec
 
@@ -318,7 +372,9 @@ def _build(timm_name: str, spec: ModelSpec | None, device: torch.device, dtype: 
     auto = spec.resolution if spec else rule.resolution
     if auto:
         model.auto_resolution = auto
-    model.alias, model.crop_rule = spec.alias if spec else timm_name, rule.crop
+    model.alias, model.crop_rule, model.resize_rule = spec.alias if spec else timm_name, rule.crop, rule.resize
+    if rule.mean is not None:  # the family's own normalisation, whatever the architecture's tag says
+        model.pretrained_cfg = {**model.pretrained_cfg, "mean": rule.mean, "std": rule.std}
     model = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
     return posembed.install(model, rule.pos_embed)
 
@@ -338,8 +394,16 @@ def _load(timm_name: str, spec: ModelSpec | None) -> torch.nn.Module:
 
 
 def _cache_name(timm_name: str, spec: ModelSpec | None) -> str:
-    if spec and spec.checkpoint:  # a checkpoint re-registered under its alias with another file, arch or key
-        return f"{spec.alias}|{spec.timm_name}|{spec.checkpoint_key}|{spec.checkpoint}"
+    """Everything that determines the loaded model: for a checkpoint its alias, architecture, key, family,
+    path and the file's identity (device, inode, size, modification time: the next epoch's file written
+    over the last is another model); else the alias or timm name."""
+    if spec and spec.checkpoint:
+        try:
+            st = os.stat(spec.checkpoint)
+            ident = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+        except OSError:
+            ident = "missing"  # the load says what is wrong
+        return f"{spec.alias}|{spec.timm_name}|{spec.checkpoint_key}|{spec.family}|{spec.checkpoint}|{ident}"
     return spec.alias if spec else timm_name
 
 

@@ -17,7 +17,7 @@ import torch
 from PIL import Image, ImageOps
 
 from attention.errors import InputError
-from attention.images import MAX_TOKENS, ImageSource, check_resolution, load_image, to_tensor
+from attention.images import MAX_TOKENS, RESIZES, ImageSource, check_resolution, load_image, to_tensor
 from attention.vit.cost import check_budget
 from attention.vit.models import default_resolution
 
@@ -57,7 +57,7 @@ class Preprocess:
     """The preprocessing of one model, as a small picklable value (DataLoader workers run it
     without the model): a fixed-size model's fit, resize, the family's crop to the patch grid, normalise.
 
-    buckets: a few grids (`aspect_buckets`); each image is first resized (bicubic) to the one of
+    buckets: a few grids (`aspect_buckets`); each image is first resized (the family's filter) to the one of
     nearest aspect ratio, exactly, so a dataset makes only those grids (full batches); the result is
     then `attention_maps(model, that resized image, resolution="native")`'s."""
 
@@ -69,6 +69,7 @@ class Preprocess:
     max_tokens: int = MAX_TOKENS
     buckets: tuple[tuple[int, int], ...] = ()
     fixed: tuple[int, int] | None = None  # (H, W) px: a model taking only its trained size (BEiT, relpos)
+    resize: str = "bicubic"  # the family's filter (`models.Family.resize`, `images.RESIZES`): every resize here
 
     @classmethod
     def of(
@@ -103,7 +104,8 @@ class Preprocess:
                 )
             grids = aspect_buckets(res, patch, buckets)
         res = None if fixed is not None else res
-        return cls(patch, tuple(cfg["mean"]), tuple(cfg["std"]), res, crop, max_tokens, grids, fixed)
+        resize = getattr(model, "resize_rule", "bicubic")
+        return cls(patch, tuple(cfg["mean"]), tuple(cfg["std"]), res, crop, max_tokens, grids, fixed, resize)
 
     def __call__(self, image: ImageSource) -> Prepared:
         """Decode (`load_image`) and preprocess; ImageError for what cannot be read or is too small/large."""
@@ -117,11 +119,11 @@ class Preprocess:
         """Preprocess an image `load_image` has decoded (RGB); ImageError when it is too small or large."""
         res = self.resolution
         if self.fixed is not None:  # fitted to the one grid its tables know, as attention_maps does
-            img = ImageOps.fit(img, (self.fixed[1], self.fixed[0]), Image.BICUBIC)
+            img = ImageOps.fit(img, (self.fixed[1], self.fixed[0]), RESIZES[self.resize])
         if self.buckets:
             w, h = img.size
             gh, gw = min(self.buckets, key=lambda g: abs(np.log((w / h) / (g[1] / g[0]))))
-            img, res = img.resize((gw * self.patch_size, gh * self.patch_size), Image.BICUBIC), None
+            img, res = img.resize((gw * self.patch_size, gh * self.patch_size), RESIZES[self.resize]), None
         x, shown = to_tensor(
             img,
             patch_size=self.patch_size,
@@ -130,6 +132,7 @@ class Preprocess:
             resolution=res,
             crop=self.crop,
             max_tokens=self.max_tokens,
+            resize=self.resize,  # type: ignore[arg-type]
         )
         return Prepared(x[0], shown, (x.shape[2] // self.patch_size, x.shape[3] // self.patch_size))
 

@@ -122,14 +122,44 @@ def to_json(query: Query) -> str | list[int]:
     return q if isinstance(q, str) else [q[0], q[1]]
 
 
-def label(query: Query) -> str:
-    """A reader's name for the query: "the CLS token", "register 2", "patch (row 3, col 5)", ..."""
+def label(query: Query, short: bool = False) -> str:
+    """The one reader's name of a token, used by every label, caption and table: "the CLS token",
+    "the distillation token", "register 2" (registers counted from 0, as "reg2"), "the attention-pooling
+    head's query", "patch (row 3, col 5)"; `short`: "CLS", "distillation token", "register 2", "pool query",
+    "patch (3, 5)"."""
     q = parse(query)
     if isinstance(q, tuple):
-        return f"patch (row {q[0]}, col {q[1]})"
+        return f"patch ({q[0]}, {q[1]})" if short else f"patch (row {q[0]}, col {q[1]})"
     if q.startswith("reg"):
-        return f"register {q[3:]}"
+        return f"register {int(q[3:])}"
+    if short:
+        return {"cls": "CLS", "dist": "distillation token", POOL: "pool query"}[q]
     return {"cls": "the CLS token", "dist": "the distillation token", POOL: "the attention-pooling head's query"}[q]
+
+
+def at(j: int, prefix: tuple[str, ...] | list[str], grid: tuple[int, int]) -> Query:
+    """The token at sequence index j (the inverse of `index`): a prefix token's name, else (row, col)."""
+    P = len(prefix)
+    if j < P:
+        return prefix[j]
+    r, c = divmod(j - P, grid[1])
+    return (r, c)
+
+
+def kinds(prefix: tuple[str, ...] | list[str]) -> dict[str, list[int]]:
+    """The prefix tokens' positions by kind, in order: {"CLS": [0], "distillation": [1], "registers": [2, ...]}
+    (only the kinds the model has)."""
+    out: dict[str, list[int]] = {}
+    for j, name in enumerate(prefix):
+        kind = "registers" if name.startswith("reg") else {"cls": "CLS", "dist": "distillation"}.get(name, name)
+        out.setdefault(kind, []).append(j)
+    return out
+
+
+def prefix_phrase(prefix: tuple[str, ...] | list[str]) -> str:
+    """The prefix in a few letters, for captions: "CLS", "CLS+dist", "CLS+reg", "reg" ("prefix" when none)."""
+    short = {"CLS": "CLS", "distillation": "dist", "registers": "reg"}
+    return "+".join(short.get(k, k) for k in kinds(prefix)) or "prefix"
 
 
 def index(query: Query, grid: tuple[int, int], prefix: tuple[str, ...], pool: bool = False) -> int:

@@ -14,6 +14,8 @@ import numpy as np
 from attention.errors import InputError, as_whole
 from attention.render import HEAD_COLORS, colormap
 from attention.vit.extract import AttentionMaps
+from attention.vit.query import at as token_at
+from attention.vit.query import kinds
 from attention.vit.query import label as query_label_text
 
 
@@ -28,8 +30,7 @@ def query_label(res: AttentionMaps) -> str:
         )
     if isinstance(res.query, str):
         return f"**Query: {query_label_text(res.query)}.**{has} Click a patch of the image to make it the query."
-    r, c = res.query
-    return f"**Query: patch (row {r}, col {c})**, token {res.query_index}, marked by a cyan square.{has}"
+    return f"**Query: {query_label_text(res.query)}**, token {res.query_index}, marked by a cyan square.{has}"
 
 
 def details(res: AttentionMaps, *, model: str, device: str) -> str:
@@ -44,12 +45,8 @@ def details(res: AttentionMaps, *, model: str, device: str) -> str:
 
 
 def token_name(res: AttentionMaps, j: int) -> str:
-    """Readable name of token j: CLS, register i, or patch (r, c)."""
-    P = res.num_prefix_tokens
-    if j < P:
-        return _prefix_names(res)[j]
-    r, c = divmod(j - P, res.grid[1])
-    return f"patch ({r}, {c})"
+    """Readable name of token j (`query.label`, short): CLS, distillation token, register i, patch (r, c)."""
+    return query_label_text(token_at(j, res.tokens, res.grid), short=True)
 
 
 SCORE_HEADERS = ["rank", "token", "raw score q·k/√d", "softmax weight"]
@@ -71,12 +68,13 @@ def scores_table(res: AttentionMaps, head: int, top: int = 10) -> tuple[str, lis
     order = np.argsort(-w, kind="stable")[:top]
     rows = [[r + 1, token_name(res, j), round(float(s[j]), 3), round(float(w[j]), 4)] for r, j in enumerate(order)]
     share = float(w[:P].sum())
-    regs = float(w[1:P].sum()) if P > 1 else None
+    parts = ", ".join(f"{kind} {float(w[js].sum()):.1%}" for kind, js in kinds(res.tokens).items())
     ent = float(-(w * np.log(np.maximum(w, 1e-30))).sum())
     summary = (
-        f"Head {head}, layer {res.layer}, query {token_name(res, res.query_index) if res.query_index else 'CLS'}: "
-        f"softmax over all {len(w)} tokens; **{share:.1%} of the weight on the prefix** "
-        f"(CLS {float(w[0]):.1%}" + (f", registers {regs:.1%}" if regs is not None else "") + "); "
+        f"Head {head}, layer {res.layer}, query {query_label_text(res.query, short=True)}: "
+        f"softmax over all {len(w)} tokens; **{share:.1%} of the weight on the prefix**"
+        + (f" ({parts})" if parts else "")
+        + "; "
         f"scores span {float(s.min()):.2f} to {float(s.max()):.2f}; entropy {ent:.2f} nats "
         f"(uniform: {np.log(len(w)):.2f})."
     )
@@ -116,10 +114,6 @@ def legend_html(cmap: str = "inferno", view: str = "heads", heads: int = 0, thre
         "<span>high attention</span>"
         f'<span style="opacity:0.75">· each map is scaled to its own range · {query}</span></div>'
     )
-
-
-def _prefix_names(res: AttentionMaps) -> list[str]:
-    return ["CLS"] + [f"register {i}" for i in range(1, res.num_prefix_tokens)]
 
 
 def rollout_caption(head_fusion: str = "mean", discard_ratio: float = 0.0, discard: str = "row") -> str:

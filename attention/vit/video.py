@@ -31,13 +31,15 @@ from attention.config import SETTINGS
 from attention.errors import BudgetError, InputError
 from attention.images import patch_tokens, target_size
 from attention.render import colormap, mask_overlay, masks_figure, overlay, upsample
+from attention.validate import check_opacity, check_seconds, check_threshold
 from attention.vit.batch import BatchMaps, batch_maps
 from attention.vit.cost import forward_gflop, largest_resolution
-from attention.vit.extract import Query, _layer_index, norm_query, token_index
+from attention.vit.extract import Query, _layer_index, norm_query
 from attention.vit.gpu import VIDEO_GPU_SECONDS, drain, gpu, streamed
 from attention.vit.preprocess import Preprocess
 from attention.vit.query import default as default_query
-from attention.vit.query import prefix_tokens
+from attention.vit.query import has_pool, prefix_tokens, tokens_of
+from attention.vit.query import index as query_index
 
 Progress = Callable[[float, str], None]  # (fraction 0..1, description)
 VIDEO_VIEWS: dict[str, str] = {
@@ -237,30 +239,29 @@ def attention_video(
     """
     info = videos.probe(video)
     rate = videos.check_fps(fps, info)
-    if seconds is not None and not (isinstance(seconds, (int, float)) and 0 < seconds <= 1e7):
-        raise InputError(f"Length {seconds!r} s is out of range; accepted: more than 0 seconds, or none for all.")
+    seconds = check_seconds(seconds)
     if not (isinstance(batch_size, int) and 1 <= batch_size <= 256):
         raise InputError(f"Batch size {batch_size!r} is out of range; accepted: 1 to 256 frames.")
-    if not 0 < threshold <= 1:
-        raise InputError(f"Threshold {threshold} is out of range; accepted: more than 0, at most 1.")
+    threshold = check_threshold(threshold)
     patch = model.patch_embed.patch_size[0]
     prep = Preprocess.of(model, resolution)
     res, crop = prep.resolution, prep.crop  # "auto": the model's (480 px for DINO); the family's crop rule
     size = (info.width, info.height)
     if min(size) < patch:
         raise videos.VideoError(f"Frames are {size[0]}x{size[1]} px, smaller than one {patch}x{patch} patch.")
-    _, (cw, ch) = target_size(size, patch, res, crop)
+    _, (cw, ch) = target_size(size, patch, res, crop, prep.resize)  # type: ignore[arg-type]
     grid = (ch // patch, cw // patch)
     n_layers = len(model.blocks)
     layer = _layer_index(layer, n_layers)
-    names = prefix_tokens(model)
+    names, pool = prefix_tokens(model), has_pool(model)
     query = norm_query(query)
-    query = default_query(names, grid) if query is None else query  # None: the model's own token (or centre)
-    token_index(query, grid, model.num_prefix_tokens, names)  # off the grid or not a token: InputError now
+    # None: the model's own, as attention_maps (CLS, else the pool's query, else the centre patch)
+    query = default_query(tokens_of(model), grid) if query is None else query
+    query_index(query, grid, names, pool)  # off the grid or not a token: InputError now
     frames = videos.planned_frames(info, rate, seconds)
     length = frames / float(rate)
     forwards = min(frames, max(1, math.ceil(length * float(info.fps) - 1e-9)))
-    per_frame = forward_gflop(model, patch_tokens(size, patch, res, crop))
+    per_frame = forward_gflop(model, patch_tokens(size, patch, res, crop, prep.resize))  # type: ignore[arg-type]
     name = getattr(model, "alias", "this model")
     if frames > max_frames:
         raise BudgetError(
@@ -308,8 +309,7 @@ def write_video(
     view = check_video_view(view)  # checked once for the whole video, the head too
     if view in ("head", "masks"):
         head = check_head(head, run.model.blocks[0].attn.num_heads)
-    if not 0 <= alpha <= 1:
-        raise InputError(f"Opacity {alpha} is out of range; accepted: 0 (frame only) to 1 (map only).")
+    alpha = check_opacity(alpha)
     colormap(cmap)
     kept: dict[str, list] = {"maps": [], "mean": [], "masks": [], "time": [], "source_index": []}
     size: list[int] = []

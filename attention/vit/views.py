@@ -17,10 +17,12 @@ import numpy as np
 
 from attention.errors import InputError
 from attention.render import colormap, mask_overlay, masks_figure, overlay, overlays, upsample
+from attention.validate import check_opacity, check_threshold
 from attention.vit import drawing
 from attention.vit.drawing import BIG_DISPLAY, MIN_DISPLAY, QUERY_COLOR
 from attention.vit.extract import AttentionMaps, threshold_masks
 from attention.vit.outputs import SHEET_TILE, Tile
+from attention.vit.query import prefix_phrase
 
 VIEWS: dict[str, str] = {
     "heads": "Per-head grid",
@@ -42,19 +44,8 @@ def check_view(view: str) -> str:
 
 def check_style(threshold: float, alpha: float, cmap: str) -> None:
     """Validate threshold (0, 1], opacity [0, 1] and colormap name; InputError says what is accepted."""
-    try:
-        threshold, alpha = float(threshold), float(alpha)
-    except (TypeError, ValueError):
-        raise InputError(
-            f"Threshold {threshold!r} and opacity {alpha!r} must be numbers: threshold in (0, 1], opacity in [0, 1]."
-        ) from None
-    if not 0 < threshold <= 1:
-        raise InputError(
-            f"Threshold {threshold} is out of range; "
-            "accepted: more than 0, at most 1 (the share of each head's attention the mask keeps)."
-        )
-    if not 0 <= alpha <= 1:
-        raise InputError(f"Opacity {alpha} is out of range; accepted: 0 (image only) to 1 (map only).")
+    check_threshold(threshold)
+    check_opacity(alpha)
     colormap(cmap)
 
 
@@ -81,8 +72,7 @@ def sheet_shrink(res: AttentionMaps, max_side: int = SHEET_TILE) -> int:
 
 def _share_caption(res: AttentionMaps, head: int) -> str:
     share = float(res.prefix_share[res.layer, head])
-    where = "CLS" if res.num_prefix_tokens == 1 else "CLS+reg"
-    return f"{share:.0%} {where}"
+    return f"{share:.0%} {prefix_phrase(res.tokens)}"
 
 
 def tiles(

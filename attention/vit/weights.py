@@ -109,10 +109,10 @@ class Startup:
 
 
 def startup_model(default: str | None = None, fallback: str = models.OFFLINE_MODEL) -> Startup:
-    """Pick the start-up model cheaply: `default` (default: `models.DEFAULT_MODEL` now, which the
+    """Pick the start-up model cheaply: `default` (default: `models.default_model()` now, which the
     operator's own checkpoint may have become) when its weights are cached or the hub is reachable
     (one short connect, none at all under HF_HUB_OFFLINE=1), else `fallback`."""
-    default = default or models.DEFAULT_MODEL
+    default = default or models.default_model()
     if models.available(default):
         return Startup(default, True, None)
     repo = models.hub_id(default)

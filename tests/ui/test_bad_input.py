@@ -90,7 +90,7 @@ CASES = [
     case(
         MAPS,
         dict(image=DIGIT, model="mnist_vit", threshold="most"),
-        ["Threshold", "must be numbers", "(0, 1]"],
+        ["Threshold 'most' is out of range", "accepted: more than 0, at most 1"],
         "maps-threshold-text",
     ),
     case(MAPS, dict(image=DIGIT, query_row=2), ["Give both query_row and query_col"], "maps-query-row-only"),

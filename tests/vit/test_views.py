@@ -158,8 +158,19 @@ def test_tiles_drawn_small_match_full_tiles_reduced(tmp_path):
         views.tiles(passes.get_pass(DIGIT, "mnist_vit", "auto").at(), "mean", shrink=2)  # 28 px: shown enlarged
 
 
+def no_forward(monkeypatch, p, why: str) -> None:
+    """Any forward of pass `p`'s model fails the test: its patch embedding (the first step of every forward,
+    whatever path calls it: passes.forward, attention_maps, batch_maps, the engine) is made to fail."""
+    from attention.vit.models import is_loaded, load_vit
+
+    assert is_loaded(p.model)
+    model = load_vit(p.model, device=p.device)  # the cached model the pass was computed with
+    monkeypatch.setattr(model.patch_embed, "forward", lambda *a, **k: pytest.fail(why))
+    monkeypatch.setattr(passes, "forward", lambda *a, **k: pytest.fail(why))
+
+
 def test_the_tab_frame_composes_a_view_from_the_cached_pass(digit_pass, tmp_path, monkeypatch):
-    monkeypatch.setattr(passes, "forward", lambda *a: pytest.fail("no forward pass for a new view"))
+    no_forward(monkeypatch, digit_pass, "no forward pass for a new view")
     v = frames.ViewSpec(query=(0, 0), layer=-1, view="rollout", cmap="viridis")
     f = frames.tab_frame(digit_pass, v, head=2, root=tmp_path)
     assert f.res.query == (0, 0) and f.res.layer == 3 and len(f.outputs.thumbs) == 1 and f.outputs.npz is None
@@ -170,7 +181,7 @@ def test_the_tab_frame_composes_a_view_from_the_cached_pass(digit_pass, tmp_path
 
 
 def test_the_download_and_the_api_sheet_hold_the_same_view_with_its_rollout(digit_pass, tmp_path, monkeypatch):
-    monkeypatch.setattr(passes, "forward", lambda *a: pytest.fail("no forward pass for a download"))
+    no_forward(monkeypatch, digit_pass, "no forward pass for a download")
     opts = {"head_fusion": "max", "discard_ratio": 0.5}
     v = frames.ViewSpec(query=(0, 0), view="rollout", rollout_options=opts)
     d, a = frames.download_maps(digit_pass, v, root=tmp_path), frames.api_sheet(digit_pass, v, root=tmp_path)
