@@ -64,6 +64,8 @@ class AttentionMaps:
     blocks: int = 0  # the model's layers (L, but for the pool's query, whose result has one); 0 = L
     pool_qk: tuple[torch.Tensor, torch.Tensor, float] | None = field(default=None, repr=False)  # with qk: the
     # pool's q (H, 1, d), k (H, N, d), scale
+    v: list[torch.Tensor] | None = field(default=None, repr=False)  # with qk: per layer the kernel's values
+    # float32 (H, N, dv), what each row's output mixes (`stepwise.explain_row`)
 
     @property
     def layers(self) -> np.ndarray:
@@ -264,6 +266,7 @@ def attention_maps(
         query=q,
         seconds=seconds,
         qk=[(on_cpu(q_[0]), on_cpu(k[0])) for q_, k in rec.qk] if keep_qk else None,
+        v=[on_cpu(v_[0]) for v_ in rec.v] if keep_qk else None,
         scale=rec.scale[0],
         bias=sample_bias(rec.bias, 0) if keep_qk and any(m is not None for m in rec.bias) else None,
         tokens=names,
