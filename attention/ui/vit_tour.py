@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from attention.errors import as_whole
 from attention.ui.components import queue_share
 
 DONE_KEY = "attention-tour-done"
@@ -24,7 +25,7 @@ STEPS = (
     ),
     (
         "Scores, scale, softmax",
-        "The **Step by step** panel below opened: the query's vector q against each key's vector k, the "
+        "The **Step by step** panel is open now: the query's vector q against each key's vector k, the "
         "products per dimension, the sum q · k, times the scale 1/√d, then softmax. Move the **temperature**: "
         "lower sharpens the map, higher flattens it. *Open in the calculator* redoes it by hand.",
     ),
@@ -41,7 +42,25 @@ STEPS = (
     ),
 )
 SET_DONE = f"(d) => {{ if (d) sessionStorage.setItem('{DONE_KEY}', '1'); }}"
+# what each step is about, scrolled to the middle of the screen once it is drawn (the tour bar stays at the bottom)
+SCROLL = """(s) => { const id = ["vit-query-image", "vit-query-image", "vit-steps-panel", "vit-gallery",
+  "vit-query-image"][s]; const e = id && document.getElementById(id);
+  if (e) e.scrollIntoView({block: "start", behavior: "instant"}); }"""
+CSS = """
+#vit-tour-bar { position: fixed; left: 50%; transform: translateX(-50%); bottom: 10px; z-index: 1000;
+  width: min(760px, calc(100vw - 16px)); background: var(--background-fill-primary, #fff);
+  border: 2px solid #f97316; border-radius: 10px; box-shadow: 0 4px 20px rgba(0, 0, 0, 0.3);
+  padding: 8px 12px; gap: 6px; max-height: 45vh; overflow-y: auto; }
+#vit-tour-bar p { margin: 2px 0; }
+#vit-tour-buttons { justify-content: flex-end; gap: 8px; flex-wrap: wrap; }
+"""
 READ_DONE = f"() => sessionStorage.getItem('{DONE_KEY}') === '1'"
+
+
+def _step(s: object) -> int:
+    """The step a browser sent, as a step index -1..4 (anything else: -1, the offer)."""
+    v = as_whole(s)
+    return v if v is not None and -1 <= v < len(STEPS) else -1
 
 
 def text(step: int) -> str:
@@ -72,15 +91,18 @@ def build(t, panel, start_image: str, start_model: str, then_update, demo: gr.Bl
     """The tour box in `t.tour_slot`, driving tab `t` (`vit_layout.ViTTab`) and the step-by-step `panel`;
     `then_update(event)`: the tab's redraw after an event; `demo`: the app, whose load hides the box when the
     tour was done or skipped in this browser tab's session."""
-    step = gr.State(-1)
+    step = gr.Number(-1, visible="hidden", precision=0, elem_id="vit-tour-step")  # the browser reads it (scroll)
     with t.tour_slot:
-        with gr.Group(elem_id="vit-tour") as box:
-            md = gr.Markdown(text(-1), elem_id="vit-tour-text", padding=True)
+        gr.HTML("", visible="hidden", head=f"<style>{CSS}</style>")
+        with gr.Column(elem_id="vit-tour-bar") as box:  # fixed at the bottom of the screen while shown
+            md = gr.Markdown(text(-1), elem_id="vit-tour-text")
             with gr.Row(elem_id="vit-tour-buttons"):
-                back = gr.Button("Back", size="sm", visible=False, min_width=70, elem_id="vit-tour-back")
-                nxt = gr.Button("Start the tour", size="sm", variant="primary", min_width=120, elem_id="vit-tour-next")
-                skip = gr.Button("Skip the tour", size="sm", min_width=110, elem_id="vit-tour-skip")
-        again = gr.Button("Take the guided tour", size="sm", visible=False, elem_id="vit-tour-again")
+                back = gr.Button("Back", size="sm", visible=False, scale=0, min_width=80, elem_id="vit-tour-back")
+                nxt = gr.Button(
+                    "Start the tour", size="sm", variant="primary", scale=0, min_width=130, elem_id="vit-tour-next"
+                )
+                skip = gr.Button("Skip the tour", size="sm", scale=0, min_width=120, elem_id="vit-tour-skip")
+        again = gr.Button("Take the guided tour", size="sm", visible=False, scale=0, elem_id="vit-tour-again")
         done = gr.Checkbox(False, visible="hidden", elem_id="vit-tour-done")
     quick = dict(queue=False, api_visibility="private")
     fast = dict(show_progress="minimal", api_visibility="private")
@@ -95,7 +117,9 @@ def build(t, panel, start_image: str, start_model: str, then_update, demo: gr.Bl
     def go(to: int, st, image, model) -> list:
         """Step `to` on screen and the tab's controls set for it; past the last step: the tour ended."""
         if to > last:
-            return [*ended(), gr.update(value="Start the tour"), gr.update(value="Skip the tour")] + [gr.skip()] * 9
+            return [*ended(), gr.update(value="Start the tour"), gr.update(value="Skip the tour", visible=True)] + [
+                gr.skip()
+            ] * 9
         c = controls(to, st, start_image, start_model, image, model)
         return [
             gr.update(visible=True),
@@ -105,7 +129,7 @@ def build(t, panel, start_image: str, start_model: str, then_update, demo: gr.Bl
             text(to),
             gr.update(visible=to > 0),
             gr.update(value="Finish" if to == last else "Next"),
-            gr.update(value="End the tour" if to == last else "Skip the tour"),
+            gr.update(value="Skip the tour", visible=to != last),
             *(c[n] for n in ("image", "model", "qrow", "qcol", "view", "layer", "head")),
             gr.update(open=c["open"]),
             c["open"],
@@ -115,10 +139,10 @@ def build(t, panel, start_image: str, start_model: str, then_update, demo: gr.Bl
         panel_ins = [*panel.inputs(panel.main), t.state, panel.k, panel.temperature, panel.key]
         then_update(ev).then(lambda: None, None, panel.key, **quick).then(
             panel.draw, panel_ins, [panel.map, panel.html], **fast
-        )
+        ).then(None, step, None, js=SCROLL)
 
-    redraw(nxt.click(lambda s, *a: go(s + 1, *a), ins, shown + driven, **fast, validator=queue_share()))
-    redraw(back.click(lambda s, *a: go(max(0, s - 1), *a), ins, shown + driven, **fast, validator=queue_share()))
+    redraw(nxt.click(lambda s, *a: go(_step(s) + 1, *a), ins, shown + driven, **fast, validator=queue_share()))
+    redraw(back.click(lambda s, *a: go(max(0, _step(s) - 1), *a), ins, shown + driven, **fast, validator=queue_share()))
     skip.click(
         lambda: [*ended(), gr.update(value="Start the tour"), gr.update(value="Skip the tour")], None, shown, **quick
     )

@@ -44,7 +44,8 @@ def _cell(x: float, top: float) -> str:
     """One coloured cell: blue for negative, red for positive, the strength |x| / top."""
     a = 0.0 if top <= 0 else min(1.0, abs(float(x)) / top)
     r, g, b = (220, 60, 40) if x > 0 else (40, 90, 220)
-    return f'<td title="{x:.6g}" style="width:9px;height:16px;padding:0;background:rgba({r},{g},{b},{a:.3f})"></td>'
+    style = f"width:9px;height:16px;padding:0;border:none;background:rgba({r},{g},{b},{a:.3f})"
+    return f'<td title="{x:.6g}" style="{style}"></td>'
 
 
 def vectors_html(steps: RowSteps) -> str:
@@ -58,18 +59,20 @@ def vectors_html(steps: RowSteps) -> str:
     ]
     top_qk = float(max(np.abs(steps.q).max(), np.abs(steps.k[sel]).max(), 1e-12))
     top_p = float(max(np.abs(steps.products).max(), 1e-12))
-    out = ['<table style="border-collapse:separate;border-spacing:1px;font-size:13px">']
+    out = ['<table style="border-collapse:separate;border-spacing:1px;font-size:13px;border:none;width:auto">']
     for name, vec in rows:
         top = top_p if "×" in name else top_qk
         cells = "".join(_cell(x, top) for x in vec)
-        out.append(f'<tr><th style="text-align:right;padding-right:6px;white-space:nowrap">{name}</th>{cells}</tr>')
+        th = f'<th style="text-align:right;padding:0 6px 0 0;border:none;white-space:nowrap">{name}</th>'
+        out.append(f"<tr>{th}{cells}</tr>")
     out.append("</table>")
     order = np.argsort(-steps.products)
     best = ", ".join(f"d{int(d)} ({steps.products[d]:+.3f})" for d in order[:3])
     worst = ", ".join(f"d{int(d)} ({steps.products[d]:+.3f})" for d in order[::-1][:2])
     out.append(
         f'<p style="margin:4px 0">Sum of the {len(steps.q)} products: <b>q<sub>i</sub> · k<sub>j</sub> = '
-        f"{steps.dots[sel]:.4f}</b>. Pulling this weight up most: {best}; down most: {worst}.</p>"
+        f"{steps.dots[sel]:.4f}</b> (red: positive, blue: negative; hover a cell for its value). Pulling this weight "
+        f"up most: {best}; down most: {worst}.</p>"
     )
     return "".join(out)
 
