@@ -248,8 +248,8 @@ def build() -> dict:
         )
 
     def load(name):
-        if name not in presets:  # emptied by a change of mode (`mode_about`): the form stays as it is
-            return {}
+        if name not in presets:  # emptied (a change of mode, "Open in the calculator"): the form stays as it is
+            return {about: gr.update()}
         f = qkv_form.preset_form(presets[name])
         out = {about: f["description"], mode: f["mode_label"], use_wo: f["use_wo"]}
         out |= {c: f["settings"][k] for k, c in settings.items()}

@@ -93,14 +93,7 @@ class StepwisePanel:
                     )
                 with gr.Column(scale=7, min_width=280):
                     self.html = gr.HTML("", elem_id="vit-steps")
-            with gr.Row():
-                self.calc_btn = gr.Button("Open in the calculator", size="sm", elem_id="vit-steps-calc")
-                self.export_btn = gr.Button(
-                    "Export this view: one HTML file (map, tiles, step by step)", size="sm", elem_id="vit-export-btn"
-                )
-            self.export_file = gr.File(
-                label="Self-contained HTML: opens with no server", visible=False, elem_id="vit-export"
-            )
+
         PANELS.append(self)
 
     def inputs(self, m) -> list:

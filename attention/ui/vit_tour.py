@@ -43,8 +43,8 @@ STEPS = (
 )
 SET_DONE = f"(d) => {{ if (d) sessionStorage.setItem('{DONE_KEY}', '1'); }}"
 # what each step is about, scrolled to the middle of the screen once it is drawn (the tour bar stays at the bottom)
-SCROLL = """(s) => { const id = ["vit-query-image", "vit-query-image", "vit-steps-panel", "vit-gallery",
-  "vit-query-image"][s]; const e = id && document.getElementById(id);
+SCROLL = """(s) => { const id = ["vit-caption", "vit-caption", "vit-steps-panel", "vit-gallery",
+  "vit-caption"][s]; const e = id && document.getElementById(id);
   if (e) e.scrollIntoView({block: "start", behavior: "instant"}); }"""
 CSS = """
 #vit-tour-bar { position: fixed; left: 50%; transform: translateX(-50%); bottom: 10px; z-index: 1000;

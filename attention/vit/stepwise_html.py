@@ -40,11 +40,13 @@ def data_uri(data: bytes, kind: str = "image/png") -> str:
     return f"data:{kind};base64," + base64.b64encode(data).decode()
 
 
-def _cell(x: float, top: float) -> str:
+def _cell(x: float, top: float, width: int = 9) -> str:
     """One coloured cell: blue for negative, red for positive, the strength |x| / top."""
     a = 0.0 if top <= 0 else min(1.0, abs(float(x)) / top)
     r, g, b = (220, 60, 40) if x > 0 else (40, 90, 220)
-    style = f"width:9px;height:16px;padding:0;border:none;background:rgba({r},{g},{b},{a:.3f})"
+    style = (
+        f"width:{width}px;min-width:{width}px;height:16px;padding:0;border:none;background:rgba({r},{g},{b},{a:.3f})"
+    )
     return f'<td title="{x:.6g}" style="{style}"></td>'
 
 
@@ -62,7 +64,7 @@ def vectors_html(steps: RowSteps) -> str:
     out = ['<table style="border-collapse:separate;border-spacing:1px;font-size:13px;border:none;width:auto">']
     for name, vec in rows:
         top = top_p if "×" in name else top_qk
-        cells = "".join(_cell(x, top) for x in vec)
+        cells = "".join(_cell(x, top, max(6, min(22, 352 // len(vec)))) for x in vec)
         th = f'<th style="text-align:right;padding:0 6px 0 0;border:none;white-space:nowrap">{name}</th>'
         out.append(f"<tr>{th}{cells}</tr>")
     out.append("</table>")

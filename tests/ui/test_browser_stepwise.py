@@ -147,7 +147,10 @@ def test_open_in_the_calculator_fills_its_form_and_says_what_its_output_is(brows
         assert f"restricted to these {keys} keys" in about.inner_text()
         assert "patch (" in about.inner_text()  # K's and V's rows named by patch
         pg.locator("#qkv-checks").get_by_text(re.compile("scaled_dot_product_attention|PyTorch|torch")).first.wait_for()
-        assert pg.locator("#qkv-table-k tbody tr").count() == keys
+        assert pg.locator('#qkv-table-q [data-testid="cell-0-0"]').count() == 1  # Q: one row, q_i
+        assert pg.locator('#qkv-table-q [data-testid="cell-1-0"]').count() == 0
+        pg.locator("#qkv-report").scroll_into_view_if_needed()
+        shot(pg, "calculator-opened")
 
 
 @pytest.mark.browser
