@@ -91,9 +91,17 @@ class StepwisePanel:
                     self.k = slider(
                         1, stepwise.MAX_K, value=16, step=1, label="Top patches kept", elem_id="vit-steps-k"
                     )
+                    self.calc_btn = gr.Button("Open in the calculator", size="sm", elem_id="vit-steps-calc")
+                    self.export_btn = gr.Button(
+                        "Export this view: one HTML file (map, tiles, step by step)",
+                        size="sm",
+                        elem_id="vit-export-btn",
+                    )
+                    self.export_file = gr.File(
+                        label="Self-contained HTML: opens with no server", visible=False, elem_id="vit-export"
+                    )
                 with gr.Column(scale=7, min_width=280):
                     self.html = gr.HTML("", elem_id="vit-steps")
-
         PANELS.append(self)
 
     def inputs(self, m) -> list:
