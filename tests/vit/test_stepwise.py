@@ -1,7 +1,8 @@
 """Spec of the step-by-step view (`stepwise.explain_row`): every number equals a recomputation from the
 model's own weights, done here (the block's qkv projection on the attention module's input, q_norm/k_norm,
-the rotary embedding as timm's EvaAttention applies it, the relative-position bias as the relpos block
-gets it), for tiny random models of four families; the temperature-1 row is the map the tab draws; the
+the rotary embedding as timm's EvaAttention applies it, the relative-position bias as the relpos and BEiT
+blocks make it), for tiny random models of five families (a plain ViT, DINOv2 with registers, DINOv3 with
+RoPE, a relpos ViT, BEiT); the temperature-1 row is the map the tab draws; the
 calculator fed by "Open in the calculator" reproduces the head's output row restricted to those keys."""
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ FAMILIES = {
     "dinov2_reg": "vit_small_patch14_reg4_dinov2",
     "dinov3_rope": "vit_small_patch16_dinov3",
     "relpos": "vit_relpos_small_patch16_224",
+    "beit": "beit_base_patch16_224",
 }
+BIASED = ("relpos", "beit")  # an additive relative-position bias in the kernel
 
 
 def oracle(model: torch.nn.Module, img: np.ndarray, layer: int, resolution) -> dict[str, torch.Tensor]:
@@ -44,19 +47,24 @@ def oracle(model: torch.nn.Module, img: np.ndarray, layer: int, resolution) -> d
     H = attn.num_heads
     bias = None
     with torch.no_grad():
-        if type(attn).__name__ == "EvaAttention":
-            qb = None if attn.q_bias is None else torch.cat((attn.q_bias, attn.k_bias, attn.v_bias))
+        if getattr(attn, "q_bias", None) is not None:  # EVA, DINOv3, BEiT: q and v biases, k's zero
+            qb = torch.cat((attn.q_bias, attn.k_bias, attn.v_bias))
             qkv = F.linear(x, attn.qkv.weight, qb)
         else:
             qkv = F.linear(x, attn.qkv.weight, attn.qkv.bias)
         q, k, v = qkv.reshape(B, N, 3, H, -1).permute(2, 0, 3, 1, 4).unbind(0)
-        q, k = attn.q_norm(q), attn.k_norm(k)
+        if hasattr(attn, "q_norm"):
+            q, k = attn.q_norm(q), attn.k_norm(k)
         rope = kw.get("rope")
         if rope is not None:  # as EvaAttention: rotary embedding on the patch tokens only
             npt, half = attn.num_prefix_tokens, getattr(attn, "rotate_half", False)
             q = torch.cat([q[:, :, :npt], apply_rot_embed_cat(q[:, :, npt:], rope, half=half)], 2)
             k = torch.cat([k[:, :, :npt], apply_rot_embed_cat(k[:, :, npt:], rope, half=half)], 2)
-        if getattr(attn, "rel_pos", None) is not None:
+        if getattr(attn, "relative_position_bias_table", None) is not None:  # BEiT's own table
+            bias = attn._get_rel_pos_bias().float()[0]
+            if kw.get("shared_rel_pos_bias") is not None:
+                bias = bias + kw["shared_rel_pos_bias"].float()[0]
+        elif getattr(attn, "rel_pos", None) is not None:
             bias = attn.rel_pos.get_bias().float().expand(1, H, N, N)[0]
         elif kw.get("shared_rel_pos") is not None:
             bias = kw["shared_rel_pos"].float().expand(1, H, N, N)[0]
@@ -71,7 +79,7 @@ def setup(fam: str):
     if getattr(model.patch_embed, "strict_img_size", False):
         model = compat.tiny(name, (h, w))
     img = (np.random.default_rng(1).random((h, w, 3)) * 255).astype(np.uint8)
-    res = "auto" if fam == "relpos" else "native"
+    res = "auto" if fam in BIASED else "native"
     return model, img, res, attention_maps(model, img, resolution=res, keep_qk=True)
 
 
@@ -82,7 +90,7 @@ def test_every_step_equals_a_recomputation_from_the_models_weights(fam):
     P = res.num_prefix_tokens
     for layer in (0, 1):
         ref = oracle(model, img, layer, resolution)
-        assert (ref["bias"] is not None) == (fam == "relpos")
+        assert (ref["bias"] is not None) == (fam in BIASED)
         for query, head, key in (((2, 3), 1, None), ((0, 0), 3, (3, 4)), (("cls" if P else (1, 1)), 0, None)):
             s = stepwise.explain_row(res, query=query, layer=layer, head=head, k=6, key=key)
             i = s.query_index
