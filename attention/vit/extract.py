@@ -12,7 +12,7 @@ read exactly are refused (`capture.check_supported`, UnsupportedModelError namin
     res.layers        # (layers, heads, gh, gw): every layer, same pass
     res.scores        # (layers, heads, N): raw scores before softmax, all N tokens
 
-With `keep_qk=True` the pass also keeps each layer's q and k (O(layers x heads x N x d)),
+With `keep_qk=True` the pass also keeps each layer's q, k and v (O(layers x heads x N x d)),
 so other queries (`res.requery((r, c))`) and rollout (`flow.rollout(res)`) need no new forward.
 """
 

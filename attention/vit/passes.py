@@ -1,7 +1,7 @@
 """The server's store of forward passes (`PASSES`), and what one pass answers without a new forward.
 
 A `Pass` is one forward pass of one image through one model at one resolution, with every
-layer's q and k kept. Changing the layer, view, head, threshold, opacity or colormap, or the
+layer's q, k and v kept (v: for `stepwise`). Changing the layer, view, head, threshold, opacity or colormap, or the
 query patch, reuses it: a new query is one row per layer from the kept q/k, rollout is
 computed once per (query, layer).
 
