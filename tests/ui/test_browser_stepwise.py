@@ -161,6 +161,7 @@ def test_the_exported_html_opens_offline_and_shows_the_pages_pixels(browser, app
         pg.locator("#vit-query-label").get_by_text(re.compile(r"patch \(row")).wait_for()
         loaded(pg, "#vit-query-image img")
         open_panel(pg)
+        shot(pg, "export-page")
         pg.locator("#vit-export-btn").click()
         link = pg.locator("#vit-export a").first
         link.wait_for()
@@ -190,7 +191,7 @@ def test_the_exported_html_opens_offline_and_shows_the_pages_pixels(browser, app
         assert asked == []  # nothing was fetched: every picture is inside the file
         theirs = {k: off.locator(f"#{k}").evaluate(PIXELS) for k in ours}
         assert off.locator("body").get_by_text("Step by step").first.is_visible()
-        off.screenshot(path=str(tmp_path / "export.png"), full_page=True)
+        shot(off, "export-offline")
     finally:
         ctx.close()
     assert asked == []
