@@ -45,7 +45,7 @@ SET_DONE = f"(d) => {{ if (d) sessionStorage.setItem('{DONE_KEY}', '1'); }}"
 # what each step is about, scrolled to the middle of the screen once it is drawn (the tour bar stays at the bottom)
 SCROLL = """(s) => { const id = ["vit-caption", "vit-caption", "vit-steps-panel", "vit-gallery",
   "vit-caption"][s]; const e = id && document.getElementById(id);
-  if (e) e.scrollIntoView({block: "start", behavior: "instant"}); }"""
+  if (e) e.scrollIntoView({block: "start", behavior: "instant"}); document.body.dataset.tourShown = s; }"""
 CSS = """
 #vit-tour-bar { position: fixed; left: 50%; transform: translateX(-50%); bottom: 10px; z-index: 1000;
   width: min(760px, calc(100vw - 16px)); background: var(--background-fill-primary, #fff);

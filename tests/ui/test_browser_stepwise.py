@@ -50,6 +50,7 @@ def step(pg, n: int) -> None:
     pg.locator(TEXT).get_by_text(f"Step {n} of 5").wait_for()
     if n in (2, 4, 5):  # the step changed what the large map shows (step 1: the start screen's view again)
         loaded(pg, "#vit-query-image img", src)
+    pg.wait_for_function("s => document.body.dataset.tourShown === s", arg=str(n - 1))  # drawn, scrolled to
 
 
 def field(pg, selector: str) -> str:
