@@ -176,7 +176,11 @@ def export_view(p, v: vit_frames.ViewSpec, head: int, k: int = 16, temperature: 
     except AttentionError:
         pass
     title = f"Attention Explorer · {p.model} · layer {f.res.layer} · {query_label(f.res.query)}"
-    page = export_html(title, Path(f.query_png).read_bytes(), tiles, s, smap, p.model, f.details.replace("`", ""))
+    what = f"head {head}" if v.view in ("heads", "masks") else vit_views.VIEWS[v.view].lower()
+    caption = f"{vit_views.VIEWS[v.view]} view: {what}, layer {f.res.layer}"
+    page = export_html(
+        title, Path(f.query_png).read_bytes(), tiles, s, smap, p.model, f.details.replace("`", ""), caption, f.legend
+    )
     return write_export(page, new_dir(OUTPUT_ROOT))
 
 

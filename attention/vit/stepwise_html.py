@@ -144,9 +144,12 @@ def export_html(
     steps_map: bytes | None = None,
     model: str = "",
     details: str = "",
+    caption: str = "",
+    legend: str = "",
 ) -> str:
-    """One self-contained HTML page: the large map, every tile with its caption and the step-by-step panel,
-    every picture inline (data: URIs; JPEG or PNG bytes as the tab served them). Opens with no server."""
+    """One self-contained HTML page: the large map (its `caption`, escaped, and `legend`, the tab's own inline
+    HTML, `texts.legend_html`), every tile with its caption and the step-by-step panel, every picture inline
+    (data: URIs; JPEG or PNG bytes as the tab served them). Opens with no server."""
 
     def img(data: bytes, alt: str, ident: str = "", width: str = "") -> str:
         kind = "image/jpeg" if data[:3] == b"\xff\xd8\xff" else "image/png"

@@ -175,3 +175,21 @@ def test_bad_requests_are_refused_naming_what_is_accepted():
     bare = attention_maps(compat.tiny(FAMILIES["plain"]), np.zeros((64, 80, 3), np.uint8), resolution="native")
     with pytest.raises(InputError, match="keep_qk=True"):
         stepwise.explain_row(bare)
+
+
+def test_the_panels_map_at_temperature_one_has_the_large_maps_pixels_but_the_selected_keys_square():
+    from attention.vit.stepwise_html import KEY_COLOR, stepwise_map
+    from attention.vit.views import query_image
+
+    _, _, _, res = setup("dinov2_reg")
+    r = res.requery((1, 2))
+    s = stepwise.explain_row(r, head=2, key=(3, 4))
+    ours, shown = stepwise_map(r, s), query_image(r, head=2)  # the panel's map, the tab's large map of head 2
+    assert ours.shape == shown.shape
+    step = ours.shape[0] // 4
+    square = np.zeros(ours.shape[:2], bool)
+    square[3 * step : 4 * step, 4 * step : 5 * step] = True  # patch (3, 4): the selected key, marked
+    assert (ours[~square] == shown[~square]).all()
+    assert (ours[square] == KEY_COLOR).all(-1).any()
+    hot = stepwise_map(r, stepwise.explain_row(r, head=2, key=(3, 4), temperature=3.0))
+    assert (hot[~square] != shown[~square]).any()  # another temperature: another map
