@@ -17,7 +17,8 @@ try:
     from attention.config import SETTINGS  # every setting, read once
 except ValueError as e:  # attention.config.ConfigError: a bad ATTENTION_* value, named in the message
     raise SystemExit(f"Attention Explorer cannot start: {e}") from None
-from attention.ui import APP_CSS, calculator_tab, retrieval_tab, server, stepwise_panel, video_tab, vit_tab
+from attention.ui import APP_CSS, calculator_tab, retrieval_tab, server, video_tab, vit_tab
+from attention.ui.stepwise_panel import open_in_calculator
 from attention.vit.checkpoint import serve_args
 
 if __name__ == "__main__":
@@ -43,7 +44,7 @@ with gr.Blocks(title="Attention Explorer", fill_width=True, delete_cache=(300, i
         retrieval_tab.build(retrieval)
     with gr.Tab("Q/K/V calculator", id="calculator"):
         calculator = calculator_tab.build()
-    stepwise_panel.open_in_calculator(calculator)  # the ViT tab's step by step lands in the calculator
+    open_in_calculator(calculator)  # the ViT tab's step by step lands in the calculator
 
 demo.queue(default_concurrency_limit=SETTINGS.concurrency)  # 2 cores: two jobs compute at once, the rest wait
 
