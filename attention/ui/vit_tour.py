@@ -47,12 +47,17 @@ SCROLL = """(s) => { const id = ["vit-caption", "vit-caption", "vit-steps-panel"
   "vit-caption"][s]; const e = id && document.getElementById(id);
   if (e) e.scrollIntoView({block: "start", behavior: "instant"}); document.body.dataset.tourShown = s; }"""
 CSS = """
-#vit-tour-bar { position: fixed; left: 50%; transform: translateX(-50%); bottom: 10px; z-index: 1000;
-  width: min(760px, calc(100vw - 16px)); background: var(--background-fill-primary, #fff);
-  border: 2px solid #f97316; border-radius: 10px; box-shadow: 0 4px 20px rgba(0, 0, 0, 0.3);
-  padding: 8px 12px; gap: 6px; max-height: 45vh; overflow-y: auto; }
-#vit-tour-bar p { margin: 2px 0; }
-#vit-tour-buttons { justify-content: flex-end; gap: 8px; flex-wrap: wrap; }
+#vit-tour-bar { border: 1px solid #f97316; border-radius: 8px; background: var(--background-fill-primary, #fff);
+  padding: 0 8px; gap: 2px 8px; flex-direction: row; flex-wrap: wrap; align-items: center; justify-content: flex-end; }
+#vit-tour-bar > * { flex: 0 0 auto; width: auto; }
+#vit-tour-bar > #vit-tour-text { flex: 1 1 300px; }
+#vit-tour-bar p { margin: 1px 0; }
+body:has(#vit-tour-bar:not(.vit-tour-running)) #vit-intro { display: none; }
+#vit-tour-slot:not(:has(#vit-tour-bar:not(.vit-tour-running))) { display: none; }
+#vit-tour-bar.vit-tour-running { position: fixed; left: 50%; transform: translateX(-50%); bottom: 10px;
+  z-index: 1000; width: min(760px, calc(100vw - 16px)); box-shadow: 0 4px 20px rgba(0, 0, 0, 0.3);
+  border-width: 2px; padding: 8px 12px; max-height: 45vh; overflow-y: auto; }
+#vit-tour-bar.vit-tour-running > #vit-tour-text { flex: 1 1 100%; }
 """
 READ_DONE = f"() => sessionStorage.getItem('{DONE_KEY}') === '1'"
 
@@ -67,8 +72,8 @@ def text(step: int) -> str:
     """The tour box's markdown at `step` (-1: the offer)."""
     if step < 0:
         return (
-            "**New here? A 1-minute tour** in five steps through this example: patches and tokens, one query "
-            "and its keys, scores and softmax, every head, layers and rollout."
+            "**New here?** A 1-minute tour in five steps through this example: patches, a query and its keys, "
+            "softmax, every head, layers."
         )
     title, body = STEPS[step]
     return f"**Step {step + 1} of {len(STEPS)}: {title}**\n\n{body}"
@@ -93,17 +98,17 @@ def build(t, panel, start_image: str, start_model: str, then_update, demo: gr.Bl
     tour was done or skipped in this browser tab's session."""
     step = gr.Number(-1, visible="hidden", precision=0, elem_id="vit-tour-step")  # the browser reads it (scroll)
     with t.tour_slot:
-        gr.HTML("", visible="hidden", head=f"<style>{CSS}</style>")
-        with gr.Column(elem_id="vit-tour-bar") as box:  # fixed at the bottom of the screen while shown
+        gr.HTML("", visible="hidden", head=f"<style>{CSS}</style>")  # display: none, its style in the head
+        with gr.Column(elem_id="vit-tour-bar") as box:  # the offer in place of the intro; then a bar at the bottom
             md = gr.Markdown(text(-1), elem_id="vit-tour-text")
-            with gr.Row(elem_id="vit-tour-buttons"):
-                back = gr.Button("Back", size="sm", visible=False, scale=0, min_width=80, elem_id="vit-tour-back")
-                nxt = gr.Button(
-                    "Start the tour", size="sm", variant="primary", scale=0, min_width=130, elem_id="vit-tour-next"
-                )
-                skip = gr.Button("Skip the tour", size="sm", scale=0, min_width=120, elem_id="vit-tour-skip")
-        again = gr.Button("Take the guided tour", size="sm", visible=False, scale=0, elem_id="vit-tour-again")
+            back = gr.Button("Back", size="sm", visible=False, scale=0, min_width=80, elem_id="vit-tour-back")
+            nxt = gr.Button(
+                "Start the tour", size="sm", variant="primary", scale=0, min_width=130, elem_id="vit-tour-next"
+            )
+            skip = gr.Button("Skip", size="sm", scale=0, min_width=80, elem_id="vit-tour-skip")
         done = gr.Checkbox(False, visible="hidden", elem_id="vit-tour-done")
+    with t.steps_slot:  # under the maps, beside the step by step: out of the first screen's way
+        again = gr.Button("Take the guided tour", size="sm", visible=False, scale=0, elem_id="vit-tour-again")
     quick = dict(queue=False, api_visibility="private")
     fast = dict(show_progress="minimal", api_visibility="private")
     ins = [step, t.state, t.image, t.model]
@@ -111,18 +116,25 @@ def build(t, panel, start_image: str, start_model: str, then_update, demo: gr.Bl
     driven = [t.image, t.model, t.qrow, t.qcol, t.view, t.layer, t.head, panel.acc, panel.open]
     last = len(STEPS) - 1
 
-    def ended() -> list:
-        return [gr.update(visible=False), gr.update(visible=True), True, -1, text(-1), gr.update(visible=False)]
+    def ended() -> list:  # the box gone, "Take the guided tour" shown, the tour remembered as done
+        return [
+            gr.update(visible=False, elem_classes=[]),
+            gr.update(visible=True),
+            True,
+            -1,
+            text(-1),
+            gr.update(visible=False),
+        ]
 
     def go(to: int, st, image, model) -> list:
         """Step `to` on screen and the tab's controls set for it; past the last step: the tour ended."""
         if to > last:
-            return [*ended(), gr.update(value="Start the tour"), gr.update(value="Skip the tour", visible=True)] + [
+            return [*ended(), gr.update(value="Start the tour"), gr.update(value="Skip", visible=True)] + [
                 gr.skip()
             ] * 9
         c = controls(to, st, start_image, start_model, image, model)
         return [
-            gr.update(visible=True),
+            gr.update(visible=True, elem_classes=["vit-tour-running"]),  # a bar fixed at the bottom of the screen
             gr.update(visible=False),
             gr.skip(),
             to,
@@ -143,9 +155,7 @@ def build(t, panel, start_image: str, start_model: str, then_update, demo: gr.Bl
 
     redraw(nxt.click(lambda s, *a: go(_step(s) + 1, *a), ins, shown + driven, **fast, validator=queue_share()))
     redraw(back.click(lambda s, *a: go(max(0, _step(s) - 1), *a), ins, shown + driven, **fast, validator=queue_share()))
-    skip.click(
-        lambda: [*ended(), gr.update(value="Start the tour"), gr.update(value="Skip the tour")], None, shown, **quick
-    )
+    skip.click(lambda: [*ended(), gr.update(value="Start the tour"), gr.update(value="Skip")], None, shown, **quick)
     redraw(
         again.click(lambda *a: go(0, *a), [t.state, t.image, t.model], shown + driven, **fast, validator=queue_share())
     )
