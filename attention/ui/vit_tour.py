@@ -53,7 +53,7 @@ CSS = """
 #vit-tour-bar > #vit-tour-text { flex: 1 1 300px; }
 #vit-tour-bar p { margin: 1px 0; }
 body:has(#vit-tour-bar:not(.vit-tour-running)) #vit-intro { display: none; }
-#vit-tour-slot:not(:has(#vit-tour-bar:not(.vit-tour-running))) { display: none; }
+#vit-tour-slot:not(:has(#vit-tour-bar)) { display: none; }
 #vit-tour-bar.vit-tour-running { position: fixed; left: 50%; transform: translateX(-50%); bottom: 10px;
   z-index: 1000; width: min(760px, calc(100vw - 16px)); box-shadow: 0 4px 20px rgba(0, 0, 0, 0.3);
   border-width: 2px; padding: 8px 12px; max-height: 45vh; overflow-y: auto; }
