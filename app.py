@@ -18,6 +18,7 @@ try:
 except ValueError as e:  # attention.config.ConfigError: a bad ATTENTION_* value, named in the message
     raise SystemExit(f"Attention Explorer cannot start: {e}") from None
 from attention.ui import APP_CSS, calculator_tab, retrieval_tab, server, video_tab, vit_tab
+from attention.ui.stepwise_panel import open_in_calculator
 from attention.vit.checkpoint import serve_args
 
 if __name__ == "__main__":
@@ -42,7 +43,8 @@ with gr.Blocks(title="Attention Explorer", fill_width=True, delete_cache=(300, i
     with gr.Tab("MNIST retrieval", id="retrieval") as retrieval:
         retrieval_tab.build(retrieval)
     with gr.Tab("Q/K/V calculator", id="calculator"):
-        calculator_tab.build()
+        calculator = calculator_tab.build()
+    open_in_calculator(calculator)  # the ViT tab's step by step lands in the calculator
 
 demo.queue(default_concurrency_limit=SETTINGS.concurrency)  # 2 cores: two jobs compute at once, the rest wait
 

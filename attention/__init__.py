@@ -8,6 +8,7 @@ Knows nothing of Gradio: `app.py` is one user of it, the command line
     model = attention.load_vit("dino_vits16")         # or "mnist_vit" offline
     res = attention.attention_maps(model, "examples/photos/chelsea.jpg")  # res.maps: (heads, gh, gw)
     rel = attention.relevance(model, image, target=None)  # classifiers: why this class? (Chefer et al.)
+    steps = attention.explain_row(res, query=(3, 4), head=0)  # res with keep_qk=True: q, k, v step by step
     for f in attention.attention_video(model, "examples/videos/digits.mp4"):   # f.maps, f.mean, f.masks per frame
         ...
     s = attention.calculator.Settings(heads=2, mask_mode="causal")
@@ -51,6 +52,7 @@ from attention.vit import (
     available,
     default_device,
     default_model,
+    explain_row,
     load_vit,
     rollout,
     rollout_map,
@@ -72,6 +74,7 @@ __all__ = [
     "AttentionMaps",
     "attention_maps",
     "attention_video",
+    "explain_row",
     "rollout",
     "rollout_map",
     "threshold_masks",

@@ -75,10 +75,13 @@ def qkv_calculate_from_x(
     return _json({"X": X, "W_q": W_q, "W_k": W_k, "W_v": W_v, "W_o": W_o}, qkv.FROM_X, settings)
 
 
-def build() -> None:
+def build() -> dict:
     """The Q/K/V calculator tab, inside the caller's `gr.Tab`.
 
-    Registers /calculate, /calculate_from_x, /patch_attention."""
+    Registers /calculate, /calculate_from_x, /patch_attention. Returns its form for other tabs to fill
+    ("Open in the calculator", `stepwise_panel.open_in_calculator`): the components by name ("tables",
+    "texts": name -> component; "about", "mode", "edit_as", "use_wo", "preset" and Settings' fields) and
+    "calculate" (an event's `.then` -> the calculation, as the tab's own buttons run it)."""
     gr.Markdown(
         "Type small matrices and follow **softmax(Q Kᵀ / √d) V** step by step, per head, checked "
         "against PyTorch. Matrices: rows by newline or `;`, numbers by spaces or commas, or "
@@ -245,8 +248,8 @@ def build() -> None:
         )
 
     def load(name):
-        if name not in presets:  # emptied by a change of mode (`mode_about`): the form stays as it is
-            return {}
+        if name not in presets:  # emptied (a change of mode, "Open in the calculator"): the form stays as it is
+            return {about: gr.update()}
         f = qkv_form.preset_form(presets[name])
         out = {about: f["description"], mode: f["mode_label"], use_wo: f["use_wo"]}
         out |= {c: f["settings"][k] for k, c in settings.items()}
@@ -295,3 +298,5 @@ def build() -> None:
         calculate(c.submit)
     calculate(mask.blur)
     calculator_patches.build()
+    form = {"tables": tables, "texts": texts, "about": about, "mode": mode, "edit_as": edit_as, "use_wo": use_wo}
+    return form | {"preset": preset, "calculate": calculate, **settings}

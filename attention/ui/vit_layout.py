@@ -47,6 +47,7 @@ class ViTTab:
     tiles; room for another view)."""
 
     def __init__(self, s: Startup, vit_pass: Callable, fit: Callable):
+        self.tour_slot = gr.Column(elem_id="vit-tour-slot")  # the guided first visit (`vit_tour`)
         gr.Markdown(
             "Every head's attention from the **query token** (CLS, or any patch you click) over the image. "
             "Layer, head, view and colours reuse your last forward pass: they answer at once. Upload an image or "
@@ -74,6 +75,7 @@ class ViTTab:
                         self.gallery = tiles_gallery("Every head (click one to show it large)", 2, "vit-gallery")
                 # "Why this class?" (classifiers only): under the map and the tiles, before the controls on a phone
                 self.why = RelevancePanel()
+                self.steps_slot = gr.Column(elem_id="vit-steps-slot")  # one head's row step by step (`stepwise_panel`)
         self.cmp = ComparePanel(vit_pass)
         self.examples_slot = gr.Column(elem_id="vit-examples")
         self._panels()

@@ -14,8 +14,11 @@ import pandas as pd
 from attention.errors import AttentionError, as_whole
 from attention.ui import relevance_panel, vit_api, vit_examples, vit_layout, vit_live
 from attention.ui.components import info, queue_share, user_errors, visitor, warning
+from attention.ui.stepwise_api import build as build_stepwise_api
+from attention.ui.stepwise_panel import StepwisePanel
 from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_panels import Main
+from attention.ui.vit_tour import build as build_tour
 from attention.vit import frames as vit_frames
 from attention.vit import inputs as vit_inputs
 from attention.vit import models as vit_models
@@ -378,5 +381,10 @@ def build(demo: gr.Blocks | None = None) -> None:
     adopted += vit_examples.build(t, s, example, shown_by_examples, vit_pass, fast)
     then_update = lambda ev: ev.then(update, inputs, [*show, t.state], **on_map)  # noqa: E731
     t.why.follow([*changes, *adopted], main, on_query=then_update, compare=t.cmp.compare)
+    with t.steps_slot:  # one head's row step by step, and the guided first visit that drives the tab
+        steps = StepwisePanel(vit_pass, fit)
+    steps.follow([*changes, *adopted], main)
+    build_tour(t, steps, first_image, s.model, then_update, demo)
     vit_api.build(s.model, VIT_DEFAULTS)
+    build_stepwise_api(s.model, VIT_DEFAULTS)
     relevance_panel.build_api(vit_models.OFFLINE_MODEL)

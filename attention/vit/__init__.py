@@ -25,6 +25,7 @@ live      what a browser needs to draw the large map itself (patch, layer, head 
 outputs   the files of a render: the gallery, the download (tiles, .npz), the API's contact sheet
 relevance "Why this class?": class relevance of classifiers (Chefer et al., grad-rollout), its evaluation
 video     attention videos: a video's frames in batches (`batch`), priced up front, drawn to H.264 MP4
+stepwise  one head's row step by step from a kept pass (q, k, v, products, scale, bias, temperature)
 mnist_vit training the shipped mnist_vit (`python -m attention.vit.mnist_vit --help`)
 """
 
@@ -46,6 +47,7 @@ from attention.vit.models import (
 from attention.vit.preprocess import Preprocess
 from attention.vit.query import Query, tokens_of
 from attention.vit.rows import query_rows
+from attention.vit.stepwise import RowSteps, explain_row
 from attention.vit.video import VideoFrameMaps, VideoRun, attention_video, write_video
 
 __all__ = [
@@ -78,6 +80,8 @@ __all__ = [
     "load_vit",
     "default_model",
     "register_checkpoint",
+    "RowSteps",
+    "explain_row",
 ]
 
 

@@ -12,7 +12,7 @@ read exactly are refused (`capture.check_supported`, UnsupportedModelError namin
     res.layers        # (layers, heads, gh, gw): every layer, same pass
     res.scores        # (layers, heads, N): raw scores before softmax, all N tokens
 
-With `keep_qk=True` the pass also keeps each layer's q and k (O(layers x heads x N x d)),
+With `keep_qk=True` the pass also keeps each layer's q, k and v (O(layers x heads x N x d)),
 so other queries (`res.requery((r, c))`) and rollout (`flow.rollout(res)`) need no new forward.
 """
 
@@ -65,6 +65,8 @@ class AttentionMaps:
     blocks: int = 0  # the model's layers (L, but for the pool's query, whose result has one); 0 = L
     pool_qk: tuple[torch.Tensor, torch.Tensor, float] | None = field(default=None, repr=False)  # with qk: the
     # pool's q (H, 1, d), k (H, N, d), scale
+    v: list[torch.Tensor] | None = field(default=None, repr=False)  # with qk: per layer the kernel's values
+    # float32 (H, N, dv), what each row's output mixes (`stepwise.explain_row`)
 
     @property
     def layers(self) -> np.ndarray:
@@ -265,6 +267,7 @@ def attention_maps(
         query=q,
         seconds=seconds,
         qk=[(on_cpu(q_[0]), on_cpu(k[0])) for q_, k in rec.qk] if keep_qk else None,
+        v=[on_cpu(v_[0]) for v_ in rec.v] if keep_qk else None,
         scale=rec.scale[0],
         bias=sample_bias(rec.bias, 0) if keep_qk and any(m is not None for m in rec.bias) else None,
         tokens=names,

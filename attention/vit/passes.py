@@ -1,7 +1,7 @@
 """The server's store of forward passes (`PASSES`), and what one pass answers without a new forward.
 
 A `Pass` is one forward pass of one image through one model at one resolution, with every
-layer's q and k kept. Changing the layer, view, head, threshold, opacity or colormap, or the
+layer's q, k and v kept (v: for `stepwise`). Changing the layer, view, head, threshold, opacity or colormap, or the
 query patch, reuses it: a new query is one row per layer from the kept q/k, rollout is
 computed once per (query, layer).
 
@@ -97,10 +97,10 @@ class Pass:
 
     @property
     def nbytes(self) -> int:
-        """Bytes this pass can hold: kept q/k (and bias, the pool's q/k), the block outputs, its rows,
+        """Bytes this pass can hold: kept q/k/v (and bias, the pool's q/k), the block outputs, its rows,
         the image, full memos of queries and rollouts."""
         b = self.base
-        qk = sum(q.nbytes + k.nbytes for q, k in b.qk or [])
+        qk = sum(q.nbytes + k.nbytes for q, k in b.qk or []) + sum(v.nbytes for v in b.v or [])
         qk += sum({id(m): m.nbytes for m in b.bias or [] if m is not None}.values())  # relative-position bias
         qk += sum(t.nbytes for t in (b.pool_qk or ())[:2])
         rows = b.scores.nbytes + b.weights.nbytes

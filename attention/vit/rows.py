@@ -41,6 +41,7 @@ class Rows(Recorder):
         self.seen = [False] * n_layers  # which layers' kernels ran (every one must)
         self.rows: list[torch.Tensor | None] = [None] * n_layers  # per kept layer (B, H, N) raw scores
         self.qk: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * n_layers  # (B, H, N, d) each
+        self.v: list[torch.Tensor | None] = [None] * n_layers  # with keep_qk: (B, H, N, dv), the kernel's values
         self.bias: list[torch.Tensor | None] = [None] * n_layers  # per layer the kernel's mask, as given
         self.scale: list[float] = [1.0] * n_layers
         self.pool: tuple[torch.Tensor, torch.Tensor, torch.Tensor, float] | None = None  # row (B, H, N), q, k, scale
@@ -62,6 +63,7 @@ class Rows(Recorder):
         if self.keep_qk:  # copies (never views of the block's qkv buffer, which would stay alive whole),
             # on the model's device: no GPU sync inside the forward; moved to the CPU once it is done
             self.qk[layer] = (compact(q), compact(k))
+            self.v[layer] = compact(v)  # what a row's output mixes (`stepwise`): no new forward for it
             self.bias[layer] = None if mask is None else mask.detach()
 
 

@@ -1,0 +1,59 @@
+"""/explain_row and /export_view through gradio_client: the package's numbers as JSON, one self-contained
+HTML page (every picture inline, nothing fetched, the model's name escaped); bad parameters refused by name."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gradio_client import handle_file
+
+from attention.vit import passes, stepwise
+from attention.vit.stepwise_html import export_html
+from tests.conftest import DIGIT
+
+
+def test_explain_row_answers_the_packages_numbers_as_json(client):
+    got = client.predict(
+        handle_file(DIGIT), model="mnist_vit", layer=2, head=1, query_row=3, query_col=2, k=5, temperature=0.5,
+        key_row=0, key_col=0, api_name="/explain_row",
+    )  # fmt: skip
+    want = stepwise.explain_row(
+        passes.get_pass(DIGIT, "mnist_vit", "auto"), query=(3, 2), layer=2, head=1, k=5, key=(0, 0), temperature=0.5
+    )
+    assert got["model"] == "mnist_vit" and got["query"] == [3, 2] and got["layer"] == 2 and got["head"] == 1
+    assert got["keys"] == list(want.names) and got["keys"][got["selected"]] == "patch (0, 0)"
+    for name, a in (("q", want.q), ("k", want.k), ("v", want.v), ("products", want.products), ("dots", want.dots)):
+        np.testing.assert_allclose(got[name], a, atol=1e-7)
+    np.testing.assert_allclose(got["map"], want.map, atol=1e-7)
+    np.testing.assert_allclose(got["restricted_output"], want.output, atol=1e-7)
+    assert got["bias"] is None and got["temperature"] == 0.5 and got["scale"] == pytest.approx(want.scale)
+    assert got["top_share"] == pytest.approx(want.top_share) and got["entropy_bits"] == pytest.approx(want.entropy)
+
+
+@pytest.mark.parametrize(
+    "kw, says",
+    [({"k": 0}, "from 1 to 64"), ({"temperature": -1}, "temperature"), ({"head": 9}, "0 to 3")],
+)
+def test_explain_row_refuses_a_bad_parameter_naming_it(client, kw, says):
+    with pytest.raises(Exception, match=says):
+        client.predict(handle_file(DIGIT), model="mnist_vit", **kw, api_name="/explain_row")
+
+
+def test_export_view_is_one_self_contained_page(client):
+    path = client.predict(handle_file(DIGIT), model="mnist_vit", query_row=2, query_col=4, api_name="/export_view")
+    page = Path(path).read_text(encoding="utf-8")
+    srcs = re.findall(r'src="([^"]*)"', page)
+    assert len(srcs) == 1 + 5 + 1  # the large map, 4 heads and their mean, the step-by-step map
+    assert all(s.startswith("data:image/") for s in srcs)
+    assert not re.search(r"(href|src)=\"(https?:|//)", page) and "<script" not in page and "<link" not in page
+    assert "Step by step" in page and "patch (row 2, col 4)" in page
+
+
+def test_the_export_escapes_every_name_it_is_given():
+    steps = stepwise.explain_row(passes.get_pass(DIGIT, "mnist_vit", "auto"), query=(1, 1))
+    page = export_html("<b>x</b>", b"\x89PNG", [(b"\x89PNG", "<i>tile</i>")], steps, b"\x89PNG", model="<script>1")
+    assert "<script>1" not in page and "&lt;script&gt;1" in page
+    assert "<b>x</b>" not in page and "<i>tile</i>" not in page
