@@ -9,7 +9,7 @@ from __future__ import annotations
 import gradio as gr
 
 from attention.config import EXAMPLES_DIR, SETTINGS
-from attention.ui import video_api
+from attention.ui import model_choices, video_api
 from attention.ui.components import number
 from attention.vit import models as vit_models
 from attention.vit import weights as vit_weights
@@ -50,7 +50,7 @@ def build(startup: Startup | None = None) -> None:
             )
             examples = gr.Column()
             model = gr.Dropdown(
-                [(f"{a} · {sp.description}", a) for a, sp in vit_models.REGISTRY.items()],
+                model_choices.choices(),
                 value=startup.model,
                 allow_custom_value=True,
                 label="Model",

@@ -38,6 +38,9 @@ L.receive = async function (json) {
   if (!json) return;
   const p = JSON.parse(json);
   p.lutBytes = bytes(p.lut);
+  // a refused change (attention/ui/vit_refusals.py): the last good view again, this browser's own drawing of
+  // the refused one (a crosshair, a layer) taken off at once, not left until the server's picture changes
+  if (p.rollback) for (const cv of document.querySelectorAll("canvas.vit-live")) cv.style.display = "none";
   L.p = p;
   L.cur = { layer: p.layer, head: p.head, view: p.view, query: p.query, marks: p.marks, maps: null };
   const maps = await inflate(p.maps);
