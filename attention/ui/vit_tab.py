@@ -175,6 +175,7 @@ def build(demo: gr.Blocks | None = None) -> None:
             f = _vit_frame(p, qr, qc, lay, now["view"], hd, now["threshold"], now["alpha"], now["cmap"], ro)
         except AttentionError as e:
             return refusal(t, e, kept, now, redraw)
+        now["layer"] = f.res.layer  # (-1: the last layer, as the slider shows it)
         return shown(f, p, (now["view"], hd, now["alpha"], now["cmap"]), now=now, kept=kept)
 
     def check_query(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, *ro):
@@ -260,7 +261,9 @@ def build(demo: gr.Blocks | None = None) -> None:
         lay, hd, qr, qc = fit(p, None, -1 if link.layer is None else link.layer, link.head or 0, qr, qc)
         f = _vit_frame(p, qr, qc, lay, vw, hd, d["threshold"], d["alpha"], d["cmap"])
         head_up = gr.update(maximum=p.num_heads - 1, value=hd)
-        now = view_of(img, mdl, res, qr, qc, lay, vw, hd, d["threshold"], d["alpha"], d["cmap"], "mean", 0.0, "row")
+        now = view_of(
+            img, mdl, res, qr, qc, f.res.layer, vw, hd, d["threshold"], d["alpha"], d["cmap"], "mean", 0.0, "row"
+        )
         return {
             **shown(f, p, (vw, hd, d["alpha"], d["cmap"]), now=now),
             t.image: img,
