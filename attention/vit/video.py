@@ -139,6 +139,7 @@ class VideoRun:
     max_gflop: float | None = None  # enforced while running too: a stream can hold more than its headers say
     progress: Progress | None = None
     seconds_forward: float = 0.0  # measured during the last iteration: forwards only
+    ramp: bool = False  # batches of 1, 2, 4, ... up to `batch_size`: the first frame's progress comes at once
 
     def __iter__(self) -> Iterator[VideoFrameMaps]:
         """Decode, and run each `batch_size` distinct source frames (one grid: every frame is decoded at
@@ -148,6 +149,7 @@ class VideoRun:
         pending: list[videos.Frame] = []
         done = forwards = 0
         per_frame = self.gflop / max(1, self.forwards)
+        size = 1 if self.ramp else self.batch_size  # the batch now
 
         def flush() -> Iterator[VideoFrameMaps]:
             nonlocal done, forwards
@@ -170,15 +172,16 @@ class VideoRun:
             for fr in pending:
                 j = uniq[fr.source_index]
                 yield VideoFrameMaps(fr.index, fr.time, fr.source_index, maps[j], items[j].shown, self.threshold)
-            done += len(pending)
+                done += 1
+                if self.progress is not None:  # each frame, as it is drawn
+                    self.progress(min(1.0, done / max(1, self.frames)), f"Frame {done} of about {self.frames}")
             pending.clear()
-            if self.progress is not None:
-                self.progress(min(1.0, done / max(1, self.frames)), f"Frame {done} of about {self.frames}")
 
         for fr in videos.frames(self.source, fps=self.fps, seconds=self.seconds, max_frames=self.max_frames):
             pending.append(fr)
-            if len({f.source_index for f in pending}) >= self.batch_size:
+            if len({f.source_index for f in pending}) >= size:
                 yield from flush()
+                size = min(self.batch_size, 2 * size)
         if pending:
             yield from flush()
 
@@ -372,6 +375,7 @@ def visitor_video(
         progress=progress,
         **options,
     )
+    run.ramp = True  # a visitor sees the first frame's progress after one frame's forward, not a batch's
     d = new_dir(OUTPUT_ROOT / "videos")
     mp4, maps = d / "attention.mp4", (d / "attention_maps.npz" if npz else None)
     facts = write_video(run, mp4, view=view, head=head, side_by_side=side_by_side, npz=maps)
