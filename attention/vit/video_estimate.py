@@ -6,8 +6,10 @@ process (`measured_speed`: two forwards of the model at two token counts, and th
 encoding of a few frames, about a second in all):
 
     seconds = batches x per-forward overhead + GFLOP x seconds per GFLOP + output pixels x seconds per pixel
+              + frames x seconds to decode and preprocess one frame of this video
 
-(a batch: `VideoRun.batch_size` source frames through one forward).
+(a batch: `VideoRun.batch_size` source frames through one forward; the last term timed on the video's
+own first frames, a few milliseconds each).
 
 bench/bench_video_estimate.py prints this estimate beside the measured time for three clips and settings.
 
@@ -17,6 +19,7 @@ bench/bench_video_estimate.py prints this estimate beside the measured time for 
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 import time
@@ -123,12 +126,26 @@ class Estimate:
         )
 
 
-def seconds_of(run: VideoRun, speed: Speed, side_by_side: bool) -> float:
-    """Predicted seconds of `run` (`Speed`'s formula, module doc)."""
+def decode_seconds(run: VideoRun, n: int = 3) -> float:
+    """Seconds to decode and preprocess one frame of `run`'s video: the least of its first `n`, timed."""
+    from attention import videos
+    from attention.vit.preprocess import Preprocess
+
+    prep, best = Preprocess.of(run.model, run.resolution), float("inf")
+    t0 = time.perf_counter()
+    decoded = videos.frames(run.source, fps=run.fps, seconds=run.seconds, max_frames=run.max_frames)
+    for fr in itertools.islice(decoded, n):
+        prep(fr.rgb)
+        best, t0 = min(best, time.perf_counter() - t0), time.perf_counter()
+    return 0.0 if best == float("inf") else best
+
+
+def seconds_of(run: VideoRun, speed: Speed, side_by_side: bool, per_frame: float = 0.0) -> float:
+    """Predicted seconds of `run` (`Speed`'s formula, module doc); `per_frame`: decode_seconds."""
     return (
         -(-run.forwards // run.batch_size) * speed.s_per_forward
         + run.gflop * speed.s_per_gflop
-        + run.frames * output_pixels(run, side_by_side) * speed.s_per_pixel
+        + run.frames * (output_pixels(run, side_by_side) * speed.s_per_pixel + per_frame)
     )
 
 
@@ -136,5 +153,5 @@ def estimate(model: torch.nn.Module, video, *, side_by_side: bool = False, **opt
     """The plan and predicted seconds of `attention_video(model, video, **options)` (its checks and
     refusals too: BudgetError, VideoError, InputError), without running a forward of the video."""
     run = attention_video(model, video, **options)
-    secs = seconds_of(run, measured_speed(model), side_by_side)
+    secs = seconds_of(run, measured_speed(model), side_by_side, decode_seconds(run))
     return Estimate(run.frames, run.forwards, run.grid, run.gflop, secs)
