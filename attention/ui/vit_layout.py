@@ -243,11 +243,10 @@ class ViTTab:
         with gr.Row(equal_height=True):
             self.link_btn = gr.Button("Link to this view", size="sm", scale=0, min_width=170, elem_id="vit-link-btn")
             self.link_box = gr.Textbox(
-                show_label=False,
+                label="Link to this view (copy it with the button on the right)",
                 interactive=False,
                 visible=False,
-                buttons=["copy"],
-                container=False,
+                buttons=["copy"],  # (drawn only in a container: container=False hid it)
                 elem_id="vit-link",
             )
             self.page_url = gr.Textbox(visible=False)  # the page's address, filled in by the browser

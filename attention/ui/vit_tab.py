@@ -25,6 +25,7 @@ from attention.vit import views as vit_views
 from attention.vit import weights as vit_weights
 from attention.vit.modelview import model_view
 
+STYLE, ROLLOUT = ("threshold", "alpha", "cmap"), ("mean", 0.0, "row")  # the start screen's style and rollout
 FAULT = ["vit-fault"]  # the class (vit_tab.css) of an input whose value could not be used
 
 
@@ -259,26 +260,33 @@ def build(demo: gr.Blocks | None = None) -> None:
         qr, qc = link.query if isinstance(link.query, tuple) else (None, None)
         p = vit_pass(img, mdl, res, progress)
         lay, hd, qr, qc = fit(p, None, -1 if link.layer is None else link.layer, link.head or 0, qr, qc)
-        f = _vit_frame(p, qr, qc, lay, vw, hd, d["threshold"], d["alpha"], d["cmap"])
+        thr, al, cm = (d[k] if v is None else v for k, v in zip(STYLE, (link.threshold, link.alpha, link.cmap)))
+        ro = tuple(ROLLOUT[i] if v is None else v for i, v in enumerate((link.fusion, link.discard, link.rule)))
+        f = _vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, ro)
         head_up = gr.update(maximum=p.num_heads - 1, value=hd)
-        now = view_of(
-            img, mdl, res, qr, qc, f.res.layer, vw, hd, d["threshold"], d["alpha"], d["cmap"], "mean", 0.0, "row"
-        )
+        now = view_of(img, mdl, res, qr, qc, f.res.layer, vw, hd, thr, al, cm, *ro)
         return {
-            **shown(f, p, (vw, hd, d["alpha"], d["cmap"]), now=now),
+            **shown(f, p, (vw, hd, al, cm), now=now),
             t.image: img,
             t.model: mdl,
             t.resolution: res,
             t.view: vw,
             t.head: head_up,
             t.why.target: link.cls,
+            **dict(zip([t.threshold, t.alpha, t.cmap, *ropts], (thr, al, cm, *ro))),
         }
 
     @user_errors
-    def make_link(img, mdl, res, qr, qc, lay, vw, hd, cls, url):
-        """The address of the view on screen (an uploaded image is not part of it: links name examples)."""
+    def make_link(img, mdl, res, qr, qc, lay, vw, hd, cls, thr, al, cm, fu, dr, du, url):
+        """The address of the view on screen (an uploaded image is not part of it: links name examples);
+        colours, threshold, opacity and rollout options only where they are not the start screen's."""
         q = vit_inputs.parse_query(qr, qc)
+        given = [(thr, "threshold"), (al, "alpha"), (cm, "cmap")]
+        style = {k: v for v, k in given if v is not None and v != VIT_DEFAULTS[k]}
+        ro = dict(zip(("fusion", "discard", "rule"), (fu, dr, du)))
+        style |= {k: v for (k, v), d in zip(ro.items(), ROLLOUT) if v is not None and v != d}
         link = permalink.Link(
+            **style,
             example=permalink.example_name(img),
             model=(mdl or "").strip() or None,
             resolution=str(res),
@@ -375,7 +383,8 @@ def build(demo: gr.Blocks | None = None) -> None:
     t.mv_btn.click(model_sheet, inputs, t.mv_img, **heavy)
     t.link_btn.click(
         make_link,
-        [t.image, t.model, t.resolution, t.qrow, t.qcol, t.layer, t.view, t.head, t.why.target, t.page_url],
+        [t.image, t.model, t.resolution, t.qrow, t.qcol, t.layer, t.view, t.head, t.why.target, *style[3:], *ropts]
+        + [t.page_url],
         t.link_box,
         js="(...args) => [...args.slice(0, -1), window.location.href]",
         **fast,

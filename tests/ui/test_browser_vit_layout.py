@@ -166,8 +166,9 @@ def test_the_caption_names_the_head_shown_and_its_tile_is_highlighted(browser, a
         pg.locator("#vit-gallery .thumbnail-item").nth(4).click()  # the mean's tile: the mean view
         pg.locator("#vit-caption").get_by_text("mean of the 4 heads").wait_for()  # (drawn here at once)
         pg.wait_for_function("() => document.querySelectorAll('#vit-gallery .thumbnail-item').length === 1")
-        pg.locator("#vit-view").get_by_text("Per-head grid").click()  # the server's answer set the last head
-        wait_for_head(pg, 3)
+        assert pg.locator("#vit-head input[type=number]").input_value() == "1"  # the mean is no head: kept
+        pg.locator("#vit-view").get_by_text("Per-head grid").click()  # back: the slider's head, not the last
+        wait_for_head(pg, 1)
         assert pg.get_by_test_id("toast-body").count() == 0
 
 
