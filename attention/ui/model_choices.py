@@ -76,3 +76,23 @@ def log_operator_notice(s: Startup) -> None:
             s.notice,
             repo,
         )
+
+
+def digits_only_note(model: str | None, image) -> str | None:
+    """A note for a picture that is not a shipped digit going through mnist_vit, which knows only
+    digits (its maps and its class say little about anything else); None otherwise."""
+    from attention.vit.permalink import example_name
+
+    if (model or "").strip() != models.OFFLINE_MODEL or image is None:
+        return None
+    try:
+        name = example_name(image)
+    except (OSError, AttentionError):
+        return None
+    if name is not None and name.startswith("digit_"):
+        return None
+    return (
+        f"⚠️ {models.OFFLINE_MODEL} was trained only on handwritten digits (white on black, 28×28 px): on "
+        "any other picture its maps and its class say little. For photos, pick a model not marked "
+        f"'{UNAVAILABLE}'."
+    )

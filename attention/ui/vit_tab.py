@@ -12,6 +12,7 @@ import pandas as pd
 from attention.errors import AttentionError, as_whole
 from attention.ui import relevance_panel, vit_api, vit_examples, vit_layout, vit_live
 from attention.ui.components import info, queue_share, user_errors, visitor, warning
+from attention.ui.model_choices import digits_only_note
 from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_panels import Main
 from attention.ui.vit_refusals import accepted, cleared, refusal
@@ -149,6 +150,11 @@ def build(demo: gr.Blocks | None = None) -> None:
             t.state: p.ref,
             t.live: vit_live.value(p, f.res, *style),
             **({} if now is None else {t.good: accepted(**now), **cleared(t, kept, now)}),
+            **(
+                {}
+                if now is None or not (note := digits_only_note(now["model"], now["image"]))
+                else {t.details: f"{note}\n\n{f.details}"}
+            ),
         }
 
     def view_of(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, fu, dr, du) -> dict:
