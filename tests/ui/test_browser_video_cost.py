@@ -11,8 +11,8 @@ import time
 import pytest
 
 from tests.conftest import ROOT, screenshot
-from tests.ui.test_browser_vit_layout import DESKTOP, PHONE
 from tests.ui.test_browser_video import open_video_tab
+from tests.ui.test_browser_vit_layout import DESKTOP, PHONE
 
 CAT = str(ROOT / "examples" / "videos" / "chelsea.mp4")
 
