@@ -22,6 +22,10 @@ STYLED = "?example=digit_5&view=rollout&cmap=viridis&thr=0.8&alpha=0.4&fusion=ma
 
 
 def style_of(pg) -> dict:
+    """The style and rollout controls' values (the rollout's accordion opened to read them)."""
+    if pg.locator("#vit-fusion").count() == 0 or not pg.locator("#vit-fusion").is_visible():
+        pg.locator("#vit-rollout-options").get_by_text("Rollout options").click()
+        pg.locator("#vit-fusion").wait_for()
     return {
         "cmap": pg.locator("#vit-cmap input").input_value(),
         "thr": pg.locator("#vit-threshold input[type=number]").input_value(),
@@ -35,7 +39,11 @@ def style_of(pg) -> dict:
 @pytest.mark.browser
 @SIZES
 def test_a_permalink_carries_everything_that_changes_the_picture(browser, app_url, size):
-    with visit(browser, app_url, size, STYLED) as pg:
+    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    pg = ctx.new_page()
+    pg.set_default_timeout(60_000)
+    try:
+        pg.goto(app_url.rstrip("/") + "/" + STYLED)
         pg.locator("#vit-gallery").get_by_text("rollout through layers").first.wait_for()
         want = {"cmap": "viridis", "thr": "0.8", "alpha": "0.4", "fusion": "max", "discard": "0.5", "rule": "global"}
         assert style_of(pg) == want
@@ -51,6 +59,8 @@ def test_a_permalink_carries_everything_that_changes_the_picture(browser, app_ur
         pg.goto(link)  # the round trip: the same picture's settings
         pg.locator("#vit-gallery").get_by_text("rollout through layers").first.wait_for()
         assert style_of(pg) == want
+    finally:
+        ctx.close()
 
 
 @pytest.mark.browser
@@ -125,7 +135,9 @@ def test_the_retrain_progress_lies_outside_the_loss_curve(browser, app_url, size
     try:
         pg.goto(app_url)
         pg.get_by_role("tab", name="MNIST retrieval").click()
-        pg.get_by_text("Retrain my copy").first.scroll_into_view_if_needed()
+        pg.get_by_role("tab", name="4 · Trained").click()
+        pg.get_by_text("Retrain your own copy").click()  # its accordion
+        pg.get_by_role("button", name="Retrain my copy").scroll_into_view_if_needed()
         pg.get_by_role("button", name="Retrain my copy").click()
         bar = pg.locator("#retrieval-rt-progress .progress-level, #retrieval-rt-progress .progress-text").first
         bar.wait_for()
