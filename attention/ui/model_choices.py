@@ -32,7 +32,7 @@ def unavailable(name: str) -> bool:
 def label(alias: str) -> str:
     """A registry model's line in a model list: alias, description, and the mark when it cannot load here."""
     spec = models.REGISTRY[alias]
-    mark = f" · ⛔ {UNAVAILABLE}" if unavailable(alias) else ""
+    mark = f" · {UNAVAILABLE}" if unavailable(alias) else ""  # (no emoji: phones without its font draw a box)
     return f"{alias} · {spec.description}{mark}"
 
 
