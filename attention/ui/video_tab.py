@@ -10,9 +10,9 @@ from __future__ import annotations
 import gradio as gr
 
 from attention.config import EXAMPLES_DIR, SETTINGS
-from attention.errors import AttentionError, html_text
+from attention.errors import AttentionError, ModelLoadError, html_text
 from attention.ui import model_choices, video_api
-from attention.ui.components import number, queue_share, warning
+from attention.ui.components import error, number, queue_share, warning
 from attention.vit import models as vit_models
 from attention.vit import weights as vit_weights
 from attention.vit.video import VIDEO_VIEWS
@@ -101,8 +101,16 @@ def build(startup: Startup | None = None) -> None:
         if est is not None and est.needs_confirmation and not sure:
             warning(f"This video would take {est.text().split('about ')[-1]}: tick 'Run it anyway' to make it.")
             return gr.skip(), gr.skip(), gr.skip()
+        if (e := _unavailable(m)) is not None:  # said to the visitor in one line (the operator's fix: the log)
+            raise error(e)
         mp4, npz_path, facts = handler(v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, None, None, progress)
         return mp4, summary(facts), gr.update(value=npz_path, visible=npz_path is not None)
+
+    def _unavailable(m) -> str | None:
+        name = (m or "").strip()
+        if name in vit_models.REGISTRY and model_choices.unavailable(name):
+            return model_choices.visitor_text(ModelLoadError(f"{name}: weights not here"), name)
+        return None
 
     def priced(v, m, lay, res, f, sec, sbs):
         """The estimate line and the confirmation box for the video and settings chosen."""
