@@ -125,6 +125,7 @@ def hard_view(n: int, seed: int, index: int, shuffle_seed: int) -> HardView:
         title=f"scores QK^T: 1 at row {row}",
         xlabel="row of the shuffled store",
         highlight=row,
+        highlight_label=f"item {info['index']}",  # the bar is at the shuffled row; it holds this item
     )
     keys = upsample((lk.keys * 255).astype(np.uint8), max(1, KEYS_WIDTH // len(lk.order)))
     return HardView(keys, pixels(fig), _digit(retrieved), info)

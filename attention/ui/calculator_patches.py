@@ -97,6 +97,8 @@ def build() -> None:
 
     @user_errors
     def regrid(image, patch, h, s):  # a new image or patch size: a new grid, so the centre patch
+        if image is None:  # the image cleared (before an upload): the last grid stays, no toast of its own
+            return [gr.skip()] * 5  # (p_out)
         return _qkv_patches(image, patch, h, s)
 
     for c in (p_img, p_size):

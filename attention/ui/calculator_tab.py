@@ -12,7 +12,7 @@ from attention.calculator import presets as qkv_presets
 from attention.calculator import report as qkv
 from attention.calculator.settings import Settings
 from attention.errors import AttentionError
-from attention.ui import calculator_patches
+from attention.ui import calculator_edit, calculator_patches
 from attention.ui.components import QUIET, error, number, slider, user_errors
 
 QKV_DIRECT, QKV_X = qkv_form.MATRICES[qkv.DIRECT], qkv_form.MATRICES[qkv.FROM_X]
@@ -297,6 +297,7 @@ def build() -> dict:
     for c in (scale, seed):
         calculate(c.submit)
     calculate(mask.blur)
+    calculator_edit.build(about, preset, presets, [*tables.values(), *texts.values()])
     calculator_patches.build()
     form = {"tables": tables, "texts": texts, "about": about, "mode": mode, "edit_as": edit_as, "use_wo": use_wo}
     return form | {"preset": preset, "calculate": calculate, **settings}

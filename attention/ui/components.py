@@ -251,6 +251,7 @@ def tiles_gallery(label: str, columns: int, elem_id: str) -> gr.Gallery:
         object_fit="contain",
         interactive=False,
         allow_preview=False,
+        buttons=[],  # no share, download or fullscreen icons over the tiles (the download is in its panel)
         elem_id=elem_id,
         elem_classes=["vit-tiles"],
     )

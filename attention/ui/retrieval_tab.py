@@ -229,7 +229,9 @@ def build(tab: gr.Tab | None = None, demo: gr.Blocks | None = None) -> None:
                     rt_btn = gr.Button("Retrain my copy", variant="primary")
                     reset_btn = gr.Button("Back to the shipped models")
                 rt_msg = gr.Markdown()
-                rt_plot = _plot("loss", height=260)
+                # the run's progress bar here, above the live loss curve, not over it
+                rt_progress = gr.Markdown("", elem_id="retrieval-rt-progress", min_height=48)
+                rt_plot = _plot("loss", height=260, elem_id="retrieval-rt-plot")
 
     hard_outs, soft_outs, many_outs = (
         [keys_img, hard_plot, hard_img, hard_json],
@@ -303,8 +305,8 @@ def build(tab: gr.Tab | None = None, demo: gr.Blocks | None = None) -> None:
         [rt_msg, rt_plot, state],
         concurrency_limit=1,
         concurrency_id="retrieval_retrain",
-        show_progress_on=rt_plot,
-        **quiet,
+        show_progress_on=rt_progress,
+        **(quiet | dict(show_progress="full")),
     ).success(*trained_args, show_progress_on=q_img, **quiet)
     reset_btn.click(
         lambda: (None, "Back to the shipped models."), None, [state, rt_msg], api_visibility="private"

@@ -30,6 +30,29 @@ def _optional(value, name: str) -> float | None:
         raise InputError(f"{name} {value!r} is not a number; accepted: a positive number, or empty.") from None
 
 
+def estimate_of(video, model, layer, resolution, fps, seconds, side_by_side):
+    """The cost of the video the Video tab would make (`video_estimate.Estimate`; None: no video), with
+    every refusal the run itself would give (over the frame cap or the budget, not a video, ...)."""
+    from attention.config import SETTINGS
+    from attention.vit.models import check_allowed, load_vit
+    from attention.vit.video_estimate import estimate
+
+    if video is None:
+        return None
+    vit = load_vit(check_allowed(model))
+    return estimate(
+        vit,
+        video,
+        side_by_side=bool(side_by_side),
+        layer=vit_inputs.parse_index(-1 if vit_query.is_empty(layer) else layer, "Layer"),
+        resolution=resolution or "auto",
+        fps=_optional(fps, "Frame rate"),
+        seconds=_optional(seconds, "Length"),
+        max_frames=SETTINGS.video_max_frames,
+        max_gflop=SETTINGS.video_budget_gflop(str(next(vit.parameters()).device)),
+    )
+
+
 def attention_video_fn(model_default: str):
     """The /attention_video handler, its default model bound."""
 

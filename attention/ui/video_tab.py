@@ -1,7 +1,8 @@
 """The ViT tab's Video sub-tab: a video in, every frame's attention out as a video that plays in the page.
 
-The same model, layer, head, view and threshold controls as for images; a progress bar per batch of
-frames; the handler is the /attention_video endpoint's (`video_api`), which also registers here.
+The same model, layer, head, view and threshold controls as for images; a progress bar per frame; the
+run's cost on this server shown before it runs (over CONFIRM_S, confirmed first); the handler is the
+/attention_video endpoint's (`video_api`), which also registers here.
 """
 
 from __future__ import annotations
@@ -9,11 +10,13 @@ from __future__ import annotations
 import gradio as gr
 
 from attention.config import EXAMPLES_DIR, SETTINGS
-from attention.ui import video_api
-from attention.ui.components import number
+from attention.errors import AttentionError, ModelLoadError, html_text
+from attention.ui import model_choices, video_api
+from attention.ui.components import error, number, queue_share, warning
 from attention.vit import models as vit_models
 from attention.vit import weights as vit_weights
 from attention.vit.video import VIDEO_VIEWS
+from attention.vit.video_estimate import CONFIRM_S
 from attention.vit.weights import Startup
 
 DIGITS_CLIP = str(EXAMPLES_DIR / "videos" / "digits.mp4")
@@ -48,9 +51,13 @@ def build(startup: Startup | None = None) -> None:
             video = gr.Video(
                 label="Video", sources=["upload"], format=None, include_audio=True, height=220, elem_id="video-in"
             )
+            # the run, its cost on this server and (over CONFIRM_S) its confirmation: on the first screen
+            estimate = gr.Markdown("Pick a video: its cost shows here before it runs.", elem_id="video-estimate")
+            confirm = gr.Checkbox(False, label="Run it anyway", visible=False, elem_id="video-confirm")
+            run = gr.Button("Make the attention video", variant="primary", elem_id="video-run")
             examples = gr.Column()
             model = gr.Dropdown(
-                [(f"{a} · {sp.description}", a) for a, sp in vit_models.REGISTRY.items()],
+                model_choices.choices(),
                 value=startup.model,
                 allow_custom_value=True,
                 label="Model",
@@ -75,29 +82,64 @@ def build(startup: Startup | None = None) -> None:
             with gr.Row():
                 side = gr.Checkbox(True, label="Side by side with the frame", elem_id="video-side")
                 npz = gr.Checkbox(False, label="Raw maps (.npz) too", elem_id="video-npz")
-            run = gr.Button("Make the attention video", variant="primary", elem_id="video-run")
         with gr.Column(scale=3, elem_id="video-results"):
             out = gr.Video(label="Attention video", autoplay=True, loop=True, interactive=False, elem_id="video-out")
             details = gr.Markdown(elem_id="video-details")
             maps = gr.File(label="Raw maps (.npz)", visible=False, elem_id="video-maps")
 
     with examples:  # mnist_vit's layer-2 head 3 follows a digit anywhere in the frame (tests/vit/test_video.py)
-        rows = [[DIGITS_CLIP, vit_models.OFFLINE_MODEL, "native", 2, "head", 3]]
+        # (56 px: the clip's own size, so the next upload is not run at its native size by mnist_vit)
+        rows = [[DIGITS_CLIP, vit_models.OFFLINE_MODEL, "56", 2, "head", 3]]
         if startup.default_available:
             rows.insert(0, [PHOTO_CLIP, vit_models.default_model(), "auto", -1, "mean", 0])
         gr.Examples(rows, [video, model, resolution, layer, view, head], label="Examples", cache_examples=False)
 
     handler = video_api.attention_video_fn(startup.model)
 
-    def make(v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, progress=gr.Progress()):
+    def make(v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, sure, progress=gr.Progress()):
+        est = video_api.estimate_of(v, m, lay, res, f, sec, sbs)
+        if est is not None and est.needs_confirmation and not sure:
+            warning(f"This video would take {est.text().split('about ')[-1]}: tick 'Run it anyway' to make it.")
+            return gr.skip(), gr.skip(), gr.skip()
+        if (e := _unavailable(m)) is not None:  # said to the visitor in one line (the operator's fix: the log)
+            raise error(e)
         mp4, npz_path, facts = handler(v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, None, None, progress)
         return mp4, summary(facts), gr.update(value=npz_path, visible=npz_path is not None)
 
+    def _unavailable(m) -> str | None:
+        name = (m or "").strip()
+        if name in vit_models.REGISTRY and model_choices.unavailable(name):
+            return model_choices.visitor_text(ModelLoadError(f"{name}: weights not here"), name)
+        return None
+
+    def priced(v, m, lay, res, f, sec, sbs):
+        """The estimate line and the confirmation box for the video and settings chosen."""
+        if v is None:
+            return "Pick a video: its cost shows here before it runs.", gr.update(visible=False, value=False)
+        try:
+            est = video_api.estimate_of(v, m, lay, res, f, sec, sbs)
+        except AttentionError as e:
+            return f"⚠️ {html_text(model_choices.visitor_text(e, m))}", gr.update(visible=False, value=False)
+        over = est.needs_confirmation
+        note = f" · over {CONFIRM_S:.0f} s: confirm below" if over else ""
+        return f"**Cost:** {est.text()}{note}", gr.update(visible=over, value=False)
+
+    cost_in = [video, model, layer, resolution, fps, seconds, side]
+    for ev in (video.change, model.change, resolution.change, layer.blur, fps.blur, seconds.blur, side.input):
+        ev(
+            priced,
+            cost_in,
+            [estimate, confirm],
+            api_visibility="private",
+            show_progress="minimal",
+            validator=queue_share(),
+        )
     run.click(
         make,
-        [video, model, layer, head, view, threshold, resolution, fps, seconds, side, npz],
+        [video, model, layer, head, view, threshold, resolution, fps, seconds, side, npz, confirm],
         [out, details, maps],
         api_visibility="private",
+        show_progress_on=[out],
         **video_api.CONCURRENCY,
     )
     video_api.build(startup.model)

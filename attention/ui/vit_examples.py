@@ -13,6 +13,7 @@ from attention.config import EXAMPLES_DIR
 from attention.ui import vit_live
 from attention.ui.components import user_errors
 from attention.ui.vit_layout import VIT_DEFAULTS
+from attention.ui.vit_refusals import accepted
 from attention.vit import models as vit_models
 from attention.vit.views import check_view
 from attention.vit.weights import Startup
@@ -59,6 +60,9 @@ def build(t, startup: Startup, example: Callable, shown: list, vit_pass: Callabl
             t.qrow: None,
             t.qcol: None,
             t.state: p.ref,
+            t.good: accepted(image=img, model=mdl, resolution=res, qrow=None, qcol=None, layer=p.num_layers - 1)
+            | accepted(view=vw, head=0, alpha=al, cmap=cm),
+            t.note: gr.update(value="", visible=False),
         }
 
     ex_in = [t.image, t.model, t.resolution, t.view, t.threshold, t.alpha, t.cmap]
@@ -90,7 +94,7 @@ def build(t, startup: Startup, example: Callable, shown: list, vit_pass: Callabl
                 ex.load_input_event.then(
                     adopt,
                     [t.image, t.model, t.resolution, t.view, t.alpha, t.cmap],
-                    [t.layer, t.head, t.qrow, t.qcol, t.state, t.live, t.gallery],
+                    [t.layer, t.head, t.qrow, t.qcol, t.state, t.live, t.gallery, t.good, t.note],
                     **after,
                 )
             )

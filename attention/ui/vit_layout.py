@@ -16,7 +16,7 @@ from importlib import resources
 import gradio as gr
 
 from attention import render as vit_render
-from attention.ui import vit_live
+from attention.ui import model_choices, vit_live
 from attention.ui.components import error_note, image_path, kept_state, number, slider, tiles_gallery
 from attention.ui.relevance_panel import RelevancePanel
 from attention.ui.vit_panels import ComparePanel, FeaturePanel
@@ -54,13 +54,15 @@ class ViTTab:
             "pick an example below.",
             elem_id="vit-intro",
         )
-        if s.notice:
+        if notice := model_choices.visitor_notice(s):  # short, for visitors (the operator's fix: the log)
+            model_choices.log_operator_notice(s)
             gr.HTML(
                 f'<div style="border:1px solid #e0b000;background:#fff8e1;color:#5d4300;border-radius:6px;'
-                f'line-height:1.35;padding:4px 10px">{error_note(s.notice)}</div>',
+                f'line-height:1.35;padding:4px 10px">{error_note(notice)}</div>',
                 elem_id="vit-notice",
             )
         self.state = kept_state()
+        self.good = kept_state()  # the last accepted view's control values (`vit_refusals`)
         self.clicked = gr.JSON(None, visible="hidden", elem_id="vit-clicked")  # the latest click's pixel (browser)
         self.depth = vit_models.depth(s.model)
         with gr.Row(equal_height=False, elem_id="vit-main"):
@@ -94,7 +96,7 @@ class ViTTab:
             elem_id="vit-image",
         )
         self.model = gr.Dropdown(
-            [(f"{a} · {sp.description}", a) for a, sp in vit_models.REGISTRY.items()],
+            model_choices.choices(),
             value=s.model,
             allow_custom_value=True,
             label="Model",
@@ -162,8 +164,10 @@ class ViTTab:
             format="png",
             interactive=False,
             elem_id="vit-query-image",
-            buttons=["download", "fullscreen"],
+            buttons=[],  # no chrome over the map's patches (the download is in its panel below)
         )
+        # a refusal's note: the last good map is kept, and why the change was not made (`vit_refusals`)
+        self.note = gr.Markdown("", visible=False, elem_id="vit-note")
         with gr.Row(equal_height=False, elem_id="vit-depth"):
             self.layer = slider(
                 0,
@@ -241,11 +245,10 @@ class ViTTab:
         with gr.Row(equal_height=True):
             self.link_btn = gr.Button("Link to this view", size="sm", scale=0, min_width=170, elem_id="vit-link-btn")
             self.link_box = gr.Textbox(
-                show_label=False,
+                label="Link to this view (copy it with the button on the right)",
                 interactive=False,
                 visible=False,
-                buttons=["copy"],
-                container=False,
+                buttons=["copy"],  # (drawn only in a container: container=False hid it)
                 elem_id="vit-link",
             )
             self.page_url = gr.Textbox(visible=False)  # the page's address, filled in by the browser

@@ -38,6 +38,10 @@ L.receive = async function (json) {
   if (!json) return;
   const p = JSON.parse(json);
   p.lutBytes = bytes(p.lut);
+  // a refused change (attention/ui/vit_refusals.py): the last good view again, this browser's own drawing of
+  // the refused one (a crosshair, a layer) taken off at once, not left until the server's picture changes
+  if (p.rollback) for (const cv of document.querySelectorAll("canvas.vit-live")) cv.style.display = "none";
+  reveal();
   L.p = p;
   L.cur = { layer: p.layer, head: p.head, view: p.view, query: p.query, marks: p.marks, maps: null };
   const maps = await inflate(p.maps);
@@ -246,11 +250,25 @@ function onLayer(e) {
   ask(L.cur.query, layer);
 }
 
+// Phones: the view, the upload and the examples lie far under the map (the map comes first); after an
+// action there, the map is brought back into view when its answer comes (attention/ui, issue 37).
+const FAR = "#vit-controls, #vit-examples";
+function reveal() {
+  const far = L.farAt && performance.now() - L.farAt < 60000;
+  L.farAt = 0;
+  const top = document.querySelector("#vit-caption");
+  if (!far || !top || window.innerWidth > 768) return;
+  const r = top.getBoundingClientRect();
+  if (r.top < 0 || r.top > window.innerHeight / 2) top.scrollIntoView({ block: "start", behavior: "instant" });
+}
+
 Object.assign(L, { picture, boxReduce, show });  // (for tests and benches)
 
 if (!L.listening) {  // once per page, on the document: Gradio re-renders the elements themselves
   L.listening = true;
   document.addEventListener("click", (e) => e.target.matches?.("#vit-query-image img") && onPatch(e), true);
+  for (const kind of ["pointerdown", "change"])  // (a file chosen fires change, not pointerdown)
+    document.addEventListener(kind, (e) => { if (e.target.closest?.(FAR)) L.farAt = performance.now(); }, true);
   document.addEventListener("click", (e) => e.target.closest?.("#vit-gallery") && onHead(e), true);
   // Enter in a slider's number box commits it as leaving the box does (Gradio's `release` fires on blur only)
   document.addEventListener("keydown", (e) => {

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import gradio as gr
 
 from attention.errors import AttentionError
+from attention.ui import model_choices
 from attention.ui.components import error_note, kept_state, queue_share, tiles_gallery, user_errors
 from attention.vit import frames as vit_frames
 from attention.vit import inputs as vit_inputs
-from attention.vit import models as vit_models
 from attention.vit import passes as vit_passes
 from attention.vit.drawing import THUMB_SIDE, reduced
 from attention.vit.feature_views import EXPLAIN, feature_pictures
@@ -55,7 +55,7 @@ class ComparePanel:
         self.cstate = kept_state()
         with gr.Accordion("Compare with a second model", open=False, elem_id="vit-compare-row"):
             self.compare = gr.Dropdown(
-                [VIT_NONE] + list(vit_models.REGISTRY),
+                model_choices.choices((VIT_NONE,)),
                 value=VIT_NONE,
                 allow_custom_value=True,
                 label="Second model (same image, same query, same head)",
@@ -86,7 +86,12 @@ class ComparePanel:
             v = vit_frames.ViewSpec(query=q, layer=lay_c, view=vw, threshold=thr, alpha=al, cmap=cm)
             f = vit_frames.tab_frame(c, v, head=hd_c)
         except AttentionError as e:
-            return {**off, self.cdetails: error_note(e), self.cstate: cst, self.cpair: gr.update(visible=False)}
+            return {
+                **off,
+                self.cdetails: error_note(model_choices.visitor_text(e, cmp)),
+                self.cstate: cst,
+                self.cpair: gr.update(visible=False),
+            }
         return {
             self.cdetails: f.details,
             self.cgallery: list(zip(f.outputs.thumbs, f.outputs.captions)),

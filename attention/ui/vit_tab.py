@@ -14,10 +14,12 @@ import pandas as pd
 from attention.errors import AttentionError, as_whole
 from attention.ui import relevance_panel, vit_api, vit_examples, vit_layout, vit_live
 from attention.ui.components import info, queue_share, user_errors, visitor, warning
+from attention.ui.model_choices import digits_only_note
 from attention.ui.stepwise_api import build as build_stepwise_api
 from attention.ui.stepwise_panel import StepwisePanel
 from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_panels import Main
+from attention.ui.vit_refusals import accepted, cleared, refusal
 from attention.ui.vit_tour import build as build_tour
 from attention.vit import frames as vit_frames
 from attention.vit import inputs as vit_inputs
@@ -29,6 +31,7 @@ from attention.vit import views as vit_views
 from attention.vit import weights as vit_weights
 from attention.vit.modelview import model_view
 
+STYLE, ROLLOUT = ("threshold", "alpha", "cmap"), ("mean", 0.0, "row")  # the start screen's style and rollout
 FAULT = ["vit-fault"]  # the class (vit_tab.css) of an input whose value could not be used
 
 
@@ -126,11 +129,13 @@ def build(demo: gr.Blocks | None = None) -> None:
         )
         return {t.score_bars: data, t.weight_bars: data}
 
-    def shown(fv, p, img, hd: int, plain=False) -> dict:
+    def shown(fv, p, img, hd: int, plain=False, now: dict | None = None, kept: dict | None = None) -> dict:
         """A Frame and its checked view (`_vit_frame`) as the display outputs, for `img` (the file the
         visitor's state stamps) and head `hd` (fitted); the view's style goes to the browser's copy
         (#vit-live). `plain`: values only, no gr.update and no browser copy (cached example
-        outputs cannot hold updates in Gradio 6.31; `adopt` fits the sliders and sends the copy)."""
+        outputs cannot hold updates in Gradio 6.31; `adopt` fits the sliders and sends the copy).
+        `now`: the controls' values of this view, kept as the last accepted one (`vit_refusals`);
+        `kept`: the one before (a refusal's note stays while the view is the kept one)."""
         f, v = fv
         q = None if isinstance(f.res.query, str) else f.res.query
         vw = v.view
@@ -159,7 +164,41 @@ def build(demo: gr.Blocks | None = None) -> None:
             t.qcol: None if q is None else q[1],
             t.state: ref(p, img),
             t.live: vit_live.value(p, f.res, vw, hd, v.alpha, v.cmap),
+            **({} if now is None else {t.good: accepted(**now), **cleared(t, kept, now)}),
+            **(
+                {}
+                if now is None or not (note := digits_only_note(now["model"], now["image"]))
+                else {t.details: f"{note}\n\n{f.details}"}
+            ),
         }
+
+    def view_of(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, fu, dr, du) -> dict:
+        """The controls' values as one dict (`vit_refusals.KEYS`)."""
+        return dict(image=img, model=mdl, resolution=res, qrow=qr, qcol=qc, layer=lay, view=vw, head=hd) | dict(
+            threshold=thr, alpha=al, cmap=cm, fusion=fu, discard_ratio=dr, discard_rule=du
+        )
+
+    def redraw(v: dict) -> dict:
+        """The view `v` (`view_of`) drawn again from its kept pass (a refusal's rollback)."""
+        p = vit_pass(v["image"], v["model"], v["resolution"])
+        ro = (v.get("fusion"), v.get("discard_ratio"), v.get("discard_rule"))
+        args = (v["qrow"], v["qcol"], v["layer"], v["view"], v["head"], v["threshold"], v["alpha"], v["cmap"])
+        fv = _vit_frame(p, *args, ro if None not in ro else ())
+        return shown(fv, p, v["image"], v["head"])
+
+    def answer(now: dict, kept: dict | None, st, progress=None) -> dict:
+        """The view of the controls `now`, fitted to its pass; a refusal (`vit_refusals.refusal`) when it
+        cannot be drawn."""
+        try:
+            p = vit_pass(now["image"], now["model"], now["resolution"], progress, st)
+            lay, hd, qr, qc = fit(p, st, now["layer"], now["head"], now["qrow"], now["qcol"])
+            now = now | dict(layer=lay, head=hd, qrow=qr, qcol=qc)
+            ro = (now["fusion"], now["discard_ratio"], now["discard_rule"])
+            fv = _vit_frame(p, qr, qc, lay, now["view"], hd, now["threshold"], now["alpha"], now["cmap"], ro)
+        except AttentionError as e:
+            return refusal(t, e, kept, now, redraw)
+        now["layer"] = fv[0].res.layer  # (-1: the last layer, as the slider shows it)
+        return shown(fv, p, now["image"], hd, now=now, kept=kept)
 
     def check_query(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, *ro):
         """Validator of the query fields: only the field at fault is marked, the last maps stay."""
@@ -180,32 +219,37 @@ def build(demo: gr.Blocks | None = None) -> None:
         return [gr.validate(True, "")] * 3 + verdicts + [gr.validate(True, "")] * (7 + len(ro))
 
     @user_errors
-    def update(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, fu, dr, du, progress=gr.Progress()):
-        p = vit_pass(img, mdl, res, progress, st)
-        lay, hd, qr, qc = fit(p, st, lay, hd, qr, qc)
-        return shown(_vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, (fu, dr, du)), p, img, hd)
+    def update(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, fu, dr, du, gd, progress=gr.Progress()):
+        return answer(view_of(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, fu, dr, du), gd, st, progress)
 
     @user_errors
-    def click(img, mdl, res, lay, vw, hd, thr, al, cm, st, fu, dr, du, px, evt: gr.SelectData):
-        p = vit_pass(img, mdl, res, state=st)
+    def click(img, mdl, res, lay, vw, hd, thr, al, cm, st, fu, dr, du, gd, px, evt: gr.SelectData):
+        now = view_of(img, mdl, res, None, None, lay, vw, hd, thr, al, cm, fu, dr, du)
+        try:
+            base = vit_pass(img, mdl, res, state=st).base
+        except AttentionError as e:
+            return refusal(t, e, gd, now, redraw)
         ok = isinstance(px, list) and len(px) == 2 and all(type(v) is int and v >= 0 for v in px)
         x, y = px if ok else evt.index
-        r, c = vit_views.patch_at(x, y, p.base)
-        lay, hd, _, _ = fit(p, st, lay, hd, None, None)
-        return shown(_vit_frame(p, r, c, lay, vw, hd, thr, al, cm, (fu, dr, du)), p, img, hd)
+        r, c = vit_views.patch_at(x, y, base)
+        return answer(now | dict(qrow=r, qcol=c), gd, st)
 
     @user_errors
-    def pick_head(img, mdl, res, qr, qc, lay, vw, thr, al, cm, st, fu, dr, du, evt: gr.SelectData):
-        """A click on a head's tile shows that head large (the mean's tile shows the mean view)."""
-        p = vit_pass(img, mdl, res, state=st)
-        if evt.index >= p.num_heads:
-            vw = "mean"
-        lay, hd, qr, qc = fit(p, st, lay, min(evt.index, p.num_heads - 1), qr, qc)
-        fv = _vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, (fu, dr, du))
-        return {**shown(fv, p, img, hd), t.head: hd, t.view: fv[1].view}
+    def pick_head(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, fu, dr, du, gd, evt: gr.SelectData):
+        """A click on a head's tile shows that head large; the mean's tile shows the mean view, the
+        Head slider left where it was (the mean is no head)."""
+        now = view_of(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, fu, dr, du)
+        try:
+            heads = vit_pass(img, mdl, res, state=st).num_heads
+        except AttentionError as e:
+            return refusal(t, e, gd, now, redraw)
+        now |= dict(view="mean") if evt.index >= heads else dict(head=evt.index)
+        out = answer(now, gd, st)
+        refused = t.note in out and out[t.note].get("visible")
+        return out if refused else {**out, t.head: now["head"], t.view: now["view"]}
 
     @user_errors
-    def make_download(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, fu, dr, du):
+    def make_download(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, fu, dr, du, gd=None):
         """The .npz of the view on screen (raw float32 maps, scores, weights, image, every picture)."""
         p = vit_pass(img, mdl, res, state=st)
         lay, hd, qr, qc = fit(p, st, lay, hd, qr, qc)
@@ -237,23 +281,34 @@ def build(demo: gr.Blocks | None = None) -> None:
         qr, qc = link.query if isinstance(link.query, tuple) else (None, None)
         p = vit_pass(img, mdl, res, progress)
         lay, hd, qr, qc = fit(p, None, -1 if link.layer is None else link.layer, link.head or 0, qr, qc)
-        fv = _vit_frame(p, qr, qc, lay, vw, hd, d["threshold"], d["alpha"], d["cmap"])
+        thr, al, cm = (d[k] if v is None else v for k, v in zip(STYLE, (link.threshold, link.alpha, link.cmap)))
+        ro = tuple(ROLLOUT[i] if v is None else v for i, v in enumerate((link.fusion, link.discard, link.rule)))
+        fv = _vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, ro)
+        f = fv[0]
         head_up = gr.update(maximum=p.num_heads - 1, value=hd)
+        now = view_of(img, mdl, res, qr, qc, f.res.layer, vw, hd, thr, al, cm, *ro)
         return {
-            **shown(fv, p, img, hd),
+            **shown(fv, p, img, hd, now=now),
             t.image: img,
             t.model: mdl,
             t.resolution: res,
-            t.view: fv[1].view,
+            t.view: vw,
             t.head: head_up,
             t.why.target: link.cls,
+            **dict(zip([t.threshold, t.alpha, t.cmap, *ropts], (thr, al, cm, *ro))),
         }
 
     @user_errors
-    def make_link(img, mdl, res, qr, qc, lay, vw, hd, cls, url):
-        """The address of the view on screen (an uploaded image is not part of it: links name examples)."""
+    def make_link(img, mdl, res, qr, qc, lay, vw, hd, cls, thr, al, cm, fu, dr, du, url):
+        """The address of the view on screen (an uploaded image is not part of it: links name examples);
+        colours, threshold, opacity and rollout options only where they are not the start screen's."""
         q = vit_inputs.parse_query(qr, qc)
+        given = [(thr, "threshold"), (al, "alpha"), (cm, "cmap")]
+        style = {k: v for v, k in given if v is not None and v != VIT_DEFAULTS[k]}
+        ro = dict(zip(("fusion", "discard", "rule"), (fu, dr, du)))
+        style |= {k: v for (k, v), d in zip(ro.items(), ROLLOUT) if v is not None and v != d}
         link = permalink.Link(
+            **style,
             example=permalink.example_name(img),
             model=(mdl or "").strip() or None,
             resolution=str(res),
@@ -278,7 +333,9 @@ def build(demo: gr.Blocks | None = None) -> None:
 
     adopted = []  # events after which only "Why this class?" redraws: the first screen, an example's follow-up
     ropts = [t.fusion, t.discard_ratio, t.discard_rule]
-    inputs = [t.image, t.model, t.resolution, t.qrow, t.qcol, *style, t.state, *ropts]
+    inputs = [t.image, t.model, t.resolution, t.qrow, t.qcol, *style, t.state, *ropts, t.good]
+    # what an answer may set: the view's outputs, and on a refusal every control back to the kept view
+    restored = [t.good, t.note, t.image, t.model, t.resolution, t.view, t.threshold, t.alpha, t.cmap, *ropts]
     fast = dict(show_progress="minimal", api_visibility="private")
     heavy_only = dict(validator=queue_share())  # jobs that may run a forward: a visitor's share of the queue
     heavy = dict(fast, **heavy_only)
@@ -290,14 +347,14 @@ def build(demo: gr.Blocks | None = None) -> None:
     # may run a forward, so each asks for a turn within the visitor's share of the queue
     at = dict(trigger_mode="always_last", js=vit_live.AFTER_DRAWING, api_visibility="private", **heavy_only)
     quick = dict(queue=False, api_visibility="private")
-    upload = t.image.upload(update, inputs, [*show, t.state], show_progress_on=[t.image], **at)
+    upload = t.image.upload(update, inputs, [*show, t.state, *restored], show_progress_on=[t.image], **at)
     # a file that failed: no broken picture left in the input, which is outlined until an image is read
     upload.failure(lambda: gr.update(value=None, elem_classes=FAULT), None, t.image, **quick)
     upload.success(lambda: gr.update(elem_classes=[]), None, t.image, **quick)
     changes = [
         upload,
-        t.model.change(update, inputs, [*show, t.state], show_progress_on=[t.model], **at),
-        t.resolution.change(update, inputs, [*show, t.state], show_progress_on=[t.resolution], **at),
+        t.model.change(update, inputs, [*show, t.state, *restored], show_progress_on=[t.model], **at),
+        t.resolution.change(update, inputs, [*show, t.state, *restored], show_progress_on=[t.resolution], **at),
         gr.on(
             [
                 t.view.input,
@@ -312,7 +369,7 @@ def build(demo: gr.Blocks | None = None) -> None:
             ],
             update,
             inputs,
-            [*show, t.state],
+            [*show, t.state, *restored],
             show_progress_on=[t.qimg],
             **at,
         ),
@@ -320,44 +377,43 @@ def build(demo: gr.Blocks | None = None) -> None:
             [t.qrow.submit, t.qcol.submit],
             update,
             inputs,
-            [*show, t.state],
+            [*show, t.state, *restored],
             **on_map,
             validator=queue_share(check_query),
         ),
         # clicks as changes: the latest runs after a running one (the browser has drawn it already)
         t.qimg.select(
             click,
-            [t.image, t.model, t.resolution, *style, t.state, *ropts, t.clicked],
-            [*show, t.state],
+            [t.image, t.model, t.resolution, *style, t.state, *ropts, t.good, t.clicked],
+            [*show, t.state, *restored],
             trigger_mode="always_last",
             js=vit_live.AFTER_CLICK,
             **on_map_heavy,
         ),
         t.gallery.select(
             pick_head,
-            [c for c in inputs if c is not t.head],  # the tile names the head
-            [*show, t.state, t.view],
+            inputs,  # the tile names the head
+            [*show, t.state, *restored],
             trigger_mode="always_last",
             **on_map_heavy,
         ),
         t.cls_btn.click(lambda: (None, None), None, [t.qrow, t.qcol], api_visibility="private", queue=False).then(
-            update, inputs, [*show, t.state], **on_map_heavy
+            update, inputs, [*show, t.state, *restored], **on_map_heavy
         ),
     ]
     t.dl_btn.click(make_download, inputs, t.download, **heavy)
     t.mv_btn.click(model_sheet, inputs, t.mv_img, **heavy)
     t.link_btn.click(
         make_link,
-        [t.image, t.model, t.resolution, t.qrow, t.qcol, t.layer, t.view, t.head, t.why.target, t.page_url],
+        [t.image, t.model, t.resolution, t.qrow, t.qcol, t.layer, t.view, t.head, t.why.target, *style[3:], *ropts]
+        + [t.page_url],
         t.link_box,
         js="(...args) => [...args.slice(0, -1), window.location.href]",
         **fast,
     )
     if demo is not None:
         adopted.append(  # the first screen: "Why this class?" follows it too
-            demo.load(
-                first_screen, None, [*show, t.state, t.image, t.model, t.resolution, t.view, t.why.target], **fast
-            )
+            demo.load(first_screen, None, [*show, t.state, *restored, t.why.target], **fast)
         )
     main = Main(
         t.image,
@@ -379,7 +435,7 @@ def build(demo: gr.Blocks | None = None) -> None:
 
     shown_by_examples = [c for c in show if c not in (t.download, t.qrow, t.qcol, t.live)]
     adopted += vit_examples.build(t, s, example, shown_by_examples, vit_pass, fast)
-    then_update = lambda ev: ev.then(update, inputs, [*show, t.state], **on_map)  # noqa: E731
+    then_update = lambda ev: ev.then(update, inputs, [*show, t.state, *restored], **on_map)  # noqa: E731
     t.why.follow([*changes, *adopted], main, on_query=then_update, compare=t.cmp.compare)
     with t.steps_slot:  # one head's row step by step, and the guided first visit that drives the tab
         steps = StepwisePanel(vit_pass, fit)

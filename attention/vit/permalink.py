@@ -2,6 +2,7 @@
 
     ?example=chelsea&model=dino_vits16&layer=9&head=2&view=heads&q=5,7&res=auto
     ?example=digit_3&model=mnist_vit&class=8          # "Why this class?" explaining class 8
+    ?example=digit_3&view=rollout&cmap=viridis&thr=0.8&alpha=0.4&fusion=max&discard=0.5&rule=global
 
 Every parameter is optional (the start screen's value when absent). An uploaded image is not in a
 link (the server keeps no visitor's files): links name a shipped example, by file name.
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
-from attention.errors import InputError, as_whole
+from attention.errors import InputError, as_whole, check_number
 from attention.images import ImageSource
 from attention.vit.inputs import example_digests, example_files, file_digest
 from attention.vit.query import ACCEPTED, Query, to_text
@@ -22,6 +23,9 @@ from attention.vit.query import parse as parse_query
 from attention.vit.views import check_view
 
 KEYS = ("example", "model", "res", "layer", "head", "view", "q", "class")
+# what else changes the picture: colormap, mask threshold, overlay opacity, the rollout's options
+STYLE_KEYS = ("cmap", "thr", "alpha", "fusion", "discard", "rule")
+FUSIONS, RULES = ("mean", "max", "min"), ("row", "global")
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,12 @@ class Link:
     view: str | None = None
     query: Query | None = None  # a token name ("cls", "reg0", ...) or (row, col)
     cls: int | None = None  # the class "Why this class?" explains (classifier models); None: the top class
+    cmap: str | None = None
+    threshold: float | None = None  # the masks' share of attention kept
+    alpha: float | None = None  # the overlay's opacity
+    fusion: str | None = None  # the rollout's head fusion: mean, max or min
+    discard: float | None = None  # the rollout's discard ratio
+    rule: str | None = None  # the rollout's discard rule: row or global
 
 
 def examples() -> dict[str, Path]:
@@ -79,6 +89,7 @@ def parse(params: Mapping[str, str]) -> Link:
     if view is not None:
         view = check_view(view)
     return Link(
+        **_style(params),
         example=name,
         model=(params.get("model") or "").strip() or None,
         resolution=(params.get("res") or "").strip() or None,
@@ -90,8 +101,27 @@ def parse(params: Mapping[str, str]) -> Link:
     )
 
 
+def _style(params: Mapping[str, str]) -> dict:
+    """The picture's style parameters (`STYLE_KEYS`) -> Link fields; InputError naming a bad one."""
+    from attention.render import colormap
+
+    raw = {k: (params.get(k) or "").strip() or None for k in STYLE_KEYS}
+    if raw["cmap"] is not None:
+        colormap(raw["cmap"])  # the renderer's own check (InputError naming the accepted names)
+    for key, words in (("fusion", FUSIONS), ("rule", RULES)):
+        if raw[key] is not None and raw[key] not in words:
+            raise InputError(f"Link parameter {key}={raw[key]!r} is not accepted; accepted: {', '.join(words)}.")
+    nums = {}
+    for key, lo, hi in (("thr", 0.05, 1.0), ("alpha", 0.0, 1.0), ("discard", 0.0, 0.95)):
+        nums[key] = None if raw[key] is None else check_number(raw[key], f"Link parameter {key}", lo, hi)
+    return dict(cmap=raw["cmap"], threshold=nums["thr"], alpha=nums["alpha"], fusion=raw["fusion"]) | dict(
+        discard=nums["discard"], rule=raw["rule"]
+    )
+
+
 def query_string(link: Link) -> str:
     """A Link as URL parameters ("example=chelsea&layer=9&q=5,7"), only the fields that are set."""
     q = None if link.query is None else to_text(link.query)
     values = [link.example, link.model, link.resolution, link.layer, link.head, link.view, q, link.cls]
-    return urlencode({k: v for k, v in zip(KEYS, values) if v is not None}, safe=",:/")
+    values += [link.cmap, link.threshold, link.alpha, link.fusion, link.discard, link.rule]
+    return urlencode({k: v for k, v in zip(KEYS + STYLE_KEYS, values) if v is not None}, safe=",:/")

@@ -149,6 +149,7 @@ class VideoRun:
     progress: Progress | None = None
     seconds_forward: float = 0.0  # measured during the last iteration: forwards only
     prep: Preprocess | None = None  # the frames' preprocessing (built once, by `attention_video`)
+    ramp: bool = False  # batches of 1, 2, 4, ... up to `batch_size`: the first frame's progress comes at once
 
     def __iter__(self) -> Iterator[VideoFrameMaps]:
         """Decode, and run each `batch_size` distinct source frames (one grid: every frame is decoded at
@@ -158,6 +159,7 @@ class VideoRun:
         pending: list[videos.Frame] = []
         done = forwards = 0
         per_frame = self.gflop / max(1, self.forwards)
+        size = 1 if self.ramp else self.batch_size  # the batch now
 
         def flush() -> Iterator[VideoFrameMaps]:
             nonlocal done, forwards
@@ -180,18 +182,19 @@ class VideoRun:
             for fr in pending:
                 j = uniq[fr.source_index]
                 yield VideoFrameMaps(fr.index, fr.time, fr.source_index, maps[j], items[j].shown, self.threshold)
-            done += len(pending)
+                done += 1
+                if self.progress is not None:  # each frame, as it is drawn
+                    self.progress(min(1.0, done / max(1, self.frames)), f"Frame {done} of about {self.frames}")
             pending.clear()
-            if self.progress is not None:
-                self.progress(min(1.0, done / max(1, self.frames)), f"Frame {done} of about {self.frames}")
 
         frames = videos.frames(
             self.source, fps=self.fps, seconds=self.seconds, max_frames=self.max_frames, info=self.info
         )
         for fr in frames:
             pending.append(fr)
-            if len({f.source_index for f in pending}) >= self.batch_size:
+            if len({f.source_index for f in pending}) >= size:
                 yield from flush()
+                size = min(self.batch_size, 2 * size)
         if pending:
             yield from flush()
 
@@ -395,6 +398,7 @@ def _video_work(video, model: str, view, head, side_by_side, npz, progress: Prog
         progress=progress,
         **options,
     )
+    run.ramp = True  # a visitor sees the first frame's progress after one frame's forward, not a batch's
     d = new_dir(OUTPUT_ROOT / "videos")
     mp4, maps = d / "attention.mp4", (d / "attention_maps.npz" if npz else None)
     facts = write_video(run, mp4, view=view, head=head, side_by_side=side_by_side, npz=maps)

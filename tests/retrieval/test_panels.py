@@ -193,3 +193,16 @@ def test_a_weights_plot_title_wider_than_its_axes_is_drawn_whole():
     for t in texts:  # the title, labels, ticks and legend all inside the picture
         box = t.get_window_extent()
         assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1, t.get_text()
+
+
+def test_the_hard_plots_highlighted_bar_is_named_by_its_item_not_its_shuffled_row(monkeypatch):
+    from attention.retrieval import plots
+
+    figures = []
+    draw = plots.weights_figure
+    monkeypatch.setattr(panels, "weights_figure", lambda *a, **k: figures.append(draw(*a, **k)) or figures[-1])
+    view = panels.hard_view(100, 42, 7, 0)
+    row, index = view.info["row_in_shuffled_store"], view.info["index"]
+    assert row != index  # shuffled: the bar's x is not the item
+    texts = [t.get_text() for t in figures[0].axes[0].texts]
+    assert texts == [f"item {index}"], texts

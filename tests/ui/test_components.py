@@ -52,8 +52,9 @@ def test_importing_the_app_writes_no_stub_files():
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_what_a_visitor_keeps_between_events_lives_as_long_as_the_setting_says():
-    """The ViT tab's kept pass, the compare panel's and the retrieval tab's retrained copies are gr.States
-    dropped after ATTENTION_STATE_TTL seconds unused, read from the settings (not a number of their own)."""
+    """The ViT tab's kept pass and last accepted view, the compare panel's pass and the retrieval tab's
+    retrained copies are gr.States dropped after ATTENTION_STATE_TTL seconds unused, read from the settings
+    (not a number of their own)."""
     show = (
         "import json, app, gradio as gr; "
         "print(json.dumps([b.time_to_live for b in app.demo.blocks.values() if isinstance(b, gr.State)]))"
@@ -61,8 +62,9 @@ def test_what_a_visitor_keeps_between_events_lives_as_long_as_the_setting_says()
     env = {**os.environ, "ATTENTION_STATE_TTL": "123"}
     r = subprocess.run([sys.executable, "-c", show], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     lives = json.loads(r.stdout.strip().splitlines()[-1])
-    # three keep a visitor's data (the others hold small flags, kept while the page is open)
-    assert sorted(t for t in lives if t != float("inf")) == [123.0] * 3, lives
+    # four keep a visitor's data: the ViT tab's pass and last accepted view (vit_refusals), the compare
+    # panel's pass, the retrained copies (the others hold small flags, kept while the page is open)
+    assert sorted(t for t in lives if t != float("inf")) == [123.0] * 4, lives
 
 
 def test_each_input_is_drawn_by_its_bases_frontend_component():

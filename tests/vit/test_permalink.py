@@ -64,3 +64,28 @@ def test_the_explained_class_travels_as_class():
     assert permalink.parse(dict(parse_qsl(text))) == link
     with pytest.raises(InputError, match="class=.*accepted"):
         permalink.parse({"class": "tabby"})
+
+
+def test_the_pictures_style_and_rollout_options_round_trip():
+    params = dict(example="digit_3", view="rollout", cmap="viridis", thr="0.8", alpha="0.4", fusion="max")
+    params |= dict(discard="0.5", rule="global")
+    link = permalink.parse(params)
+    assert (link.cmap, link.threshold, link.alpha, link.fusion, link.discard, link.rule) == (
+        "viridis", 0.8, 0.4, "max", 0.5, "global"
+    )  # fmt: skip
+    again = permalink.parse(dict(p.split("=") for p in permalink.query_string(link).split("&")))
+    assert again == link
+
+
+@pytest.mark.parametrize(
+    "key,value,words",
+    [
+        ("cmap", "nope", "Unknown colormap"),
+        ("thr", "2", "thr"),
+        ("fusion", "avg", "fusion='avg'"),
+        ("rule", "x", "rule"),
+    ],
+)
+def test_a_bad_style_parameter_is_named(key, value, words):
+    with pytest.raises(InputError, match=words):
+        permalink.parse({key: value})
