@@ -24,6 +24,7 @@ def row(i: int, rng, pca: bool = False) -> dict:
         "height": gh * 8,
         "grid_h": gh,
         "grid_w": gw,
+        "query": "cls" if i % 2 else "1,2",
         "maps": rng.random((H, gh, gw), dtype=np.float32),
         "mean": rng.random((gh, gw), dtype=np.float32),
         "masks": rng.random((H, gh, gw)) > 0.5,
