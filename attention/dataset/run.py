@@ -34,6 +34,7 @@ from attention.dataset.shards import check_run, is_done, write_index, write_shar
 from attention.dataset.sources import Source
 from attention.errors import AttentionError, InputError
 from attention.images import MAX_TOKENS
+from attention.vit.backbone import describe
 from attention.vit.batch import BatchMaps, GridBuckets, batch_maps
 from attention.vit.extract import _layer_index, threshold_masks
 from attention.vit.features import pca as pca_colors
@@ -229,7 +230,7 @@ def extract(
     t0 = time.perf_counter()
     rank, world, _ = _init_dist()
     prep = Preprocess.of(model, resolution, max_tokens, buckets)
-    layer = _layer_index(layer, len(model.blocks))
+    layer = _layer_index(layer, describe(model).depth)
     n = len(source)
     n_shards = math.ceil(n / shard_size)
     config = {

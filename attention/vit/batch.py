@@ -31,13 +31,14 @@ import torch
 from PIL import Image
 
 from attention.errors import InputError
+from attention.vit.backbone import describe
 from attention.vit.capture import Recorder, recording
 from attention.vit.extract import AttentionMaps, _layer_index, threshold_masks
-from attention.vit.query import Query, prefix_tokens
+from attention.vit.query import Query
 from attention.vit.query import default as default_query
 from attention.vit.query import index as query_index
 from attention.vit.query import parse as parse_query
-from attention.vit.rows import query_rows
+from attention.vit.rows import run_pass
 
 T = TypeVar("T")
 
@@ -165,11 +166,12 @@ def batch_maps(
     """
     if xs.ndim != 4 or xs.shape[0] < 1:
         raise InputError(f"Images of shape {tuple(xs.shape)} are not a batch; accepted: (B, C, H, W), B >= 1.")
-    B, patch = xs.shape[0], model.patch_embed.patch_size[0]
-    grid = (xs.shape[2] // patch, xs.shape[3] // patch)
-    P, L = model.num_prefix_tokens, len(model.blocks)
+    bb = describe(model)
+    B, patch = xs.shape[0], bb.patch_size
+    grid = bb.grid(xs.shape[2], xs.shape[3])
+    P, L = bb.num_prefix_tokens, bb.depth
     layer = _layer_index(layer, L)
-    names = prefix_tokens(model)
+    names = bb.prefix
     many = query if isinstance(query, (list, tuple)) and _many(query) else [query] * B
     queries = [default_query(names, grid) if q is None else parse_query(q) for q in many]
     if len(queries) != B:
@@ -177,13 +179,13 @@ def batch_maps(
     index = torch.tensor([query_index(q, grid, names) for q in queries])
     tok = _LastTokens(L - 1)
     with recording(model, tok) if keep_tokens else nullcontext():
-        rows, _ = query_rows(model, xs, index)  # (B, L, H, N) fp32 on the CPU: the engine's O(N) rows
+        rec = run_pass(model, xs, index, keep_qk=False)
+    rows = rec.rows_cpu()  # (B, L, H, N) fp32 on the CPU: the engine's O(N) rows
     recorded = tuple(range(L)) if every_layer else (layer,)
     scores = rows[:, list(recorded)]
     weights = torch.softmax(scores, -1).numpy()
     tokens = tok.tokens.cpu().numpy() if keep_tokens else None
-    attn = model.blocks[0].attn
-    scale = float(getattr(attn, "scale", attn.head_dim**-0.5))
+    scale = rec.scale[0]
     return [
         BatchMaps(
             scores=scores[b].numpy(),

@@ -200,10 +200,9 @@ VIT_MODULES = ["vision_transformer", "deit", "eva", "beit", "vision_transformer_
 
 def default_resolution(model: torch.nn.Module) -> int:
     """What `resolution="auto"` means for `model`: 480 px for DINO, else its trained input size."""
-    res = getattr(model, "auto_resolution", None)
-    if res:
-        return int(res)
-    return int(model.pretrained_cfg.get("input_size", (3, 224, 224))[-1])
+    from attention.vit.backbone import describe
+
+    return describe(model).default_resolution
 
 
 def hub_id(name: str) -> str | None:
@@ -370,8 +369,10 @@ def check_allowed(name: str, allow_downloads: bool | None = None) -> str:
 
 def depth(name: str) -> tuple[int, int]:
     """(layers, heads) of model `name`, loading it once if needed (cached; no forward pass)."""
-    vit = load_vit(name)
-    return len(vit.blocks), int(vit.blocks[0].attn.num_heads)
+    from attention.vit.backbone import describe
+
+    bb = describe(load_vit(name))
+    return bb.depth, bb.heads
 
 
 def clear_cache() -> None:

@@ -31,12 +31,12 @@ from attention.config import SETTINGS
 from attention.errors import BudgetError, InputError
 from attention.images import patch_tokens, target_size
 from attention.render import colormap, mask_overlay, masks_figure, overlay, upsample
+from attention.vit.backbone import describe
 from attention.vit.batch import BatchMaps, batch_maps
 from attention.vit.cost import forward_gflop, largest_resolution
 from attention.vit.extract import Query, _layer_index, norm_query, token_index
 from attention.vit.preprocess import Preprocess
 from attention.vit.query import default as default_query
-from attention.vit.query import prefix_tokens
 
 Progress = Callable[[float, str], None]  # (fraction 0..1, description)
 VIDEO_VIEWS: dict[str, str] = {
@@ -232,7 +232,8 @@ def attention_video(
         raise InputError(f"Batch size {batch_size!r} is out of range; accepted: 1 to 256 frames.")
     if not 0 < threshold <= 1:
         raise InputError(f"Threshold {threshold} is out of range; accepted: more than 0, at most 1.")
-    patch = model.patch_embed.patch_size[0]
+    bb = describe(model)
+    patch = bb.patch_size
     prep = Preprocess.of(model, resolution)
     res, crop = prep.resolution, prep.crop  # "auto": the model's (480 px for DINO); the family's crop rule
     size = (info.width, info.height)
@@ -240,12 +241,12 @@ def attention_video(
         raise videos.VideoError(f"Frames are {size[0]}x{size[1]} px, smaller than one {patch}x{patch} patch.")
     _, (cw, ch) = target_size(size, patch, res, crop)
     grid = (ch // patch, cw // patch)
-    n_layers = len(model.blocks)
+    n_layers = bb.depth
     layer = _layer_index(layer, n_layers)
-    names = prefix_tokens(model)
+    names = bb.prefix
     query = norm_query(query)
     query = default_query(names, grid) if query is None else query  # None: the model's own token (or centre)
-    token_index(query, grid, model.num_prefix_tokens, names)  # off the grid or not a token: InputError now
+    token_index(query, grid, bb.num_prefix_tokens, names)  # off the grid or not a token: InputError now
     frames = videos.planned_frames(info, rate, seconds)
     length = frames / float(rate)
     forwards = min(frames, max(1, math.ceil(length * float(info.fps) - 1e-9)))
@@ -327,7 +328,7 @@ def write_video(
             layer=np.array(run.layer, np.int32),
             query=np.array(q, np.int32),
             threshold=np.array(run.threshold, np.float32),
-            patch_size=np.array(run.model.patch_embed.patch_size[0], np.int32),
+            patch_size=np.array(describe(run.model).patch_size, np.int32),
             grid=np.array(run.grid, np.int32),
         )
     return {
