@@ -19,8 +19,16 @@ from __future__ import annotations
 import torch
 
 from attention.errors import UnsupportedModelError
-from attention.vit.backbone.spec import CLIP_MEAN, CLIP_STD, HALF, IMAGENET_MEAN, IMAGENET_STD, Backbone
-from attention.vit.backbone.spec import check_square, mlp_width
+from attention.vit.backbone.spec import (
+    CLIP_MEAN,
+    CLIP_STD,
+    HALF,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    Backbone,
+    check_square,
+    mlp_width,
+)
 
 # class name -> (mean, std, takes interpolate_pos_encoding, final norm over all tokens)
 CLASSES = {
