@@ -131,14 +131,21 @@ class Explicit:
         self.q = self.k = self.mask = None
         self.scale = 1.0
         self.lost = False
+        self.pre = None  # (q * s, q, s): the last 4-D tensor scaled by a number (timm, DINOv2 scale q first)
 
     def step(self, func, args, kwargs, out):
         if not args:
             return None
         a0 = args[0]
         if self.state is None:
-            if func in MATMUL and len(args) == 2 and _is_qk(a0, args[1], out):
+            if func in MUL and len(args) == 2 and isinstance(a0, torch.Tensor) and a0.dim() == 4:
+                if isinstance(args[1], (int, float)):
+                    self.pre = (out, a0, float(args[1]))
+            elif func in MATMUL and len(args) == 2 and _is_qk(a0, args[1], out):
                 self.q, self.k, self.t, self.state = a0, args[1].transpose(-2, -1), out, "scores"
+                if self.pre is not None and self.pre[0] is a0:  # q scaled before q @ k^T: q and its scale
+                    self.q, self.scale = self.pre[1], self.pre[2]
+                self.pre = None
             return None
         others = args[1:] + tuple(kwargs.values())
         touched = a0 is self.t or any(o is self.t for o in others)
