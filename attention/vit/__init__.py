@@ -26,8 +26,10 @@ outputs   the files of a render: the gallery, the download (tiles, .npz), the AP
 relevance "Why this class?": class relevance of classifiers (Chefer et al., grad-rollout), its evaluation
 video     attention videos: a video's frames in batches (`batch`), priced up front, drawn to H.264 MP4
 mnist_vit training the shipped mnist_vit (`python -m attention.vit.mnist_vit --help`)
+backbone  one description of a backbone (`describe`): timm, transformers, Meta's DINO classes, open_clip, torchvision
 """
 
+from attention.vit.backbone import Backbone, describe
 from attention.vit.batch import BatchMaps, batch_maps, group_by_grid
 from attention.vit.capture import Recorder, check_supported, recording
 from attention.vit.checkpoint import register_checkpoint
@@ -49,6 +51,8 @@ from attention.vit.rows import query_rows
 from attention.vit.video import VideoFrameMaps, VideoRun, attention_video, write_video
 
 __all__ = [
+    "Backbone",
+    "describe",
     "Query",
     "Recorder",
     "check_supported",
