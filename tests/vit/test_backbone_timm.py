@@ -60,6 +60,7 @@ def test_unfused_timm_attention_is_read_exactly_and_left_unfused(name):
     assert not any(m.fused_attn for m in describe(model).attention)
 
 
+@pytest.mark.timeout(900)  # a child pytest over three engine test files (~20 s each idle; minutes on a loaded machine)
 @pytest.mark.parametrize("value", ["0", "2"])
 def test_the_engine_tests_pass_under_timm_fused_attn(value):
     env = {**os.environ, "TIMM_FUSED_ATTN": value}
