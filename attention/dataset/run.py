@@ -35,6 +35,7 @@ from attention.dataset.sources import Source
 from attention.errors import AttentionError, InputError
 from attention.images import MAX_TOKENS
 from attention.validate import check_threshold
+from attention.vit.backbone import describe
 from attention.vit.batch import BatchMaps, GridBuckets, batch_maps
 from attention.vit.extract import _layer_index, threshold_masks
 from attention.vit.features import pca as pca_colors
@@ -241,7 +242,7 @@ def extract(
     t0 = time.perf_counter()
     rank, world, _ = _init_dist()
     prep = Preprocess.of(model, resolution, max_tokens, buckets)
-    layer = _layer_index(layer, len(model.blocks))
+    layer = _layer_index(layer, describe(model).depth)
     query = None if query is None else parse_query(query)
     if query is not None:
         query_index(query, (1 << 20, 1 << 20), prefix_tokens(model), has_pool(model))  # a token it lacks: now

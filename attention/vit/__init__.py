@@ -27,8 +27,10 @@ relevance "Why this class?": class relevance of classifiers (Chefer et al., grad
 video     attention videos: a video's frames in batches (`batch`), priced up front, drawn to H.264 MP4
 stepwise  one head's row step by step from a kept pass (q, k, v, products, scale, bias, temperature)
 mnist_vit training the shipped mnist_vit (`python -m attention.vit.mnist_vit --help`)
+backbone  one description of a backbone (`describe`): timm, transformers, Meta's DINO classes, open_clip, torchvision
 """
 
+from attention.vit.backbone import Backbone, describe
 from attention.vit.batch import BatchMaps, batch_maps, group_by_grid
 from attention.vit.capture import Recorder, check_supported, recording
 from attention.vit.checkpoint import register_checkpoint
@@ -51,6 +53,8 @@ from attention.vit.stepwise import RowSteps, explain_row
 from attention.vit.video import VideoFrameMaps, VideoRun, attention_video, write_video
 
 __all__ = [
+    "Backbone",
+    "describe",
     "Query",
     "Recorder",
     "check_supported",

@@ -31,10 +31,11 @@ import torch
 from PIL import Image
 
 from attention.errors import InputError
+from attention.vit.backbone import describe
 from attention.vit.capture import Recorder, recording
 from attention.vit.extract import AttentionMaps, _layer_index, _pad_prefix, threshold_masks
 from attention.vit.pooling import embedding_kind, embeddings
-from attention.vit.query import POOL, Query, has_pool, prefix_tokens
+from attention.vit.query import POOL, Query
 from attention.vit.query import default as default_query
 from attention.vit.query import index as query_index
 from attention.vit.query import parse as parse_query
@@ -175,11 +176,12 @@ def batch_maps(
     """
     if xs.ndim != 4 or xs.shape[0] < 1:
         raise InputError(f"Images of shape {tuple(xs.shape)} are not a batch; accepted: (B, C, H, W), B >= 1.")
-    B, patch = xs.shape[0], model.patch_embed.patch_size[0]
-    grid = (xs.shape[2] // patch, xs.shape[3] // patch)
-    P, L = model.num_prefix_tokens, len(model.blocks)
+    bb = describe(model)
+    B, patch = xs.shape[0], bb.patch_size
+    grid = bb.grid(xs.shape[2], xs.shape[3])
+    P, L = bb.num_prefix_tokens, bb.depth
     layer = _layer_index(layer, L)
-    names, pool = prefix_tokens(model), has_pool(model)
+    names, pool = bb.prefix, bb.pool
     many = query if isinstance(query, (list, tuple)) and _many(query) else [query] * B
     own = (*names, *([POOL] if pool else []))
     queries = [default_query(own, grid) if q is None else parse_query(q) for q in many]

@@ -1,5 +1,7 @@
-"""One hook mechanism for a timm ViT: what each attention block hands the attention kernel, and
-what each block outputs, handed to the recorders active in the calling context.
+"""One hook mechanism for any described ViT (`backbone.describe`: timm, transformers, Meta's DINO
+classes, open_clip, torchvision): what each attention module hands the attention kernel, and what
+each block outputs, handed to the recorders active in the calling context. How the kernel call is
+read (fused, explicit softmax, nn.MultiheadAttention) is `backbone.kernel`'s.
 
 Every timm attention block ends in one `F.scaled_dot_product_attention(q, k, v, attn_mask)` call:
 q and k there are final (after q_norm/k_norm and the rotary embedding of EVA-02, DINOv3 and the
@@ -28,7 +30,6 @@ recorders (a ContextVar), so passes running at once on one shared model record o
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,9 +40,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from attention.errors import UnsupportedModelError
-
-_SDPA = torch._C._nn.scaled_dot_product_attention  # what the mode sees for F.scaled_dot_product_attention
-_SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+from attention.vit.backbone import describe, kernel
+from attention.vit.backbone.kernel import kernel_args  # noqa: F401  (re-exported: the engine's one reading)
+from attention.vit.backbone.spec import first_tensor
 
 
 class Recorder:
@@ -81,44 +82,43 @@ _LOCK = threading.Lock()
 _MODES = threading.local()  # per thread: the stack of modes the pre-hooks entered (None: none entered)
 
 
-Kernel = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, float]
-
-
-def kernel_args(args: tuple, kwargs: dict) -> Kernel:
-    """(q, k, v, additive mask or None, scale) of a `scaled_dot_product_attention` call.
-    Bool masks (True = attend) and is_causal become 0/-inf float masks; grouped k/v heads
-    (enable_gqa) are repeated to the query's heads, as the kernel does."""
-    a = dict(zip(_SDPA_ARGS, args, strict=False)) | kwargs
-    q, k, v = a["query"], a["key"], a["value"]
-    mask = a.get("attn_mask")
-    if mask is not None and mask.dtype == torch.bool:
-        mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill(~mask, float("-inf"))
-    if a.get("is_causal"):
-        nq, nk = q.shape[-2], k.shape[-2]
-        causal = torch.ones(nq, nk, dtype=torch.bool, device=q.device).tril()
-        mask = torch.zeros(nq, nk, dtype=q.dtype, device=q.device).masked_fill(~causal, float("-inf"))
-    if a.get("enable_gqa") and k.shape[-3] != q.shape[-3]:
-        rep = q.shape[-3] // k.shape[-3]
-        k, v = k.repeat_interleave(rep, dim=-3), v.repeat_interleave(rep, dim=-3)
-    scale = a.get("scale")
-    return q, k, v, mask, float(scale) if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-
-
 class _KernelMode(TorchFunctionMode):
-    """Passes every torch call through; hands the attention kernel's arguments and output to `entries`."""
+    """Passes every torch call through; hands the attention computation's q, k, v, mask, scale and its
+    output to `entries`, however the module computes it (`backbone.kernel`)."""
 
     def __init__(self, layer: int, entries: list[_Entry]):
         super().__init__()
         self.layer, self.entries = layer, entries
+        self.explicit = kernel.Explicit()
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is not _SDPA:
-            return func(*args, **kwargs)
-        q, k, v, mask, scale = kernel_args(args, kwargs)
+    def _hand(self, q, k, v, mask, scale) -> None:
         for e in self.entries:
             e.calls[self.layer] = e.calls.get(self.layer, 0) + 1
             e.recorder.on_kernel(self.layer, q, k, v, mask, scale)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is kernel.MHA:
+            got = kernel.mha_kernel(args, kwargs)
+            if got is None:  # counted as no call: refused after the forward
+                return func(*args, **kwargs)
+            kern, a = got
+            self._hand(*kern)
+            if a.get("need_weights", True):
+                return func(*args, **kwargs)
+            o, out = kernel.mha_output(kern, a)
+            for e in self.entries:
+                e.recorder.on_output(self.layer, o)
+            return out, None
+        if func is not kernel.SDPA:
+            out = func(*args, **kwargs)
+            done = self.explicit.step(func, args, kwargs, out)
+            if done is not None:
+                self._hand(*done[:5])
+                for e in self.entries:
+                    e.recorder.on_output(self.layer, done[5])
+            return out
+        self._hand(*kernel.kernel_args(args, kwargs))
         out = func(*args, **kwargs)
         for e in self.entries:
             e.recorder.on_output(self.layer, out)
@@ -130,13 +130,9 @@ def _entries(model_id: int) -> list[_Entry]:
 
 
 def attention_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The modules whose kernel call is each layer's: every block's `attn`, then the attention-pooling
-    head (`attn_pool`) when the model pools by attention."""
-    mods = [blk.attn for blk in model.blocks]
-    pool = getattr(model, "attn_pool", None)
-    if pool is not None and hasattr(pool, "latent"):
-        mods.append(pool)
-    return mods
+    """The modules whose attention is each layer's (`Backbone.attention`): one per block, then the
+    attention-pooling head's when the model pools by attention."""
+    return list(describe(model).attention)
 
 
 def _install(model: torch.nn.Module) -> None:
@@ -148,9 +144,9 @@ def _install(model: torch.nn.Module) -> None:
     with _LOCK:
         if getattr(model, "_capture_hooks", False):
             return
-        check_supported(model)
+        bb = describe(model)
         mid = id(model)
-        for i, mod in enumerate(attention_modules(model)):
+        for i, mod in enumerate(bb.attention):
 
             def enter(module, args, i=i):
                 entries = _entries(mid)
@@ -175,27 +171,28 @@ def _install(model: torch.nn.Module) -> None:
 
             mod.register_forward_pre_hook(enter)
             mod.register_forward_hook(leave, always_call=True)
-        last = len(model.blocks) - 1
-        for i, blk in enumerate(model.blocks[:last]):
+        last = bb.depth - 1
+        for i, blk in enumerate(bb.blocks[:last]):
 
             def block(module, args, out, i=i):
                 for e in _entries(mid):
-                    e.recorder.on_block(i, out)
+                    e.recorder.on_block(i, first_tensor(out))
 
             blk.register_forward_hook(block)
 
         def final(module, args, out):
             for e in _entries(mid):
-                e.recorder.on_block(last, out)
+                e.recorder.on_block(last, first_tensor(out))
 
-        model.norm.register_forward_hook(final)
+        bb.final.register_forward_hook(final)
         model._capture_hooks = True
 
 
 @contextmanager
 def recording(model: torch.nn.Module, recorder: Recorder) -> Iterator[Recorder]:
     """Activate `recorder` for the forwards of `model` run in this context (thread, task); yields it.
-    Installs the hooks once per model (`check_supported` first). Recorders nest: all active ones see
+    Installs the hooks once per model (`describe` first: UnsupportedModelError for what it cannot
+    read). Recorders nest: all active ones see
     each pass. On leaving without error, raises UnsupportedModelError when an attention module ran
     without exactly one kernel call per forward (custom code the check could not see)."""
     _install(model)
@@ -211,53 +208,12 @@ def recording(model: torch.nn.Module, recorder: Recorder) -> Iterator[Recorder]:
             if entry.calls.get(i, 0) != runs:
                 raise UnsupportedModelError(
                     f"{type(mods[i]).__name__} (layer {i}) made {entry.calls.get(i, 0)} attention-kernel calls in "
-                    f"{runs} forward(s); the engine reads blocks that make exactly one "
-                    "F.scaled_dot_product_attention call each."
+                    f"{runs} forward(s); the engine reads attention modules that make exactly one attention "
+                    "computation each (an F.scaled_dot_product_attention call, or scores -> softmax -> @ v)."
                 )
-
-
-# Blocks the engine refuses by class name, and why.
-_REFUSED = {
-    "DiffAttention": "differential attention: its map is a1 - lambda * a2, a difference of two softmaxes "
-    "(not a softmax row, possibly negative)",
-    "ParallelScalingBlock": "a parallel block (fused attention and MLP) whose attention module is not separate",
-    "DiffParallelScalingBlock": "differential attention in a parallel block: a1 - lambda * a2, a difference "
-    "of two softmaxes, with no separate attention module",
-    "ParallelThingsBlock": "parallel attention branches per block (no single attention per layer)",
-    "XCA": "cross-covariance attention (XCiT): it attends over channels, a (d x d) map per head, not over "
-    "tokens, so there is no token-to-token row to show (its kernel call, with TIMM_FUSED_ATTN=2, is channels')",
-}
 
 
 def check_supported(model: torch.nn.Module) -> None:
-    """Raise UnsupportedModelError, naming the block class and why, unless every layer's attention is
-    one module making one fused `F.scaled_dot_product_attention` call the engine can read exactly."""
-    blocks = getattr(model, "blocks", None)
-    if blocks is None or not len(blocks):
-        raise UnsupportedModelError(
-            f"{type(model).__name__} has no transformer blocks (`model.blocks`); the engine reads timm ViTs."
-        )
-    if not hasattr(model, "norm"):
-        raise UnsupportedModelError(f"{type(model).__name__} has no final norm (`model.norm`).")
-    for blk in blocks:
-        attn = getattr(blk, "attn", None)
-        for part in (blk, attn):
-            if part is not None and type(part).__name__ in _REFUSED:
-                raise UnsupportedModelError(
-                    f"{type(part).__name__} blocks are not supported: {_REFUSED[type(part).__name__]}."
-                )
-        if attn is None or not isinstance(attn, torch.nn.Module):
-            raise UnsupportedModelError(
-                f"{type(blk).__name__} blocks are not supported: they have no separate attention module (`attn`)."
-            )
-        if not getattr(attn, "fused_attn", False):
-            raise UnsupportedModelError(
-                f"{type(attn).__name__} in {type(blk).__name__} is not supported with fused attention off "
-                "(`fused_attn = False`): it computes its softmax itself instead of calling "
-                "F.scaled_dot_product_attention; set `attn.fused_attn = True` on every block."
-            )
-    pool = getattr(model, "attn_pool", None)
-    if pool is not None and hasattr(pool, "latent") and not getattr(pool, "fused_attn", False):
-        raise UnsupportedModelError(
-            f"{type(pool).__name__} (the attention-pooling head) is not supported with fused attention off."
-        )
+    """Raise UnsupportedModelError, naming the class and why, unless the model is described
+    (`backbone.describe`) and every layer's attention is one module the engine reads exactly."""
+    describe(model)

@@ -24,7 +24,7 @@ import pickle
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -44,9 +44,12 @@ class Report:
     key: str | None
     prefixes: tuple[str, ...]
     ignored: tuple[str, ...]
+    formats: tuple[str, ...] = ()  # formats detected and converted (`backbone.formats`)
 
     def __str__(self) -> str:
         parts = [f"weights from key {self.key!r}" if self.key else "weights at the top level"]
+        if self.formats:
+            parts.append("formats converted: " + ", ".join(self.formats))
         if self.prefixes:
             parts.append("prefixes removed: " + ", ".join(repr(p) for p in self.prefixes))
         if self.ignored:
@@ -214,7 +217,7 @@ def fit(model: torch.nn.Module, tensors: dict[str, torch.Tensor], report: Report
     return Report(report.key, report.prefixes, report.ignored + tuple(extra))
 
 
-def build(arch: str) -> torch.nn.Module:
+def build(arch: str, num_classes: int = 0) -> torch.nn.Module:
     """A randomly initialised timm `arch` taking any image size, headless. With a pretrained tag
     (`vit_small_patch16_224.dino`) the model carries that tag's preprocessing (mean, std, input size), else
     the architecture's default tag's. CheckpointError when timm has no such architecture."""
@@ -227,7 +230,7 @@ def build(arch: str) -> torch.nn.Module:
             "or 'vit_small_patch16_dinov3' (timm.list_models('vit_*'))."
         )
     try:
-        return timm.create_model(arch, pretrained=False, num_classes=0, dynamic_img_size=True)
+        return timm.create_model(arch, pretrained=False, num_classes=num_classes, dynamic_img_size=True)
     except (RuntimeError, TypeError, ValueError) as e:
         raise CheckpointError(f"timm cannot build {arch!r} for any image size ({type(e).__name__}: {e}).") from None
 
@@ -235,9 +238,16 @@ def build(arch: str) -> torch.nn.Module:
 def load(path: str | Path, arch: str, checkpoint_key: str | None = None) -> torch.nn.Module:
     """`arch` with the checkpoint's weights (see the module docstring); `model.checkpoint_report` says what was
     done. Raises CheckpointError (unreadable, no weights, missing tensors, a shape that does not fit)."""
+    from attention.vit.backbone import formats  # the formats people hold: detected, converted to timm's names
+
     model = build(arch)
     tensors, report = state_dict(read(path), checkpoint_key)
+    if classes := formats.head_classes(tensors):  # a classifier's head is kept (class relevance)
+        model = build(arch, classes)
+    tensors, found = formats.convert(tensors, model)
     model.checkpoint_report = fit(model, tensors, report, arch, str(path))
+    if found:
+        model.checkpoint_report = replace(model.checkpoint_report, formats=found)
     return model
 
 

@@ -16,17 +16,15 @@ import torch
 
 from attention.errors import BudgetError
 from attention.images import MAX_TOKENS, largest_resolution_where, patch_tokens
+from attention.vit.backbone import describe
 
 
 def dims(model: torch.nn.Module) -> tuple[int, int, int, int, int]:
     """(layers L, width D, MLP width M, prefix tokens P, patch size p) of a timm ViT. M is the width of
     a plain two-layer MLP with the same multiply-adds: its Linear layers' weights / 2D (a SwiGLU's three
     layers, DINOv3 S+'s and larger: 1.5x its hidden width); 4D when it has none."""
-    blk = model.blocks[0]
-    d = int(model.embed_dim)
-    macs = sum(x.in_features * x.out_features for x in blk.mlp.modules() if isinstance(x, torch.nn.Linear))
-    m = macs // (2 * d) if macs else 4 * d
-    return len(model.blocks), d, m, int(model.num_prefix_tokens), int(model.patch_embed.patch_size[0])
+    bb = describe(model)
+    return bb.depth, bb.width, bb.mlp_width, bb.num_prefix_tokens, bb.patch_size
 
 
 def forward_gflop(model: torch.nn.Module, tokens: int) -> float:
@@ -44,7 +42,7 @@ def largest_resolution(
     """The largest resolution (shorter side, px) at which `size` stays within `max_gflop` (and
     `max_tokens`), or None when not even one patch per side fits. Binary search: cost grows with
     the resolution."""
-    p, crop, resize = dims(model)[4], getattr(model, "crop_rule", "center"), getattr(model, "resize_rule", "bicubic")
+    p, crop, resize = dims(model)[4], describe(model).crop, describe(model).resize
 
     def fits(r: int) -> bool:
         t = patch_tokens(size, p, r, crop, resize)
@@ -68,9 +66,8 @@ def check_budget(
     the token cap `max_tokens` both (one number: the next try at it passes both). Returns the
     estimate (GFLOP)."""
     p = dims(model)[4]
-    tokens = patch_tokens(
-        size, p, resolution, getattr(model, "crop_rule", "center"), getattr(model, "resize_rule", "bicubic")
-    )
+    bb = describe(model)
+    tokens = patch_tokens(size, p, resolution, bb.crop, bb.resize)
     cost = forward_gflop(model, tokens)
     if cost <= max_gflop:
         return cost

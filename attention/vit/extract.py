@@ -28,9 +28,9 @@ from PIL import Image
 from attention.errors import InputError, as_whole
 from attention.images import MAX_TOKENS, ImageSource
 from attention.validate import check_threshold
-from attention.vit.capture import check_supported
+from attention.vit.backbone import describe
 from attention.vit.preprocess import prepare
-from attention.vit.query import Query, has_pool, prefix_tokens
+from attention.vit.query import Query
 from attention.vit.query import default as default_query
 from attention.vit.query import index as query_index_of
 from attention.vit.query import parse as parse_query
@@ -219,8 +219,11 @@ def attention_maps(
 ) -> AttentionMaps:
     """Per-head attention of `query` in every layer of `model` on `image`, from one forward pass.
 
-    model: a timm ViT (VisionTransformer, DeiT, Eva: EVA-02, DINOv3, RoPE ViTs; BEiT, relpos ViTs (fed
-    their trained size): the README's "Which ViTs work"; others are refused: UnsupportedModelError).
+    model: a model `backbone.describe` describes: a timm ViT (VisionTransformer, DeiT, Eva: EVA-02,
+    DINOv3, RoPE ViTs; BEiT, relpos ViTs (fed their trained size)), a transformers Dinov2Model,
+    Dinov2WithRegistersModel, DINOv3ViTModel, ViTModel, DeiTModel, CLIPVisionModel or SiglipVisionModel,
+    Meta's DINO/DINOv2/DINOv3 classes, an open_clip visual tower, a torchvision VisionTransformer;
+    others are refused: UnsupportedModelError naming the class and the described families.
     image: path, bytes, PIL image (any mode; EXIF honoured) or uint8 array (H, W[, C]).
     resolution: shorter side in px, "auto" (480 for DINO, else the trained size), None/"native"
     (only cropped to the patch grid) or "dino480"
@@ -236,13 +239,13 @@ def attention_maps(
     Thread-safe: many threads may call it at once on one shared model; each call records only
     its own pass (hooks hand q and k to a recorder bound to the calling context).
     """
-    check_supported(model)
+    bb = describe(model)
     x, shown, grid = prepare(model, image, resolution, max_tokens, max_gflop)
-    patch = model.patch_embed.patch_size[0]
-    P, names, pool = model.num_prefix_tokens, prefix_tokens(model), has_pool(model)
+    patch = bb.patch_size
+    P, names, pool = bb.num_prefix_tokens, bb.prefix, bb.pool
     q = default_query((*names, *(["pool"] if pool else [])), grid) if query is None else parse_query(query)
     i = query_index_of(q, grid, names, pool)
-    n_layers = len(model.blocks)
+    n_layers = bb.depth
     layer = _layer_index(layer, n_layers)
     t0 = time.perf_counter()
     with torch.inference_mode():

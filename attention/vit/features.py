@@ -24,6 +24,7 @@ import torch
 
 from attention.errors import InputError
 from attention.vit import capture
+from attention.vit.backbone import describe
 from attention.vit.capture import Recorder
 from attention.vit.query import Query
 
@@ -57,7 +58,7 @@ class Tokens(Recorder):
 @contextmanager
 def recording(model: torch.nn.Module) -> Iterator[Tokens]:
     """Record the features of every forward of `model` run in this context (thread, task)."""
-    with capture.recording(model, Tokens(len(model.blocks))) as rec:
+    with capture.recording(model, Tokens(describe(model).depth)) as rec:
         yield rec
 
 

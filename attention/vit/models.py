@@ -213,6 +213,10 @@ def resolve(name: str) -> tuple[str, ModelSpec | None]:
     for spec in REGISTRY.values():  # a registered timm tag typed in full
         if name == spec.timm_name:
             return name, spec
+    if name.startswith(("hf:", "open_clip:")):  # transformers and open_clip names (`backbone.load`)
+        from attention.vit.backbone.load import check_name
+
+        return check_name(name), None
     if name.startswith("hf-hub:") and len(name) > len("hf-hub:"):
         from huggingface_hub.utils import HFValidationError, validate_repo_id
 
@@ -252,10 +256,9 @@ VIT_MODULES = ["vision_transformer", "deit", "eva", "beit", "vision_transformer_
 
 def default_resolution(model: torch.nn.Module) -> int:
     """What `resolution="auto"` means for `model`: 480 px for DINO, else its trained input size."""
-    res = getattr(model, "auto_resolution", None)
-    if res:
-        return int(res)
-    return int(model.pretrained_cfg.get("input_size", (3, 224, 224))[-1])
+    from attention.vit.backbone import describe
+
+    return describe(model).default_resolution
 
 
 def hub_id(name: str) -> str | None:
@@ -265,6 +268,10 @@ def hub_id(name: str) -> str | None:
         return spec.hub_id
     if timm_name.startswith("hf-hub:"):
         return timm_name[len("hf-hub:") :]
+    if timm_name.startswith(("hf:", "open_clip:")):
+        from attention.vit.backbone.load import hub_repo
+
+        return hub_repo(timm_name)
     import timm
 
     cfg = timm.models.get_pretrained_cfg(timm_name)
@@ -283,7 +290,8 @@ def is_cached(name: str) -> bool:
         )
     from huggingface_hub import try_to_load_from_cache
 
-    return any(isinstance(try_to_load_from_cache(repo, f), str) for f in ("model.safetensors", "pytorch_model.bin"))
+    files = ("model.safetensors", "pytorch_model.bin", "open_clip_model.safetensors", "open_clip_pytorch_model.bin")
+    return any(isinstance(try_to_load_from_cache(repo, f), str) for f in files)
 
 
 def hub_reachable(timeout: float = 1.5) -> bool:
@@ -376,6 +384,10 @@ def _build(timm_name: str, spec: ModelSpec | None, device: torch.device, dtype: 
     if rule.mean is not None:  # the family's own normalisation, whatever the architecture's tag says
         model.pretrained_cfg = {**model.pretrained_cfg, "mean": rule.mean, "std": rule.std}
     model = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+    from attention.vit.backbone import describe
+
+    if describe(model).library != "timm":  # other libraries resample positions by their own code
+        return model
     return posembed.install(model, rule.pos_embed)
 
 
@@ -383,6 +395,10 @@ def _load(timm_name: str, spec: ModelSpec | None) -> torch.nn.Module:
     """The model with its weights from where they are: shipped, the operator's checkpoint, or the hub."""
     from attention.vit import weights  # it reads this registry: imported when a model is loaded
 
+    if timm_name.startswith(("hf:", "open_clip:")):
+        from attention.vit.backbone.load import load_named
+
+        return load_named(timm_name)
     if spec and spec.timm_name == "local":
         return weights.load_local(spec.alias)
     if spec and spec.checkpoint:
@@ -434,8 +450,10 @@ def check_allowed(name: str, allow_downloads: bool | None = None) -> str:
 
 def depth(name: str) -> tuple[int, int]:
     """(layers, heads) of model `name`, loading it once if needed (cached; no forward pass)."""
-    vit = load_vit(name)
-    return len(vit.blocks), int(vit.blocks[0].attn.num_heads)
+    from attention.vit.backbone import describe
+
+    bb = describe(load_vit(name))
+    return bb.depth, bb.heads
 
 
 def clear_cache() -> None:

@@ -45,5 +45,5 @@ def embeddings(model: torch.nn.Module, tokens: torch.Tensor) -> tuple[np.ndarray
         param = next(model.parameters())
         out = model.forward_head(tokens.to(param.device, param.dtype), pre_logits=True)
     else:
-        out = tokens[:, model.num_prefix_tokens :].mean(1)
+        out = tokens[:, len(prefix_tokens(model)) :].mean(1)
     return out.float().cpu().numpy(), kind

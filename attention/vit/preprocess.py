@@ -18,15 +18,14 @@ from PIL import Image, ImageOps
 
 from attention.errors import InputError
 from attention.images import MAX_TOKENS, RESIZES, ImageSource, check_resolution, load_image, to_tensor
+from attention.vit.backbone import describe
 from attention.vit.cost import check_budget
-from attention.vit.models import default_resolution
 
 
 def fixed_size(model: torch.nn.Module) -> tuple[int, int] | None:
     """(H, W) px when `model` takes only its trained input size (a strict patch embedding: BEiT, relpos
     ViTs, any timm ViT created without dynamic_img_size), else None (any size)."""
-    pe = model.patch_embed
-    return tuple(int(v) for v in pe.img_size) if getattr(pe, "strict_img_size", False) else None  # type: ignore
+    return describe(model).fixed
 
 
 @dataclass(frozen=True)
@@ -82,12 +81,11 @@ class Preprocess:
         """The preprocessing of `model` at `resolution` (shorter side in px, "auto", "native"/None or
         "dino480", `attention_maps`'); with `buckets` > 0, that many aspect-ratio grids at `resolution`
         (an int, or "auto"). InputError for a resolution or buckets the model does not take."""
-        patch = model.patch_embed.patch_size[0]
-        cfg = model.pretrained_cfg
+        bb = describe(model)
+        patch = bb.patch_size
         auto = isinstance(resolution, str) and resolution.strip().lower() == "auto"
-        res = default_resolution(model) if auto else check_resolution(resolution, patch)
-        crop = getattr(model, "crop_rule", "center")
-        fixed = fixed_size(model)
+        res = bb.default_resolution if auto else check_resolution(resolution, patch)
+        crop, fixed = bb.crop, bb.fixed
         if fixed is not None and (buckets or (not auto and res is not None)):
             asked = f"Resolution {resolution!r}" + (f" with {buckets} buckets" if buckets else "")
             raise InputError(
@@ -104,8 +102,7 @@ class Preprocess:
                 )
             grids = aspect_buckets(res, patch, buckets)
         res = None if fixed is not None else res
-        resize = getattr(model, "resize_rule", "bicubic")
-        return cls(patch, tuple(cfg["mean"]), tuple(cfg["std"]), res, crop, max_tokens, grids, fixed, resize)
+        return cls(patch, bb.mean, bb.std, res, crop, max_tokens, grids, fixed, bb.resize)
 
     def __call__(self, image: ImageSource) -> Prepared:
         """Decode (`load_image`) and preprocess; ImageError for what cannot be read or is too small/large."""

@@ -22,7 +22,8 @@ import re
 
 import torch
 
-from attention.errors import InputError, UnsupportedModelError, as_whole
+from attention.errors import InputError, as_whole
+from attention.vit.backbone import describe
 
 Query = str | tuple[int, int]  # a token name or (row, col)
 POOL = "pool"
@@ -31,26 +32,14 @@ ACCEPTED = "a token name (cls, dist, pool, reg0, reg1, ...) or a patch as ROW,CO
 
 
 def prefix_tokens(model: torch.nn.Module) -> tuple[str, ...]:
-    """Names of the model's P prefix tokens, in sequence order (class, distillation, registers)."""
-    names = []
-    if getattr(model, "cls_token", None) is not None:
-        names.append("cls")
-    if getattr(model, "dist_token", None) is not None:
-        names.append("dist")
-    reg = getattr(model, "reg_token", None)
-    names += [f"reg{i}" for i in range(reg.shape[1] if reg is not None else 0)]
-    P = int(getattr(model, "num_prefix_tokens", len(names)))
-    if len(names) != P:
-        raise UnsupportedModelError(
-            f"{type(model).__name__} has {P} prefix tokens but names only {len(names)} ({', '.join(names) or 'none'}); "
-            "the engine cannot tell which token is which."
-        )
-    return tuple(names)
+    """Names of the model's P prefix tokens, in sequence order (class, distillation, registers):
+    its description's (`backbone.describe`)."""
+    return describe(model).prefix
 
 
 def has_pool(model: torch.nn.Module) -> bool:
-    """Whether the model pools by attention (an `attn_pool` head with a latent query)."""
-    return hasattr(getattr(model, "attn_pool", None), "latent")
+    """Whether the model pools by attention (its description's `pool`: a pool head with its own query)."""
+    return describe(model).pool
 
 
 def tokens_of(model: torch.nn.Module) -> list[str]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 from attention.errors import InputError, UnsupportedModelError
+from attention.vit.backbone import describe
 from attention.vit.capture import Recorder, recording
-from attention.vit.query import has_pool
 
 
 def batch_scores(
@@ -101,8 +101,8 @@ def run_pass(
     pool: bool = False,
     layers: tuple[int, ...] | None = None,
 ) -> Rows:
-    """One fused forward pass of x (B, C, H, W) recording each sample's query row in every layer (or
-    only in `layers`, non-negative indices); with `pool`, the head too (`forward_head`), recording the
+    """One forward pass of x (B, C, H, W) (`Backbone.run`) recording each sample's query row in every
+    layer (or only in `layers`, non-negative indices); with `pool`, the head too, recording the
     attention-pooling head's row."""
     if x.dim() != 4:
         raise InputError(f"Input of shape {tuple(x.shape)} is not accepted; expected a batch (B, C, H, W).")
@@ -112,20 +112,17 @@ def run_pass(
         idx = idx.expand(B)
     if idx.numel() != B:
         raise InputError(f"{idx.numel()} query indices for a batch of {B}; give one int or one per sample.")
-    pe = model.patch_embed
-    n = model.num_prefix_tokens + -(-x.shape[2] // pe.patch_size[0]) * -(-x.shape[3] // pe.patch_size[1])
+    bb = describe(model)
+    n = bb.tokens(x.shape[2], x.shape[3])
     if B and not bool(((idx >= 0) & (idx < n)).all()):
         raise InputError(f"Query index {idx.tolist()} is out of range; accepted: 0 to {n - 1} (the {n} tokens).")
     param = next(model.parameters())
-    rec = Rows(idx.clone(), keep_qk, len(model.blocks), layers)
+    rec = Rows(idx.clone(), keep_qk, bb.depth, layers)
     with recording(model, rec):
-        feats = model.forward_features(x.to(param.device, param.dtype))
-        if pool and has_pool(model):
-            model.forward_head(feats)
-    if not all(rec.seen) or (pool and has_pool(model) and rec.pool is None):
+        bb.run(x.to(param.device, param.dtype), pool and bb.pool)
+    if not all(rec.seen) or (pool and bb.pool and rec.pool is None):
         raise UnsupportedModelError(
-            f"{type(model.blocks[0].attn).__name__}: a layer ran without an attention-kernel call the engine "
-            "could read."
+            f"{type(bb.attention[0]).__name__}: a layer ran without an attention computation the engine could read."
         )
     return rec
 

@@ -32,14 +32,15 @@ from attention.errors import BudgetError, InputError
 from attention.images import patch_tokens, target_size
 from attention.render import colormap, mask_overlay, masks_figure, overlay, upsample
 from attention.validate import check_opacity, check_seconds, check_threshold
+from attention.vit.backbone import describe
 from attention.vit.batch import BatchMaps, batch_maps
 from attention.vit.cost import forward_gflop, largest_resolution
 from attention.vit.extract import Query, _layer_index, norm_query
 from attention.vit.gpu import VIDEO_GPU_SECONDS, drain, gpu, streamed
 from attention.vit.preprocess import Preprocess
 from attention.vit.query import default as default_query
-from attention.vit.query import has_pool, prefix_tokens, tokens_of
 from attention.vit.query import index as query_index
+from attention.vit.query import tokens_of
 
 Progress = Callable[[float, str], None]  # (fraction 0..1, description)
 VIDEO_VIEWS: dict[str, str] = {
@@ -246,7 +247,8 @@ def attention_video(
     if not (isinstance(batch_size, int) and 1 <= batch_size <= 256):
         raise InputError(f"Batch size {batch_size!r} is out of range; accepted: 1 to 256 frames.")
     threshold = check_threshold(threshold)
-    patch = model.patch_embed.patch_size[0]
+    bb = describe(model)
+    patch = bb.patch_size
     prep = Preprocess.of(model, resolution)
     res, crop = prep.resolution, prep.crop  # "auto": the model's (480 px for DINO); the family's crop rule
     size = (info.width, info.height)
@@ -254,9 +256,9 @@ def attention_video(
         raise videos.VideoError(f"Frames are {size[0]}x{size[1]} px, smaller than one {patch}x{patch} patch.")
     _, (cw, ch) = target_size(size, patch, res, crop, prep.resize)  # type: ignore[arg-type]
     grid = (ch // patch, cw // patch)
-    n_layers = len(model.blocks)
+    n_layers = bb.depth
     layer = _layer_index(layer, n_layers)
-    names, pool = prefix_tokens(model), has_pool(model)
+    names, pool = bb.prefix, bb.pool
     query = norm_query(query)
     # None: the model's own, as attention_maps (CLS, else the pool's query, else the centre patch)
     query = default_query(tokens_of(model), grid) if query is None else query
@@ -311,7 +313,7 @@ def write_video(
     output's frames, fps, size and timings."""
     view = check_video_view(view)  # checked once for the whole video, the head too
     if view in ("head", "masks"):
-        head = check_head(head, run.model.blocks[0].attn.num_heads)
+        head = check_head(head, describe(run.model).heads)
     alpha = check_opacity(alpha)
     colormap(cmap)
     kept: dict[str, list] = {"maps": [], "mean": [], "masks": [], "time": [], "source_index": []}
@@ -343,7 +345,7 @@ def write_video(
             layer=np.array(run.layer, np.int32),
             query=np.array(q, np.int32),
             threshold=np.array(run.threshold, np.float32),
-            patch_size=np.array(run.model.patch_embed.patch_size[0], np.int32),
+            patch_size=np.array(describe(run.model).patch_size, np.int32),
             grid=np.array(run.grid, np.int32),
         )
     return {

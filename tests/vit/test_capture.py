@@ -169,11 +169,24 @@ def test_blocks_the_engine_cannot_read_are_refused_by_name(name, kw, fragment):
         query_rows(model, torch.randn(1, 3, 32, 32))
 
 
-def test_unfused_blocks_and_custom_code_with_two_kernel_calls_are_refused():
+def test_unfused_blocks_are_read_as_timm_computes_them_and_the_model_is_left_unfused():
     model = tiny()
     model.blocks[1].attn.fused_attn = False
-    with pytest.raises(UnsupportedModelError, match=r"Attention in Block is not supported with fused attention off"):
-        check_supported(model)
+    before = [blk.attn.fused_attn for blk in model.blocks]
+    check_supported(model)
+    x = torch.randn(1, 3, 32, 48)
+    rec = Kernels()
+    with recording(model, rec), torch.no_grad():
+        model.forward_features(x)
+    assert [blk.attn.fused_attn for blk in model.blocks] == before  # left as the caller set it
+    ref, _ = reference_qkv(model, x)
+    q, k, _, mask, scale = rec.seen[1]  # the unfused layer: q as timm scales it before q @ k^T
+    torch.testing.assert_close(q * scale / model.blocks[1].attn.scale, ref[1][0])
+    torch.testing.assert_close(k, ref[1][1])
+    assert mask is None
+
+
+def test_custom_code_with_two_kernel_calls_is_refused():
     model = tiny()
     inner = model.blocks[2].attn.forward
 

@@ -103,6 +103,8 @@ def test_scores_are_the_raw_row_before_softmax():
 
 def test_output_unchanged_fused_kept_and_no_second_projection(monkeypatch):
     model, img = tiny_vit(), photo()
+    for b in model.blocks:  # the fused path (the default, also when TIMM_FUSED_ATTN=0 built it unfused)
+        b.attn.fused_attn = True
     _, plain = reference(model, img)
     calls = {"sdpa": 0, "qkv": 0}
     sdpa = torch.nn.functional.scaled_dot_product_attention

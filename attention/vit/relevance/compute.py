@@ -30,7 +30,8 @@ from PIL import Image
 
 from attention.errors import InputError, NoClassifierError
 from attention.images import MAX_TOKENS, ImageSource
-from attention.vit.capture import Recorder, check_supported, recording
+from attention.vit.backbone import describe
+from attention.vit.capture import Recorder, recording
 from attention.vit.flow import nth_smallest
 from attention.vit.models import REGISTRY
 from attention.vit.preprocess import prepare
@@ -49,13 +50,14 @@ def check_classifier(model: torch.nn.Module) -> None:
     """Raises NoClassifierError when `model` has no classifier head, InputError when its head does not
     read the class token (relevance is the class token's row)."""
     name = getattr(model, "alias", type(model).__name__)
-    if int(getattr(model, "num_classes", 0) or 0) <= 0:
+    bb = describe(model)
+    if not bb.classifier:
         raise NoClassifierError(
             f"{name} has no classifier head (a feature backbone), so there is no class to explain; "
             f"pick a classifier: {', '.join(classifiers())}."
         )
-    pool = getattr(model, "global_pool", "token")
-    if pool != "token" or getattr(model, "cls_token", None) is None:
+    pool = bb.extra.get("readout", "token")
+    if pool != "token" or "cls" not in bb.prefix:
         raise InputError(
             f"{name} pools its tokens by {pool!r}, not through a class token; relevance explains the class "
             f"token's decision: pick a model that classifies from it, such as {', '.join(classifiers())}."
@@ -210,15 +212,15 @@ def relevance_rows(
     target: an output index, None = the top class.
     """
     check_classifier(model)
-    check_supported(model)
+    bb = describe(model)
     if not 0 <= discard_ratio < 1:
         raise InputError(f"Discard ratio {discard_ratio} is out of range; accepted: 0 up to, not including, 1.")
     param = next(model.parameters())
-    n_layers = len(model.blocks)
+    n_layers = bb.depth
     rec = _Kept(n_layers)
     with torch.inference_mode(False), torch.enable_grad():
         with recording(model, rec):
-            out = model(x.to(param.device, param.dtype).clone().requires_grad_(True))[0]
+            out = bb.run(x.to(param.device, param.dtype).clone().requires_grad_(True), True)[0]
         if any(k is None for k in rec.kernel):
             raise InputError("Unsupported attention block: a layer ran without the engine's kernel hook.")
         t = int(out.argmax()) if target is None else int(target)
@@ -289,8 +291,8 @@ def relevance(
         attention=attention.numpy(),
         grid=grid,
         image=shown,
-        patch_size=model.patch_embed.patch_size[0],
-        num_prefix_tokens=model.num_prefix_tokens,
+        patch_size=describe(model).patch_size,
+        num_prefix_tokens=describe(model).num_prefix_tokens,
         discard_ratio=float(discard_ratio),
         seconds=time.perf_counter() - t0,
     )

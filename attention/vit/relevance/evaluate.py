@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from attention import mnist
+from attention.vit.backbone import describe
 from attention.vit.extract import attention_maps
 from attention.vit.flow import rollout_map
 from attention.vit.preprocess import prepare
@@ -55,7 +56,7 @@ def curves(model: torch.nn.Module, digit: np.ndarray, rng: np.random.Generator) 
     curves float64 (len(STEPS),): the class's probability at each removed fraction."""
     rel = relevance(model, digit)
     x, _, grid = prepare(model, digit, "auto", 16384, None)
-    patch = model.patch_embed.patch_size[0]
+    patch = describe(model).patch_size
     batches, names = [], []
     for name, order in orders(rel, digit, model, rng).items():
         batches += [removal_batch(x, order, grid, patch), removal_batch(x, order[::-1].copy(), grid, patch)]

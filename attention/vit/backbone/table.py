@@ -1,0 +1,65 @@
+"""The README's table of the libraries whose model objects the engine reads, generated from the
+descriptions themselves (`python -m attention.vit.backbone.table`); tests/vit/test_backbone_table.py
+checks that the README shows exactly this."""
+
+from __future__ import annotations
+
+from attention.vit.backbone import hf, timm
+
+ROWS = [  # library, classes, how the attention is read, the oracle its tests compare with, the tests
+    (
+        "timm",
+        "VisionTransformer, DeiT, Eva (EVA-02, DINOv3, RoPE ViTs), BEiT, relpos ViTs; by `create_model` or "
+        "constructor; fused or unfused (TIMM_FUSED_ATTN=0/2)",
+        "fused kernel call, or its explicit softmax",
+        "timm's unfused softmax",
+        "test_families.py, test_backbone_timm.py",
+    ),
+    (
+        "transformers",
+        ", ".join(hf.CLASSES) + " (sdpa and eager); " + ", ".join(hf.CLASSIFIERS),
+        "sdpa kernel call, or eager's explicit softmax; SigLIP's pool: nn.MultiheadAttention",
+        "`output_attentions=True` under eager",
+        "test_backbone_hf.py, test_backbone_load.py",
+    ),
+    (
+        "Meta (torch.hub)",
+        "DINOv2 `DinoVisionTransformer` (block chunks; registers), DINO `VisionTransformer`, DINOv3 "
+        "`DinoVisionTransformer` (storage tokens, RoPE), by module layout",
+        "explicit softmax (DINO, DINOv2); DINOv3's kernel call, read per block",
+        "its own qkv's softmax (`dinov2` package); DINO, DINOv3, DINOv2-reg: checked once against their repos",
+        "test_backbone_meta.py",
+    ),
+    (
+        "open_clip",
+        "visual towers: VisionTransformer, TimmModel (its timm trunk)",
+        "nn.MultiheadAttention: q, k from its input and in_proj weights",
+        "`need_weights=True, average_attn_weights=False`",
+        "test_backbone_mha.py, test_backbone_load.py",
+    ),
+    (
+        "torchvision",
+        "VisionTransformer (vit_b_16 ...), a classifier: `relevance` too",
+        "nn.MultiheadAttention: q, k from its input and in_proj weights",
+        "`need_weights=True, average_attn_weights=False`",
+        "test_backbone_mha.py",
+    ),
+]
+
+
+def table() -> str:
+    """The Markdown table: one row per library, then the refused kinds."""
+    head = "| library | model objects described | attention read at | exact against (1e-4 of each row's peak) | tests |"
+    lines = [head, "|---|---|---|---|---|"]
+    lines += [f"| {' | '.join(r)} |" for r in ROWS]
+    refused = sorted({f"{k} ({v.split(':')[0]})" for k, v in timm.REFUSED_MODELS.items()})
+    lines.append(
+        "| refused (typed, before any forward) | "
+        + "; ".join(refused)
+        + "; hybrid ViTs with a CNN stem; non-square patches | - | - | test_backbone_timm.py |"
+    )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(table())

@@ -1,0 +1,133 @@
+"""A transformers DINOv2-S/14 model object (random weights) through the engine, against transformers'
+own ways to get attention, at 224, 518 and 784 px, in one run:
+
+    python -m bench.bench_backbones              # the three sizes (several minutes on 2 cores)
+    python -m bench.bench_backbones --px 224     # one size
+
+- fused:  the model's own forward under attn_implementation="sdpa" (no attention returned)
+- ours:   `query_rows` on that same object: every layer's CLS row, read at its fused kernel
+- eager:  transformers' way to get attention: attn_implementation="eager", output_attentions=True
+          (every layer's N x N kept)
+Times: median of interleaved repeats in one process, relative to fused (goal: ours <= 1.1x).
+Peak extra memory: each method in its own fresh subprocess, peak RSS (CPU) or
+torch.cuda.max_memory_allocated (CUDA) minus the level before the call (goal: ours O(N), like fused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from bench.common import in_fresh_process, interleaved_medians, markdown_table, peak_growth_mb
+
+SIZES = (224, 518, 784)
+METHODS = ("fused", "ours", "eager")
+
+
+def setup(size: int, device: str):
+    import torch
+    import transformers as T
+
+    torch.manual_seed(0)
+    cfg = T.Dinov2Config(
+        hidden_size=384,
+        num_hidden_layers=12,
+        num_attention_heads=6,
+        intermediate_size=1536,
+        image_size=518,
+        patch_size=14,
+    )
+    model = T.Dinov2Model(cfg).eval().to(device)
+    model.set_attn_implementation("sdpa")
+    eager = T.Dinov2Model(cfg).eval().to(device)
+    eager.load_state_dict(model.state_dict())
+    eager.set_attn_implementation("eager")
+    x = torch.randn(1, 3, size, size, device=device)
+    return model, eager, x
+
+
+def runner(method: str, model, eager, x):
+    from attention.vit.rows import query_rows
+
+    if method == "fused":
+        return lambda: model(pixel_values=x)
+    if method == "ours":
+        return lambda: query_rows(model, x, 0)
+    if method == "eager":
+        return lambda: eager(pixel_values=x, output_attentions=True)
+    raise ValueError(method)
+
+
+def synced(fn, device: str):
+    import torch
+
+    if device != "cuda":
+        return fn
+
+    def run():
+        out = fn()
+        torch.cuda.synchronize()
+        return out
+
+    return run
+
+
+def child_memory(size: int, method: str, device: str) -> None:
+    """In a fresh process: peak memory growth (MB) during one call of `method`, after a warm-up call."""
+    import torch
+
+    with torch.inference_mode():
+        model, eager, x = setup(size, device)
+        fn = runner(method, model, eager, x)
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            synced(fn, device)()
+            extra = (torch.cuda.max_memory_allocated() - base) / 2**20
+        else:
+            extra = peak_growth_mb(fn)
+    print(json.dumps({"extra_mb": extra}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--px", type=int, default=None, help="one size only")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when there is one)")
+    ap.add_argument("--child", nargs=3)
+    args = ap.parse_args()
+    import torch
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if args.child:
+        child_memory(int(args.child[0]), args.child[1], args.child[2])
+        return
+    rows = []
+    for size in [args.px] if args.px else SIZES:
+        with torch.inference_mode():
+            model, eager, x = setup(size, device)
+            t = interleaved_medians({m: synced(runner(m, model, eager, x), device) for m in METHODS}, args.reps)
+            del model, eager, x
+        mem = {m: in_fresh_process(__spec__.name, ["--child", str(size), m, device])["extra_mb"] for m in METHODS}
+        n = 1 + (size // 14) ** 2
+        rows.append(
+            [
+                f"{size} px ({n} tokens)",
+                f"{t['fused'] * 1e3:.0f} ms",
+                f"{t['ours'] / t['fused']:.2f}x",
+                f"{t['eager'] / t['fused']:.2f}x",
+                f"{mem['fused']:.0f} MB",
+                f"{mem['ours']:.0f} MB",
+                f"{mem['eager']:.0f} MB",
+            ]
+        )
+        print(f"{size} px: {t} {mem}", flush=True)
+    head = ["input", "fused forward", "ours / fused", "eager attentions / fused", "fused peak +", "ours peak +"]
+    print(f"\ntransformers Dinov2Model ViT-S/14, random weights, {device}, torch {torch.__version__}")
+    print(markdown_table([*head, "eager peak +"], rows))
+
+
+if __name__ == "__main__":
+    main()

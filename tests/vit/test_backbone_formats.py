@@ -1,0 +1,169 @@
+"""Checkpoint formats people hold (`backbone.formats`), each written here and loaded through
+`checkpoint.load` into a timm architecture: every layer's maps equal the source model's within 1e-5
+(the source read by its own library: Meta's DINOv2 class, transformers, timm); one DINOv2 converted
+between Meta's class, timm and transformers gives the same maps in all three; a fine-tuned
+classifier's head is kept and `relevance` explains it."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+import timm
+import torch
+
+from attention.vit import checkpoint
+from attention.vit.relevance.compute import relevance_rows
+from attention.vit.rows import query_rows
+from tests.vit.backbone_oracle import peak
+
+T = pytest.importorskip("transformers")
+vt = pytest.importorskip("dinov2.models.vision_transformer")
+TINY = dict(embed_dim=32, depth=3, num_heads=4, img_size=28, dynamic_img_size=True)
+
+
+def timm_tiny(arch: str, **kw) -> torch.nn.Module:
+    return timm.create_model(arch, pretrained=False, num_classes=kw.pop("num_classes", 0), **(TINY | kw)).eval()
+
+
+def meta_dinov2(chunks: int) -> torch.nn.Module:
+    from dinov2.layers import MemEffAttention
+    from dinov2.layers.block import NestedTensorBlock
+
+    torch.manual_seed(0)
+    m = vt.DinoVisionTransformer(
+        img_size=28,
+        patch_size=14,
+        embed_dim=32,
+        depth=3,
+        num_heads=4,
+        init_values=1.0,
+        block_chunks=chunks,
+        block_fn=partial(NestedTensorBlock, attn_class=MemEffAttention),
+    ).eval()
+    peak(m)
+    with torch.no_grad():
+        m.pos_embed.normal_(0, 0.5)
+        m.cls_token.normal_(0, 1)
+    return m
+
+
+def loaded(tmp_path, data: dict, arch: str, monkeypatch, **kw) -> torch.nn.Module:
+    """`checkpoint.load` of `data` saved as a file, with the architecture built tiny."""
+    path = tmp_path / "ckpt.pth"
+    torch.save(data, path)
+    monkeypatch.setattr(checkpoint, "build", lambda a, num_classes=0: timm_tiny(a, num_classes=num_classes, **kw))
+    return checkpoint.load(path, arch).eval()
+
+
+def rows(model, x) -> torch.Tensor:
+    N = query_rows(model, x, 0)[0].shape[-1]
+    return torch.softmax(query_rows(model, x.expand(N, -1, -1, -1), torch.arange(N))[0], -1)  # every query
+
+
+X = torch.randn(1, 3, 42, 28)  # non-square, off the trained grid: position embeddings resampled
+
+
+@pytest.mark.parametrize("layout", ["teacher_chunks", "fsdp", "compiled"])
+def test_dinov2_training_outputs_load_with_the_source_maps(layout, tmp_path, monkeypatch):
+    src = meta_dinov2(chunks=3 if layout == "teacher_chunks" else 0)
+    sd = src.state_dict()
+    assert layout != "teacher_chunks" or any(k.startswith("blocks.1.1.") for k in sd)
+    head = {"dino_head.mlp.0.weight": torch.randn(8, 32)}
+    if layout == "teacher_chunks":  # teacher_checkpoint.pth: {'teacher': {'backbone.blocks.<c>.<i>...', heads}}
+        data = {"teacher": {**{f"backbone.{k}": v for k, v in sd.items()}, **head}, "iteration": 10}
+    elif layout == "fsdp":  # {'model': {'teacher.backbone...', 'student.backbone...', heads}}
+        data = {
+            "model": {
+                **{f"teacher.backbone.{k}": v for k, v in sd.items()},
+                **{f"student.backbone.{k}": v * 0 for k, v in sd.items()},
+            }
+        }
+    else:
+        data = {f"_orig_mod.{k}": v for k, v in sd.items()}
+    model = loaded(tmp_path, data, "vit_small_patch14_dinov2", monkeypatch, patch_size=14, init_values=1.0)
+    # Meta's interpolation differs from timm's (offset 0.1): compare on the trained grid, where none is resampled
+    x = torch.randn(1, 3, 28, 28)
+    torch.testing.assert_close(rows(model, x), rows(src, x), atol=1e-5, rtol=0)
+    assert "formats converted" in str(model.checkpoint_report)
+
+
+def hf_dinov2(registers: int) -> torch.nn.Module:
+    torch.manual_seed(1)
+    cls = T.Dinov2WithRegistersModel if registers else T.Dinov2Model
+    cfg = (T.Dinov2WithRegistersConfig if registers else T.Dinov2Config)(
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=128,
+        image_size=28,
+        patch_size=14,
+        **({"num_register_tokens": registers} if registers else {}),
+    )
+    m = cls(cfg).eval()
+    peak(m)
+    with torch.no_grad():
+        m.embeddings.position_embeddings.normal_(0, 0.5)
+        m.embeddings.cls_token.normal_(0, 1)
+        if registers:
+            m.embeddings.register_tokens.normal_(0, 1)
+    return m
+
+
+def hf_rows(model, x) -> torch.Tensor:
+    import copy
+
+    ref = copy.deepcopy(model)
+    ref.set_attn_implementation("eager")
+    with torch.no_grad():
+        att = ref(pixel_values=x, output_attentions=True).attentions
+    return torch.stack([a[0] for a in att]).permute(2, 0, 1, 3)  # (L, H, Nq, N) -> (Nq, L, H, N)
+
+
+@pytest.mark.parametrize("registers", [0, 4])
+def test_a_transformers_model_safetensors_loads_with_its_maps(registers, tmp_path, monkeypatch):
+    src = hf_dinov2(registers)
+    out = tmp_path / "hf"
+    src.save_pretrained(out)  # model.safetensors in transformers' own (old-style) names
+    path = tmp_path / "model.safetensors"
+    path.write_bytes((out / "model.safetensors").read_bytes())
+    arch = "vit_small_patch14_reg4_dinov2" if registers else "vit_small_patch14_dinov2"
+    kw = dict(patch_size=14, init_values=1.0, mlp_ratio=4.0)
+    monkeypatch.setattr(checkpoint, "build", lambda a, num_classes=0: timm_tiny(a, num_classes=num_classes, **kw))
+    model = checkpoint.load(path, arch).eval()
+    assert "transformers" in str(model.checkpoint_report)
+    x = torch.randn(1, 3, 28, 28)
+    torch.testing.assert_close(rows(model, x), hf_rows(src, x), atol=1e-5, rtol=0)
+
+
+def test_a_fine_tuned_classifier_keeps_its_head_and_relevance_explains_it(tmp_path, monkeypatch):
+    torch.manual_seed(3)
+    src = timm_tiny("vit_small_patch16_224", num_classes=7, img_size=32, patch_size=16)
+    model = loaded(
+        tmp_path, {"model": src.state_dict()}, "vit_small_patch16_224", monkeypatch, img_size=32, patch_size=16
+    )
+    assert model.num_classes == 7 and "head" not in str(model.checkpoint_report)
+    x = torch.randn(1, 3, 32, 32)
+    logits, t, chefer, _, _ = relevance_rows(model, x)
+    with torch.no_grad():
+        torch.testing.assert_close(logits, src(x)[0], atol=1e-5, rtol=0)
+    assert t == int(logits.argmax()) and chefer.shape == (5,)
+
+
+def test_one_dinov2_in_transformers_meta_and_timm_has_the_same_maps():
+    from attention.vit.backbone import formats
+    from tests.vit.test_backbone_meta import oracle as meta_oracle
+
+    hf = hf_dinov2(0)  # the source: a transformers Dinov2Model
+    meta_sd = formats._from_hf(hf.state_dict(), "")  # transformers' names -> Meta's
+    meta = meta_dinov2(chunks=0)
+    meta.load_state_dict(meta_sd, strict=True)
+    tm = timm_tiny("vit_small_patch14_dinov2", patch_size=14, init_values=1.0)
+    tensors, found = formats.convert(dict(meta_sd), tm)
+    tm.load_state_dict(tensors, strict=True)
+    x = torch.randn(1, 3, 28, 28)  # the trained grid: each library resamples positions its own way elsewhere
+    ref = hf_rows(hf, x)  # transformers' own attention (eager output_attentions)
+    meta_ref = torch.stack([a[0] for a in meta_oracle(meta, x)]).permute(2, 0, 1, 3)  # Meta's own softmax
+    torch.testing.assert_close(meta_ref, ref, atol=1e-5, rtol=0)
+    for model in (hf, meta, tm):  # the engine on each library's object
+        torch.testing.assert_close(rows(model, x), ref, atol=1e-5, rtol=0)
