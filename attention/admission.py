@@ -13,8 +13,10 @@ of work with its own slots:
   chunks; `Turn.pause` hands the slot to a waiting visitor between chunks and queues again at the back).
 
 A job is admitted in two steps when a queue stands in front (Gradio's): `reserve` when it asks to join
-(refused at once, nothing queued), then `turn` when its handler runs, which claims that reservation.
-A reservation no handler claims within `reserve_ttl` seconds (a job dropped before it ran) lapses.
+(refused at once, nothing queued), then `held` around its handler, which claims that reservation (a
+`turn` inside it is not admitted again; a handler that needs no turn, a stored answer, gives its place
+back on leaving). A reservation no handler claims within `reserve_ttl` seconds (a job dropped before it
+ran) lapses.
 
     HEAVY = Lane("heavy", slots=1, queued=2, max_waiting=16, bound_s=120)
     HEAVY.reserve(Visitor("sess", "10.0.0.1"))          # in the queue's validator: Busy at once if over
@@ -32,6 +34,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from attention.config import SETTINGS
 from attention.errors import BudgetError
 
 
@@ -127,6 +130,8 @@ class Lane:
         self._reserved: dict[Visitor, deque[float]] = {}  # visitor -> when each unclaimed reservation was made
         self._queue: OrderedDict[str, deque[_Ticket]] = OrderedDict()  # turn key -> its waiting jobs, round order
         self._busy = 0
+        self._holding: dict[Visitor, int] = {}  # visitor -> admitted jobs inside `held` and not in a turn
+        self._local = threading.local()  # the Visitor whose admitted job this thread's handler holds
 
     # ----- counts ---------------------------------------------------------------------------------
     def _lapse(self) -> None:
@@ -142,13 +147,18 @@ class Lane:
         """(running, waiting) of counter `key`: waiting = reservations and queued tickets."""
         waiting = sum(len(q) for v, q in self._reserved.items() if key in v.keys)
         waiting += sum(1 for q in self._queue.values() for t in q if key in t.visitor.keys)
+        waiting += sum(n for v, n in self._holding.items() if key in v.keys)
         return self._running.get(key, 0), waiting
 
     def waiting(self) -> int:
         """Jobs admitted and not computing (reserved or queued), every visitor's."""
         with self._cond:
             self._lapse()
-            return sum(len(q) for q in self._reserved.values()) + sum(len(q) for q in self._queue.values())
+            return self._total()
+
+    def _total(self) -> int:
+        reserved = sum(len(q) for q in self._reserved.values())
+        return reserved + sum(len(q) for q in self._queue.values()) + sum(self._holding.values())
 
     def _admit(self, visitor: Visitor) -> None:
         """Busy unless one more job of `visitor` fits (the caller holds the lock)."""
@@ -164,7 +174,7 @@ class Lane:
                     f"{self.bound_s:,.0f} s (each job runs at most that long), when one has finished.",
                     self.bound_s,
                 )
-        total = sum(len(q) for q in self._reserved.values()) + sum(len(q) for q in self._queue.values())
+        total = self._total()
         if total >= self.max_waiting:
             raise Busy(
                 f"Not queued: the server's {self.name} work has {total} jobs waiting, the most it holds; try "
@@ -179,19 +189,52 @@ class Lane:
             self._admit(visitor)
             self._reserved.setdefault(visitor, deque()).append(self._clock())
 
+    def _claim(self, visitor: Visitor) -> None:
+        """Take `visitor`'s oldest reservation, or admit the job now (Busy if over); the caller holds the lock."""
+        self._lapse()
+        if self._reserved.get(visitor):
+            self._reserved[visitor].popleft()
+            if not self._reserved[visitor]:
+                del self._reserved[visitor]
+        else:
+            self._admit(visitor)
+
+    def _hold(self, visitor: Visitor, n: int) -> None:
+        self._holding[visitor] = self._holding.get(visitor, 0) + n
+        if not self._holding[visitor]:
+            del self._holding[visitor]
+
+    @contextlib.contextmanager
+    def held(self, visitor: Visitor) -> Iterator[None]:
+        """Around a handler: claims `visitor`'s reservation (or admits the job now, Busy if over) and keeps it
+        counted until the handler returns; a `turn` of the same visitor in this thread is then not admitted
+        again. Nested or for an unknown visitor (no keys): nothing."""
+        if not visitor.keys or getattr(self._local, "visitor", None) is not None:
+            yield
+            return
+        with self._cond:
+            self._claim(visitor)
+            self._hold(visitor, 1)
+        self._local.visitor = visitor
+        try:
+            yield
+        finally:
+            self._local.visitor = None
+            with self._cond:
+                self._hold(visitor, -1)
+
     @contextlib.contextmanager
     def turn(self, visitor: Visitor) -> Iterator[Turn]:
         """Hold a slot of the lane while inside: claims `visitor`'s reservation (or admits the job now, Busy
-        if over), waits for its round-robin turn, then runs; the slot goes to the next visitor on leaving."""
+        if over; not again inside `held`), waits for its round-robin turn, then runs; the slot goes to the
+        next visitor on leaving."""
         ticket = _Ticket(visitor)
+        inside = getattr(self._local, "visitor", None) == visitor
         with self._cond:
-            self._lapse()
-            if self._reserved.get(visitor):
-                self._reserved[visitor].popleft()
-                if not self._reserved[visitor]:
-                    del self._reserved[visitor]
+            if inside:
+                self._hold(visitor, -1)  # counted as its ticket now
             else:
-                self._admit(visitor)
+                self._claim(visitor)
             self._enqueue(ticket)
             self._wait(ticket)
         try:
@@ -199,6 +242,8 @@ class Lane:
         finally:
             with self._cond:
                 self._release_slot(ticket)
+                if inside:
+                    self._hold(visitor, 1)
 
     # ----- the round (the caller holds the lock) --------------------------------------------------
     def _enqueue(self, ticket: _Ticket) -> None:
@@ -217,16 +262,19 @@ class Lane:
                 del self._running[key]
         self._dispatch()
 
+    def _may_run(self, visitor: Visitor) -> bool:
+        return all(self._running.get(k, 0) < self.running for k in visitor.keys)
+
     def _dispatch(self) -> None:
         """Grant free slots round-robin: the first visitor in the round whose next job may run (none of its
         counters at `running`) gets it and goes to the back of the round."""
         granted = False
         while self._busy < self.slots:
-            for key, q in self._queue.items():
-                if q and all(self._running.get(k, 0) < self.running for k in q[0].visitor.keys):
-                    break
-            else:
+            ready = (k for k, q in self._queue.items() if q and self._may_run(q[0].visitor))
+            key = next(ready, None)
+            if key is None:
                 break
+            q = self._queue[key]
             ticket = q.popleft()
             self._queue.move_to_end(key)
             if not q:
@@ -237,3 +285,15 @@ class Lane:
                 self._running[k] = self._running.get(k, 0) + 1
         if granted:
             self._cond.notify_all()
+
+
+HEAVY = Lane(
+    "relevance and video",
+    slots=SETTINGS.heavy_slots,
+    queued=SETTINGS.visitor_queued,
+    max_waiting=SETTINGS.heavy_waiting,
+    bound_s=SETTINGS.job_seconds,
+)
+"""Relevance and attention videos: ATTENTION_HEAVY_SLOTS at once (1), shared round-robin between visitors;
+per visitor 1 running and ATTENTION_VISITOR_QUEUED waiting (2); ATTENTION_HEAVY_WAITING waiting in all
+(16); each job holds its slot at most ATTENTION_JOB_SECONDS (a video between its chunks)."""

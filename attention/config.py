@@ -131,10 +131,14 @@ class Settings:
     visitor_queued: int = 2
     heavy_waiting: int = 16
     job_seconds: float = 120.0
-    relevance_gflop_cpu: float = 1500.0  # estimated compute of one relevance job on a CPU: ATTENTION_RELEVANCE_MAX_GFLOP_CPU
+    relevance_gflop_cpu: float = (
+        1500.0  # estimated compute of one relevance job on a CPU: ATTENTION_RELEVANCE_MAX_GFLOP_CPU
+    )
     relevance_gflop_gpu: float = 40_000.0  # ... on a GPU: ATTENTION_RELEVANCE_MAX_GFLOP_GPU
     video_decode_pixels: int = 36_000_000  # pixels of a decoded frame, canvas included: ATTENTION_VIDEO_DECODE_PIXELS
-    video_decode_gpixels: float = 20.0  # pixels decoded for one video (all its frames), billions: ATTENTION_VIDEO_DECODE_GPIXELS
+    video_decode_gpixels: float = (
+        20.0  # pixels decoded for one video (all its frames), billions: ATTENTION_VIDEO_DECODE_GPIXELS
+    )
     video_decode_seconds: float = 60.0  # seconds of decoding for one video: ATTENTION_VIDEO_DECODE_SECONDS
     video_npz_mb: float = 64.0  # the raw maps (.npz) of one video, MB: ATTENTION_VIDEO_NPZ_MB
     # the client address: X-Forwarded-For entries are taken (right to left) only past these proxies

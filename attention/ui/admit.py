@@ -17,20 +17,10 @@ from collections.abc import Callable
 
 import gradio as gr
 
-from attention.admission import Busy, Lane, Visitor
-from attention.config import SETTINGS
+from attention.admission import HEAVY, Busy, Lane, Visitor
 from attention.clients import VISITOR_HEADER
+from attention.config import SETTINGS
 
-HEAVY = Lane(
-    "relevance and video",
-    slots=SETTINGS.heavy_slots,
-    queued=SETTINGS.visitor_queued,
-    max_waiting=SETTINGS.heavy_waiting,
-    bound_s=SETTINGS.job_seconds,
-)
-"""Relevance and attention videos: ATTENTION_HEAVY_SLOTS at once (1), shared round-robin between visitors;
-per visitor 1 running and ATTENTION_VISITOR_QUEUED waiting (2); ATTENTION_HEAVY_WAITING waiting in all
-(16); each job holds its slot at most ATTENTION_JOB_SECONDS (a video between its chunks)."""
 HEAVY_QUEUE = dict(concurrency_id="heavy", concurrency_limit=SETTINGS.heavy_slots + SETTINGS.heavy_waiting)
 """Gradio's queue for heavy events: every admitted job starts at once and waits in `HEAVY`'s round (Gradio's
 own queue is first come first served)."""

@@ -97,7 +97,9 @@ class FileInputs:
             return all(self._uploaded(v) for v in value)
         if not isinstance(value, dict):
             return False
-        if "path" in value or "url" in value:  # the path is what Gradio reads (or downloads, for a URL), whatever the url
+        if (
+            "path" in value or "url" in value
+        ):  # the path is what Gradio reads (or downloads, for a URL), whatever the url
             where = value.get("path")
             if not isinstance(where, str) or "://" in where or where.startswith("data:"):
                 return False

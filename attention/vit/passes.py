@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from attention.admission import Lane, Visitor
 from attention.cache import SharedCache
 from attention.config import SETTINGS
 from attention.errors import InputError
 from attention.images import ImageSource
-from attention.admission import Lane, Visitor
 from attention.vit import features
 from attention.vit.extract import AttentionMaps, attention_maps
 from attention.vit.flow import rollout_map
@@ -213,7 +213,8 @@ def get_pass(
     once, then kept there; a one-query pass is never kept. None: a new forward every call (a script).
     progress: told (fraction, description) before a new forward and after it.
     shared: see `forward` (model allow-list and compute budget).
-    visitor: who asks (a session id, or a `Visitor`: session and client address). A picture that is not a shipped example is then theirs alone: its
+    visitor: who asks (a session id, or a `Visitor`: session and client address). A picture that is not a
+    shipped example is then theirs alone: its
     pass is keyed and charged to them (`pass_key`; the store bounds each visitor's share), so another
     visitor sending the same bytes gets a pass of their own. Examples stay shared, charged to "examples".
 
