@@ -34,8 +34,8 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="mnist_vit")
-    ap.add_argument("--sides", default="28,128,256,384,512", help="input sides in px (square)")
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--sides", default="28,128,256,384", help="input sides in px (square)")
+    ap.add_argument("--reps", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(1)
     model = model_of(args.model)

@@ -111,7 +111,7 @@ def check_budget(
 # elementwise work in flop-equivalents per entry, fitted to measured times (bench/bench_relevance_factor.py:
 # relevance / forward at several token counts, mnist_vit and ViT-S/16 on CPU; see docs/admission.md).
 BACKWARD = 2.0
-ENTRY_FLOP = 0.0
+ENTRY_FLOP = 1300.0
 
 
 def relevance_gflop(model: torch.nn.Module, tokens: int) -> float:
