@@ -21,23 +21,23 @@ from collections.abc import Callable
 import gradio as gr
 
 from attention.config import SETTINGS
-from attention.errors import AttentionError, html_text
+from attention.errors import AttentionError, cut, html_text
 
 
 def error(message: object) -> gr.Error:
     """A `gr.Error` showing `message` as text (`html_text`: Gradio renders a toast's message as HTML),
-    without a traceback in the log."""
-    return gr.Error(html_text(message), print_exception=False)
+    without a traceback in the log; cut to `errors.MAX_ECHO` characters, saying how much was cut."""
+    return gr.Error(html_text(cut(message)), print_exception=False)
 
 
 def warning(message: object) -> None:
     """`gr.Warning` with `message` shown as text (see `error`)."""
-    gr.Warning(html_text(message))
+    gr.Warning(html_text(cut(message)))
 
 
 def info(message: object) -> None:
     """`gr.Info` with `message` shown as text (see `error`)."""
-    gr.Info(html_text(message))
+    gr.Info(html_text(cut(message)))
 
 
 def visitor() -> str | None:
@@ -136,7 +136,7 @@ log = logging.getLogger(__name__)
 
 def _refused(fn, e: AttentionError) -> gr.Error:
     """The visitor's message for a typed error, logged for the operator (a refusal, not a fault)."""
-    log.info("%s refused: %s: %s", fn.__name__, type(e).__name__, e)
+    log.info("%s refused: %s: %s", fn.__name__, type(e).__name__, cut(e))
     return error(e)
 
 

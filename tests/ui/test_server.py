@@ -138,7 +138,9 @@ def test_a_forged_forwarding_header_opens_no_new_client(small_app_no_proxy):
     peer), so past the 3 a minute they are refused."""
     url, _ = small_app_no_proxy
     codes = [
-        httpx.post(url + "gradio_api/call/go", json={"data": []}, headers={"X-Forwarded-For": f"10.9.{i}.1"}).status_code
+        httpx.post(
+            url + "gradio_api/call/go", json={"data": []}, headers={"X-Forwarded-For": f"10.9.{i}.1"}
+        ).status_code
         for i in range(40)
     ]
     assert codes[:3] == [200] * 3 and codes.count(429) == 37, codes
