@@ -224,17 +224,22 @@ class Guard:
             if r.status in HELD and self.limits.refusal_delay > 0:
                 await asyncio.sleep(self.limits.refusal_delay)  # a flooding client's connections wait (a tarpit)
             return await _answer(send, r)
+        started = False
+
+        async def sending(message):
+            nonlocal started
+            started = True
+            await send(message)
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, sending)
         except Exception as e:
             if type(e).__name__ != "ClientDisconnect":  # starlette's: the client went away mid-body
                 raise
-            log.info(
-                "client %s went away during %s %s (ClientDisconnect)",
-                scope["client"][0],
-                scope["method"],
-                scope["path"][:80],
-            )
+            where = f"{scope['method']} {scope['path'][:80]}"
+            log.info("client %s went away during %s (ClientDisconnect)", scope["client"][0], where)
+            if not started:  # (nobody reads it)
+                await _answer(send, Refusal(400, "The client went away before sending the whole body."))
 
     # ----- the checks ----------------------------------------------------------------------------
     async def _check(self, scope, receive):
