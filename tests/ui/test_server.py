@@ -128,7 +128,7 @@ def small_app():
 @pytest.fixture
 def small_app_no_proxy():
     """`_small_app` with no proxy trusted (the default: a visitor's X-Forwarded-For means nothing)."""
-    demo, url, cid = _small_app()
+    demo, url, cid = _small_app(trusted_proxies="", proxy_hops=0)
     yield url, cid
     demo.close()
 
