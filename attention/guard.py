@@ -42,6 +42,7 @@ from attention.clients import VISITOR_HEADER, Proxies, sign, verify
 
 log = logging.getLogger(__name__)
 LOOPBACK = {"127.0.0.1", "::1"}
+MAX_ERROR_BYTES = 4096  # an error answer's body from the app beyond this is cut (it may quote what a visitor sent)
 HELD = {400, 403, 413, 429}  # refusals of what a flood sends: each costs its sender a second, the server ~nothing
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # Gradio's page: base-36 digits; gradio_client: a UUID
 
@@ -224,12 +225,28 @@ class Guard:
             if r.status in HELD and self.limits.refusal_delay > 0:
                 await asyncio.sleep(self.limits.refusal_delay)  # a flooding client's connections wait (a tarpit)
             return await _answer(send, r)
-        started = False
+        started, held = False, None
 
         async def sending(message):
-            nonlocal started
+            """The app's answer, an error's body cut to MAX_ERROR_BYTES (Gradio's errors may quote what was sent)."""
+            nonlocal started, held
             started = True
-            await send(message)
+            if message["type"] == "http.response.start" and message.get("status", 200) >= 400:
+                held = [message, b""]
+                return
+            if held is None or message["type"] != "http.response.body":
+                return await send(message)
+            held[1] += message.get("body", b"")
+            if len(held[1]) > 4 * MAX_ERROR_BYTES:
+                held[1] = held[1][: 4 * MAX_ERROR_BYTES]  # bounded while it comes
+            if message.get("more_body"):
+                return
+            body = held[1]
+            if len(body) > MAX_ERROR_BYTES:
+                body = body[:MAX_ERROR_BYTES] + b"... (the rest of this answer was cut)"
+            headers = [(k, v) for k, v in held[0].get("headers", []) if k.lower() != b"content-length"]
+            await send({**held[0], "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
 
         try:
             await self.app(scope, receive, sending)

@@ -121,3 +121,26 @@ def test_a_client_that_goes_away_is_one_log_line(caplog):
     http.post("/gradio_api/upload", content=b"x" * 10, headers={"content-type": "application/octet-stream"})
     lines = [r for r in caplog.records if "went away" in r.getMessage()]
     assert len(lines) == 1 and lines[0].exc_info is None and "\n" not in lines[0].getMessage()
+
+
+def test_an_error_answer_of_the_app_is_cut():
+    class Echo:
+        async def __call__(self, scope, receive, send):
+            body = b""
+            while True:
+                m = await receive()
+                body += m.get("body", b"")
+                if not m.get("more_body"):
+                    break
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 400,
+                    "headers": [(b"content-length", str(len(body)).encode())],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+
+    _, _, http = guard_at("10.0.0.1", app=Echo(), body_bytes=2 << 20)
+    r = http.post("/gradio_api/run/x", content=b"y" * 900_000, headers={"content-type": "text/plain"})
+    assert r.status_code == 400 and len(r.content) < 5000 and r.content.endswith(b"(the rest of this answer was cut)")

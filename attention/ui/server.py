@@ -73,6 +73,7 @@ class FileInputs:
             for fn in blocks.fns.values()
         }
         self.by_name = {fn.api_name: fn._id for fn in blocks.fns.values() if fn.api_name}
+        self.n_inputs = {fn._id: len(fn.inputs) for fn in blocks.fns.values()}
 
     def __call__(self, path: str, body: dict) -> tuple[str, list[dict]] | None:
         """None if every file input of the called event holds an uploaded file (or nothing); else
@@ -87,6 +88,12 @@ class FileInputs:
                 message = f"{label!r} is not a file uploaded to this server; accepted: {FILE_ACCEPTED}."
                 detail = [{"__type__": "validate", "is_valid": False, "parameter_name": label, "message": message}]
                 return message, detail
+        if len(data) < self.n_inputs[fn]:  # Gradio's own refusal would echo every value sent, in the answer and log
+            message = (
+                f"This call sends {len(data)} values; this endpoint takes {self.n_inputs[fn]} (one per input, in "
+                "order: gradio_client fills the defaults)."
+            )
+            return message, [{"__type__": "validate", "is_valid": False, "parameter_name": "data", "message": message}]
         return None
 
     def _uploaded(self, value: Any) -> bool:

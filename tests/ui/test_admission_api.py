@@ -7,7 +7,6 @@ MCP callers as visitors of their own; messages cut."""
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import numpy as np
@@ -130,3 +129,8 @@ def test_a_huge_value_comes_back_cut_in_the_answer_and_the_log(client, caplog):
     assert len(str(e.value)) < 3000 and "more characters cut" in str(e.value)
     lines = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
     assert lines and max(len(m) for m in lines) < 3000 and "more characters cut" in lines[-1]
+
+
+def test_a_call_with_too_few_values_is_refused_without_echoing_them(app_url):
+    r = httpx.post(app_url + "gradio_api/call/relevance", json={"data": [None, "x" * 900_000]})
+    assert r.status_code == 422 and len(r.content) < 2000 and "takes 4" in r.json()["detail"][0]["message"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
 
 from attention.cache import SharedCache
 from attention.vit import passes
