@@ -9,7 +9,6 @@ import os
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from attention import videos
 from attention.errors import BudgetError, VideoError
@@ -17,15 +16,18 @@ from tests.video_clips import moving_digit
 
 
 def canvas_gif(path, side: int, frames: int = 3) -> str:
-    """An animated GIF whose frames are 1x1 px on a `side` x `side` canvas (a few kB on disk)."""
-    base = Image.new("P", (side, side), 0)
-    base.putpalette([0, 0, 0, 255, 255, 255] + [0] * 762)
-    dots = []
+    """An animated GIF whose frames are 1x1 px on a `side` x `side` canvas (a few bytes a frame), written by
+    hand: no full canvas is ever made here."""
+    import struct
+
+    out = [b"GIF89a", struct.pack("<HHBBB", side, side, 0x80, 0, 0), b"\x00\x00\x00\xff\xff\xff"]
     for i in range(frames):
-        im = base.copy()
-        im.putpixel((i, i), 1)
-        dots.append(im)
-    dots[0].save(path, save_all=True, append_images=dots[1:], duration=100, optimize=True, loop=0)
+        out.append(b"\x21\xf9\x04\x00" + struct.pack("<H", 10) + b"\x00\x00")  # 0.1 s a frame
+        out.append(b"\x2c" + struct.pack("<HHHHB", i % side, i % side, 1, 1, 0))
+        out.append(b"\x02\x02\x4c\x01\x00")  # LZW: clear, pixel 1, end (3-bit codes)
+    out.append(b"\x3b")
+    with open(path, "wb") as f:
+        f.write(b"".join(out))
     return str(path)
 
 
