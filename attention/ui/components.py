@@ -117,7 +117,12 @@ def queue_share(validator: Callable | None = None) -> Callable:
     Use as `event(fn, inputs, outputs, validator=queue_share())`."""
 
     def share(request: gr.Request, *args):
-        held = _admit(getattr(request, "session_hash", None))
+        from attention.clients import VISITOR_HEADER
+
+        # an MCP call (the guard signed its caller): Gradio's session is every MCP client's; its caller's own
+        # share is the forward lane's (attention.admission), not this session count
+        mcp = VISITOR_HEADER in (getattr(request, "headers", None) or {})
+        held = _admit(None if mcp else getattr(request, "session_hash", None))
         if held is not None:
             refusal = (
                 f"You have {held} requests waiting or running; this one was not queued: each visitor may "
