@@ -134,3 +134,26 @@ def test_a_huge_value_comes_back_cut_in_the_answer_and_the_log(client, caplog):
 def test_a_call_with_too_few_values_is_refused_without_echoing_them(app_url):
     r = httpx.post(app_url + "gradio_api/call/relevance", json={"data": [None, "x" * 900_000]})
     assert r.status_code == 422 and len(r.content) < 2000 and "takes 4" in r.json()["detail"][0]["message"]
+
+
+def test_a_mixed_flood_from_many_sessions_of_one_client_leaves_another_visitor_served(visitor_client, tmp_path):
+    sessions = [visitor_client(11) for _ in range(6)]
+    kinds = [
+        ((handle_file(DIGIT), "mnist_vit"), {"api_name": "/attention_maps"}),
+        ((handle_file(_noise(tmp_path, 700, 128)), "mnist_vit", "", "128"), {"api_name": "/relevance"}),
+        ((handle_file(DIGITS_CLIP), "mnist_vit"), {"fps": 10, "api_name": "/attention_video"}),
+    ]
+    jobs = [sessions[i % 6].submit(*kinds[i % 3][0], **kinds[i % 3][1]) for i in range(18)]
+    t0 = time.monotonic()
+    _, _, info = visitor_client(12).predict(handle_file(_noise(tmp_path, 701)), api_name="/relevance")
+    honest = time.monotonic() - t0
+    outcomes = []
+    for j in jobs:
+        try:
+            j.result(timeout=300)
+            outcomes.append("done")
+        except Exception as e:  # noqa: BLE001 - refusals are outcomes here
+            outcomes.append("refused" if "Not queued" in str(e) else f"{type(e).__name__}: {str(e)[:80]}")
+    assert set(outcomes) <= {"done", "refused"}, outcomes
+    assert outcomes.count("done") <= 1 + 1 + SETTINGS.visitor_queued + 6, outcomes  # forwards: 1 at a time
+    assert info["target"]["index"] >= 0 and honest < 120
