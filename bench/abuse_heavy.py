@@ -180,7 +180,7 @@ def relevance_flood(app, page, n, max_s):
     calls = [
         (cs[i % 4], (handle_file(_noise(i, 256)), "mnist_vit", "", "256"), {"api_name": "/relevance"}) for i in range(n)
     ]
-    got, note, ok = _honest_during(lambda: _submit_all(calls, max_s))
+    got, note, ok = _honest_during(lambda: _submit_all(calls, max_s), "relevance_job")
     return got, note + (" [goal met]" if ok else " [GOAL MISSED]")
 
 
