@@ -11,7 +11,8 @@ import pandas as pd
 
 from attention.errors import AttentionError, as_whole
 from attention.ui import relevance_panel, vit_api, vit_examples, vit_layout, vit_live
-from attention.ui.components import info, queue_share, user_errors, visitor, warning
+from attention.ui.admit import who
+from attention.ui.components import info, queue_share, user_errors, warning
 from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_panels import Main
 from attention.vit import frames as vit_frames
@@ -33,7 +34,7 @@ def vit_pass(image, model, resolution, progress: gr.Progress | None = None):
     model allow-list, the compute budget and the visitor's share; a new forward reports to `progress`
     (the event's progress bar)."""
     report = None if progress is None else (lambda frac, desc: progress(frac, desc=desc))
-    return vit_passes.served_pass(image, model, resolution, visitor(), progress=report)
+    return vit_passes.served_pass(image, model, resolution, who(), progress=report)
 
 
 def _view(qrow, qcol, layer, view, threshold, alpha, cmap, rollout=()) -> vit_frames.ViewSpec:

@@ -173,7 +173,10 @@ def test_a_visitor_keeps_at_most_the_stated_jobs_in_the_queue_and_another_is_ser
         except AppError as e:  # queued, then refused at once: the visitor's turn was taken
             assert "Not queued" in str(e) and "1 running" in str(e)
             outcomes.append("no turn")
-    assert outcomes.count("not queued") >= len(pictures) - limit and 1 <= outcomes.count("done") <= limit
+    # beyond the stated jobs each is refused: at the door, or (a turn refused at once, computing nothing) when
+    # one of the visitor's refused jobs left Gradio's count before the next joined
+    refused = outcomes.count("not queued") + outcomes.count("no turn")
+    assert refused >= len(pictures) - limit and 1 <= outcomes.count("done") <= limit
     b = Client(app_url, verbose=False)
     _, _, info = b.predict(handle_file(DIGITS[1]), "mnist_vit", api_name="/attention_maps")
     assert info["model"] == "mnist_vit"
