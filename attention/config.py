@@ -68,6 +68,24 @@ def _flag(name: str, default: bool = False) -> bool:
     )
 
 
+def _networks(name: str) -> str:
+    """A comma-separated list of IP addresses or networks (10.0.0.0/8), or "*" for any; refused otherwise."""
+    import ipaddress
+
+    raw = os.environ.get(name, "").strip()
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        if part == "*":
+            continue
+        try:
+            ipaddress.ip_network(part, strict=False)
+        except ValueError:
+            raise ConfigError(
+                f"{name}={raw!r} is not accepted: {part!r} is not an IP address or network; expected a "
+                "comma-separated list such as 10.0.0.0/8,127.0.0.1, or * (any), or empty (none: the default)."
+            ) from None
+    return raw
+
+
 @dataclass(frozen=True)
 class Settings:
     """The process's settings (defaults in brackets; environment variable after the colon)."""
@@ -105,6 +123,28 @@ class Settings:
     video_gflop_gpu: float = 400_000.0  # ... on a GPU: ATTENTION_VIDEO_MAX_GFLOP_GPU
     video_max_pixels: int = 3840 * 2160  # pixels per video frame (more: scaled down): ATTENTION_VIDEO_MAX_PIXELS
     concurrency: int = 2  # jobs computed at once: ATTENTION_CONCURRENCY
+    # admission of computing jobs (attention.admission): relevance and videos share ATTENTION_HEAVY_SLOTS slots
+    # round-robin between visitors (a visitor = session and client address together), each visitor 1 running
+    # and ATTENTION_VISITOR_QUEUED waiting, ATTENTION_HEAVY_WAITING waiting in all, each job at most
+    # ATTENTION_JOB_SECONDS holding a slot
+    heavy_slots: int = 1
+    visitor_queued: int = 2
+    heavy_waiting: int = 16
+    job_seconds: float = 120.0
+    relevance_gflop_cpu: float = (
+        1500.0  # estimated compute of one relevance job on a CPU: ATTENTION_RELEVANCE_MAX_GFLOP_CPU
+    )
+    relevance_gflop_gpu: float = 40_000.0  # ... on a GPU: ATTENTION_RELEVANCE_MAX_GFLOP_GPU
+    video_decode_pixels: int = 36_000_000  # pixels of a decoded frame, canvas included: ATTENTION_VIDEO_DECODE_PIXELS
+    video_decode_gpixels: float = (
+        20.0  # pixels decoded for one video (all its frames), billions: ATTENTION_VIDEO_DECODE_GPIXELS
+    )
+    video_decode_seconds: float = 60.0  # seconds of decoding for one video: ATTENTION_VIDEO_DECODE_SECONDS
+    video_npz_mb: float = 64.0  # the raw maps (.npz) of one video, MB: ATTENTION_VIDEO_NPZ_MB
+    # the client address: X-Forwarded-For entries are taken (right to left) only past these proxies
+    # (comma-separated addresses or networks; locally none) or this many hops (on Spaces, 1: the proxy's entry)
+    trusted_proxies: str = ""  # ATTENTION_TRUSTED_PROXIES
+    proxy_hops: int = 0  # ATTENTION_PROXY_HOPS
     server_name: str = "127.0.0.1"  # GRADIO_SERVER_NAME
     offline: bool = field(default=False)  # ATTENTION_OFFLINE=1: never try to download full MNIST
     mcp: bool = True  # serve the API endpoints as MCP tools at /gradio_api/mcp/: ATTENTION_MCP=0 turns it off
@@ -128,6 +168,10 @@ class Settings:
     def budget_gflop(self, device: str) -> float:
         """The compute budget (GFLOP per forward pass) on a device type ("cpu", "cuda", ...)."""
         return self.gflop_cpu if str(device).split(":")[0] == "cpu" else self.gflop_gpu
+
+    def relevance_budget_gflop(self, device: str) -> float:
+        """The compute budget of one relevance job (GFLOP: forward, backward and the rules' rows) on a device type."""
+        return self.relevance_gflop_cpu if str(device).split(":")[0] == "cpu" else self.relevance_gflop_gpu
 
     def video_budget_gflop(self, device: str) -> float:
         """The compute budget of one attention video (GFLOP, all its frames) on a device type."""
@@ -167,6 +211,18 @@ class Settings:
             video_gflop_gpu=_read("ATTENTION_VIDEO_MAX_GFLOP_GPU", cls.video_gflop_gpu, float, 0.001),
             video_max_pixels=int(_read("ATTENTION_VIDEO_MAX_PIXELS", cls.video_max_pixels, int, 1, PIL_MAX_PIXELS)),
             concurrency=int(_read("ATTENTION_CONCURRENCY", cls.concurrency, int, 1)),
+            heavy_slots=int(_read("ATTENTION_HEAVY_SLOTS", cls.heavy_slots, int, 1, 64)),
+            visitor_queued=int(_read("ATTENTION_VISITOR_QUEUED", cls.visitor_queued, int, 0, 64)),
+            heavy_waiting=int(_read("ATTENTION_HEAVY_WAITING", cls.heavy_waiting, int, 0, 1024)),
+            job_seconds=_read("ATTENTION_JOB_SECONDS", cls.job_seconds, float, 1),
+            relevance_gflop_cpu=_read("ATTENTION_RELEVANCE_MAX_GFLOP_CPU", cls.relevance_gflop_cpu, float, 0.001),
+            relevance_gflop_gpu=_read("ATTENTION_RELEVANCE_MAX_GFLOP_GPU", cls.relevance_gflop_gpu, float, 0.001),
+            video_decode_pixels=int(_read("ATTENTION_VIDEO_DECODE_PIXELS", cls.video_decode_pixels, int, 1)),
+            video_decode_gpixels=_read("ATTENTION_VIDEO_DECODE_GPIXELS", cls.video_decode_gpixels, float, 0.001),
+            video_decode_seconds=_read("ATTENTION_VIDEO_DECODE_SECONDS", cls.video_decode_seconds, float, 0.1),
+            video_npz_mb=_read("ATTENTION_VIDEO_NPZ_MB", cls.video_npz_mb, float, 0.001),
+            trusted_proxies=_networks("ATTENTION_TRUSTED_PROXIES"),
+            proxy_hops=int(_read("ATTENTION_PROXY_HOPS", cls.proxy_hops, int, 0, 16)),
             server_name=os.environ.get("GRADIO_SERVER_NAME", cls.server_name).strip() or cls.server_name,
             offline=_flag("ATTENTION_OFFLINE"),
             mcp=_flag("ATTENTION_MCP", default=True),

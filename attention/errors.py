@@ -21,6 +21,18 @@ def html_text(text: object) -> str:
     return str(text).replace("&", "&amp;").replace("<", "&lt;")
 
 
+MAX_ECHO = 1000  # characters of a message that may reach an answer or the log (what a visitor sent, cut)
+
+
+def cut(text: object, limit: int = MAX_ECHO) -> str:
+    """`text` as a str of at most about `limit` characters: longer, its start and how much was cut, so that
+    nothing a visitor sends comes back whole in an answer or a log line."""
+    s = str(text)
+    if len(s) <= limit:
+        return s
+    return f"{s[:limit]}… ({len(s) - limit:,} more characters cut)"
+
+
 class AttentionError(Exception):
     """Base class: a problem with the caller's input or environment, with a readable message."""
 

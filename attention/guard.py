@@ -11,9 +11,14 @@ Refusals of the kinds a flood sends (400, 403, 413, 429) are held `refusal_delay
 sent (an asyncio sleep: nearly free here), so one connection of a flooding client gets one answer a
 second instead of hundreds.
 
-A client is the peer address (`scope["client"]`; behind a proxy, uvicorn puts the forwarded address
-there for the proxies named in FORWARDED_ALLOW_IPS). Every table is bounded: clients and sessions are
-kept least recently used first out, at most `max_clients` and `max_sessions`.
+A client is the peer address, or behind proxies the operator trusts the address they forwarded
+(`attention.clients.Proxies`: ATTENTION_TRUSTED_PROXIES / ATTENTION_PROXY_HOPS; never a visitor's own
+X-Forwarded-For); the guard puts it in `scope["client"]` for the app. An MCP call's caller is signed
+into its `VISITOR_HEADER`, which Gradio's MCP server copies into its loopback call of the queue, so
+that call is charged to the caller (and each MCP client is a visitor of its own, `attention.ui.admit`);
+an MCP body's bytes count as upload bytes of its caller (its `data:` files are written to the upload
+folder). Every table is bounded: clients and sessions are kept least recently used first out, at most
+`max_clients` and `max_sessions`. A client that goes away mid-request (ClientDisconnect) is one log line.
 
     app = Guard(app, GuardLimits(...), Routes(...))
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import threading
@@ -32,8 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs
 
+from attention.clients import VISITOR_HEADER, Proxies, sign, verify
 from attention.memory import at_most_every
 
+log = logging.getLogger(__name__)
+LOOPBACK = {"127.0.0.1", "::1"}
+MAX_ERROR_BYTES = 4096  # an error answer's body from the app beyond this is cut (it may quote what a visitor sent)
 HELD = {400, 403, 413, 429}  # refusals of what a flood sends: each costs its sender a second, the server ~nothing
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # Gradio's page: base-36 digits; gradio_client: a UUID
 
@@ -176,6 +186,7 @@ class Guard:
         upload_folder: Path | None = None,
         check_json: Callable[[str, dict], tuple[str, object] | None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        proxies: Proxies | None = None,
     ):
         self.app, self.limits, self.routes = app, limits or GuardLimits(), routes or Routes()
         lim = self.limits
@@ -186,10 +197,27 @@ class Guard:
         self.folder = FolderBudget(upload_folder, lim.upload_folder_bytes, clock=clock)
         self.refused: dict[int, int] = {}  # status -> how many (for benches and tests)
         self.check_json = check_json  # (path, JSON body) -> None, or (message, detail) answered with 422
+        self.proxies = proxies or Proxies()
+
+    def _who(self, scope) -> dict:
+        """`scope` with the client address resolved (`proxies`), a VISITOR_HEADER kept only when this process
+        signed it (and then its caller as the client), and an MCP call's caller signed into one."""
+        headers = [(k, v) for k, v in scope.get("headers") or [] if k != VISITOR_HEADER.encode()]
+        peer = (scope.get("client") or ("?", 0))[0]
+        client = self.proxies.client(peer, dict(headers).get(b"x-forwarded-for"))
+        signed = [verify(v.decode("latin-1")) for k, v in scope.get("headers") or [] if k == VISITOR_HEADER.encode()]
+        if signed and signed[0] is not None and client in LOOPBACK:  # Gradio's own MCP loopback call
+            client, session = signed[0]
+            headers.append((VISITOR_HEADER.encode(), f"{client} {session}".encode("latin-1")))
+        elif scope["path"].startswith(self.routes.mcp):
+            session = dict(headers).get(b"mcp-session-id", b"").decode("latin-1")[:64]
+            headers.append((VISITOR_HEADER.encode(), sign(client, session).encode("latin-1")))
+        return {**scope, "client": (client, 0), "headers": headers}
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        scope = self._who(scope)
         try:
             receive = await self._check(scope, receive)
         except Refusal as r:
@@ -197,7 +225,38 @@ class Guard:
             if r.status in HELD and self.limits.refusal_delay > 0:
                 await asyncio.sleep(self.limits.refusal_delay)  # a flooding client's connections wait (a tarpit)
             return await _answer(send, r)
-        await self.app(scope, receive, send)
+        started, held = False, None
+
+        async def sending(message):
+            """The app's answer, an error's body cut to MAX_ERROR_BYTES (Gradio's errors may quote what was sent)."""
+            nonlocal started, held
+            started = True
+            if message["type"] == "http.response.start" and message.get("status", 200) >= 400:
+                held = [message, b""]
+                return
+            if held is None or message["type"] != "http.response.body":
+                return await send(message)
+            held[1] += message.get("body", b"")
+            if len(held[1]) > 4 * MAX_ERROR_BYTES:
+                held[1] = held[1][: 4 * MAX_ERROR_BYTES]  # bounded while it comes
+            if message.get("more_body"):
+                return
+            body = held[1]
+            if len(body) > MAX_ERROR_BYTES:
+                body = body[:MAX_ERROR_BYTES] + b"... (the rest of this answer was cut)"
+            headers = [(k, v) for k, v in held[0].get("headers", []) if k.lower() != b"content-length"]
+            await send({**held[0], "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as e:
+            if type(e).__name__ != "ClientDisconnect":  # starlette's: the client went away mid-body
+                raise
+            where = f"{scope['method']} {scope['path'][:80]}"
+            log.info("client %s went away during %s (ClientDisconnect)", scope["client"][0], where)
+            if not started:  # (nobody reads it)
+                await _answer(send, Refusal(400, "The client went away before sending the whole body."))
 
     # ----- the checks ----------------------------------------------------------------------------
     async def _check(self, scope, receive):
@@ -246,7 +305,10 @@ class Guard:
         elif new and (wait := self.new_sessions.take(client, len(new))):
             raise Refusal(429, "Too many new sessions from this client; try again shortly.", wait)
         if path.startswith(routes.upload) and method == "POST":
-            await self._admit_upload(client, length)
+            mcp_loopback = client in LOOPBACK and headers.get(b"x-gradio-user") == b"mcp"  # its bytes were charged
+            await self._admit_upload(client, length, charged=mcp_loopback)
+        elif path.startswith(routes.mcp) and method == "POST" and length:
+            await self._admit_upload(client, length)  # data: files in it are written to the upload folder
         if self.check_json is not None and isinstance(data, dict):
             if bad := self.check_json(path, data):
                 raise Refusal(422, *bad[:1], detail=bad[1])
@@ -259,10 +321,12 @@ class Guard:
             return _replay(body, receive)
         return _counting(receive, limit)
 
-    async def _admit_upload(self, client: str, length: int | None) -> None:
+    async def _admit_upload(self, client: str, length: int | None, charged: bool = False) -> None:
+        """Count an upload's bytes against its client's rate (unless `charged` already: an MCP call's file
+        sent on by Gradio's loopback client) and the folder's total."""
         if length is None:
             raise Refusal(411, "An upload must state its size (Content-Length).")
-        if wait := self.uploads.take(client, length):
+        if not charged and (wait := self.uploads.take(client, length)):
             raise Refusal(429, "Too many upload bytes from this client; try again shortly.", wait)
         if not await self.folder.admit(length):
             raise Refusal(507, "The server's upload space is full; try again in a few minutes.", 60.0)

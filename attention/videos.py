@@ -12,12 +12,21 @@ frame with its own duration) gives a regular, correctly timed sequence, and a lo
 frames rather than slowing the clip. Rotation metadata (the display matrix) is applied, frames
 larger than `SETTINGS.video_max_pixels` are scaled down while decoding (aspect kept), and a
 stream whose frames change size mid-way is scaled to its first frame's size.
+
+Decoding is priced and bounded as computing is: a frame's decoded size is its container's canvas (an
+animated GIF's logical screen, whatever its frames cover), checked from the headers before the first
+frame is decoded (`decode_pixels`, ATTENTION_VIDEO_DECODE_PIXELS); the pixels decoded for one video
+(frames x canvas, `decode_gpixels`) and the seconds spent decoding (`decode_seconds`) are checked before
+(from the headers) and while decoding. Only the frames used are converted to RGB. Only container
+formats that hold their own frames are opened (`FORMATS`): playlists (.m3u8), concat lists and other
+files that name other files are refused, and FFmpeg reads only the file given (its protocol whitelist).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -26,11 +35,27 @@ from pathlib import Path
 import numpy as np
 
 from attention.config import SETTINGS
-from attention.errors import VideoError
+from attention.errors import AttentionError, BudgetError, VideoError
 
 VideoSource = str | os.PathLike
 ACCEPTED = "MP4, WebM, MOV, MKV, AVI or GIF files with a video stream"
 MAX_PIXELS = SETTINGS.video_max_pixels  # ATTENTION_VIDEO_MAX_PIXELS
+FORMATS = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,gif"  # FFmpeg demuxers that are opened (none that names files)
+OPEN_OPTIONS = {"format_whitelist": FORMATS, "protocol_whitelist": "file"}
+PLAYLIST_HEADS = (b"#EXTM3U", b"ffconcat", b"[playlist]", b"<?xml", b"<smil", b"#EXT")
+
+
+@dataclass(frozen=True)
+class DecodeLimits:
+    """What decoding one video may cost: pixels of one decoded frame (the canvas), pixels decoded in all
+    (billions), seconds of decoding."""
+
+    pixels: int = SETTINGS.video_decode_pixels  # ATTENTION_VIDEO_DECODE_PIXELS
+    gpixels: float = SETTINGS.video_decode_gpixels  # ATTENTION_VIDEO_DECODE_GPIXELS
+    seconds: float = SETTINGS.video_decode_seconds  # ATTENTION_VIDEO_DECODE_SECONDS
+
+
+DECODE = DecodeLimits()
 
 
 @dataclass(frozen=True)
@@ -82,8 +107,15 @@ def _open(src: VideoSource):
     path = Path(src)
     if not path.is_file():
         raise VideoError(f"No such video file: {path.name}")
+    with open(path, "rb") as f:
+        head = f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
+    if head.startswith(PLAYLIST_HEADS):
+        raise VideoError(
+            f"{path.name} is a playlist or a list of other files, not a video; accepted: {ACCEPTED} (the frames "
+            "themselves, in the file sent)."
+        )
     try:
-        container = av.open(os.fspath(path), metadata_errors="ignore")
+        container = av.open(os.fspath(path), metadata_errors="ignore", options=OPEN_OPTIONS)
     except (av.FFmpegError, UnicodeDecodeError, ValueError):
         raise VideoError(f"{path.name} is not a video FFmpeg can read; accepted: {ACCEPTED}.") from None
     if not container.streams.video:
@@ -115,20 +147,33 @@ def _rate(stream) -> Fraction:
     return Fraction(25)
 
 
-def probe(src: VideoSource, *, max_pixels: int = MAX_PIXELS) -> VideoInfo:
+def check_canvas(name: str, width: int, height: int, limits: DecodeLimits = DECODE) -> None:
+    """BudgetError when a decoded frame of `width` x `height` (the container's canvas) is over `limits.pixels`."""
+    if width * height > limits.pixels:
+        raise BudgetError(
+            f"{name}'s frames decode to {width:,}x{height:,} px (its canvas), over this server's {limits.pixels:,} "
+            f"pixels per decoded frame; accepted: a video whose frames are at most {limits.pixels:,} pixels "
+            "(a GIF's canvas counts whole, whatever each frame covers)."
+        )
+
+
+def probe(src: VideoSource, *, max_pixels: int = MAX_PIXELS, limits: DecodeLimits = DECODE) -> VideoInfo:
     """Read `src`'s headers and its first frame. Raises VideoError when it is not a readable video
-    or has no frames."""
+    or has no frames, BudgetError when its canvas is over `limits.pixels` (before decoding anything)."""
     import av
 
     name = Path(src).name
     with _open(src) as c:
         s = c.streams.video[0]
+        cc = s.codec_context
+        check_canvas(name, int(getattr(cc, "width", 0) or 0), int(getattr(cc, "height", 0) or 0), limits)
         try:
             first = next(c.decode(s), None)
         except (av.FFmpegError, ValueError):
             raise VideoError(f"{name}'s video stream is corrupt: its first frame cannot be decoded.") from None
         if first is None:
             raise VideoError(f"{name} has a video stream with no frames; accepted: {ACCEPTED} holding frames.")
+        check_canvas(name, first.width, first.height, limits)
         rot = _rotation(s, first)
         w, h = _scaled(first.width, first.height, max_pixels)
         if rot in (90, 270):
@@ -170,40 +215,64 @@ def frames(
     seconds: float | None = None,
     max_frames: int = SETTINGS.video_max_frames,
     max_pixels: int = MAX_PIXELS,
+    limits: DecodeLimits = DECODE,
     info: VideoInfo | None = None,
 ) -> Iterator[Frame]:
     """Decode `src` to RGB frames at a constant `fps` (default the source's), over its first
     `seconds` (default all). Consecutive output frames may share a source frame (`source_index`)
-    when `fps` is above the source's. Stops with VideoError when the stream breaks mid-way or holds
-    more than `max_frames` output frames (its headers under-announced it). info: `probe(src)` when
-    the caller has it already (not probed again)."""
+    when `fps` is above the source's; a source frame no output frame shows is decoded, never converted.
+    Stops with VideoError when the stream breaks mid-way or holds more than `max_frames` output frames
+    (its headers under-announced it), BudgetError when decoding passes `limits` (pixels decoded, each
+    frame's canvas, seconds spent decoding: the consumer's time between frames is not counted).
+    info: `probe(src)` when the caller has it already (not probed again, with the same limits)."""
     import av
 
-    info = probe(src, max_pixels=max_pixels) if info is None else info
+    info = probe(src, max_pixels=max_pixels, limits=limits) if info is None else info
     rate = fps if isinstance(fps, Fraction) else check_fps(fps, info)
     name = Path(src).name
     k = 0  # next output frame
     decoded = 0
+    budget, pixels, spent = limits.gpixels * 1e9, 0, 0.0
     with _open(src) as c:
         s = c.streams.video[0]
         s.thread_type = "AUTO"
         default_step = 1 / float(info.fps)
         prev, t0, t_prev = None, None, 0.0
+        rgb: list = []  # prev converted, once it is shown
         end = math.inf if seconds is None else seconds
 
         def emit_until(t_next: float) -> Iterator[Frame]:
-            nonlocal k
+            nonlocal k, spent
             while k / rate < min(t_next, end) - 1e-9:
                 if k >= max_frames:
                     raise VideoError(
                         f"{name} holds more than {max_frames:,} frames at {float(rate):g} fps, more than its headers "
                         f"said; accepted: at most {max_frames:,} frames (pass a shorter length or a lower fps)."
                     )
-                yield Frame(k, float(k / rate), decoded - 1, prev)
+                if not rgb:
+                    t = time.perf_counter()
+                    rgb.append(_rgb(prev, info))
+                    spent += time.perf_counter() - t
+                yield Frame(k, float(k / rate), decoded - 1, rgb[0])
                 k += 1
 
         try:
-            for f in c.decode(s):
+            stream = c.decode(s)
+            while True:
+                t_start = time.perf_counter()
+                f = next(stream, None)
+                spent += time.perf_counter() - t_start
+                if f is None:
+                    break
+                check_canvas(name, f.width, f.height, limits)
+                pixels += f.width * f.height
+                if pixels > budget or spent > limits.seconds:
+                    what = f"{pixels / 1e9:,.1f} billion pixels" if pixels > budget else f"{spent:,.0f} s"
+                    raise BudgetError(
+                        f"Decoding {name} took over this server's bound ({what} after {decoded + 1:,} frames; at most "
+                        f"{limits.gpixels:g} billion pixels and {limits.seconds:g} s per video); accepted: a shorter "
+                        "length, or a video with fewer or smaller frames."
+                    )
                 t = f.time if f.time is not None else decoded * default_step
                 t0 = t if t0 is None else t0
                 t = max(t - t0, t_prev)  # relative to the first frame, never backwards
@@ -211,19 +280,22 @@ def frames(
                     yield from emit_until(t)
                 if t >= end:
                     break
-                prev, t_prev = _rgb(f, info), t
+                prev, t_prev = f, t
+                rgb.clear()
                 decoded += 1
                 if decoded > 20 * max_frames + 100:
                     raise VideoError(
                         f"{name} has over {20 * max_frames:,} source frames in the part asked for; "
                         "accepted: pass a shorter length."
                     )
+        except AttentionError:
+            raise  # ours (budget, frame cap): as raised
         except (av.FFmpegError, ValueError) as e:
             raise VideoError(f"{name}'s video stream is corrupt after {decoded} frames ({e}).") from None
-    if prev is None:
-        raise VideoError(f"{name} has a video stream with no frames; accepted: {ACCEPTED} holding frames.")
-    last = t_prev + (default_step if info.duration <= t_prev + 1e-9 else info.duration - t_prev)
-    yield from emit_until(last)
+        if prev is None:
+            raise VideoError(f"{name} has a video stream with no frames; accepted: {ACCEPTED} holding frames.")
+        last = t_prev + (default_step if info.duration <= t_prev + 1e-9 else info.duration - t_prev)
+        yield from emit_until(last)
 
 
 def _rgb(f, info: VideoInfo) -> np.ndarray:

@@ -77,7 +77,11 @@ def left() -> float:
 # ----- the server ----------------------------------------------------------------------------
 def start_app(timeout: float = 120) -> Server:
     """`python app.py` on a free loopback port, once /gradio_api/info answers; its output in `.log`."""
-    env = app_env(HF_HOME=TEMP[2], GRADIO_TEMP_DIR=TEMP[3], TMPDIR=TEMP[4], MPLBACKEND="Agg")
+    # clients are told apart by X-Forwarded-For, as the proxy on loopback that the app is told to trust names them
+    proxies = os.environ.get("ATTENTION_TRUSTED_PROXIES", "127.0.0.1")
+    env = app_env(
+        HF_HOME=TEMP[2], GRADIO_TEMP_DIR=TEMP[3], TMPDIR=TEMP[4], MPLBACKEND="Agg", ATTENTION_TRUSTED_PROXIES=proxies
+    )
     log = Path(tempfile.mkstemp(prefix="bench-load-app-", suffix=".log")[1])
     try:
         return common.start_app(env, timeout=timeout, path="gradio_api/info", log=log)

@@ -26,6 +26,10 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("ATTENTION_NEW_SESSIONS_PER_MIN", "1000000")
 os.environ.setdefault("ATTENTION_LIVE_PER_S", "1000000")
 os.environ.setdefault("ATTENTION_REFUSAL_DELAY", "0.05")  # the tests' refusals are not floods
+# Visitors are told apart by client address (attention.admission): tests that need several visitors at once
+# name them in X-Forwarded-For, as a proxy on loopback would (`visitor_client`); the forged-header case is
+# specified on an app that trusts no proxy (tests/ui/test_server.py).
+os.environ.setdefault("ATTENTION_TRUSTED_PROXIES", "127.0.0.1")
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"  # screenshots of browser tests (git-ignored)
@@ -90,6 +94,18 @@ def client(app_url):
     from gradio_client import Client
 
     return Client(app_url, verbose=False)
+
+
+@pytest.fixture(scope="session")
+def visitor_client(app_url):
+    """`visitor_client(i)`: a gradio_client.Client on the running app as visitor i (its own session and its
+    own client address, 10.0.<i // 250>.<i % 250 + 1>, named as the trusted proxy on loopback names it)."""
+    from gradio_client import Client
+
+    def make(i: int) -> Client:
+        return Client(app_url, verbose=False, headers={"X-Forwarded-For": f"10.0.{i // 250}.{i % 250 + 1}"})
+
+    return make
 
 
 @pytest.fixture(scope="session")

@@ -21,29 +21,30 @@ from collections.abc import Callable
 import gradio as gr
 
 from attention.config import SETTINGS
-from attention.errors import AttentionError, html_text
+from attention.errors import AttentionError, cut, html_text
 
 
 def error(message: object, *, visible: bool = True) -> gr.Error:
     """A `gr.Error` showing `message` as text (`html_text`: Gradio renders a toast's message as HTML),
-    without a traceback in the log; `visible=False`: no toast (the page shows the failure itself)."""
-    return gr.Error(html_text(message), visible=visible, print_exception=False)
+    without a traceback in the log, cut to `errors.MAX_ECHO` characters saying how much was cut;
+    `visible=False`: no toast (the page shows the failure itself)."""
+    return gr.Error(html_text(cut(message)), visible=visible, print_exception=False)
 
 
 def error_note(message: object) -> str:
     """An error as a note inside a panel's Markdown or HTML ("⚠️ message", the message as text:
-    `html_text`, the package's one escape)."""
-    return f"⚠️ {html_text(message)}"
+    `html_text`, the package's one escape, cut as `error` cuts)."""
+    return f"⚠️ {html_text(cut(message))}"
 
 
 def warning(message: object) -> None:
     """`gr.Warning` with `message` shown as text (see `error`)."""
-    gr.Warning(html_text(message))
+    gr.Warning(html_text(cut(message)))
 
 
 def info(message: object) -> None:
     """`gr.Info` with `message` shown as text (see `error`)."""
-    gr.Info(html_text(message))
+    gr.Info(html_text(cut(message)))
 
 
 def visitor() -> str | None:
@@ -123,7 +124,12 @@ def queue_share(validator: Callable | None = None) -> Callable:
     Use as `event(fn, inputs, outputs, validator=queue_share())`."""
 
     def share(request: gr.Request, *args):
-        held = _admit(getattr(request, "session_hash", None))
+        from attention.clients import VISITOR_HEADER
+
+        # an MCP call (the guard signed its caller): Gradio's session is every MCP client's; its caller's own
+        # share is the forward lane's (attention.admission), not this session count
+        mcp = VISITOR_HEADER in (getattr(request, "headers", None) or {})
+        held = _admit(None if mcp else getattr(request, "session_hash", None))
         if held is not None:
             refusal = (
                 f"You have {held} requests waiting or running; this one was not queued: each visitor may "
@@ -142,7 +148,7 @@ log = logging.getLogger(__name__)
 
 def _refused(fn, e: AttentionError) -> gr.Error:
     """The visitor's message for a typed error, logged for the operator (a refusal, not a fault)."""
-    log.info("%s refused: %s: %s", fn.__name__, type(e).__name__, e)
+    log.info("%s refused: %s: %s", fn.__name__, type(e).__name__, cut(e))
     return error(e)
 
 

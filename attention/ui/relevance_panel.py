@@ -11,8 +11,10 @@ from __future__ import annotations
 import gradio as gr
 import numpy as np
 
+from attention.admission import HEAVY
 from attention.errors import AttentionError, html_text
 from attention.render import mark_patch
+from attention.ui.admit import HEAVY_QUEUE, heavy_share, who
 from attention.ui.api_docs import with_models
 from attention.ui.components import error_note, image_path, number, picture, user_errors
 from attention.vit import inputs as vit_inputs
@@ -87,10 +89,10 @@ class RelevancePanel:
         if not cmp or not is_classifier(cmp):
             return gr.update(visible=False, value=None)
         try:
-            other = get_relevance(img, cmp, res, digest=digest)
+            other = get_relevance(img, cmp, res, visitor=who(), digest=digest)
             same = other.names == rel.names
             if same and other.target != rel.target:
-                other = get_relevance(img, cmp, res, rel.target, digest=digest)
+                other = get_relevance(img, cmp, res, rel.target, visitor=who(), digest=digest)
         except AttentionError as e:
             return gr.update(visible=True, value=None, label=f"Second model: {e}")
         pic = {t.name: t.image for t in tiles(other, alpha=al, cmap=cm, min_side=MAP_SIDE)}[rule]
@@ -110,7 +112,7 @@ class RelevancePanel:
             target = None  # a class index of another model
         try:
             digest = known_digest(st, img)
-            rel = get_relevance(img, mdl, res, None if target is None else int(target), digest=digest)
+            rel = get_relevance(img, mdl, res, None if target is None else int(target), visitor=who(), digest=digest)
         except AttentionError as e:
             return {self.box: gr.update(visible=True), self.details: error_note(e)}
         ts = {t.name: t.image for t in tiles(rel, alpha=al, cmap=cm, min_side=MAP_SIDE)}
@@ -156,7 +158,7 @@ class RelevancePanel:
 
     def patch_at(self, img, mdl, res, target, x: float, y: float) -> tuple[int, int]:
         """(row, col) of the patch under pixel (x, y) of the relevance map (clamped to the grid)."""
-        rel = get_relevance(img, mdl, res, None if target is None else int(target))
+        rel = get_relevance(img, mdl, res, None if target is None else int(target), visitor=who())
         step = enlarged(rel, MAP_SIDE).shape[0] // rel.grid[0]
         return min(rel.grid[0] - 1, max(0, int(y // step))), min(rel.grid[1] - 1, max(0, int(x // step)))
 
@@ -213,7 +215,9 @@ def relevance_fn(model_default: str):
         t = None if target is None or (isinstance(target, str) and not target.strip()) else target
         if isinstance(t, float) and np.isfinite(t) and t == int(t):
             t = int(t)
-        rel = get_relevance(image, model, resolution, t)
+        visitor = who()
+        with HEAVY.held(visitor):  # admitted when it asked to join (`heavy_share`); its turn if it computes
+            rel = get_relevance(image, model, resolution, t, visitor=visitor)
         return write_answer(rel, model=(model or "").strip())
 
     return with_models(relevance)
@@ -236,4 +240,6 @@ def build_api(model_default: str) -> None:
         [r_pic, r_file, r_info],
         api_name="relevance",
         api_visibility="public",
+        validator=heavy_share(),
+        **HEAVY_QUEUE,
     )

@@ -9,6 +9,7 @@ by two launches in a process (tests) would start the first launch's server again
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from gradio.utils import get_upload_folder
 from starlette.middleware import Middleware
 
 from attention.cache import sweep_empty_dirs
+from attention.clients import Proxies
 from attention.config import Settings
 from attention.guard import Guard, GuardLimits
 from attention.memory import Janitor, at_most_every, limit_arenas
@@ -26,7 +28,7 @@ from attention.vit.passes import PASSES
 from attention.vit.relevance.service import RESULTS
 
 MB = 1 << 20
-FILE_TYPES = (gr.Image, gr.ImageEditor, gr.File)  # inputs whose value is a file object
+FILE_TYPES = (gr.Image, gr.ImageEditor, gr.File, gr.Video, gr.Audio, gr.Gallery, gr.Model3D)  # values: file objects
 SWEEP_EVERY = 300.0  # seconds between sweeps of empty folders (Gradio deletes files every 300 s here)
 
 
@@ -58,9 +60,11 @@ FILE_ACCEPTED = (
 
 
 class FileInputs:
-    """Which inputs of each event take a file (images, sketches), to refuse a path or URL sent in
-    their place before Gradio does (Gradio refuses it too, but its answer names nothing: an
-    `{"error": null}`, or gradio_client's "has not enabled verbose error reporting")."""
+    """Which inputs of each event take a file (images, sketches, videos), to refuse a path or URL sent in
+    their place before Gradio reads it: a server path outside the upload folder (Gradio refuses it too, but
+    its answer names nothing: an `{"error": null}`, or gradio_client's "has not enabled verbose error
+    reporting"), and a URL (http(s)://, data:, whatever the value's `url` says), which Gradio's
+    downloader would fetch with no size cap."""
 
     def __init__(self, blocks: gr.Blocks, folder: Path):
         self.folder = folder.resolve()
@@ -69,6 +73,7 @@ class FileInputs:
             for fn in blocks.fns.values()
         }
         self.by_name = {fn.api_name: fn._id for fn in blocks.fns.values() if fn.api_name}
+        self.n_inputs = {fn._id: len(fn.inputs) for fn in blocks.fns.values()}
 
     def __call__(self, path: str, body: dict) -> tuple[str, list[dict]] | None:
         """None if every file input of the called event holds an uploaded file (or nothing); else
@@ -83,6 +88,12 @@ class FileInputs:
                 message = f"{label!r} is not a file uploaded to this server; accepted: {FILE_ACCEPTED}."
                 detail = [{"__type__": "validate", "is_valid": False, "parameter_name": label, "message": message}]
                 return message, detail
+        if len(data) < self.n_inputs[fn]:  # Gradio's own refusal would echo every value sent, in the answer and log
+            message = (
+                f"This call sends {len(data)} values; this endpoint takes {self.n_inputs[fn]} (one per input, in "
+                "order: gradio_client fills the defaults)."
+            )
+            return message, [{"__type__": "validate", "is_valid": False, "parameter_name": "data", "message": message}]
         return None
 
     def _uploaded(self, value: Any) -> bool:
@@ -93,11 +104,13 @@ class FileInputs:
             return all(self._uploaded(v) for v in value)
         if not isinstance(value, dict):
             return False
-        if "path" in value or "url" in value:
+        if (
+            "path" in value or "url" in value
+        ):  # the path is what Gradio reads (or downloads, for a URL), whatever the url
             where = value.get("path")
-            if str(value.get("url") or "").startswith("data:"):
-                return True
-            return isinstance(where, str) and Path(where).resolve().is_relative_to(self.folder)
+            if not isinstance(where, str) or "://" in where or where.startswith("data:"):
+                return False
+            return Path(where).resolve().is_relative_to(self.folder)
         return all(self._uploaded(v) for k, v in value.items() if k not in ("meta", "id"))
 
 
@@ -112,6 +125,7 @@ def middleware(s: Settings, blocks: gr.Blocks | None = None) -> list[Middleware]
             limits=guard_limits(s),
             upload_folder=folder,
             check_json=None if blocks is None else FileInputs(blocks, folder),
+            proxies=Proxies.parse(s.trusted_proxies, s.proxy_hops),
         )
     ]
 
@@ -139,6 +153,9 @@ class LaunchKwargs(Mapping):
 
     def __getitem__(self, key: str) -> Any:
         if key == "app_kwargs":
+            # uvicorn would take X-Forwarded-For from loopback peers (FORWARDED_ALLOW_IPS, read when Gradio starts
+            # it): it trusts none, so that the guard alone resolves the client (ATTENTION_TRUSTED_PROXIES, _HOPS)
+            os.environ["FORWARDED_ALLOW_IPS"] = ""
             return {"middleware": middleware(self._settings, self._blocks)}
         return self._fixed[key]
 

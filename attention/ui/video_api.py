@@ -1,15 +1,19 @@
 """The stateless /attention_video endpoint, for `gradio_client` and MCP callers (and the Video sub-tab).
 
 It takes a video file and plain parameters with defaults, answers with the MP4, the .npz of the raw
-maps when asked (else None) and a JSON of facts, and keeps nothing for the caller. Video jobs run one
-at a time on the server (`CONCURRENCY`), each within the video budget (`SETTINGS.video_*`).
+maps when asked (else None) and a JSON of facts, and keeps nothing for the caller. Video jobs share the
+heavy lane with relevance (`attention.admission.HEAVY`: admitted when they ask to join, round-robin
+between visitors, the slot handed on between batches of frames), each within the video budget
+(`SETTINGS.video_*`).
 """
 
 from __future__ import annotations
 
 import gradio as gr
 
+from attention.admission import HEAVY
 from attention.errors import InputError
+from attention.ui.admit import HEAVY_QUEUE, heavy_share, who
 from attention.ui.api_docs import with_models
 from attention.ui.components import number, user_errors
 from attention.validate import THRESHOLD, check_threshold
@@ -17,7 +21,7 @@ from attention.vit import inputs as vit_inputs
 from attention.vit import query as vit_query
 from attention.vit.video import VIDEO_VIEWS, check_video_view, visitor_video
 
-CONCURRENCY = dict(concurrency_limit=1, concurrency_id="attention_video")  # one video computed at a time
+CONCURRENCY = dict(validator=heavy_share(), **HEAVY_QUEUE)  # admitted at once or refused; computed in HEAVY's turn
 
 
 def _optional(value, name: str) -> float | None:
@@ -96,21 +100,24 @@ def attention_video_fn(model_default: str):
             query_col: the query patch's column (give both, or neither for the model's own token).
         """
         report = None if progress is None else (lambda frac, desc: progress(frac, desc=desc))
-        return visitor_video(
-            video,
-            model,
-            view=check_video_view(view),
-            head=vit_inputs.parse_index(0 if vit_query.is_empty(head) else head, "Head"),
-            side_by_side=bool(side_by_side),
-            npz=bool(npz),
-            progress=report,
-            layer=vit_inputs.parse_index(-1 if vit_query.is_empty(layer) else layer, "Layer"),
-            query=vit_inputs.parse_query(query_row, query_col),
-            resolution=resolution or "auto",
-            threshold=check_threshold(THRESHOLD if vit_query.is_empty(threshold) else threshold),
-            fps=_optional(fps, "Frame rate"),
-            seconds=_optional(seconds, "Length"),
-        )
+        visitor = who()
+        with HEAVY.held(visitor):  # admitted when it asked to join (`heavy_share`); computed in its turns
+            return visitor_video(
+                video,
+                model,
+                view=check_video_view(view),
+                head=vit_inputs.parse_index(0 if vit_query.is_empty(head) else head, "Head"),
+                side_by_side=bool(side_by_side),
+                npz=bool(npz),
+                progress=report,
+                layer=vit_inputs.parse_index(-1 if vit_query.is_empty(layer) else layer, "Layer"),
+                query=vit_inputs.parse_query(query_row, query_col),
+                resolution=resolution or "auto",
+                threshold=check_threshold(THRESHOLD if vit_query.is_empty(threshold) else threshold),
+                fps=_optional(fps, "Frame rate"),
+                seconds=_optional(seconds, "Length"),
+                visitor=visitor,
+            )
 
     return with_models(attention_video)
 

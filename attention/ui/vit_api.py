@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import gradio as gr
 
+from attention.ui.admit import who
 from attention.ui.api_docs import with_models
-from attention.ui.components import image_path, number, queue_share, user_errors, visitor
+from attention.ui.components import image_path, number, queue_share, user_errors
 from attention.vit import frames as vit_frames
 from attention.vit import inputs as vit_inputs
 from attention.vit import outputs as vit_outputs
@@ -62,7 +63,7 @@ def attention_maps_fn(model_default: str, defaults: dict):
         vit_views.check_style(threshold, defaults["alpha"], defaults["cmap"])
         layer = vit_inputs.parse_index(-1 if layer is None else layer, "Layer")
         # one request, one query: the forward records that query's rows and keeps q/k only for rollout
-        p = vit_passes.served_pass(image, model, resolution, visitor(), query=query, keep_qk=view == "rollout")
+        p = vit_passes.served_pass(image, model, resolution, who(), query=query, keep_qk=view == "rollout")
         opts = dict(head_fusion=head_fusion, discard_ratio=0.0 if discard_ratio is None else discard_ratio)
         v = vit_frames.ViewSpec(query, layer, view, threshold, rollout_options={**opts, "discard": discard})
         f = vit_frames.api_sheet(p, v)
@@ -107,7 +108,7 @@ def feature_maps_fn(model_default: str, defaults: dict):
         """
         query = vit_inputs.parse_query(query_row, query_col)
         layer = vit_inputs.parse_index(-1 if layer is None else layer, "Layer")
-        p = vit_passes.served_pass(image, model, resolution, visitor(), query=query, keep_qk=False)
+        p = vit_passes.served_pass(image, model, resolution, who(), query=query, keep_qk=False)
         background = None if not pca_background else float(pca_background)
         return write_feature_outputs(p, query, layer, background=background, pca_style=pca or "minmax")
 

@@ -13,7 +13,8 @@ import pandas as pd
 
 from attention.errors import AttentionError, as_whole
 from attention.ui import relevance_panel, vit_api, vit_examples, vit_layout, vit_live
-from attention.ui.components import info, queue_share, user_errors, visitor, warning
+from attention.ui.admit import who
+from attention.ui.components import info, queue_share, user_errors, warning
 from attention.ui.model_choices import digits_only_note
 from attention.ui.stepwise_api import build as build_stepwise_api
 from attention.ui.stepwise_panel import StepwisePanel
@@ -44,7 +45,7 @@ def vit_pass(image, model, resolution, progress: gr.Progress | None = None, stat
     hashed again: the main view's changes and every panel that follows it)."""
     report = None if progress is None else (lambda frac, desc: progress(frac, desc=desc))
     digest = vit_passes.known_digest(state, image)
-    return vit_passes.served_pass(image, model, resolution, visitor(), progress=report, digest=digest)
+    return vit_passes.served_pass(image, model, resolution, who(), progress=report, digest=digest)
 
 
 def ref(p, image) -> vit_passes.Ref:

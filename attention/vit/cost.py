@@ -12,6 +12,8 @@ embedding, this predicts the forward time within a factor of about two on one de
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from attention.errors import BudgetError
@@ -37,16 +39,23 @@ def forward_gflop(model: torch.nn.Module, tokens: int) -> float:
 
 
 def largest_resolution(
-    model: torch.nn.Module, size: tuple[int, int], max_gflop: float, max_tokens: int | None = None
+    model: torch.nn.Module,
+    size: tuple[int, int],
+    max_gflop: float,
+    max_tokens: int | None = None,
+    *,
+    gflop: Callable[[torch.nn.Module, int], float] | None = None,
 ) -> int | None:
     """The largest resolution (shorter side, px) at which `size` stays within `max_gflop` (and
     `max_tokens`), or None when not even one patch per side fits. Binary search: cost grows with
-    the resolution."""
-    p, crop, resize = dims(model)[4], describe(model).crop, describe(model).resize
+    the resolution. gflop: the price of one job at a token count (default `forward_gflop`)."""
+    gflop = gflop or forward_gflop
+    bb = describe(model)
+    p, crop, resize = dims(model)[4], bb.crop, bb.resize
 
     def fits(r: int) -> bool:
         t = patch_tokens(size, p, r, crop, resize)
-        return forward_gflop(model, t) <= max_gflop and (max_tokens is None or t <= max_tokens)
+        return gflop(model, t) <= max_gflop and (max_tokens is None or t <= max_tokens)
 
     return largest_resolution_where(fits, p)
 
@@ -60,18 +69,22 @@ def check_budget(
     name: str = "this model",
     device: str = "cpu",
     max_tokens: int = MAX_TOKENS,
+    gflop: Callable[[torch.nn.Module, int], float] | None = None,
+    job: str = "pass",
 ) -> float:
     """Raise BudgetError when a pass of an image of `size` (W, H) at `resolution` would cost over
     `max_gflop`; the message names the largest resolution accepted, under the compute budget and
     the token cap `max_tokens` both (one number: the next try at it passes both). Returns the
-    estimate (GFLOP)."""
+    estimate (GFLOP). gflop, job: the price of the job at a token count (default `forward_gflop`) and its
+    name in the message ("pass"; `relevance_gflop`, "relevance job")."""
+    gflop = gflop or forward_gflop
     p = dims(model)[4]
     bb = describe(model)
     tokens = patch_tokens(size, p, resolution, bb.crop, bb.resize)
-    cost = forward_gflop(model, tokens)
+    cost = gflop(model, tokens)
     if cost <= max_gflop:
         return cost
-    best = largest_resolution(model, size, max_gflop, max_tokens)
+    best = largest_resolution(model, size, max_gflop, max_tokens, gflop=gflop)
     at = (
         "at its native size"
         if resolution is None
@@ -87,5 +100,26 @@ def check_budget(
     )
     raise BudgetError(
         f"This image {at} makes {tokens:,} patch tokens: about {cost:,.0f} GFLOP through {name}, over this "
-        f"server's budget of {max_gflop:,.0f} GFLOP per pass on {device.split(':')[0]}. {fit}"
+        f"server's budget of {max_gflop:,.0f} GFLOP per {job} on {device.split(':')[0]}. {fit}"
     )
+
+
+# A relevance job (attention.vit.relevance) beyond its forward: a backward (about twice a forward's
+# multiply-adds) and, per layer, the rows of A and dA rebuilt chunk by chunk from q, k, v and dO (QK^T and
+# dO V^T again: 4 N^2 D), then softmax, A * dA, grad-rollout's cut (a selection over all N^2 entries) and the
+# row products: elementwise work on every head's N x N entries that no matmul hides. ENTRY_FLOP is that
+# elementwise work in flop-equivalents per entry, fitted to measured times (bench/bench_relevance_factor.py:
+# relevance / forward at several token counts, mnist_vit and ViT-S/16 on CPU; see docs/admission.md).
+BACKWARD = 2.0
+ENTRY_FLOP = 1300.0
+
+
+def relevance_gflop(model: torch.nn.Module, tokens: int) -> float:
+    """Estimated GFLOP of one relevance job of `model` over `tokens` patch tokens (prefix added): its forward,
+    its backward and the rebuilt rows of every layer (see ENTRY_FLOP). The ratio to `forward_gflop` grows
+    with the tokens: the rows are quadratic where most of a forward is linear."""
+    L, d, _, P, _ = dims(model)
+    n = tokens + P
+    heads = int(getattr(model.blocks[0].attn, "num_heads", 1))
+    rows = L * (4 * n * n * d + ENTRY_FLOP * heads * n * n)
+    return (1 + BACKWARD) * forward_gflop(model, tokens) + rows / 1e9

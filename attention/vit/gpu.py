@@ -28,6 +28,15 @@ GPU_SECONDS = 20
 VIDEO_GPU_SECONDS = 120
 
 
+def zerogpu() -> bool:
+    """True where `spaces` (ZeroGPU) is importable: `gpu` functions then run in a worker process."""
+    try:
+        import spaces  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def gpu(fn: Callable | None = None, *, duration: int = GPU_SECONDS):
     """`spaces.GPU(duration=...)` when the `spaces` package is importable (ZeroGPU), else a no-op.
 

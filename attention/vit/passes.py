@@ -21,6 +21,7 @@ visitor's own state holds only a `Ref` (the key and the shape), never a pass.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -28,11 +29,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from attention.admission import Lane, Visitor
 from attention.cache import SharedCache
 from attention.config import SETTINGS
 from attention.errors import InputError
 from attention.images import ImageSource
-from attention.turns import Turns
 from attention.vit import features
 from attention.vit.extract import AttentionMaps, attention_maps
 from attention.vit.flow import rollout_map
@@ -181,14 +182,15 @@ def pass_key(
     image: ImageSource,
     model: str,
     resolution: int | str | None,
-    visitor: str | None = None,
+    visitor: str | Visitor | None = None,
     digest: str | None = None,
 ) -> PassKey:
     """What identifies a forward pass: image content, model name, resolution and, for a picture that is
-    not a shipped example, the visitor (None: nobody in particular, as a script or the command line).
+    not a shipped example, the visitor's session (None: nobody in particular, as a script or the command line).
     digest: `image`'s content digest when already known (`known_digest`), else it is computed."""
     digest = file_digest(image) if digest is None else digest
-    scope = "" if visitor is None or digest in example_digests() else str(visitor)
+    session = visitor.session if isinstance(visitor, Visitor) else visitor
+    scope = "" if session is None or digest in example_digests() else str(session)
     return digest, (model or "").strip(), str(resolution).strip().lower(), scope
 
 
@@ -202,7 +204,7 @@ def get_pass(
     keep_qk: bool = True,
     cache: SharedCache[Pass] | None = None,
     shared: bool = False,
-    visitor: str | None = None,
+    visitor: str | Visitor | None = None,
     digest: str | None = None,
 ) -> Pass:
     """The Pass of (image, model, resolution): the one `cache` keeps under its key, else a new forward.
@@ -218,7 +220,8 @@ def get_pass(
     progress: told (fraction, description) before a new forward and after it.
     shared: see `forward` (model allow-list and compute budget).
     digest: the image's content digest when the caller knows it (`known_digest`): not hashed again.
-    visitor: who asks (a session id). A picture that is not a shipped example is then theirs alone: its
+    visitor: who asks (a session id, or a `Visitor`: session and client address). A picture that is not a
+    shipped example is then theirs alone: its
     pass is keyed and charged to them (`pass_key`; the store bounds each visitor's share), so another
     visitor sending the same bytes gets a pass of their own. Examples stay shared, charged to "examples".
 
@@ -242,15 +245,18 @@ def get_pass(
             progress(0.9, "Rendering…")
         return Pass(key=key, model=model, base=res, device=device, tokens=tokens)
 
-    with FORWARDS.hold(visitor if shared else None):  # a forward is needed: within the visitor's turn
+    who = visitor if isinstance(visitor, Visitor) else Visitor(visitor)
+    with FORWARDS.turn(who) if shared and who.keys else contextlib.nullcontext():  # a forward: the visitor's turn
         if cache is None or not keep_qk:
             return compute()
         return cache.get_or_run(key, compute, owner=key[3] or "examples")
 
 
-FORWARDS = Turns(SETTINGS.concurrency - 1)
-"""Forward passes of one visitor at once: one fewer than the jobs the server computes at once
-(ATTENTION_CONCURRENCY), at least 1."""
+FORWARDS = Lane("forward", slots=SETTINGS.concurrency, queued=0, max_waiting=64, bound_s=60.0)
+"""Forward passes (`attention.admission`): one of each visitor (session and client address together) at a
+time, a second refused at once (its queue is Gradio's, bounded per session by ATTENTION_VISITOR_JOBS); the
+server's ATTENTION_CONCURRENCY slots shared round-robin between visitors. A forward's time is bounded by
+the compute budget (ATTENTION_MAX_GFLOP_CPU/GPU); `bound_s` is what a refusal tells to wait."""
 
 
 @dataclass(frozen=True)
@@ -285,7 +291,7 @@ def served_pass(
     image: ImageSource | None,
     model: str,
     resolution: int | str | None,
-    visitor: str | None,
+    visitor: str | Visitor | None,
     *,
     query: Query | None = None,
     keep_qk: bool = True,

@@ -135,12 +135,13 @@ class Preprocess:
 
 
 def prepare(
-    model: torch.nn.Module, image: ImageSource, resolution, max_tokens: int, max_gflop: float | None
+    model: torch.nn.Module, image: ImageSource, resolution, max_tokens: int, max_gflop: float | None, **price
 ) -> tuple[torch.Tensor, Image.Image, tuple[int, int]]:
     """The model's input for one image, by the one preprocessing (`Preprocess`: resolution, the
     family's crop, a fixed-size model's fit), after the compute budget check (`cost.check_budget`:
     BudgetError naming the largest resolution that fits, when `max_gflop` is not None):
-    (x float32 (1, C, H, W), the shown RGB image (W, H), grid (H / p, W / p))."""
+    (x float32 (1, C, H, W), the shown RGB image (W, H), grid (H / p, W / p)). price: `check_budget`'s
+    gflop and job (another job than a forward: a relevance job)."""
     prep = Preprocess.of(model, resolution, max_tokens)
     img = load_image(image)
     if max_gflop is not None:
@@ -153,6 +154,7 @@ def prepare(
             name=getattr(model, "alias", "this model"),
             device=device,
             max_tokens=max_tokens,
+            **price,
         )
     p = prep.decoded(img)
     return p.x[None], p.shown, p.grid

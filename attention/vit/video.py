@@ -15,6 +15,7 @@ and the result is an H.264 MP4 of the chosen view over the frames, plus the raw 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -27,6 +28,7 @@ import torch
 from PIL import Image
 
 from attention import videos
+from attention.admission import HEAVY, Visitor
 from attention.config import SETTINGS
 from attention.errors import BudgetError, InputError
 from attention.images import patch_tokens, target_size
@@ -36,7 +38,7 @@ from attention.vit.backbone import describe
 from attention.vit.batch import BatchMaps, batch_maps
 from attention.vit.cost import forward_gflop, largest_resolution
 from attention.vit.extract import Query, _layer_index, norm_query
-from attention.vit.gpu import VIDEO_GPU_SECONDS, drain, gpu, streamed
+from attention.vit.gpu import VIDEO_GPU_SECONDS, drain, gpu, streamed, zerogpu
 from attention.vit.preprocess import Preprocess
 from attention.vit.query import default as default_query
 from attention.vit.query import index as query_index
@@ -151,6 +153,7 @@ class VideoRun:
     seconds_forward: float = 0.0  # measured during the last iteration: forwards only
     prep: Preprocess | None = None  # the frames' preprocessing (built once, by `attention_video`)
     ramp: bool = False  # batches of 1, 2, 4, ... up to `batch_size`: the first frame's progress comes at once
+    between: Callable[[], None] | None = None  # called between batches (a shared slot's check and hand-over)
 
     def __iter__(self) -> Iterator[VideoFrameMaps]:
         """Decode, and run each `batch_size` distinct source frames (one grid: every frame is decoded at
@@ -187,6 +190,8 @@ class VideoRun:
                 if self.progress is not None:  # each frame, as it is drawn
                     self.progress(min(1.0, done / max(1, self.frames)), f"Frame {done} of about {self.frames}")
             pending.clear()
+            if self.between is not None:
+                self.between()
 
         frames = videos.frames(
             self.source, fps=self.fps, seconds=self.seconds, max_frames=self.max_frames, info=self.info
@@ -274,6 +279,17 @@ def attention_video(
             f"{max_frames:,} frames per video. What fits: the first {max_frames / float(rate):,.1f} s at "
             f"{float(rate):g} fps{_rate_fits(max_frames / length)}."
         )
+    decoded = max(1, math.ceil(length * float(info.fps) - 1e-9))  # every source frame of the part asked for
+    canvas = info.source_size[0] * info.source_size[1]
+    limit = videos.DECODE.gpixels * 1e9
+    if decoded * canvas > limit:
+        fit = limit / canvas / float(info.fps)
+        raise BudgetError(
+            f"This video decodes {decoded:,} frames of {info.source_size[0]}x{info.source_size[1]} px: "
+            f"{decoded * canvas / 1e9:,.1f} billion pixels, over this server's {videos.DECODE.gpixels:g} billion per "
+            f"video (every source frame in the part asked for is decoded, whatever the frame rate). What fits: "
+            f"the first {fit:,.1f} s."
+        )
     gflop = forwards * per_frame
     if max_gflop is not None and gflop > max_gflop:
         fit_frames = int(max_gflop // per_frame)  # forwards; a second holds min(rate, source fps) of them
@@ -358,6 +374,27 @@ def write_video(
     }
 
 
+def npz_bytes(run: VideoRun) -> int:
+    """Bytes of `write_video`'s .npz for `run`: per output frame maps and masks (heads x grid, float32 and bool),
+    the mean (grid, float32), time and source index."""
+    heads = int(getattr(run.model.blocks[0].attn, "num_heads", 1))
+    cells = run.grid[0] * run.grid[1]
+    return run.frames * (heads * cells * 5 + cells * 4 + 8)
+
+
+def check_npz(run: VideoRun, max_mb: float) -> None:
+    """BudgetError when `run`'s .npz would be over `max_mb`, naming the frames that fit."""
+    size = npz_bytes(run)
+    if size > max_mb * 2**20:
+        per = size / max(1, run.frames)
+        fit = int(max_mb * 2**20 // per)
+        raise BudgetError(
+            f"The raw maps (.npz) of this video's {run.frames:,} frames would be {size / 2**20:,.0f} MB, over this "
+            f"server's {max_mb:g} MB per video. What fits: {fit:,} frames ({fit / float(run.fps):,.1f} s at "
+            f"{float(run.fps):g} fps), or the video without the .npz."
+        )
+
+
 def visitor_video(
     video: videos.VideoSource | None,
     model: str,
@@ -367,25 +404,35 @@ def visitor_video(
     side_by_side: bool = False,
     npz: bool = False,
     progress: Progress | None = None,
+    visitor: Visitor | None = None,
     **options,
 ) -> tuple[str, str | None, dict]:
     """One visitor's attention video on a shared server: registry models only (`check_allowed`), the
     device's video budget (`SETTINGS.video_budget_gflop`) and frame cap, files in a fresh folder
     swept after ATTENTION_FILE_TTL. options: `attention_video`'s layer, query, resolution, threshold,
-    fps, seconds. Returns (mp4 path, npz path or None, facts with the model and device)."""
+    fps, seconds. visitor: who asks: the video is computed in their turns of the heavy lane
+    (`attention.admission.HEAVY`), the slot handed to a waiting visitor between batches of frames and the
+    job stopped past ATTENTION_JOB_SECONDS of holding it (on ZeroGPU, where each job is lent its own GPU,
+    the turn is held for the whole job). The .npz is priced before the run (ATTENTION_VIDEO_NPZ_MB).
+    Returns (mp4 path, npz path or None, facts with the model and device)."""
     if video is None or (isinstance(video, str) and not video.strip()):
         raise videos.VideoError(f"No video: upload one ({videos.ACCEPTED}) or pick an example.")
-    return drain(_video_job(video, model, view, head, side_by_side, npz, options), progress)
+    with HEAVY.turn(visitor) if visitor is not None and visitor.keys else contextlib.nullcontext() as turn:
+        # the hand-over between batches runs in this process; a ZeroGPU worker cannot call back into it
+        between = None if turn is None or zerogpu() else (lambda: (turn.check(), turn.pause()))
+        return drain(_video_job(video, model, view, head, side_by_side, npz, options, between), progress)
 
 
 @gpu(duration=VIDEO_GPU_SECONDS)
-def _video_job(video, model: str, view: str, head: int, side_by_side: bool, npz: bool, options: dict) -> Iterator:
+def _video_job(video, model: str, view: str, head: int, side_by_side: bool, npz: bool, options: dict, between=None):
     """`visitor_video`'s work where the GPU is (ZeroGPU lends one for the call): a generator of its
     progress and then its result (`gpu.streamed`), so its progress reaches the visitor's bar."""
-    yield from streamed(lambda progress: _video_work(video, model, view, head, side_by_side, npz, progress, options))
+    yield from streamed(
+        lambda progress: _video_work(video, model, view, head, side_by_side, npz, progress, options, between)
+    )
 
 
-def _video_work(video, model: str, view, head, side_by_side, npz, progress: Progress, options: dict) -> tuple:
+def _video_work(video, model: str, view, head, side_by_side, npz, progress: Progress, options: dict, between) -> tuple:
     from attention.vit.models import check_allowed, load_vit
     from attention.vit.outputs import OUTPUT_ROOT, new_dir
 
@@ -401,6 +448,9 @@ def _video_work(video, model: str, view, head, side_by_side, npz, progress: Prog
         **options,
     )
     run.ramp = True  # a visitor sees the first frame's progress after one frame's forward, not a batch's
+    run.between = between
+    if npz:
+        check_npz(run, SETTINGS.video_npz_mb)
     d = new_dir(OUTPUT_ROOT / "videos")
     mp4, maps = d / "attention.mp4", (d / "attention_maps.npz" if npz else None)
     facts = write_video(run, mp4, view=view, head=head, side_by_side=side_by_side, npz=maps)

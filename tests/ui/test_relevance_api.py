@@ -40,10 +40,11 @@ def test_a_bad_target_is_named_with_what_is_accepted(client):
         client.predict(handle_file(DIGIT), "mnist_vit", "12", "auto", api_name="/relevance")
 
 
-def test_concurrent_callers_each_get_their_own_digit(client):
+def test_concurrent_callers_each_get_their_own_digit(visitor_client):
     digits = [str(EXAMPLES_DIR / "digits" / f"digit_{i}.png") for i in range(6)]
+    clients = [visitor_client(200 + i) for i in range(6)]  # six visitors (one visitor has 1 running, 2 waiting)
     with ThreadPoolExecutor(6) as pool:
-        infos = list(pool.map(lambda d: client.predict(handle_file(d), api_name="/relevance")[2], digits))
+        infos = list(pool.map(lambda i: clients[i].predict(handle_file(digits[i]), api_name="/relevance")[2], range(6)))
     model = load_vit("mnist_vit", device="cpu")
     assert [i["target"]["index"] for i in infos] == [relevance(model, d).target for d in digits]
 

@@ -97,11 +97,10 @@ def test_an_uploaded_image_still_goes_through(client):
     assert info["model"] == "mnist_vit"
 
 
-@pytest.fixture
-def small_app():
+def _small_app(**settings):
     """A small Blocks with a server function and an event, launched with LaunchKwargs from tight settings:
-    3 new sessions a minute, 2 live calls a second per client."""
-    tight = dataclasses.replace(SETTINGS, new_sessions_per_min=3, live_per_s=2.0, refusal_delay=0.05)
+    3 new sessions a minute, 2 live calls a second per client (and `settings`)."""
+    tight = dataclasses.replace(SETTINGS, new_sessions_per_min=3, live_per_s=2.0, refusal_delay=0.05, **settings)
     with gr.Blocks() as demo:
         box = gr.HTML("", server_functions=[vit_live.live_maps], elem_id="probe")
         gr.Button("go").click(lambda: "ok", None, gr.Textbox(), api_name="go")
@@ -115,8 +114,43 @@ def small_app():
             if time.time() > deadline:
                 raise
             time.sleep(0.2)
-    yield url, box._id
+    return demo, url, box._id
+
+
+@pytest.fixture
+def small_app():
+    """`_small_app` behind a proxy on loopback the operator trusts (ATTENTION_TRUSTED_PROXIES=127.0.0.1)."""
+    demo, url, cid = _small_app(trusted_proxies="127.0.0.1")
+    yield url, cid
     demo.close()
+
+
+@pytest.fixture
+def small_app_no_proxy():
+    """`_small_app` with no proxy trusted (the default: a visitor's X-Forwarded-For means nothing)."""
+    demo, url, cid = _small_app(trusted_proxies="", proxy_hops=0)
+    yield url, cid
+    demo.close()
+
+
+def test_a_forged_forwarding_header_opens_no_new_client(small_app_no_proxy):
+    """40 new-session calls, each naming an address of its own in X-Forwarded-For: all one client (the
+    peer), so past the 3 a minute they are refused."""
+    url, _ = small_app_no_proxy
+    codes = [
+        httpx.post(
+            url + "gradio_api/call/go", json={"data": []}, headers={"X-Forwarded-For": f"10.9.{i}.1"}
+        ).status_code
+        for i in range(40)
+    ]
+    assert codes[:3] == [200] * 3 and codes.count(429) == 37, codes
+    # a forged entry to the left of what a trusted proxy appends is not believed either
+    from attention.clients import Proxies
+
+    assert Proxies.parse("127.0.0.1").client("127.0.0.1", "6.6.6.6, 1.2.3.4") == "1.2.3.4"
+    assert Proxies.parse("", hops=1).client("10.0.0.9", "6.6.6.6, 1.2.3.4") == "1.2.3.4"
+    assert Proxies.parse("").client("127.0.0.1", "6.6.6.6") == "127.0.0.1"
+    assert Proxies.parse("127.0.0.1").client("127.0.0.1", "not-an-ip") == "127.0.0.1"
 
 
 def test_the_rates_of_new_sessions_and_live_calls_are_bounded_per_client(small_app):
@@ -124,7 +158,7 @@ def test_the_rates_of_new_sessions_and_live_calls_are_bounded_per_client(small_a
     joins = [httpx.post(url + "gradio_api/call/go", json={"data": []}) for _ in range(5)]
     assert [r.status_code for r in joins] == [200, 200, 200, 429, 429]  # each call without a session opens one
     assert "new sessions" in joins[-1].json()["detail"] and int(joins[-1].headers["retry-after"]) >= 1
-    # another client (as a proxy names it: uvicorn trusts X-Forwarded-For from loopback) is not held back
+    # another client (as the trusted proxy on loopback names it in X-Forwarded-For) is not held back
     other = {"X-Forwarded-For": "10.1.2.3"}
     assert Client(url, verbose=False, headers=other).predict(api_name="/go") == "ok"
     third = {"X-Forwarded-For": "10.1.2.4"}

@@ -73,9 +73,10 @@ def test_bad_parameters_get_their_message(client):
         call(client, layer=9)
 
 
-def test_concurrent_callers_each_get_their_own_video(client):
+def test_concurrent_callers_each_get_their_own_video(visitor_client):
+    clients = {f: visitor_client(300 + f) for f in [2, 5, 10]}  # three visitors
     with ThreadPoolExecutor(3) as pool:
-        answers = list(pool.map(lambda f: (f, call(client, fps=f, seconds=2)), [2, 5, 10]))
+        answers = list(pool.map(lambda f: (f, call(clients[f], fps=f, seconds=2)), [2, 5, 10]))
     for f, (video, _, info) in answers:
         path = video["video"] if isinstance(video, dict) else video
         assert decoded(path)[:2] == (2 * f, float(f)) and info["output"]["frames"] == 2 * f

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
 
 from attention.cache import SharedCache
 from attention.vit import passes
@@ -156,8 +156,8 @@ def solo_maps():
     return out
 
 
-def test_eight_app_clients_at_once_each_get_their_own_maps(app_url, solo_maps):
-    clients = [Client(app_url, verbose=False) for _ in range(8)]
+def test_eight_app_clients_at_once_each_get_their_own_maps(visitor_client, solo_maps):
+    clients = [visitor_client(100 + i) for i in range(8)]  # eight visitors (one client is one visitor)
 
     def call(i):
         q, _ = solo_maps[i]

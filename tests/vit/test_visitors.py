@@ -171,9 +171,12 @@ def test_a_visitor_keeps_at_most_the_stated_jobs_in_the_queue_and_another_is_ser
             assert f"at most {limit} at once" in str(e)
             outcomes.append("not queued")
         except AppError as e:  # queued, then refused at once: the visitor's turn was taken
-            assert "still being computed" in str(e)
+            assert "Not queued" in str(e) and "1 running" in str(e)
             outcomes.append("no turn")
-    assert outcomes.count("not queued") >= len(pictures) - limit and 1 <= outcomes.count("done") <= limit
+    # beyond the stated jobs each is refused: at the door, or (a turn refused at once, computing nothing) when
+    # one of the visitor's refused jobs left Gradio's count before the next joined
+    refused = outcomes.count("not queued") + outcomes.count("no turn")
+    assert refused >= len(pictures) - limit and 1 <= outcomes.count("done") <= limit
     b = Client(app_url, verbose=False)
     _, _, info = b.predict(handle_file(DIGITS[1]), "mnist_vit", api_name="/attention_maps")
     assert info["model"] == "mnist_vit"
@@ -186,36 +189,39 @@ def _big_upload(tmp_path, seed: int) -> str:
 
 
 def test_a_visitor_gets_one_turn_and_another_visitor_is_not_held_up():
-    from attention.errors import BudgetError
-    from attention.turns import Turns
+    from attention.admission import Busy, Lane, Visitor
 
-    turns = Turns(1)
-    with turns.hold("A"):
-        with pytest.raises(BudgetError, match="still being computed"):
-            with turns.hold("A"):
+    turns = Lane("forward", slots=4, queued=0)
+    A, B = Visitor("A", "10.0.0.1"), Visitor("B", "10.0.0.2")
+    with turns.turn(A):
+        with pytest.raises(Busy, match="Not queued"):
+            with turns.turn(A):
                 pass
-        with turns.hold("B"), turns.hold(None), turns.hold(None):  # others, and scripts, are not held up
+        with pytest.raises(Busy, match="your address"):  # another session of the same client: the same visitor
+            with turns.turn(Visitor("A2", "10.0.0.1")):
+                pass
+        with turns.turn(B):  # others are not held up
             pass
-    with turns.hold("A"):  # the turn is given back, after an error too
+    with turns.turn(A):  # the turn is given back, after an error too
         pass
     with pytest.raises(ValueError):
-        with turns.hold("A"):
+        with turns.turn(A):
             raise ValueError
-    with turns.hold("A"):
+    with turns.turn(A):
         pass
 
 
 def test_threads_of_one_visitor_never_run_two_forwards_at_once(tmp_path):
+    from attention.admission import Lane, Visitor
     from attention.errors import BudgetError
-    from attention.turns import Turns
 
-    turns, running, most = Turns(1), [0], [0]
+    turns, running, most = Lane("forward", slots=4, queued=0), [0], [0]
     lock, barrier = threading.Lock(), threading.Barrier(6)
 
     def forward():
         barrier.wait()
         try:
-            with turns.hold("A"):
+            with turns.turn(Visitor("A", "10.0.0.1")):
                 with lock:
                     running[0] += 1
                     most[0] = max(most[0], running[0])

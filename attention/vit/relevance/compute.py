@@ -32,6 +32,7 @@ from attention.errors import InputError, NoClassifierError
 from attention.images import MAX_TOKENS, ImageSource
 from attention.vit.backbone import describe
 from attention.vit.capture import Recorder, recording
+from attention.vit.cost import relevance_gflop
 from attention.vit.flow import nth_smallest
 from attention.vit.models import REGISTRY
 from attention.vit.preprocess import prepare
@@ -271,14 +272,17 @@ def relevance(
 
     model: a timm ViT with a classifier head read from its class token (`load_vit("mnist_vit")`,
     DeiT, supervised ViTs); NoClassifierError for a backbone. target: an output index, a class name
-    ("tabby") or None for the top class. resolution, max_tokens, max_gflop: as `attention_maps`.
+    ("tabby") or None for the top class. resolution, max_tokens: as `attention_maps`. max_gflop: the budget
+    of the whole job, priced by `cost.relevance_gflop` (forward, backward and rows), checked before it runs.
     discard_ratio: grad-rollout's share of lowest entries zeroed per layer (vit-explain's 0.9).
     Thread-safe on a shared model (each call records only its own pass).
     """
     check_classifier(model)
     names = class_names(model)
     t = None if target is None or (isinstance(target, str) and not target.strip()) else class_index(target, names)
-    x, shown, grid = prepare(model, image, resolution, max_tokens, max_gflop)
+    x, shown, grid = prepare(
+        model, image, resolution, max_tokens, max_gflop, gflop=relevance_gflop, job="relevance job"
+    )
     t0 = time.perf_counter()
     logits, t, chefer, grad_rollout, attention = relevance_rows(model, x, t, discard_ratio=discard_ratio)
     return Relevance(

@@ -1,24 +1,27 @@
-"""Relevance for a server's visitors: a model by name (the allow-list), the compute budget, and a
-bounded store of results shared by all, so redrawing (another rule, opacity, colours) needs no new pass.
+"""Relevance for a server's visitors: a model by name (the allow-list), the relevance budget (the job
+priced whole: `cost.relevance_gflop`), the heavy lane's turn (`attention.admission.HEAVY`: one job of a
+visitor at a time, round-robin between visitors), and a bounded store of results, so redrawing (another
+rule, opacity, colours) needs no new pass. A result of a visitor's own picture is theirs alone (keyed by
+their session, as passes are: no one else can time whether they sent it); a shipped example's is shared.
 
-    rel = get_relevance("examples/digits/digit_3.png", "mnist_vit", "auto", target=None)
+    rel = get_relevance("examples/digits/digit_3.png", "mnist_vit", "auto", target=None, visitor=Visitor("s", "ip"))
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
+from attention.admission import HEAVY, Visitor
 from attention.cache import SharedCache
 from attention.config import SETTINGS
 from attention.errors import InputError
 from attention.images import ImageSource
 from attention.vit.gpu import gpu
-from attention.vit.inputs import file_digest
+from attention.vit.inputs import example_digests, file_digest
 from attention.vit.models import check_allowed, load_vit
 from attention.vit.relevance.compute import Relevance, check_classifier, relevance
 from attention.vit.relevance.labels import class_index, class_names
 
-# One relevance pass costs a forward, a backward (about one more) and the rows of A and dA (about one
-# more at 480 px): bench/bench_relevance.py. The compute budget of a forward is divided by this.
-COST_OF_A_FORWARD = 3.0
 RESULTS: SharedCache[Relevance] = SharedCache(64 << 20, SETTINGS.state_ttl)
 """Every visitor's results together: 64 MB, least recently used out first (a result is its maps and
 the shown image: ~0.2 MB for DeiT-S at 224 px)."""
@@ -28,8 +31,7 @@ the shown image: ~0.2 MB for DeiT-S at 224 px)."""
 def _compute(model: str, image: ImageSource, resolution, target: int | None) -> Relevance:
     vit = load_vit(model)
     device = str(next(vit.parameters()).device)
-    budget = SETTINGS.budget_gflop(device) / COST_OF_A_FORWARD
-    return relevance(vit, image, target, resolution=resolution, max_gflop=budget)
+    return relevance(vit, image, target, resolution=resolution, max_gflop=SETTINGS.relevance_budget_gflop(device))
 
 
 def resolve_target(model: str, target) -> int | None:
@@ -42,11 +44,20 @@ def resolve_target(model: str, target) -> int | None:
 
 
 def get_relevance(
-    image: ImageSource | None, model: str, resolution="auto", target=None, *, shared=True, digest: str | None = None
+    image: ImageSource | None,
+    model: str,
+    resolution="auto",
+    target=None,
+    *,
+    shared=True,
+    visitor: Visitor | None = None,
+    digest: str | None = None,
 ) -> Relevance:
-    """The relevance of `image` for `model` (a name) and `target`, from the shared store or computed once.
-    shared: as a server (allow-list, compute budget). digest: `image`'s content digest when the caller
-    knows it (`passes.known_digest`), else computed. Raises the engine's typed errors."""
+    """The relevance of `image` for `model` (a name) and `target`, from the store or computed once.
+    shared: as a server (allow-list, relevance budget). visitor: who asks: a new job takes its turn in
+    the heavy lane (Busy at once when they already have their share there) and a picture that is not a
+    shipped example is keyed to their session. digest: `image`'s content digest when the caller knows it
+    (`passes.known_digest`), else computed. Raises the engine's typed errors."""
     if image is None or (isinstance(image, str) and not image):
         raise InputError("No image: upload one (PNG, JPEG, WebP, GIF, BMP or TIFF) or pick an example.")
     model = (model or "").strip()
@@ -55,8 +66,17 @@ def get_relevance(
     vit = load_vit(model)
     check_classifier(vit)
     t = resolve_target(model, target)
-    key = (file_digest(image) if digest is None else digest, model, str(resolution), t)
-    return RESULTS.get_or_run(key, lambda: _compute(model, image, resolution, t))
+    digest = file_digest(image) if digest is None else digest
+    scope = "" if visitor is None or digest in example_digests() else str(visitor.session or visitor.client)
+    key = (digest, model, str(resolution), t, scope)
+    if (kept := RESULTS.get(key)) is not None:
+        return kept
+
+    def compute() -> Relevance:
+        with HEAVY.turn(visitor) if shared and visitor is not None and visitor.keys else nullcontext():
+            return _compute(model, image, resolution, t)
+
+    return RESULTS.get_or_run(key, compute)
 
 
 def is_classifier(model: str) -> bool:

@@ -1,0 +1,63 @@
+"""Who a Gradio event is for (`attention.admission.Visitor`: session and client address), and the
+validator that admits a computing job before it joins Gradio's queue.
+
+The client address is the one the guard resolved (`attention.guard.client_address`: trusted proxy
+hops only, never a visitor's own X-Forwarded-For) and put in the request's scope. An MCP call reaches
+the queue through Gradio's own loopback client, one session for every MCP client; the guard signs
+the MCP caller's address and MCP session into the `VISITOR_HEADER` of that call (`attention.guard`), so
+each MCP client is its own visitor here.
+
+    event(fn, inputs, outputs, validator=heavy_share(HEAVY), concurrency_id="heavy", ...)
+    with HEAVY.turn(who()) as turn: ...   # in the handler
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import gradio as gr
+
+from attention.admission import HEAVY, Busy, Lane, Visitor
+from attention.clients import VISITOR_HEADER
+from attention.config import SETTINGS
+
+HEAVY_QUEUE = dict(concurrency_id="heavy", concurrency_limit=SETTINGS.heavy_slots + SETTINGS.heavy_waiting)
+"""Gradio's queue for heavy events: every admitted job starts at once and waits in `HEAVY`'s round (Gradio's
+own queue is first come first served)."""
+
+
+def visitor_of(request) -> Visitor:
+    """The Visitor of a request (gr.Request or Starlette's): the MCP caller the guard signed in
+    `VISITOR_HEADER`, else the session id and the client address (the guard's resolved one)."""
+    if request is None:
+        return Visitor()
+    headers = getattr(request, "headers", None) or {}
+    signed = headers.get(VISITOR_HEADER) if hasattr(headers, "get") else None
+    client = getattr(getattr(request, "client", None), "host", None)
+    if signed:  # "<client> <mcp session>", checked by the guard (it drops a header it did not sign)
+        addr, mcp = (signed.split(" ") + [""])[:2]
+        return Visitor(f"mcp-{mcp or addr}", addr)
+    return Visitor(getattr(request, "session_hash", None), client)
+
+
+def who() -> Visitor:
+    """The Visitor of the event being handled (Gradio's request context); empty outside one."""
+    from gradio.context import LocalContext
+
+    return visitor_of(LocalContext.request.get(None))
+
+
+def heavy_share(lane: Lane = HEAVY, validator: Callable | None = None) -> Callable:
+    """A queue validator that reserves the job's place in `lane` for its visitor, or refuses it at once
+    (a failed validation of the first input, with `Busy`'s message: why, and when to retry), then runs
+    `validator`, if any. The handler claims the reservation with `lane.turn(who())`."""
+
+    def share(request: gr.Request, *args):
+        try:
+            lane.reserve(visitor_of(request))
+        except Busy as e:
+            checks = [gr.validate(False, str(e))] + [gr.validate(True, "")] * (len(args) - 1)
+            return checks if len(checks) > 1 else checks[0]
+        return validator(*args) if validator is not None else [gr.validate(True, "")] * len(args)
+
+    return share

@@ -1,0 +1,295 @@
+"""bench_abuse's attacks on the computing endpoints (issue 32), each with its goal; `bench.bench_abuse` runs them.
+
+Each attack is `(app, page, n, max_seconds) -> (what the attacker got, a note)`; the ones on the heavy lane
+also time one honest relevance call and one honest short video (another visitor) while they run, against
+the same calls timed quiet (`quiet_heavy`), and say whether each is within 3x quiet plus one attacker job.
+
+  video_slot      n /attention_video jobs of the digits clip at 30 fps from one client over 4 sessions
+  canvas_gif      n GIFs of 1x1 frames on a 16000x16000 canvas (a few kB each) to /attention_video
+  relevance_flood n /relevance calls at 256 px (4,096 tokens) from one client over 4 sessions
+  mixed_sessions  n calls (maps, relevance, video in turn) from 20 sessions of one client
+  mcp_clients     8 MCP clients side by side (addresses of their own) calling the attention_maps tool
+  mcp_data        n MCP calls each with a 1 MB data: PNG, from one client: the upload folder after
+  forged_headers  n new-session calls, each with a forged X-Forwarded-For entry left of the proxy's
+  big_body        2n calls with a 900 kB value (too few values; as the frame rate): the answers' and the log's size
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import numpy as np
+from PIL import Image
+
+from bench import bench_load as bl
+from bench.common import ROOT
+
+ATTACKER = "10.66.0.1"
+HONEST_HEAVY = "10.0.0.3"  # the visitor whose relevance and video calls are timed
+CLIP = str(ROOT / "examples" / "videos" / "digits.mp4")
+QUIET: dict[str, float] = {}  # honest relevance / video seconds, quiet; an attacker's video job, quiet
+
+
+_URL: list[str] = [""]
+_CLIENTS: dict = {}
+
+
+def _client(ip: str):
+    from gradio_client import Client
+
+    if ip not in _CLIENTS:
+        _CLIENTS[ip] = Client(_URL[0], verbose=False, headers={"X-Forwarded-For": ip})
+    return _CLIENTS[ip]
+
+
+def _noise(i: int, side: int) -> str:
+    path = os.path.join(bl.TEMP[5], f"heavy_{side}_{i}.png")
+    Image.fromarray((np.random.default_rng(i).random((side, side)) * 255).astype("uint8")).save(path)
+    return path
+
+
+def honest_relevance() -> float:
+    from gradio_client import handle_file
+
+    t = time.perf_counter()
+    _client(HONEST_HEAVY).predict(handle_file(_noise(int(time.time() * 1000) % 10**6, 64)), api_name="/relevance")
+    return time.perf_counter() - t
+
+
+def honest_video() -> float:
+    from gradio_client import handle_file
+
+    t = time.perf_counter()
+    _client(HONEST_HEAVY).predict(handle_file(CLIP), "mnist_vit", seconds=1, fps=5, api_name="/attention_video")
+    return time.perf_counter() - t
+
+
+def quiet_heavy(url: str) -> str:
+    """Times the honest relevance and video calls, and one attacker video job, with nothing else running."""
+    from gradio_client import handle_file
+
+    _URL[0] = url
+    honest_relevance()
+    QUIET["relevance"] = min(honest_relevance() for _ in range(2))
+    QUIET["video"] = min(honest_video() for _ in range(2))
+    t = time.perf_counter()
+    _client("10.0.0.99").predict(handle_file(CLIP), "mnist_vit", fps=30, api_name="/attention_video")
+    QUIET["job"] = time.perf_counter() - t
+    t = time.perf_counter()
+    _client("10.0.0.98").predict(handle_file(_noise(4242, 256)), "mnist_vit", "", "256", api_name="/relevance")
+    QUIET["relevance_job"] = time.perf_counter() - t
+    return (
+        f"quiet: honest relevance {QUIET['relevance']:.2f} s, honest 1 s video {QUIET['video']:.2f} s; one attacker "
+        f"video job (digits clip at 30 fps) {QUIET['job']:.2f} s, one attacker relevance at 256 px "
+        f"{QUIET['relevance_job']:.2f} s"
+    )
+
+
+def _honest_during(attack, job: str = "job") -> tuple[dict, str, bool]:
+    """Runs `attack()` while the honest heavy visitor makes one relevance and one video call (after 1 s); goal:
+    each within 3x its quiet time plus one attacker job (`QUIET[job]`: the attack's longest kind of job)."""
+    timed: dict[str, float | str] = {}
+
+    def honest():
+        time.sleep(1.0)
+        for name, fn in (("relevance", honest_relevance), ("video", honest_video)):
+            try:
+                timed[name] = fn()
+            except Exception as e:  # noqa: BLE001 - a failure is a result
+                timed[name] = f"{type(e).__name__}: {str(e)[:80]}"
+
+    t = threading.Thread(target=honest)
+    t.start()
+    got = attack()
+    t.join(600)
+    ok = True
+    parts = []
+    for name in ("relevance", "video"):
+        v = timed.get(name, "not done")
+        if isinstance(v, float):
+            bound = 3 * QUIET.get(name, v) + QUIET.get(job, 0)
+            ok &= v <= bound
+            parts.append(f"honest {name} {v:.1f} s (goal <= {bound:.1f} s)")
+        else:
+            ok = False
+            parts.append(f"honest {name}: {v}")
+    return got, "; ".join(parts), ok
+
+
+def _submit_all(calls, max_s: float) -> dict:
+    """Submits every (client, args, kwargs) at once, then waits: {'done'|'refused'|error: count}."""
+    from gradio_client.exceptions import ValidationError
+
+    jobs = [c.submit(*a, **k) for c, a, k in calls]
+    counts: dict[str, int] = {}
+    deadline = time.time() + max_s
+    for j in jobs:
+        try:
+            j.result(timeout=max(1.0, deadline - time.time()))
+            key = "done"
+        except ValidationError as e:
+            key = "refused at once" if "Not queued" in str(e) else f"invalid: {str(e)[:60]}"
+        except Exception as e:  # noqa: BLE001
+            key = f"{type(e).__name__}: {str(e)[:60]}"
+        counts[key] = counts.get(key, 0) + 1
+    return {**counts, "sent": len(jobs)}
+
+
+def _sessions(ip: str, k: int):
+    from gradio_client import Client
+
+    return [Client(_URL[0], verbose=False, headers={"X-Forwarded-For": ip}) for _ in range(k)]
+
+
+def video_slot(app, page, n, max_s):
+    from gradio_client import handle_file
+
+    cs = _sessions(ATTACKER, 4)
+    calls = [
+        (cs[i % 4], (handle_file(CLIP), "mnist_vit"), {"fps": 30, "api_name": "/attention_video"}) for i in range(n)
+    ]
+    got, note, ok = _honest_during(lambda: _submit_all(calls, max_s))
+    return got, note + (" [goal met]" if ok else " [GOAL MISSED]")
+
+
+def canvas_gif(app, page, n, max_s):
+    from gradio_client import handle_file
+
+    from tests.test_video_decoding import canvas_gif as make
+
+    path = make(os.path.join(bl.TEMP[5], "canvas.gif"), 16000, frames=12_200)
+    cs = _sessions(ATTACKER, 1)
+    t = time.perf_counter()
+    calls = [(cs[0], (handle_file(path), "mnist_vit"), {"fps": 0.1, "api_name": "/attention_video"}) for _ in range(n)]
+    got = _submit_all(calls, max_s)
+    return got, f"{os.path.getsize(path) / 1000:.0f} kB GIF; all answered in {time.perf_counter() - t:.1f} s"
+
+
+def relevance_flood(app, page, n, max_s):
+    from gradio_client import handle_file
+
+    cs = _sessions(ATTACKER, 4)
+    calls = [
+        (cs[i % 4], (handle_file(_noise(i, 256)), "mnist_vit", "", "256"), {"api_name": "/relevance"}) for i in range(n)
+    ]
+    got, note, ok = _honest_during(lambda: _submit_all(calls, max_s), "relevance_job")
+    return got, note + (" [goal met]" if ok else " [GOAL MISSED]")
+
+
+def mixed_sessions(app, page, n, max_s):
+    from gradio_client import handle_file
+
+    cs = _sessions(ATTACKER, 20)
+    kinds = [
+        ((handle_file(bl.DIGITS[3]), "mnist_vit"), {"api_name": "/attention_maps"}),
+        ((handle_file(_noise(900, 128)), "mnist_vit", "", "128"), {"api_name": "/relevance"}),
+        ((handle_file(CLIP), "mnist_vit"), {"fps": 30, "api_name": "/attention_video"}),
+    ]
+    calls = [(cs[i % 20], *kinds[i % 3]) for i in range(n)]
+    got, note, ok = _honest_during(lambda: _submit_all(calls, max_s))
+    return got, note + (" [goal met]" if ok else " [GOAL MISSED]")
+
+
+def _mcp_call(http: httpx.Client, url: str, tool: str, arguments: dict) -> str:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    headers = {"Accept": "application/json, text/event-stream"}
+    r = http.post(url + "gradio_api/mcp/", json=body, headers=headers, timeout=300)
+    if r.status_code != 200:
+        return str(r.status_code)
+    text = r.text
+    data = [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
+    res = (data[-1] if data else {}).get("result", {})
+    return "error" if res.get("isError") or not data else "ok"
+
+
+def _png_data_url(i: int, side: int) -> str:
+    buf = io.BytesIO()
+    Image.fromarray((np.random.default_rng(i).random((side, side)) * 255).astype("uint8")).save(buf, "PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+
+def mcp_clients(app, page, n, max_s):
+    data = _png_data_url(1, 28)
+
+    def one(i):
+        with httpx.Client(headers={"X-Forwarded-For": f"10.55.0.{i + 1}"}) as http:
+            return _mcp_call(http, app.url, "attention_maps", {"image": data, "model": "mnist_vit"})
+
+    with ThreadPoolExecutor(8) as pool:
+        out = list(pool.map(one, range(8)))
+    got = {k: out.count(k) for k in set(out)}
+    return {**got, "sent": 8}, f"8 MCP clients at once: {out.count('ok')} answered, {8 - out.count('ok')} not"
+
+
+def mcp_data(app, page, n, max_s):
+    before, _ = bl.usage(app.env["GRADIO_TEMP_DIR"])
+    data = _png_data_url(2, 600)  # ~1 MB of PNG noise
+    counts: dict[str, int] = {}
+    deadline = time.time() + max_s
+    with httpx.Client(headers={"X-Forwarded-For": ATTACKER}) as http:
+        for _ in range(n):
+            if time.time() > deadline:
+                break
+            k = _mcp_call(http, app.url, "attention_maps", {"image": data, "model": "mnist_vit"})
+            counts[k] = counts.get(k, 0) + 1
+    after, files = bl.usage(app.env["GRADIO_TEMP_DIR"])
+    return {**counts, "sent": sum(counts.values())}, (
+        f"{len(data) / 1e6:.1f} MB data: each; GRADIO_TEMP_DIR +{after - before:.0f} MB ({files} files)"
+    )
+
+
+def forged_headers(app, page, n, max_s):
+    codes: dict[int | str, int] = {}
+    with httpx.Client(timeout=60) as http:
+        for i in range(n):
+            h = {"X-Forwarded-For": f"10.{i % 250}.{i // 250}.9, {ATTACKER}"}  # forged entry, then the proxy's
+            body = {"data": [None] * 11}  # a call with no session: a new one (the event then fails: no image)
+            try:
+                c = http.post(app.url + "gradio_api/call/attention_maps", json=body, headers=h).status_code
+            except httpx.HTTPError as e:
+                c = type(e).__name__
+            codes[c] = codes.get(c, 0) + 1
+    return {**codes, "sent": n}, f"{codes.get(429, 0)} of {n} refused as one client's new sessions"
+
+
+def big_body(app, page, n, max_s):
+    size0 = app.log.stat().st_size
+    sizes = []
+    with httpx.Client(headers={"X-Forwarded-For": ATTACKER}, timeout=120) as http:
+        for _ in range(n):
+            for data in (
+                [None, "x" * 900_000],
+                [None, "mnist_vit", -1, 0, "mean", 0.6, "auto", "x" * 900_000] + [None] * 5,
+            ):
+                body = {"data": data, "session_hash": uuid.uuid4().hex[:11]}
+                r = http.post(app.url + "gradio_api/call/attention_video", json=body)
+                text = r.text
+                if r.status_code == 200 and "event_id" in text:
+                    eid = r.json()["event_id"]
+                    text = http.get(app.url + f"gradio_api/call/attention_video/{eid}").text
+                sizes.append(len(text))
+    grown = app.log.stat().st_size - size0
+    return {"sent": 2 * n, "largest answer (bytes)": max(sizes)}, (
+        f"900 kB values (too few values; a bad frame rate): server log +{grown / 1000:.1f} kB for {2 * n} calls"
+    )
+
+
+ATTACKS = {
+    "video_slot": (video_slot, 12),
+    "canvas_gif": (canvas_gif, 4),
+    "relevance_flood": (relevance_flood, 8),
+    "mixed_sessions": (mixed_sessions, 60),
+    "mcp_clients": (mcp_clients, 8),
+    "mcp_data": (mcp_data, 60),
+    "forged_headers": (forged_headers, 40),
+    "big_body": (big_body, 10),
+}
+HEAVY_TIMED = {"video_slot", "relevance_flood", "mixed_sessions"}

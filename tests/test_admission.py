@@ -1,0 +1,149 @@
+"""Spec of attention.admission: per visitor (session and client address together) one job running and a
+stated few waiting, the rest refused at once; slots shared round-robin between visitors; a job's time
+bounded and its slot handed on between chunks. Threads at once throughout."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from attention.admission import Busy, Lane, Visitor
+
+A, A2, B, C = Visitor("a", "10.0.0.1"), Visitor("a2", "10.0.0.1"), Visitor("b", "10.0.0.2"), Visitor("c", "10.0.0.3")
+
+
+def _hold(lane: Lane, v: Visitor, release: threading.Event, started: threading.Event | None = None):
+    with lane.turn(v):
+        if started is not None:
+            started.set()
+        release.wait(10)
+
+
+def test_one_running_and_the_stated_few_waiting_per_visitor_the_rest_refused_at_once():
+    lane = Lane("heavy", slots=1, queued=2, max_waiting=16, bound_s=30)
+    go, started = threading.Event(), threading.Event()
+    outcomes: list[str] = []
+
+    def job(v: Visitor):
+        t = time.monotonic()
+        try:
+            with lane.turn(v):
+                started.set()
+                go.wait(10)
+            outcomes.append("ran")
+        except Busy as e:
+            assert time.monotonic() - t < 1.0  # at once, not after a wait
+            assert "Try again in about 30 s" in str(e)
+            outcomes.append("refused")
+
+    # 12 jobs at once from one client, over 12 sessions: one visitor
+    with ThreadPoolExecutor(12) as pool:
+        futures = [pool.submit(job, Visitor(f"s{i}", "10.0.0.9")) for i in range(12)]
+        deadline = time.monotonic() + 5
+        while outcomes.count("refused") < 9 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert outcomes.count("refused") == 9 and started.is_set()
+        go.set()
+        [f.result() for f in futures]
+    assert outcomes.count("ran") == 3
+
+
+def test_one_session_from_several_addresses_is_one_visitor_too():
+    lane = Lane("heavy", slots=2, queued=0)
+    release = threading.Event()
+    t = threading.Thread(target=_hold, args=(lane, Visitor("s", "10.0.0.1"), release))
+    t.start()
+    time.sleep(0.1)
+    with pytest.raises(Busy, match="this session"):
+        with lane.turn(Visitor("s", "10.0.0.77")):
+            pass
+    with lane.turn(B):  # another visitor takes the free slot
+        pass
+    release.set()
+    t.join()
+
+
+def test_slots_go_round_robin_so_an_honest_visitor_waits_for_at_most_one_other_job():
+    lane = Lane("heavy", slots=1, queued=5, max_waiting=32)
+    order: list[str] = []
+    gate = threading.Event()
+    first = threading.Thread(target=_hold, args=(lane, A, gate))
+    first.start()
+    time.sleep(0.1)
+
+    def job(v: Visitor, name: str):
+        with lane.turn(v):
+            order.append(name)
+
+    threads = [threading.Thread(target=job, args=(A2, f"attacker{i}")) for i in range(5)]
+    for t in threads:
+        t.start()
+        time.sleep(0.02)
+    honest = threading.Thread(target=job, args=(B, "honest"))
+    honest.start()  # joins after the attacker's five
+    time.sleep(0.1)
+    gate.set()
+    for t in [first, *threads, honest]:
+        t.join(10)
+    assert order.index("honest") <= 1, order  # at most one of the attacker's jobs before it
+
+
+def test_the_lane_refuses_past_its_waiting_room_for_everyone():
+    lane = Lane("heavy", slots=1, queued=1, max_waiting=2)
+    release = threading.Event()
+    threads = [threading.Thread(target=_hold, args=(lane, v, release)) for v in (A, B, C)]
+    for t in threads:
+        t.start()
+        time.sleep(0.05)
+    with pytest.raises(Busy, match="2 jobs waiting, the most it holds"):
+        lane.reserve(Visitor("d", "10.0.0.4"))
+    release.set()
+    for t in threads:
+        t.join(10)
+
+
+def test_a_reservation_counts_until_claimed_and_lapses_if_never_claimed():
+    now = [0.0]
+    lane = Lane("heavy", slots=1, queued=1, reserve_ttl=30, clock=lambda: now[0])
+    lane.reserve(A)
+    lane.reserve(A)
+    with pytest.raises(Busy):
+        lane.reserve(A2)  # the same client
+    with lane.held(A):  # the handler claims one: a turn inside is not admitted again
+        with lane.turn(A):
+            assert lane.waiting() == 1  # the other reservation
+    now[0] = 31.0  # the other job was dropped before it ran
+    assert lane.waiting() == 0
+    lane.reserve(A)
+
+
+def test_a_job_is_stopped_past_its_bound_and_hands_its_slot_on_between_chunks():
+    now = [0.0]
+    lane = Lane("heavy", slots=1, queued=2, bound_s=10, clock=lambda: now[0])
+    with lane.turn(A) as turn:
+        turn.pause()  # no one waits: goes on at once
+        now[0] = 11.0
+        with pytest.raises(Exception, match="ran over its bound of 10 s"):
+            turn.check()
+    order: list[str] = []
+    lane2 = Lane("heavy", slots=1, queued=2)
+    b_waiting = threading.Event()
+
+    def other():
+        b_waiting.set()
+        with lane2.turn(B):
+            order.append("B")
+
+    with lane2.turn(A) as turn:
+        order.append("A1")
+        t = threading.Thread(target=other)
+        t.start()
+        b_waiting.wait()
+        time.sleep(0.1)
+        turn.pause()  # B gets the slot now; A's next chunk after it
+        order.append("A2")
+    t.join(5)
+    assert order == ["A1", "B", "A2"]
