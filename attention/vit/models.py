@@ -89,9 +89,12 @@ class ModelSpec:
     checkpoint: str | None = None  # the operator's own weights file (`checkpoint.register_checkpoint`)
     checkpoint_key: str | None = None  # where in that file the weights sit (DINO's --checkpoint_key)
     classifier: bool = False  # has a classifier head read from its class token (class relevance: "Why this class?")
+    text: bool = False  # has a text tower (CLIP, SigLIP: text relevance, "Find in image"); timm_name "open_clip:..."
 
     @property
     def hub_id(self) -> str | None:
+        if self.timm_name.startswith("open_clip:hf-hub:"):
+            return self.timm_name[len("open_clip:hf-hub:") :]
         return None if self.timm_name == "local" or self.checkpoint else f"timm/{self.timm_name}"
 
     @property
@@ -127,6 +130,18 @@ REGISTRY: dict[str, ModelSpec] = {
         ModelSpec("dinov3_vitb16", "vit_base_patch16_dinov3.lvd1689m", "DINOv3 ViT-B/16", 768, "dinov3"),
         ModelSpec("mnist_vit", "local", "ViT trained here on MNIST digits (ships with the app)", 28, classifier=True),
         ModelSpec("deit_small", "deit_small_patch16_224.fb_in1k", "DeiT-S ImageNet classifier", 224, classifier=True),
+        # models with a text tower, through open_clip (attention.vit.text): text relevance, "Find in image"
+        ModelSpec(
+            "digit_clip", "local", "CLIP trained here on MNIST digits and captions (ships with the app)", 56, text=True
+        ),
+        ModelSpec("siglip2_vitb16", "open_clip:hf-hub:timm/ViT-B-16-SigLIP2", "SigLIP 2 ViT-B/16", 224, text=True),
+        ModelSpec(
+            "clip_vitb16",
+            "open_clip:hf-hub:timm/vit_base_patch16_clip_224.openai",
+            "CLIP ViT-B/16 (OpenAI)",
+            224,
+            text=True,
+        ),
     ]
 }
 DEFAULT_MODEL = "dino_vits16"
@@ -168,6 +183,11 @@ def resolve(name: str) -> tuple[str, ModelSpec | None]:
     for spec in REGISTRY.values():  # a registered timm tag typed in full
         if name == spec.timm_name:
             return name, spec
+    if name.startswith("open_clip:"):
+        from attention.vit.text.load import repo_of
+
+        repo_of(name)  # ModelLoadError saying what is accepted
+        return name, None
     if name.startswith("hf-hub:") and len(name) > len("hf-hub:"):
         from huggingface_hub.utils import HFValidationError, validate_repo_id
 
@@ -213,6 +233,8 @@ def hub_id(name: str) -> str | None:
         return spec.hub_id
     if timm_name.startswith("hf-hub:"):
         return timm_name[len("hf-hub:") :]
+    if timm_name.startswith("open_clip:"):
+        return timm_name.split("hf-hub:", 1)[-1]
     import timm
 
     cfg = timm.models.get_pretrained_cfg(timm_name)
@@ -231,6 +253,10 @@ def is_cached(name: str) -> bool:
         )
     from huggingface_hub import try_to_load_from_cache
 
+    if resolve(name)[0].startswith("open_clip:"):
+        from attention.vit.text.load import is_cached as open_clip_cached
+
+        return open_clip_cached(resolve(name)[0])
     return any(isinstance(try_to_load_from_cache(repo, f), str) for f in ("model.safetensors", "pytorch_model.bin"))
 
 
@@ -320,6 +346,8 @@ def _build(timm_name: str, spec: ModelSpec | None, device: torch.device, dtype: 
         model.auto_resolution = auto
     model.alias, model.crop_rule = spec.alias if spec else timm_name, rule.crop
     model = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+    if "text_model" in model.__dict__:  # an image tower: its model's text tower goes with it
+        model.text_model.to(device=device, dtype=dtype).eval().requires_grad_(False)
     return posembed.install(model, rule.pos_embed)
 
 
@@ -327,6 +355,14 @@ def _load(timm_name: str, spec: ModelSpec | None) -> torch.nn.Module:
     """The model with its weights from where they are: shipped, the operator's checkpoint, or the hub."""
     from attention.vit import weights  # it reads this registry: imported when a model is loaded
 
+    if spec and spec.text and spec.timm_name == "local":
+        from attention.vit.text.load import load_shipped
+
+        return load_shipped(spec.alias)
+    if timm_name.startswith("open_clip:"):
+        from attention.vit.text.load import load_open_clip
+
+        return load_open_clip(timm_name)
     if spec and spec.timm_name == "local":
         return weights.load_local(spec.alias)
     if spec and spec.checkpoint:
