@@ -66,7 +66,8 @@ def check_prompts(prompts: str | list[str] | tuple[str, ...], clip: torch.nn.Mod
         n = _length(tok, p) if tok is not None else None
         if n is not None and ctx and n > ctx:
             raise InputError(
-                f"Prompt {i} ({p[:40]!r}) takes {n} tokens; this model reads at most {ctx}, so it would be cut: shorten it."
+                f"Prompt {i} ({p[:40]!r}) takes {n} tokens; this model reads at most {ctx}, so it would be cut: "
+                "shorten it."
             )
     return items
 

@@ -1,0 +1,125 @@
+"""Cost of text relevance (issue 35) for a CLIP ViT-B/16 with random weights: time against a plain forward at
+224, 448 and 896 px, and peak memory against the full-matrix reference.
+
+    python -m bench.bench_text_relevance --device cuda     # times and peak memory (GPU: max_memory_allocated)
+    python -m bench.bench_text_relevance --sizes 224       # CPU: times only (1 thread)
+
+Model: open_clip CLIP with a timm image tower, `vit_base_patch16_clip_224` (12 blocks, 12 heads, width 768,
+class-token pool, linear projection to 512) and CLIP's text tower, random weights, fp32. (open_clip's native
+ViT-B-16 tower is not read yet: the timm tower is the same architecture, CLIP's pre-norm ViT.)
+time: `text_relevance_rows` (one fused forward, one batched backward, Chefer's rule, LeGrad's last 2 blocks and
+the patch similarity) for 1 and 4 prompts / a plain forward `encode_image` under inference_mode; medians of
+interleaved repeats. memory: peak allocated beyond the model and input during one call, for the plain forward,
+ours (1 prompt) and the full-matrix reference (tests/vit/text_reference.py: unfused attention, every layer's
+N x N attention and its gradient kept, R N x N).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from bench.common import cuda_synced, interleaved_medians
+
+TIMM = "vit_base_patch16_clip_224"
+
+
+def setup(device: str):
+    import open_clip
+    import torch
+
+    torch.manual_seed(0)
+    vision = dict(timm_model_name=TIMM, timm_pool="token", timm_proj="linear", image_size=224)
+    text = dict(context_length=77, vocab_size=49408, width=512, heads=8, layers=12)
+    clip = open_clip.CLIP(embed_dim=512, vision_cfg=vision, text_cfg=text).eval().requires_grad_(False)
+    return clip.to(device)
+
+
+def runners(clip, x, text):
+    import torch
+
+    from attention.vit.text.compute import text_relevance_rows
+    from attention.vit.text.tower import ready
+
+    tower = ready(clip)
+
+    def plain():
+        with torch.inference_mode():
+            return clip.encode_image(x)
+
+    return {
+        "plain": plain,
+        "ours_1": lambda: text_relevance_rows(clip, tower, x, text[:1]),
+        "ours_4": lambda: text_relevance_rows(clip, tower, x, text),
+    }
+
+
+def peak_mb(fn, device: str) -> float:
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2**20
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--sizes", default="224,448,896")
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args()
+    import torch
+    import torch.nn.functional as F
+
+    from tests.vit import text_reference as ref
+
+    if args.device == "cpu":
+        torch.set_num_threads(1)
+    clip = setup(args.device)
+    text = F.normalize(torch.randn(4, 512, device=args.device), dim=-1)
+    dev = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU, 1 thread"
+    print(f"torch {torch.__version__}, {dev}, CLIP ViT-B/16 (timm tower {TIMM}), random weights, fp32")
+    explicit = ref.explicit(clip) if args.device != "cpu" else None  # the reference's model, copied once
+    results = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        x = torch.randn(1, 3, size, size, device=args.device)
+        fns = runners(clip, x, text)
+        if args.device != "cpu":
+            fns = {k: cuda_synced(f) for k, f in fns.items()}
+        t = interleaved_medians(fns, args.reps)
+        row = {"px": size, "tokens": (size // 16) ** 2 + 1, **{f"{k}_ms": round(v * 1e3, 1) for k, v in t.items()}}
+        row["ratio_1"] = round(t["ours_1"] / t["plain"], 2)
+        row["ratio_4"] = round(t["ours_4"] / t["plain"], 2)
+        if args.device != "cpu":
+            row["plain_mb"] = round(peak_mb(fns["plain"], args.device))
+            row["ours_1_mb"] = round(peak_mb(fns["ours_1"], args.device))
+            row["ours_4_mb"] = round(peak_mb(fns["ours_4"], args.device))
+            try:
+                row["reference_mb"] = round(
+                    peak_mb(lambda: ref.chefer(explicit, x, text[0], inplace=True), args.device)
+                )
+            except torch.OutOfMemoryError:
+                row["reference_mb"] = "out of memory"
+        print(json.dumps(row), flush=True)
+        results.append(row)
+    print(
+        "| input | tokens N | plain forward | text relevance, 1 prompt | 4 prompts | peak: plain | ours (1) | ours (4) | full-matrix reference |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        mem = [
+            f"{r[k]:,} MB" if isinstance(r.get(k), int) else str(r.get(k, "-"))
+            for k in ("plain_mb", "ours_1_mb", "ours_4_mb", "reference_mb")
+        ]
+        print(
+            f"| {r['px']} px | {r['tokens']:,} | {r['plain_ms']} ms | {r['ours_1_ms']} ms ({r['ratio_1']}x) | {r['ours_4_ms']} ms ({r['ratio_4']}x) | "
+            + " | ".join(mem)
+            + " |"
+        )
+
+
+if __name__ == "__main__":
+    main()
