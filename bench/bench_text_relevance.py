@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from bench.common import cuda_synced, interleaved_medians
+from bench.common import cuda_synced, interleaved_medians, markdown_table
 
 TIMM = "vit_base_patch16_clip_224"
 
@@ -99,26 +99,27 @@ def main() -> None:
             row["ours_4_mb"] = round(peak_mb(fns["ours_4"], args.device))
             try:
                 row["reference_mb"] = round(
-                    peak_mb(lambda: ref.chefer(explicit, x, text[0], inplace=True), args.device)
+                    peak_mb(lambda x=x: ref.chefer(explicit, x, text[0], inplace=True), args.device)
                 )
             except torch.OutOfMemoryError:
                 row["reference_mb"] = "out of memory"
         print(json.dumps(row), flush=True)
         results.append(row)
-    print(
-        "| input | tokens N | plain forward | text relevance, 1 prompt | 4 prompts | peak: plain | ours (1) | ours (4) | full-matrix reference |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in results:
-        mem = [
-            f"{r[k]:,} MB" if isinstance(r.get(k), int) else str(r.get(k, "-"))
-            for k in ("plain_mb", "ours_1_mb", "ours_4_mb", "reference_mb")
-        ]
-        print(
-            f"| {r['px']} px | {r['tokens']:,} | {r['plain_ms']} ms | {r['ours_1_ms']} ms ({r['ratio_1']}x) | {r['ours_4_ms']} ms ({r['ratio_4']}x) | "
-            + " | ".join(mem)
-            + " |"
-        )
+    header = ["input", "tokens N", "plain forward", "text relevance, 1 prompt", "4 prompts"]
+    header += ["peak: plain", "ours (1)", "ours (4)", "full-matrix reference"]
+    print(markdown_table(header, [table_row(r) for r in results]))
+
+
+def table_row(r: dict) -> list[str]:
+    """One row of the printed table."""
+
+    def mb(k: str) -> str:
+        v = r.get(k, "-")
+        return f"{v:,} MB" if isinstance(v, int) else str(v)
+
+    times = [f"{r['plain_ms']} ms", f"{r['ours_1_ms']} ms ({r['ratio_1']}x)", f"{r['ours_4_ms']} ms ({r['ratio_4']}x)"]
+    mems = [mb(k) for k in ("plain_mb", "ours_1_mb", "ours_4_mb", "reference_mb")]
+    return [f"{r['px']} px", f"{r['tokens']:,}", *times, *mems]
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import gradio as gr
 import pandas as pd
 
 from attention.errors import AttentionError, as_whole
-from attention.ui import relevance_panel, vit_api, vit_examples, vit_layout, vit_live
+from attention.ui import relevance_panel, text_panel, vit_api, vit_examples, vit_layout, vit_live
 from attention.ui.components import info, queue_share, user_errors, visitor, warning
 from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_panels import Main
@@ -366,5 +366,7 @@ def build(demo: gr.Blocks | None = None) -> None:
     adopted += vit_examples.build(t, s, example, shown_by_examples, vit_pass, fast)
     then_update = lambda ev: ev.then(update, inputs, [*show, t.state], **on_map)  # noqa: E731
     t.why.follow([*changes, *adopted], main, on_query=then_update, compare=t.cmp.compare)
+    t.find.follow([*changes, *adopted], main)
     vit_api.build(s.model, VIT_DEFAULTS)
     relevance_panel.build_api(vit_models.OFFLINE_MODEL)
+    text_panel.build_api("digit_clip")

@@ -77,10 +77,10 @@ def train(steps: int = 600, seed: int = 0, out: Path = Path("retrained"), device
     for step in range(steps):
         clip.train()
         if step % 2 == 0:
-            idx = torch.randint(len(yt), (128,), generator=gen)
+            idx = torch.randint(len(yt), (64,), generator=gen)
             img, target = _augment(xt[idx].cpu(), gen).to(device), F.one_hot(yt[idx], 10).float().to(device)
         else:  # two digits, or three every other time
-            img, target, _, _ = canvas(xt.cpu(), yt, 32, gen, per=2 + (step % 4 == 3))
+            img, target, _, _ = canvas(xt.cpu(), yt, 24, gen, per=2 + (step % 4 == 3))
             img, target = img.to(device), target.to(device)
         templates = torch.randint(len(dc.TEMPLATES), (10,), generator=gen).tolist()
         ids = tok([dc.caption(d, t) for d, t in enumerate(templates)]).to(device)
