@@ -100,7 +100,8 @@ def main() -> None:
     for rule in ("chefer", "legrad", "similarity"):
         r = res[rule]
         print(
-            f"  {rule:<10} peak on its digit {r['peaks']:.1%}, segment right {r['segments']:.1%}, whole case {r['cases']:.1%}"
+            f"  {rule:<10} peak on its digit {r['peaks']:.1%}, segment right {r['segments']:.1%}, "
+            f"whole case {r['cases']:.1%}"
         )
     print(json.dumps(res))
 

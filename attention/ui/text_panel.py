@@ -14,7 +14,7 @@ from attention.errors import AttentionError
 from attention.ui.components import image_path, picture, tiles_gallery, user_errors
 from attention.vit.text.prompts import MAX_PROMPT_CHARS, MAX_PROMPTS
 from attention.vit.text.service import get_text_relevance, has_text, text_models
-from attention.vit.text.views import PALETTE, RULE_NAMES, tiles, write_answer
+from attention.vit.text.views import RULE_NAMES, hex_colour, tiles, write_answer
 
 MAP_SIDE = 420  # px: the shorter side of the view's maps (enlarged by a whole factor)
 FAST = dict(show_progress="minimal", api_visibility="private")
@@ -32,7 +32,7 @@ def scores_html(tr) -> str:
     rows = []
     for rank, (p, logit, prob) in enumerate(tr.ranking(), 1):
         i = tr.prompts.index(p)
-        colour = "#%02x%02x%02x" % tuple(PALETTE[i % len(PALETTE)])
+        colour = hex_colour(i)
         rows.append(
             f"<tr><td>{rank}</td><td><span style='display:inline-block;width:12px;height:12px;"
             f"background:{colour};border-radius:2px'></span></td><td>{html.escape(p)}</td>"

@@ -70,14 +70,16 @@ def test_a_missing_open_clip_repo_is_a_load_error_naming_the_fix(tmp_path):
             load_vit("open_clip:ViT-B-16", device="cpu")
 
 
-def test_a_native_open_clip_tower_is_refused_by_type():
+def test_an_open_clip_tower_the_engine_cannot_read_is_refused_by_type():
     import open_clip
 
-    native = open_clip.CLIP(
-        embed_dim=32, vision_cfg=dict(image_size=32, patch_size=16, width=32, layers=1, head_width=16), text_cfg=TEXT
+    coca_like = open_clip.CLIP(
+        embed_dim=32,
+        vision_cfg=dict(image_size=32, patch_size=16, width=32, layers=1, head_width=16, pool_type="avg"),
+        text_cfg=TEXT,
     )
-    with pytest.raises(UnsupportedModelError, match="VisionTransformer is not read yet"):
-        text_relevance(native, Image.new("RGB", (32, 32)), "a cat")
+    with pytest.raises(UnsupportedModelError, match="it pools by 'avg'"):
+        text_relevance(coca_like, Image.new("RGB", (32, 32)), "a cat")
 
 
 def test_the_registry_names_the_text_models():
@@ -86,3 +88,32 @@ def test_the_registry_names_the_text_models():
     assert REGISTRY["siglip2_vitb16"].hub_id == "timm/ViT-B-16-SigLIP2"
     with pytest.raises(NoTextTowerError, match="digit_clip, siglip2_vitb16, clip_vitb16"):
         text_relevance(load_vit("mnist_vit", device="cpu"), Image.new("RGB", (28, 28)), "a seven")
+
+
+@pytest.mark.parametrize("quick_gelu", [False, True])
+def test_a_native_open_clip_tower_is_read_as_the_timm_vit_it_is(quick_gelu):
+    """open_clip's own VisionTransformer (OpenAI/LAION CLIP) rebuilt as timm's: the same image embedding,
+    and both rules equal the full-matrix reference on it."""
+    import open_clip
+
+    from attention.vit.text.compute import encode_prompts, text_relevance_rows
+    from attention.vit.text.tower import ready
+    from tests.vit import text_reference as ref
+    from tests.vit.test_text_relevance import PROMPTS, _peak_close
+
+    torch.manual_seed(0)
+    vision = dict(image_size=64, patch_size=16, width=64, layers=2, head_width=16)
+    clip = open_clip.CLIP(embed_dim=32, vision_cfg=vision, text_cfg=TEXT, quick_gelu=quick_gelu).eval()
+    x = torch.randn(1, 3, 48, 80)
+    with torch.no_grad():
+        x64 = torch.randn(1, 3, 64, 64)
+        native = clip.encode_image(x64)
+        tower = ready(clip)
+        assert type(tower.trunk).__name__ == "VisionTransformer" and tower.pool == "token"
+        torch.testing.assert_close(clip.encode_image(x64), native, rtol=1e-5, atol=1e-5)
+    text = encode_prompts(clip, PROMPTS)
+    logits, chefer, legrad, _ = text_relevance_rows(clip, tower, x, text)
+    for p in range(len(PROMPTS)):
+        row, s = ref.chefer(clip, x, text[p])
+        _peak_close(chefer[p, 1:], row[1:])
+        _peak_close(legrad[p, 1:], ref.legrad(clip, x, text[p], 2))

@@ -101,7 +101,7 @@ def legrad(clip, x, t, layers):
                 (g,) = torch.autograd.grad(s, [a])
                 total = total + g.clamp(min=0).mean(1)[0, 0].double()
             else:
-                feat = ref.visual.head(trunk.norm(z.mean(1)))
+                feat = ref.visual.head(trunk.head(trunk.fc_norm(trunk.norm(z.mean(1)))))  # ln_post(mean) @ proj
                 s = F.normalize(feat, dim=-1)[0] @ t
                 (g,) = torch.autograd.grad(s, [A[layer]])
                 total = total + g.clamp(min=0).mean(1).mean(1)[0, T:].double()

@@ -7,9 +7,8 @@ knows how an open_clip model's image side is built.
 
 Supported today: open_clip's `TimmModel` towers (SigLIP, SigLIP 2 and any `timm_model_name` config;
 the shipped digit_clip), pooled by the class token ("token"), the mean of patch tokens ("avg") or an
-attention-pooling head ("map"). open_clip's own `VisionTransformer` (OpenAI/LAION CLIP) is a native
-nn.MultiheadAttention tower; `vision_tower` refuses it with UnsupportedModelError until a backbone
-description can read it (see docs/text-relevance.md: what that must provide).
+attention-pooling head ("map"); open_clip's own `VisionTransformer` (OpenAI and LAION CLIP, nn.MultiheadAttention)
+is rebuilt once as the timm ViT it is (`native.timm_visual`, timm's own weight converter), in place.
 """
 
 from __future__ import annotations
@@ -79,6 +78,10 @@ def vision_tower(clip: torch.nn.Module) -> Tower:
     """The Tower of an open_clip model (`clip.visual`). UnsupportedModelError, naming the tower class, when
     its image side is not a timm ViT pooled by its class token, its patch mean or an attention-pooling head."""
     visual = getattr(clip, "visual", None)
+    if type(visual).__name__ == "VisionTransformer" and hasattr(visual, "transformer"):  # open_clip's own tower
+        from attention.vit.text.native import timm_visual
+
+        visual = clip.visual = timm_visual(visual)  # the same model as a timm ViT, once
     trunk = getattr(visual, "trunk", None)
     if trunk is None or not hasattr(trunk, "blocks") or not hasattr(trunk, "forward_head"):
         raise UnsupportedModelError(
@@ -113,7 +116,7 @@ def ready(clip: torch.nn.Module) -> Tower:
         cfg = getattr(clip.visual, "preprocess_cfg", None) or {}
         size = getattr(clip.visual, "image_size", None) or pe.img_size
         t.pretrained_cfg = {
-            **t.pretrained_cfg,
+            **(getattr(t, "pretrained_cfg", None) or {}),
             "mean": tuple(cfg.get("mean", OPENAI_DATASET_MEAN)),
             "std": tuple(cfg.get("std", OPENAI_DATASET_STD)),
             "input_size": (pe.proj.in_channels, *tuple(size)),

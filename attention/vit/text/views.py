@@ -41,6 +41,11 @@ image uint8 (gh*p, gw*p, 3).
 """
 
 
+def hex_colour(i: int) -> str:
+    """Prompt i's colour in the segmentation, as #rrggbb."""
+    return "#" + "".join(f"{int(c):02x}" for c in PALETTE[i % len(PALETTE)])
+
+
 def enlarged(tr: TextRelevance, min_side: int = MIN_SIDE) -> np.ndarray:
     """The image tr's grid aligns to, uint8 (H, W, 3), enlarged (nearest) by the smallest whole factor that
     brings its shorter side to `min_side` px or more."""
@@ -81,7 +86,7 @@ def describe(tr: TextRelevance, *, model: str, rule: str) -> dict:
         **tr.summary(),
         "rule": rule,
         "pictures": [*(f"prompt_{i}" for i in range(len(tr.prompts))), "segmentation"],
-        "colours": {p: "#%02x%02x%02x" % tuple(PALETTE[i % len(PALETTE)]) for i, p in enumerate(tr.prompts)},
+        "colours": {p: hex_colour(i) for i, p in enumerate(tr.prompts)},
         "text_relevance_ms": round(tr.seconds * 1e3, 1),
     }
 
