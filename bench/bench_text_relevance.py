@@ -2,7 +2,7 @@
 224, 448 and 896 px, and peak memory against the full-matrix reference.
 
     python -m bench.bench_text_relevance --device cuda     # times and peak memory (GPU: max_memory_allocated)
-    python -m bench.bench_text_relevance --sizes 224       # CPU: times only (1 thread)
+    python -m bench.bench_text_relevance                   # CPU, 1 thread: times; memory in fresh processes (RSS)
 
 Model: open_clip CLIP with a timm image tower, `vit_base_patch16_clip_224` (12 blocks, 12 heads, width 768,
 class-token pool, linear projection to 512) and CLIP's text tower, random weights, fp32. (open_clip's native
@@ -10,7 +10,7 @@ ViT-B-16 tower is not read yet: the timm tower is the same architecture, CLIP's 
 time: `text_relevance_rows` (one fused forward, one batched backward, Chefer's rule, LeGrad's last 2 blocks and
 the patch similarity) for 1 and 4 prompts / a plain forward `encode_image` under inference_mode; medians of
 interleaved repeats. memory: peak allocated beyond the model and input during one call, for the plain forward,
-ours (1 prompt) and the full-matrix reference (tests/vit/text_reference.py: unfused attention, every layer's
+ours (1 and 4 prompts) and the full-matrix reference (tests/vit/text_reference.py: unfused attention, every layer's
 N x N attention and its gradient kept, R N x N).
 """
 
@@ -24,7 +24,7 @@ from bench.common import cuda_synced, interleaved_medians, markdown_table
 TIMM = "vit_base_patch16_clip_224"
 
 
-def setup(device: str):
+def setup(device: str, depth: int = 12):
     import open_clip
     import torch
 
@@ -32,7 +32,41 @@ def setup(device: str):
     vision = dict(timm_model_name=TIMM, timm_pool="token", timm_proj="linear", image_size=224)
     text = dict(context_length=77, vocab_size=49408, width=512, heads=8, layers=12)
     clip = open_clip.CLIP(embed_dim=512, vision_cfg=vision, text_cfg=text).eval().requires_grad_(False)
+    if depth < 12:
+        clip.visual.trunk.blocks = clip.visual.trunk.blocks[:depth]
+    from attention.vit.text.tower import ready
+
+    ready(clip)  # any input size (before the reference copies it)
     return clip.to(device)
+
+
+def child_memory(size: int, method: str, depth: int) -> None:
+    """In a fresh process (CPU): peak RSS growth (MB) during one call of `method`, after a warm-up at 64 px."""
+    import torch
+    import torch.nn.functional as F
+
+    from bench.common import peak_growth_mb
+    from tests.vit import text_reference as ref
+
+    torch.set_num_threads(1)
+    clip = setup("cpu", depth)
+    text = F.normalize(torch.randn(4, 512), dim=-1)
+    model = ref.explicit(clip) if method == "reference" else clip
+
+    def call(x):
+        if method == "reference":
+            return ref.chefer(model, x, text[0], inplace=True)
+        return runners(clip, x, text)[method]()
+
+    call(torch.randn(1, 3, 64, 64))
+    x = torch.randn(1, 3, size, size)
+    print(json.dumps({"extra_mb": peak_growth_mb(lambda: call(x))}))
+
+
+def cpu_memory(size: int, method: str, depth: int = 12) -> float:
+    from bench.common import in_fresh_process
+
+    return in_fresh_process(__spec__.name, ["--child", str(size), method, str(depth)])["extra_mb"]
 
 
 def runners(clip, x, text):
@@ -70,7 +104,11 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--sizes", default="224,448,896")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--child", nargs=3)
     args = ap.parse_args()
+    if args.child:
+        child_memory(int(args.child[0]), args.child[1], int(args.child[2]))
+        return
     import torch
     import torch.nn.functional as F
 
@@ -89,7 +127,7 @@ def main() -> None:
         fns = runners(clip, x, text)
         if args.device != "cpu":
             fns = {k: cuda_synced(f) for k, f in fns.items()}
-        t = interleaved_medians(fns, args.reps)
+        t = interleaved_medians(fns, args.reps if size < 896 or args.device != "cpu" else 1)
         row = {"px": size, "tokens": (size // 16) ** 2 + 1, **{f"{k}_ms": round(v * 1e3, 1) for k, v in t.items()}}
         row["ratio_1"] = round(t["ours_1"] / t["plain"], 2)
         row["ratio_4"] = round(t["ours_4"] / t["plain"], 2)
@@ -103,6 +141,16 @@ def main() -> None:
                 )
             except torch.OutOfMemoryError:
                 row["reference_mb"] = "out of memory"
+        else:
+            row["plain_mb"], row["ours_1_mb"] = round(cpu_memory(size, "plain")), round(cpu_memory(size, "ours_1"))
+            row["ours_4_mb"] = round(cpu_memory(size, "ours_4"))
+            if size >= 896:  # 12 blocks would need ~20 GB: extrapolated linearly from 2 and 4 blocks
+                r2, r4 = cpu_memory(size, "reference", 2), cpu_memory(size, "reference", 4)
+                row["reference_mb"] = (
+                    f"~{round(r2 + (r4 - r2) / 2 * 10, -2):,.0f} MB (from 2 and 4 blocks: {r2:,.0f}, {r4:,.0f})"
+                )
+            else:
+                row["reference_mb"] = round(cpu_memory(size, "reference"))
         print(json.dumps(row), flush=True)
         results.append(row)
     header = ["input", "tokens N", "plain forward", "text relevance, 1 prompt", "4 prompts"]
