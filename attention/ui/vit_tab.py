@@ -232,10 +232,11 @@ def build(demo: gr.Blocks | None = None) -> None:
             t.view: vw,
             t.head: head_up,
             t.why.target: link.cls,
+            t.find.prompts: link.find or "",
         }
 
     @user_errors
-    def make_link(img, mdl, res, qr, qc, lay, vw, hd, cls, url):
+    def make_link(img, mdl, res, qr, qc, lay, vw, hd, cls, find, url):
         """The address of the view on screen (an uploaded image is not part of it: links name examples)."""
         q = vit_inputs.parse_query(qr, qc)
         link = permalink.Link(
@@ -247,6 +248,7 @@ def build(demo: gr.Blocks | None = None) -> None:
             view=vit_views.check_view(vw),
             query=q,
             cls=None if cls is None else int(cls),
+            find=(find or "").strip() or None,
         )
         if link.example is None and img is not None:
             info(
@@ -333,7 +335,8 @@ def build(demo: gr.Blocks | None = None) -> None:
     t.mv_btn.click(model_sheet, inputs, t.mv_img, **heavy)
     t.link_btn.click(
         make_link,
-        [t.image, t.model, t.resolution, t.qrow, t.qcol, t.layer, t.view, t.head, t.why.target, t.page_url],
+        [t.image, t.model, t.resolution, t.qrow, t.qcol, t.layer, t.view, t.head, t.why.target, t.find.prompts]
+        + [t.page_url],
         t.link_box,
         js="(...args) => [...args.slice(0, -1), window.location.href]",
         **fast,
@@ -341,7 +344,10 @@ def build(demo: gr.Blocks | None = None) -> None:
     if demo is not None:
         adopted.append(  # the first screen: "Why this class?" follows it too
             demo.load(
-                first_screen, None, [*show, t.state, t.image, t.model, t.resolution, t.view, t.why.target], **fast
+                first_screen,
+                None,
+                [*show, t.state, t.image, t.model, t.resolution, t.view, t.why.target, t.find.prompts],
+                **fast,
             )
         )
     main = Main(

@@ -2,6 +2,7 @@
 
     ?example=chelsea&model=dino_vits16&layer=9&head=2&view=heads&q=5,7&res=auto
     ?example=digit_3&model=mnist_vit&class=8          # "Why this class?" explaining class 8
+    ?example=digit_3&model=digit_clip&find=a+three,a+seven   # "Find in image" with these prompts
 
 Every parameter is optional (the start screen's value when absent). An uploaded image is not in a
 link (the server keeps no visitor's files): links name a shipped example, by file name.
@@ -21,7 +22,7 @@ from attention.vit.query import ACCEPTED, Query, to_text
 from attention.vit.query import parse as parse_query
 from attention.vit.views import check_view
 
-KEYS = ("example", "model", "res", "layer", "head", "view", "q", "class")
+KEYS = ("example", "model", "res", "layer", "head", "view", "q", "class", "find")
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Link:
     view: str | None = None
     query: Query | None = None  # a token name ("cls", "reg0", ...) or (row, col)
     cls: int | None = None  # the class "Why this class?" explains (classifier models); None: the top class
+    find: str | None = None  # "Find in image"'s prompts, comma-separated (models with a text tower)
 
 
 def examples() -> dict[str, Path]:
@@ -78,6 +80,14 @@ def parse(params: Mapping[str, str]) -> Link:
     view = (params.get("view") or "").strip() or None
     if view is not None:
         view = check_view(view)
+    find = (params.get("find") or "").strip() or None
+    if find is not None:
+        from attention.vit.text.prompts import check_prompts
+
+        try:
+            find = ", ".join(check_prompts(find))
+        except InputError as e:
+            raise InputError(f"Link parameter find: {e}") from None
     return Link(
         example=name,
         model=(params.get("model") or "").strip() or None,
@@ -87,11 +97,12 @@ def parse(params: Mapping[str, str]) -> Link:
         view=view,
         query=query,
         cls=_whole(params, "class", "a class index 0, 1, 2, ..."),
+        find=find,
     )
 
 
 def query_string(link: Link) -> str:
     """A Link as URL parameters ("example=chelsea&layer=9&q=5,7"), only the fields that are set."""
     q = None if link.query is None else to_text(link.query)
-    values = [link.example, link.model, link.resolution, link.layer, link.head, link.view, q, link.cls]
+    values = [link.example, link.model, link.resolution, link.layer, link.head, link.view, q, link.cls, link.find]
     return urlencode({k: v for k, v in zip(KEYS, values) if v is not None}, safe=",:/")

@@ -1,4 +1,4 @@
-""""Find in image": the panel's drawing without a browser (hidden for a model without a text tower, the
+""" "Find in image": the panel's drawing without a browser (hidden for a model without a text tower, the
 maps, segmentation and escaped scores for digit_clip), /text_relevance through gradio_client and as an MCP
 tool, and `python -m attention text`."""
 
@@ -97,3 +97,18 @@ def test_the_cli_writes_the_picture_the_arrays_and_the_ranking(tmp_path, two_dig
     assert "best match:" in capsys.readouterr().out
     assert main(["text", two_digits, "--prompts", "", "--out", str(out)]) == 2
     assert main(["text", two_digits, "--prompts", "a seven", "--model", "mnist_vit", "--out", str(out)]) == 2
+
+
+def test_links_carry_the_prompts_and_refuse_bad_ones():
+    from attention.errors import InputError
+    from attention.vit import permalink
+
+    link = permalink.parse({"example": "digit_3", "model": "digit_clip", "find": " a three ,<b>x</b>&y=1 "})
+    assert link.find == "a three, <b>x</b>&y=1"
+    qs = permalink.query_string(link)
+    assert qs.endswith("find=a+three,+%3Cb%3Ex%3C/b%3E%26y%3D1") and "<" not in qs
+    from urllib.parse import parse_qsl
+
+    assert permalink.parse(dict(parse_qsl(qs))) == link
+    with pytest.raises(InputError, match="Link parameter find: Prompt 2 is empty"):
+        permalink.parse({"find": "a three,,a seven"})
