@@ -121,9 +121,12 @@ class TextPanel:
             draw, ins, self.outputs, **FAST
         )
         self.rule.input(draw, ins, self.outputs, **FAST)
-        self.gallery.select(lambda evt: evt.index, None, self.chosen, queue=False, **FAST).then(
-            draw, ins, self.outputs, **FAST
-        )
+
+        def pick(evt: gr.SelectData) -> int:
+            """A tile clicked: it is shown large."""
+            return int(evt.index)
+
+        self.gallery.select(pick, None, self.chosen, queue=False, **FAST).then(draw, ins, self.outputs, **FAST)
 
 
 def text_fn(model_default: str):

@@ -30,6 +30,8 @@ def test_find_in_image_on_a_digit(page, app_url):
         and "<b>bold</b>" in page.locator("#vit-find-scores").inner_text()
     )
     assert page.locator("#vit-find-tiles img").count() == 4  # three prompts and the segmentation
+    page.locator("#vit-find-tiles img").last.click()  # the segmentation tile, shown large
+    page.locator("#vit-find-map").get_by_text("Segmentation").wait_for()
     page.locator("#vit-find-rule").get_by_text("LeGrad").click()
     page.locator("#vit-find-caption").get_by_text("LeGrad, Bousselham").wait_for()
     assert page.get_by_test_id("toast-body").count() == 0
