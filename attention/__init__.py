@@ -9,6 +9,7 @@ Knows nothing of Gradio: `app.py` is one user of it, the command line
     res = attention.attention_maps(model, "examples/photos/chelsea.jpg")  # res.maps: (heads, gh, gw)
     rel = attention.relevance(model, image, target=None)  # classifiers: why this class? (Chefer et al.)
     steps = attention.explain_row(res, query=(3, 4), head=0)  # res with keep_qk=True: q, k, v step by step
+    tr = attention.text_relevance(model, image, "a cat, a dog")  # CLIP/SigLIP: where is "a cat"?
     for f in attention.attention_video(model, "examples/videos/digits.mp4"):   # f.maps, f.mean, f.masks per frame
         ...
     s = attention.calculator.Settings(heads=2, mask_mode="causal")
@@ -59,6 +60,7 @@ from attention.vit import (
     threshold_masks,
 )
 from attention.vit.relevance import Relevance, relevance
+from attention.vit.text import TextRelevance, text_relevance
 
 __all__ = [
     "attend",
@@ -80,6 +82,8 @@ __all__ = [
     "threshold_masks",
     "relevance",
     "Relevance",
+    "text_relevance",
+    "TextRelevance",
     "load_image",
     "DEFAULT_MODEL",
     "OFFLINE_MODEL",

@@ -1,5 +1,5 @@
 """Command line: `python -m attention maps|features|relevance IMAGE... [options]`, `python -m attention extract
-SOURCE`, `python -m attention video IN [options]`.
+SOURCE`, `python -m attention video IN [options]`, `python -m attention text IMAGE... --prompts "a cat, a dog"`.
 
 maps: writes, per image, each head's map, the mean and the threshold masks as PNG overlays and
 the raw arrays as .npz (as DINO's visualize_attention.py does), into OUT/<image name>/.
@@ -25,6 +25,7 @@ from pathlib import Path
 from attention.errors import AttentionError
 from attention.vit.checkpoint import checkpoint_args, use_checkpoint
 from attention.vit.models import default_model
+from attention.vit.text import cli as text_cli
 
 RESOLUTION_HELP = "shorter side in px (DINOv3: the height), 'auto', 'native' or 'dino480'"
 
@@ -78,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
     e = _extract_parser(sub)
     v = _video_parser(sub)
-    for sp in (m, f, r, e, v):
+    t = text_cli.add_parser(sub)
+    for sp in (m, f, r, e, v, t):
         checkpoint_args(sp)  # --weights, --arch, --checkpoint-key, --family
     return p
 
@@ -364,6 +366,7 @@ def video(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     commands = {"maps": maps, "features": features, "relevance": relevance, "extract": extract, "video": video}
+    commands["text"] = lambda a: text_cli.run(a, _each_image)
     try:  # what stops a whole command (a model, a checkpoint, a source, an option): one line, exit status 2
         args.model = use_checkpoint(args.weights, args.arch, args.checkpoint_key, args.family) or args.model
         return commands[args.command](args)

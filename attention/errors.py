@@ -80,6 +80,11 @@ class NoClassifierError(InputError):
     (the message names models that have one)."""
 
 
+class NoTextTowerError(InputError):
+    """The model has no text tower (an image-only ViT): there is no prompt to match (the message names models
+    that have one)."""
+
+
 class ModelLoadError(AttentionError, RuntimeError):
     """Model weights cannot be had: unknown name, offline and not cached, or a hub error."""
 

@@ -19,6 +19,7 @@ from attention import render as vit_render
 from attention.ui import model_choices, vit_live
 from attention.ui.components import error_note, image_path, kept_state, number, slider, tiles_gallery
 from attention.ui.relevance_panel import RelevancePanel
+from attention.ui.text_panel import TextPanel
 from attention.ui.vit_panels import ComparePanel, FeaturePanel
 from attention.vit import models as vit_models
 from attention.vit import texts as vit_texts
@@ -78,6 +79,7 @@ class ViTTab:
                 # "Why this class?" (classifiers only): under the map and the tiles, before the controls on a phone
                 self.why = RelevancePanel()
                 self.steps_slot = gr.Column(elem_id="vit-steps-slot")  # one head's row step by step (`stepwise_panel`)
+                self.find = TextPanel()  # "Find in image" (models with a text tower only)
         self.cmp = ComparePanel(vit_pass)
         self.examples_slot = gr.Column(elem_id="vit-examples")
         self._panels()

@@ -12,7 +12,7 @@ import gradio as gr
 import pandas as pd
 
 from attention.errors import AttentionError, as_whole
-from attention.ui import relevance_panel, vit_api, vit_examples, vit_layout, vit_live
+from attention.ui import relevance_panel, text_panel, vit_api, vit_examples, vit_layout, vit_live
 from attention.ui.admit import who
 from attention.ui.components import info, queue_share, user_errors, warning
 from attention.ui.model_choices import digits_only_note
@@ -297,12 +297,14 @@ def build(demo: gr.Blocks | None = None) -> None:
             t.head: head_up,
             t.why.target: link.cls,
             **dict(zip([t.threshold, t.alpha, t.cmap, *ropts], (thr, al, cm, *ro))),
+            t.find.prompts: link.find or "",
         }
 
     @user_errors
-    def make_link(img, mdl, res, qr, qc, lay, vw, hd, cls, thr, al, cm, fu, dr, du, url):
+    def make_link(img, mdl, res, qr, qc, lay, vw, hd, cls, thr, al, cm, fu, dr, du, find, url):
         """The address of the view on screen (an uploaded image is not part of it: links name examples);
-        colours, threshold, opacity and rollout options only where they are not the start screen's."""
+        colours, threshold, opacity and rollout options only where they are not the start screen's, and
+        "Find in image"'s prompts."""
         q = vit_inputs.parse_query(qr, qc)
         given = [(thr, "threshold"), (al, "alpha"), (cm, "cmap")]
         style = {k: v for v, k in given if v is not None and v != VIT_DEFAULTS[k]}
@@ -318,6 +320,7 @@ def build(demo: gr.Blocks | None = None) -> None:
             view=vit_views.check_view(vw),
             query=q,
             cls=None if cls is None else int(cls),
+            find=(find or "").strip() or None,
         )
         if link.example is None and img is not None:
             info(
@@ -407,6 +410,7 @@ def build(demo: gr.Blocks | None = None) -> None:
     t.link_btn.click(
         make_link,
         [t.image, t.model, t.resolution, t.qrow, t.qcol, t.layer, t.view, t.head, t.why.target, *style[3:], *ropts]
+        + [t.find.prompts]
         + [t.page_url],
         t.link_box,
         js="(...args) => [...args.slice(0, -1), window.location.href]",
@@ -414,7 +418,7 @@ def build(demo: gr.Blocks | None = None) -> None:
     )
     if demo is not None:
         adopted.append(  # the first screen: "Why this class?" follows it too
-            demo.load(first_screen, None, [*show, t.state, *restored, t.why.target], **fast)
+            demo.load(first_screen, None, [*show, t.state, *restored, t.why.target, t.find.prompts], **fast)
         )
     main = Main(
         t.image,
@@ -442,6 +446,8 @@ def build(demo: gr.Blocks | None = None) -> None:
         steps = StepwisePanel(vit_pass, fit)
     steps.follow([*changes, *adopted], main)
     build_tour(t, steps, first_image, s.model, then_update, demo)
+    t.find.follow([*changes, *adopted], main)
     vit_api.build(s.model, VIT_DEFAULTS)
     build_stepwise_api(s.model, VIT_DEFAULTS)
     relevance_panel.build_api(vit_models.OFFLINE_MODEL)
+    text_panel.build_api("digit_clip")

@@ -102,9 +102,12 @@ class ModelSpec:
     checkpoint: str | None = None  # the operator's own weights file (`checkpoint.register_checkpoint`)
     checkpoint_key: str | None = None  # where in that file the weights sit (DINO's --checkpoint_key)
     classifier: bool = False  # has a classifier head read from its class token (class relevance: "Why this class?")
+    text: bool = False  # has a text tower (CLIP, SigLIP: text relevance, "Find in image"); timm_name "open_clip:..."
 
     @property
     def hub_id(self) -> str | None:
+        if self.timm_name.startswith("open_clip:hf-hub:"):
+            return self.timm_name[len("open_clip:hf-hub:") :]
         return None if self.timm_name == "local" or self.checkpoint else f"timm/{self.timm_name}"
 
     @property
@@ -140,6 +143,18 @@ REGISTRY: dict[str, ModelSpec] = {
         ModelSpec("dinov3_vitb16", "vit_base_patch16_dinov3.lvd1689m", "DINOv3 ViT-B/16", 768, "dinov3"),
         ModelSpec("mnist_vit", "local", "ViT trained here on MNIST digits (ships with the app)", 28, classifier=True),
         ModelSpec("deit_small", "deit_small_patch16_224.fb_in1k", "DeiT-S ImageNet classifier", 224, classifier=True),
+        # models with a text tower, through open_clip (attention.vit.text): text relevance, "Find in image"
+        ModelSpec(
+            "digit_clip", "local", "CLIP trained here on MNIST digits and captions (ships with the app)", 56, text=True
+        ),
+        ModelSpec("siglip2_vitb16", "open_clip:hf-hub:timm/ViT-B-16-SigLIP2", "SigLIP 2 ViT-B/16", 224, text=True),
+        ModelSpec(
+            "clip_vitb16",
+            "open_clip:hf-hub:timm/vit_base_patch16_clip_224.openai",
+            "CLIP ViT-B/16 (OpenAI)",
+            224,
+            text=True,
+        ),
     ]
 }
 OFFLINE_MODEL = "mnist_vit"
@@ -213,7 +228,12 @@ def resolve(name: str) -> tuple[str, ModelSpec | None]:
     for spec in REGISTRY.values():  # a registered timm tag typed in full
         if name == spec.timm_name:
             return name, spec
-    if name.startswith(("hf:", "open_clip:")):  # transformers and open_clip names (`backbone.load`)
+    if name.startswith("open_clip:"):  # open_clip CLIP/SigLIP with their text tower (`text.load`)
+        from attention.vit.text.load import repo_of
+
+        repo_of(name)  # ModelLoadError saying what is accepted
+        return name, None
+    if name.startswith("hf:"):  # transformers names (`backbone.load`)
         from attention.vit.backbone.load import check_name
 
         return check_name(name), None
@@ -290,6 +310,10 @@ def is_cached(name: str) -> bool:
         )
     from huggingface_hub import try_to_load_from_cache
 
+    if resolve(name)[0].startswith("open_clip:"):
+        from attention.vit.text.load import is_cached as open_clip_cached
+
+        return open_clip_cached(resolve(name)[0])
     files = ("model.safetensors", "pytorch_model.bin", "open_clip_model.safetensors", "open_clip_pytorch_model.bin")
     return any(isinstance(try_to_load_from_cache(repo, f), str) for f in files)
 
@@ -384,6 +408,8 @@ def _build(timm_name: str, spec: ModelSpec | None, device: torch.device, dtype: 
     if rule.mean is not None:  # the family's own normalisation, whatever the architecture's tag says
         model.pretrained_cfg = {**model.pretrained_cfg, "mean": rule.mean, "std": rule.std}
     model = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+    if "text_model" in model.__dict__:  # an image tower: its model's text tower goes with it
+        model.text_model.to(device=device, dtype=dtype).eval().requires_grad_(False)
     from attention.vit.backbone import describe
 
     if describe(model).library != "timm":  # other libraries resample positions by their own code
@@ -395,7 +421,15 @@ def _load(timm_name: str, spec: ModelSpec | None) -> torch.nn.Module:
     """The model with its weights from where they are: shipped, the operator's checkpoint, or the hub."""
     from attention.vit import weights  # it reads this registry: imported when a model is loaded
 
-    if timm_name.startswith(("hf:", "open_clip:")):
+    if spec and spec.text and spec.timm_name == "local":
+        from attention.vit.text.load import load_shipped
+
+        return load_shipped(spec.alias)
+    if timm_name.startswith("open_clip:"):  # the image tower with its text tower (`text.load`)
+        from attention.vit.text.load import load_open_clip
+
+        return load_open_clip(timm_name)
+    if timm_name.startswith("hf:"):
         from attention.vit.backbone.load import load_named
 
         return load_named(timm_name)

@@ -3,6 +3,7 @@
     ?example=chelsea&model=dino_vits16&layer=9&head=2&view=heads&q=5,7&res=auto
     ?example=digit_3&model=mnist_vit&class=8          # "Why this class?" explaining class 8
     ?example=digit_3&view=rollout&cmap=viridis&thr=0.8&alpha=0.4&fusion=max&discard=0.5&rule=global
+    ?example=digit_3&model=digit_clip&find=a+three,a+seven   # "Find in image" with these prompts
 
 Every parameter is optional (the start screen's value when absent). An uploaded image is not in a
 link (the server keeps no visitor's files): links name a shipped example, by file name.
@@ -22,7 +23,7 @@ from attention.vit.query import ACCEPTED, Query, to_text
 from attention.vit.query import parse as parse_query
 from attention.vit.views import check_view
 
-KEYS = ("example", "model", "res", "layer", "head", "view", "q", "class")
+KEYS = ("example", "model", "res", "layer", "head", "view", "q", "class", "find")
 # what else changes the picture: colormap, mask threshold, overlay opacity, the rollout's options
 STYLE_KEYS = ("cmap", "thr", "alpha", "fusion", "discard", "rule")
 FUSIONS, RULES = ("mean", "max", "min"), ("row", "global")
@@ -46,6 +47,7 @@ class Link:
     fusion: str | None = None  # the rollout's head fusion: mean, max or min
     discard: float | None = None  # the rollout's discard ratio
     rule: str | None = None  # the rollout's discard rule: row or global
+    find: str | None = None  # "Find in image"'s prompts, comma-separated (models with a text tower)
 
 
 def examples() -> dict[str, Path]:
@@ -88,6 +90,14 @@ def parse(params: Mapping[str, str]) -> Link:
     view = (params.get("view") or "").strip() or None
     if view is not None:
         view = check_view(view)
+    find = (params.get("find") or "").strip() or None
+    if find is not None:
+        from attention.vit.text.prompts import check_prompts
+
+        try:
+            find = ", ".join(check_prompts(find))
+        except InputError as e:
+            raise InputError(f"Link parameter find: {e}") from None
     return Link(
         **_style(params),
         example=name,
@@ -98,6 +108,7 @@ def parse(params: Mapping[str, str]) -> Link:
         view=view,
         query=query,
         cls=_whole(params, "class", "a class index 0, 1, 2, ..."),
+        find=find,
     )
 
 
@@ -122,6 +133,6 @@ def _style(params: Mapping[str, str]) -> dict:
 def query_string(link: Link) -> str:
     """A Link as URL parameters ("example=chelsea&layer=9&q=5,7"), only the fields that are set."""
     q = None if link.query is None else to_text(link.query)
-    values = [link.example, link.model, link.resolution, link.layer, link.head, link.view, q, link.cls]
+    values = [link.example, link.model, link.resolution, link.layer, link.head, link.view, q, link.cls, link.find]
     values += [link.cmap, link.threshold, link.alpha, link.fusion, link.discard, link.rule]
     return urlencode({k: v for k, v in zip(KEYS + STYLE_KEYS, values) if v is not None}, safe=",:/")

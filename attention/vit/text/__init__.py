@@ -1,0 +1,30 @@
+"""Where is "a cat"? Text-prompted relevance for CLIP and SigLIP (open_clip models whose image tower the
+engine reads), at O(N) memory, and the small digit CLIP trained here.
+
+tower     the one adapter from an open_clip model's image side to the engine's timm ViT (`vision_tower`)
+prompts   prompts checked once (how many, how long) and tokenized by the model's own tokenizer
+rows      rows of A and of P prompts' dA a chunk at a time: Chefer et al.'s update, LeGrad's layer map
+compute   `text_relevance(model, image, prompts)`: one forward, one batched backward
+native    open_clip's own CLIP tower rebuilt as the timm ViT it is (timm's converter)
+load      `open_clip:hf-hub:org/repo` and the shipped digit_clip for `load_vit` (the image tower, the model attached)
+digit_clip, train_digit_clip   the small CLIP trained here on MNIST digits and captions
+views, service, cli   pictures and answer files; a server's shared store and budget; `python -m attention text`
+"""
+
+from attention.errors import NoTextTowerError
+from attention.vit.text.compute import LEGRAD_LAYERS, RULES, TextRelevance, text_relevance
+from attention.vit.text.prompts import MAX_PROMPT_CHARS, MAX_PROMPTS, check_prompts
+from attention.vit.text.tower import has_text_tower, vision_tower
+
+__all__ = [
+    "LEGRAD_LAYERS",
+    "MAX_PROMPTS",
+    "MAX_PROMPT_CHARS",
+    "NoTextTowerError",
+    "RULES",
+    "TextRelevance",
+    "check_prompts",
+    "has_text_tower",
+    "text_relevance",
+    "vision_tower",
+]

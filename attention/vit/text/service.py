@@ -1,0 +1,66 @@
+"""Text relevance for a server's visitors: a model by name (the allow-list), the compute budget, and a bounded
+store of results shared by all, so redrawing (another rule, opacity, colours, prompt) needs no new pass.
+
+    tr = get_text_relevance("examples/digits/digit_3.png", "digit_clip", "auto", "a handwritten three, a seven")
+"""
+
+from __future__ import annotations
+
+from attention.cache import SharedCache
+from attention.config import SETTINGS
+from attention.errors import InputError
+from attention.images import ImageSource
+from attention.vit.gpu import gpu
+from attention.vit.inputs import file_digest
+from attention.vit.models import REGISTRY, check_allowed, is_loaded, load_vit
+from attention.vit.text.compute import TextRelevance, text_relevance
+from attention.vit.text.prompts import MAX_PROMPTS, check_prompts
+from attention.vit.text.tower import has_text_tower, text_model_of
+
+# One pass costs a forward, a batched backward (about one more, and a little per prompt) and the rows of A and
+# P dA (bench/bench_text_relevance.py). The compute budget of a forward is divided by this at MAX_PROMPTS.
+COST_OF_A_FORWARD = 3.5 + 0.25 * MAX_PROMPTS
+RESULTS: SharedCache[TextRelevance] = SharedCache(64 << 20, SETTINGS.state_ttl)
+"""Every visitor's results together: 64 MB, least recently used out first (a result is its maps and the
+shown image: under 0.2 MB for 8 prompts on ViT-B/16 at 224 px)."""
+
+
+def text_models() -> list[str]:
+    """The registry's models with a text tower."""
+    return [s.alias for s in REGISTRY.values() if s.text]
+
+
+def has_text(model: str) -> bool:
+    """Whether `model` (a name) is offered or loaded with a text tower (no load for an unknown name)."""
+    name = (model or "").strip()
+    spec = REGISTRY.get(name)
+    if spec is not None:
+        return spec.text
+    if not (name.startswith("open_clip:") and is_loaded(name)):
+        return False
+    return has_text_tower(load_vit(name))
+
+
+@gpu
+def _compute(model: str, image: ImageSource, resolution, prompts: tuple[str, ...]) -> TextRelevance:
+    vit = load_vit(model)
+    device = str(next(vit.parameters()).device)
+    budget = SETTINGS.budget_gflop(device) / COST_OF_A_FORWARD
+    return text_relevance(vit, image, list(prompts), resolution=resolution, max_gflop=budget)
+
+
+def get_text_relevance(
+    image: ImageSource | None, model: str, resolution="auto", prompts="", *, shared: bool = True
+) -> TextRelevance:
+    """The text relevance of `image` for `model` (a name) and `prompts` (comma-separated, or a list), from
+    the shared store or computed once. shared: as a server (allow-list, compute budget). Typed errors."""
+    if image is None or (isinstance(image, str) and not image):
+        raise InputError("No image: upload one (PNG, JPEG, WebP, GIF, BMP or TIFF) or pick an example.")
+    model = (model or "").strip()
+    if shared:
+        check_allowed(model)
+    vit = load_vit(model)
+    clip = text_model_of(vit)
+    items = tuple(check_prompts(prompts, clip))
+    key = (file_digest(image), model, str(resolution), items)
+    return RESULTS.get_or_run(key, lambda: _compute(model, image, resolution, items))

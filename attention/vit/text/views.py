@@ -1,0 +1,116 @@
+"""A text relevance result drawn: each prompt's map as a captioned overlay, the segmentation in the prompts'
+colours, and the files of an answer (picture, .npz, facts).
+
+    ts = tiles(tr, "chefer")                  # [Tile(prompt 1), ..., Tile(segmentation)]
+    sheet_png, npz, info = write_answer(tr, model="digit_clip")
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image
+
+from attention.render import overlay, png_bytes, upsample
+from attention.vit.outputs import OUTPUT_ROOT, Tile, new_dir, save_npz, sheet
+from attention.vit.text.compute import RULES, TextRelevance
+
+MIN_SIDE = 224  # px: smaller images (digit_clip's canvases) are enlarged by a whole factor for display
+PALETTE = np.array(  # the prompts' colours in the segmentation (Tableau 10), one per prompt up to MAX_PROMPTS
+    [
+        [31, 119, 180],
+        [255, 127, 14],
+        [44, 160, 44],
+        [214, 39, 40],
+        [148, 103, 189],
+        [140, 86, 75],
+        [227, 119, 194],
+        [127, 127, 127],
+    ],
+    np.uint8,
+)
+RULE_NAMES = {
+    "chefer": "Chefer et al. 2021 (generic rule)",
+    "legrad": "LeGrad (layer-wise gradients)",
+    "similarity": "patch-text similarity (raw)",
+}
+README_NPZ = """Attention Explorer: text relevance.
+Arrays: chefer, legrad, similarity (P, gh, gw) float32: each prompt's map over the patches (Chefer et al.'s
+rule with the image-text logit as target; LeGrad, min-max scaled; each patch's own logit); segmentation
+(gh, gw) int: the prompt each patch matches most by the chosen rule; logits, probs (P,); prompts (P,);
+image uint8 (gh*p, gw*p, 3).
+"""
+
+
+def hex_colour(i: int) -> str:
+    """Prompt i's colour in the segmentation, as #rrggbb."""
+    return "#" + "".join(f"{int(c):02x}" for c in PALETTE[i % len(PALETTE)])
+
+
+def enlarged(tr: TextRelevance, min_side: int = MIN_SIDE) -> np.ndarray:
+    """The image tr's grid aligns to, uint8 (H, W, 3), enlarged (nearest) by the smallest whole factor that
+    brings its shorter side to `min_side` px or more."""
+    img = tr.image
+    k = max(1, -(-min_side // min(img.size)))
+    return np.asarray(img if k == 1 else img.resize((img.width * k, img.height * k), Image.NEAREST))
+
+
+def segmentation_image(tr: TextRelevance, rule: str, base: np.ndarray, alpha: float = 0.55) -> np.ndarray:
+    """The segmentation (each patch in its prompt's PALETTE colour) over `base` (H, W, 3), uint8."""
+    seg = tr.segmentation(rule)
+    colours = PALETTE[seg % len(PALETTE)]  # (gh, gw, 3)
+    step = base.shape[0] // tr.grid[0]
+    big = np.stack([upsample(colours[..., c].astype(np.float32), step) for c in range(3)], -1)
+    return (base * (1 - alpha) + big * alpha).round().clip(0, 255).astype(np.uint8)
+
+
+def tiles(
+    tr: TextRelevance, rule: str = "chefer", *, alpha: float = 0.6, cmap: str = "inferno", min_side: int = MIN_SIDE
+) -> list[Tile]:
+    """Each prompt's `rule` map (min-max scaled) over the enlarged image, captioned with its score, then the
+    segmentation. Captions carry the prompts as typed (pictures, not HTML)."""
+    base = enlarged(tr, min_side)
+    maps = tr.maps(rule)
+    probs = tr.probs
+    out = [
+        Tile(overlay(base, maps[i], alpha=alpha, cmap=cmap), f"'{p}' · {probs[i]:.1%}", f"prompt_{i}")
+        for i, p in enumerate(tr.prompts)
+    ]
+    out.append(Tile(segmentation_image(tr, rule, base), "Segmentation: each patch's best prompt", "segmentation"))
+    return out
+
+
+def describe(tr: TextRelevance, *, model: str, rule: str) -> dict:
+    """The answer's facts: model, ranking, rule, grid, what each picture is, colours, time."""
+    return {
+        "model": model,
+        **tr.summary(),
+        "rule": rule,
+        "pictures": [*(f"prompt_{i}" for i in range(len(tr.prompts))), "segmentation"],
+        "colours": {p: hex_colour(i) for i, p in enumerate(tr.prompts)},
+        "text_relevance_ms": round(tr.seconds * 1e3, 1),
+    }
+
+
+def arrays(tr: TextRelevance, rule: str) -> dict[str, np.ndarray]:
+    """For a .npz: every rule's maps (P, gh, gw), the segmentation by `rule`, logits, probs, prompts, image."""
+    return {
+        **{r: tr.maps(r) for r in RULES},
+        "segmentation": tr.segmentation(rule).astype(np.int32),
+        "logits": tr.logits,
+        "probs": tr.probs,
+        "prompts": np.array(tr.prompts),
+        "image": np.asarray(tr.image, dtype=np.uint8),
+    }
+
+
+def write_answer(
+    tr: TextRelevance, *, model: str, rule: str = "chefer", alpha: float = 0.6, cmap: str = "inferno"
+) -> tuple[str, str, dict]:
+    """(the captioned sheet PNG's path, the .npz's path, the facts) in a fresh folder, swept with the others."""
+    ts = tiles(tr, rule, alpha=alpha, cmap=cmap)
+    d = new_dir(OUTPUT_ROOT)
+    pic = d / "text_relevance.png"
+    pic.write_bytes(png_bytes(sheet(ts, ncols=min(4, len(ts)))))
+    data = {**arrays(tr, rule), "model": np.array(model)}
+    npz = save_npz(d / "text_relevance.npz", data, {t.name: png_bytes(t.image) for t in ts}, readme=README_NPZ)
+    return str(pic), npz, describe(tr, model=model, rule=rule)

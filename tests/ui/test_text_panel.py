@@ -1,0 +1,114 @@
+""" "Find in image": the panel's drawing without a browser (hidden for a model without a text tower, the
+maps, segmentation and escaped scores for digit_clip), /text_relevance through gradio_client and as an MCP
+tool, and `python -m attention text`."""
+
+from __future__ import annotations
+
+import json
+
+import gradio as gr
+import numpy as np
+import pytest
+from gradio_client import handle_file
+from PIL import Image
+
+from attention.__main__ import main
+from attention.ui.text_panel import TextPanel
+from attention.vit.models import load_vit
+from attention.vit.text import text_relevance
+from bench.bench_digit_clip import canvases
+from tests.conftest import DIGIT
+from tests.ui.test_mcp import schema
+
+PROMPTS = "a handwritten seven, a handwritten three"
+
+
+@pytest.fixture(scope="module")
+def two_digits(tmp_path_factory) -> str:
+    """A held-out 56 x 84 canvas with two digits, as a PNG path."""
+    img, _, _ = canvases(1, seed=5)[0]
+    path = tmp_path_factory.mktemp("find") / "two_digits.png"
+    Image.fromarray(img).save(path)
+    return str(path)
+
+
+def panel() -> TextPanel:
+    with gr.Blocks():
+        return TextPanel()
+
+
+def test_hidden_for_a_model_without_a_text_tower():
+    p = panel()
+    assert p.draw(DIGIT, "mnist_vit", "auto", PROMPTS, "chefer", 0, 0.6, "inferno") == {p.box: gr.update(visible=False)}
+
+
+def test_shown_with_a_hint_until_prompts_are_typed():
+    p = panel()
+    out = p.draw(DIGIT, "digit_clip", "auto", "  ", "chefer", 0, 0.6, "inferno")
+    assert out[p.box]["visible"] and "Type what to find" in out[p.details] and out[p.gallery] is None
+
+
+def test_maps_segmentation_and_escaped_scores_for_digit_clip(two_digits):
+    p = panel()
+    out = p.draw(two_digits, "digit_clip", "native", "<b>seven</b>, a handwritten three", "legrad", 2, 0.6, "inferno")
+    assert out[p.box]["visible"] and len(out[p.gallery]) == 3  # two prompts, then the segmentation
+    assert out[p.chosen] == 2 and out[p.big]["label"].startswith("Segmentation")
+    assert "&lt;b&gt;seven&lt;/b&gt;" in out[p.scores] and "<b>seven" not in out[p.scores]
+    assert "LeGrad" in out[p.caption]
+    bad = p.draw(two_digits, "digit_clip", "native", "a, <i>" + "x" * 200, "chefer", 0, 0.6, "inferno")
+    assert "Prompt 2 has 203 characters" in bad[p.details] and "<i>" not in bad[p.details]
+
+
+def test_the_endpoint_answers_a_picture_the_maps_and_the_ranking(client, two_digits):
+    pic, npz, info = client.predict(
+        handle_file(two_digits), PROMPTS, "digit_clip", "native", "chefer", api_name="/text_relevance"
+    )
+    assert pic.endswith(".png")
+    arrays = np.load(npz)
+    want = text_relevance(load_vit("digit_clip", device="cpu"), two_digits, PROMPTS, resolution="native")
+    for rule in ("chefer", "legrad", "similarity"):
+        assert arrays[rule].shape == (2, 14, 21)
+        np.testing.assert_allclose(arrays[rule], want.maps(rule), rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(arrays["segmentation"], want.segmentation("chefer"))
+    assert [r["prompt"] for r in info["ranking"]] == [p for p, _, _ in want.ranking()]
+    with pytest.raises(Exception, match="accepted: 1 to 8"):
+        client.predict(handle_file(two_digits), ",".join(["a seven"] * 9), api_name="/text_relevance")
+    with pytest.raises(Exception, match="pick a model that has one"):
+        client.predict(handle_file(DIGIT), "a seven", "mnist_vit", api_name="/text_relevance")
+
+
+def test_the_text_relevance_tool_describes_every_parameter(app_url):
+    tool = schema(app_url)["text_relevance"]
+    assert "text prompts" in tool["description"]
+    props = tool["inputSchema"]["properties"]
+    assert set(props) == {"image", "prompts", "model", "resolution", "rule"}
+    assert "digit_clip" in props["model"]["description"] and "comma-separated" in props["prompts"]["description"]
+
+
+def test_the_cli_writes_the_picture_the_arrays_and_the_ranking(tmp_path, two_digits, capsys):
+    out = tmp_path / "out"
+    args = ["text", two_digits, "--prompts", PROMPTS, "--resolution", "native", "--out", str(out)]
+    assert main(args) == 0
+    folder = out / "two_digits"
+    assert (folder / "text_relevance.png").exists()
+    info = json.loads((folder / "text_relevance.json").read_text())
+    assert {r["prompt"] for r in info["ranking"]} == {"a handwritten seven", "a handwritten three"}
+    assert np.load(folder / "text_relevance.npz")["chefer"].shape == (2, 14, 21)
+    assert "best match:" in capsys.readouterr().out
+    assert main(["text", two_digits, "--prompts", "", "--out", str(out)]) == 2
+    assert main(["text", two_digits, "--prompts", "a seven", "--model", "mnist_vit", "--out", str(out)]) == 2
+
+
+def test_links_carry_the_prompts_and_refuse_bad_ones():
+    from attention.errors import InputError
+    from attention.vit import permalink
+
+    link = permalink.parse({"example": "digit_3", "model": "digit_clip", "find": " a three ,<b>x</b>&y=1 "})
+    assert link.find == "a three, <b>x</b>&y=1"
+    qs = permalink.query_string(link)
+    assert qs.endswith("find=a+three,+%3Cb%3Ex%3C/b%3E%26y%3D1") and "<" not in qs
+    from urllib.parse import parse_qsl
+
+    assert permalink.parse(dict(parse_qsl(qs))) == link
+    with pytest.raises(InputError, match="Link parameter find: Prompt 2 is empty"):
+        permalink.parse({"find": "a three,,a seven"})

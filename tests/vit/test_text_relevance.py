@@ -1,0 +1,135 @@
+"""Text relevance (`attention.vit.text`) against the papers' algorithms with full matrices
+(tests/vit/text_reference.py), on tiny random open_clip CLIP (class-token pool, projection) and SigLIP
+(attention-pooling head, logit bias) models with timm image towers."""
+
+from __future__ import annotations
+
+import numpy as np
+import open_clip
+import pytest
+import torch
+from PIL import Image
+
+from attention.errors import InputError, NoTextTowerError
+from attention.vit.text import MAX_PROMPT_CHARS, MAX_PROMPTS, text_relevance
+from attention.vit.text.compute import encode_prompts, text_relevance_rows
+from attention.vit.text.tower import ready
+from tests.vit import text_reference as ref
+
+TOL = 1e-4  # of the peak
+PROMPTS = ["a cat", "a remote control", "two dogs"]
+
+
+def tiny(kind: str, seed: int = 0):
+    """A tiny random open_clip model: "clip" (timm test_vit, class token, linear projection) or "siglip"
+    (timm test_vit with an attention-pooling head, no projection, logit bias -10)."""
+    torch.manual_seed(seed)
+    text = dict(context_length=16, vocab_size=49408, width=32, heads=2, layers=1)
+    if kind == "siglip":
+        vision = dict(timm_model_name="test_vit", timm_pool="map", timm_proj="none", image_size=64)
+        return open_clip.CLIP(embed_dim=64, vision_cfg=vision, text_cfg=text, init_logit_bias=-10.0).eval()
+    pool = "avg" if kind == "avg" else "token"
+    vision = dict(timm_model_name="test_vit", timm_pool=pool, timm_proj="linear", image_size=64)
+    return open_clip.CLIP(embed_dim=32, vision_cfg=vision, text_cfg=text).eval()
+
+
+def _peak_close(ours, theirs, tol=TOL):
+    ours, theirs = np.asarray(ours, np.float64), np.asarray(theirs, np.float64)
+    assert ours.shape == theirs.shape
+    err = np.abs(ours - theirs).max() / np.abs(theirs).max()
+    assert err <= tol, f"max error {err:.2e} of the peak"
+
+
+@pytest.mark.parametrize("kind", ["clip", "siglip", "avg"])
+@pytest.mark.parametrize("size", [(64, 64), (48, 80)])
+def test_rules_equal_the_full_matrix_reference(kind, size):
+    clip = tiny(kind)
+    tower = ready(clip)
+    x = torch.randn(1, 3, *size, generator=torch.Generator().manual_seed(1))
+    text = encode_prompts(clip, PROMPTS)
+    logits, chefer, legrad, sim = text_relevance_rows(clip, tower, x, text, legrad_layers=3)
+    T = tower.num_prefix_tokens
+    for p in range(len(PROMPTS)):
+        row, s = ref.chefer(clip, x, text[p])
+        assert abs(float(logits[p]) - s) < 1e-4 * max(1, abs(s))
+        _peak_close(chefer[p, T:], row[T:])
+        _peak_close(legrad[p, T:], ref.legrad(clip, x, text[p], 3))
+        _peak_close(sim[p, T:], ref.similarity(clip, x, text[p]))
+
+
+@pytest.mark.parametrize("kind", ["clip", "siglip"])
+def test_logits_are_the_models_own(kind):
+    clip = tiny(kind)
+    img = Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8))
+    tr = text_relevance(clip, img, PROMPTS, resolution="native")
+    x = torch.from_numpy(np.asarray(tr.image, np.float32) / 255).permute(2, 0, 1)[None]
+    mean, std = clip.visual.trunk.pretrained_cfg["mean"], clip.visual.trunk.pretrained_cfg["std"]
+    x = (x - torch.tensor(mean)[:, None, None]) / torch.tensor(std)[:, None, None]
+    ids = open_clip.tokenizer.SimpleTokenizer(context_length=16)(PROMPTS)
+    with torch.no_grad():
+        out = clip(x, ids)
+    own = (out[2] * out[0] @ out[1].T + (out[3] if len(out) > 3 else 0)).detach()
+    np.testing.assert_allclose(tr.logits, own[0].numpy(), rtol=1e-4, atol=1e-4)
+    assert tr.kind == ("siglip" if kind == "siglip" else "clip")
+    assert [p for p, _, _ in tr.ranking()] == [PROMPTS[i] for i in np.argsort(-own[0].numpy(), kind="stable")]
+
+
+@pytest.mark.parametrize("kind", ["clip", "siglip"])
+def test_a_batch_of_prompts_equals_the_prompts_one_at_a_time(kind):
+    clip = tiny(kind)
+    tower = ready(clip)
+    x = torch.randn(1, 3, 48, 64, generator=torch.Generator().manual_seed(2))
+    text = encode_prompts(clip, PROMPTS)
+    together = text_relevance_rows(clip, tower, x, text, chunk_bytes=1 << 14)  # several chunks per layer
+    for p in range(len(PROMPTS)):
+        alone = text_relevance_rows(clip, tower, x, text[p : p + 1])
+        for a, b in zip(together, alone):
+            _peak_close(a[p : p + 1], b, 1e-5)
+
+
+def test_segmentation_and_ranking_follow_the_maps():
+    clip = tiny("siglip")
+    img = Image.fromarray(np.random.default_rng(3).integers(0, 255, (64, 96, 3), dtype=np.uint8))
+    tr = text_relevance(clip, img, "a cat, a remote control, two dogs", resolution="native")
+    assert tr.prompts == tuple(PROMPTS) and tr.grid == (4, 6)
+    for rule in ("chefer", "legrad", "similarity"):
+        seg = tr.segmentation(rule)
+        assert seg.shape == (4, 6)
+        np.testing.assert_array_equal(seg, tr.maps(rule).argmax(0))
+    np.testing.assert_allclose(tr.probs, 1 / (1 + np.exp(-tr.logits.astype(np.float64))), rtol=1e-6)
+
+
+def test_the_tolerance_is_sharp():
+    """A reference fed another prompt's gradient (a wrong target) fails the comparison."""
+    clip = tiny("clip")
+    tower = ready(clip)
+    x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    text = encode_prompts(clip, PROMPTS)
+    _, chefer, _, _ = text_relevance_rows(clip, tower, x, text)
+    row, _ = ref.chefer(clip, x, text[1])
+    with pytest.raises(AssertionError):
+        _peak_close(chefer[0, 1:], row[1:])
+
+
+def test_bad_prompts_are_refused_naming_what_is_accepted():
+    clip = tiny("clip")
+    img = Image.new("RGB", (64, 64))
+    for bad, said in [
+        ("", "No prompt"),
+        ("  ,  ", "No prompt"),
+        ("a cat,,a dog", "Prompt 2 is empty"),
+        ("x" * (MAX_PROMPT_CHARS + 1), f"at most {MAX_PROMPT_CHARS}"),
+        (",".join(["a cat"] * (MAX_PROMPTS + 1)), f"1 to {MAX_PROMPTS}"),
+        (" ".join(["cat"] * 20), "reads at most 16"),
+        ([1, 2], "must be text"),
+    ]:
+        with pytest.raises(InputError, match=said):
+            text_relevance(clip, img, bad)
+
+
+def test_a_model_without_a_text_tower_is_refused_by_type():
+    import timm
+
+    vit = timm.create_model("test_vit", num_classes=0)
+    with pytest.raises(NoTextTowerError, match="pick a model that has one: .*digit_clip"):
+        text_relevance(vit, Image.new("RGB", (64, 64)), "a cat")
