@@ -6,12 +6,12 @@ MCP callers. Visitor text (the prompts) reaches the page only escaped.
 
 from __future__ import annotations
 
-import html
-
 import gradio as gr
 
-from attention.errors import AttentionError
-from attention.ui.components import image_path, picture, tiles_gallery, user_errors
+from attention.admission import HEAVY
+from attention.errors import AttentionError, html_text
+from attention.ui.admit import HEAVY_QUEUE, heavy_share, who
+from attention.ui.components import error_note, image_path, picture, tiles_gallery, user_errors
 from attention.vit.text.prompts import MAX_PROMPT_CHARS, MAX_PROMPTS
 from attention.vit.text.service import get_text_relevance, has_text, text_models
 from attention.vit.text.views import RULE_NAMES, hex_colour, tiles, write_answer
@@ -35,7 +35,7 @@ def scores_html(tr) -> str:
         colour = hex_colour(i)
         rows.append(
             f"<tr><td>{rank}</td><td><span style='display:inline-block;width:12px;height:12px;"
-            f"background:{colour};border-radius:2px'></span></td><td>{html.escape(p)}</td>"
+            f"background:{colour};border-radius:2px'></span></td><td>{html_text(p)}</td>"
             f"<td style='text-align:right'>{prob:.1%}</td><td style='text-align:right'>{logit:.2f}</td></tr>"
         )
     what = "sigmoid of the logit" if tr.kind == "siglip" else "softmax over the prompts"
@@ -94,9 +94,9 @@ class TextPanel:
             }
         rule = rule if rule in RULE_NAMES else "chefer"
         try:
-            tr = get_text_relevance(img, mdl, res, prompts)
+            tr = get_text_relevance(img, mdl, res, prompts, visitor=who())
         except AttentionError as e:
-            return {self.box: gr.update(visible=True), self.details: f"⚠️ {html.escape(str(e))}"}
+            return {self.box: gr.update(visible=True), self.details: error_note(e)}
         ts = tiles(tr, rule, alpha=al, cmap=cm, min_side=MAP_SIDE)
         k = min(max(int(chosen or 0), 0), len(ts) - 1)
         return {
@@ -152,7 +152,9 @@ def text_fn(model_default: str):
             from attention.errors import InputError
 
             raise InputError(f"Rule {str(rule)[:40]!r} is not accepted; accepted: {', '.join(RULE_NAMES)}.")
-        tr = get_text_relevance(image, model, resolution, prompts)
+        visitor = who()
+        with HEAVY.held(visitor):  # admitted when it asked to join (`heavy_share`); its turn if it computes
+            tr = get_text_relevance(image, model, resolution, prompts, visitor=visitor)
         return write_answer(tr, model=(model or "").strip(), rule=rule)
 
     return text_relevance
@@ -176,6 +178,8 @@ def build_api(model_default: str = "digit_clip") -> None:
         [t_pic, t_file, t_info],
         api_name="text_relevance",
         api_visibility="public",
+        validator=heavy_share(),
+        **HEAVY_QUEUE,
     )
 
 

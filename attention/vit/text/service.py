@@ -6,12 +6,15 @@ store of results shared by all, so redrawing (another rule, opacity, colours, pr
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
+from attention.admission import HEAVY, Visitor
 from attention.cache import SharedCache
 from attention.config import SETTINGS
 from attention.errors import InputError
 from attention.images import ImageSource
 from attention.vit.gpu import gpu
-from attention.vit.inputs import file_digest
+from attention.vit.inputs import example_digests, file_digest
 from attention.vit.models import REGISTRY, check_allowed, is_loaded, load_vit
 from attention.vit.text.compute import TextRelevance, text_relevance
 from attention.vit.text.prompts import MAX_PROMPTS, check_prompts
@@ -50,10 +53,18 @@ def _compute(model: str, image: ImageSource, resolution, prompts: tuple[str, ...
 
 
 def get_text_relevance(
-    image: ImageSource | None, model: str, resolution="auto", prompts="", *, shared: bool = True
+    image: ImageSource | None,
+    model: str,
+    resolution="auto",
+    prompts="",
+    *,
+    shared: bool = True,
+    visitor: Visitor | None = None,
 ) -> TextRelevance:
     """The text relevance of `image` for `model` (a name) and `prompts` (comma-separated, or a list), from
-    the shared store or computed once. shared: as a server (allow-list, compute budget). Typed errors."""
+    the store or computed once. shared: as a server (allow-list, compute budget). visitor: who asks, as for
+    `relevance.service.get_relevance`: a new job takes its turn in the heavy lane (Busy at once past their
+    share) and a picture that is not a shipped example is keyed to their session. Typed errors."""
     if image is None or (isinstance(image, str) and not image):
         raise InputError("No image: upload one (PNG, JPEG, WebP, GIF, BMP or TIFF) or pick an example.")
     model = (model or "").strip()
@@ -62,5 +73,14 @@ def get_text_relevance(
     vit = load_vit(model)
     clip = text_model_of(vit)
     items = tuple(check_prompts(prompts, clip))
-    key = (file_digest(image), model, str(resolution), items)
-    return RESULTS.get_or_run(key, lambda: _compute(model, image, resolution, items))
+    digest = file_digest(image)
+    scope = "" if visitor is None or digest in example_digests() else str(visitor.session or visitor.client)
+    key = (digest, model, str(resolution), items, scope)
+    if (kept := RESULTS.get(key)) is not None:
+        return kept
+
+    def compute() -> TextRelevance:
+        with HEAVY.turn(visitor) if shared and visitor is not None and visitor.keys else nullcontext():
+            return _compute(model, image, resolution, items)
+
+    return RESULTS.get_or_run(key, compute)
