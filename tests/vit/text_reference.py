@@ -65,7 +65,7 @@ def chefer(clip, x, t, inplace: bool = False):
     G = [g[0] for g in grads]
     L = len(trunk.blocks)
     N = A[0].shape[-1]
-    R = torch.eye(N, dtype=torch.float64)
+    R = torch.eye(N, dtype=torch.float64, device=A[0].device)
     for a, g in zip(A[:L], G[:L]):
         R = R + (g * a).clamp(min=0).mean(0).double() @ R
     T = trunk.num_prefix_tokens
