@@ -78,15 +78,17 @@ def log_operator_notice(s: Startup) -> None:
         )
 
 
-def digits_only_note(model: str | None, image) -> str | None:
+def digits_only_note(model: str | None, image, digest: str | None = None) -> str | None:
     """A note for a picture that is not a shipped digit going through mnist_vit, which knows only
-    digits (its maps and its class say little about anything else); None otherwise."""
+    digits (its maps and its class say little about anything else); None otherwise. digest: the
+    picture's content digest when known (the pass's key: the file is not hashed again)."""
+    from attention.vit.inputs import example_digests
     from attention.vit.permalink import example_name
 
     if (model or "").strip() != models.OFFLINE_MODEL or image is None:
         return None
     try:
-        name = example_name(image)
+        name = example_name(image) if digest is None else example_digests().get(digest)
     except (OSError, AttentionError):
         return None
     if name is not None and name.startswith("digit_"):

@@ -107,7 +107,7 @@ class StepwisePanel:
         return [self.open, m.image, m.model, m.resolution, m.qrow, m.qcol, m.layer, m.head, m.alpha, m.cmap]
 
     def _steps(self, img, mdl, res, qr, qc, lay, hd, st, k, temp, key):
-        p = self.vit_pass(img, mdl, res)
+        p = self.vit_pass(img, mdl, res, state=st)
         lay, hd, qr, qc = self.fit(p, st, lay, hd, qr, qc)
         s, r = explain(p, qr, qc, lay, hd, k, temp, key)
         return p, s, r
@@ -134,7 +134,7 @@ class StepwisePanel:
             c.input(user_errors(self.draw), ins, outs, trigger_mode="always_last", **FAST)
 
         def pick(img, mdl, res, qr, qc, lay, st, evt: gr.SelectData):
-            p = self.vit_pass(img, mdl, res)
+            p = self.vit_pass(img, mdl, res, state=st)
             lay, _, qr, qc = self.fit(p, st, lay, 0, qr, qc)
             r = p.at(vit_inputs.parse_query(qr, qc), lay)
             return list(vit_views.patch_at(*evt.index, r))
@@ -149,7 +149,7 @@ class StepwisePanel:
 
         @user_errors
         def export(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, k, temp, key):
-            p = self.vit_pass(img, mdl, res)
+            p = self.vit_pass(img, mdl, res, state=st)
             lay, hd, qr, qc = self.fit(p, st, lay, hd, qr, qc)
             q = vit_inputs.parse_query(qr, qc)
             v = vit_frames.ViewSpec(query=q, layer=lay, view=vw, threshold=thr, alpha=al, cmap=cm)

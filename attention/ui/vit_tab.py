@@ -168,7 +168,7 @@ def build(demo: gr.Blocks | None = None) -> None:
             **({} if now is None else {t.good: accepted(**now), **cleared(t, kept, now)}),
             **(
                 {}
-                if now is None or not (note := digits_only_note(now["model"], now["image"]))
+                if now is None or not (note := digits_only_note(now["model"], now["image"], p.ref.key[0]))
                 else {t.details: f"{note}\n\n{f.details}"}
             ),
         }

@@ -405,7 +405,8 @@ def _build(timm_name: str, spec: ModelSpec | None, device: torch.device, dtype: 
     if auto:
         model.auto_resolution = auto
     model.alias, model.crop_rule, model.resize_rule = spec.alias if spec else timm_name, rule.crop, rule.resize
-    if rule.mean is not None:  # the family's own normalisation, whatever the architecture's tag says
+    if rule.mean is not None and hasattr(model, "pretrained_cfg"):  # the family's own normalisation (timm),
+        # whatever the architecture's tag says (other libraries' repos carry their own: `backbone.load`)
         model.pretrained_cfg = {**model.pretrained_cfg, "mean": rule.mean, "std": rule.std}
     model = model.to(device=device, dtype=dtype).eval().requires_grad_(False)
     if "text_model" in model.__dict__:  # an image tower: its model's text tower goes with it

@@ -92,15 +92,17 @@ def test_a_visitors_own_picture_gets_a_relevance_of_their_own(tmp_path):
     assert get_relevance(DIGIT, "mnist_vit", visitor=Visitor("b", "10.1.0.2")) is e1  # a shipped example: shared
 
 
-def _video_tab_fn() -> int:
+def _video_tab_fns() -> list[tuple[int, int]]:
+    """(fn_index, number of inputs) of the Video tab's events whose first input is its video."""
     import gradio as gr
 
-    (fn,) = [
-        f
+    fns = [
+        (f._id, len(f.inputs))
         for f in app.demo.fns.values()
-        if any(isinstance(b, gr.Video) and b.interactive is not False for b in f.inputs)
+        if f.inputs and isinstance(f.inputs[0], gr.Video) and f.inputs[0].interactive is not False
     ]
-    return fn._id
+    assert fns
+    return fns
 
 
 URLS = [
@@ -115,9 +117,10 @@ URLS = [
 def test_a_url_or_server_path_is_refused_on_the_video_inputs_too(app_url, value):
     r = httpx.post(app_url + "gradio_api/call/attention_video", json={"data": [value]})
     assert r.status_code == 422 and "not a file uploaded to this server" in r.json()["detail"][0]["message"]
-    body = {"data": [value] + [None] * 11, "fn_index": _video_tab_fn(), "session_hash": "videotab1"}
-    r = httpx.post(app_url + "gradio_api/queue/join", json=body)
-    assert r.status_code == 422 and "not a file uploaded to this server" in r.json()["detail"][0]["message"]
+    for fn, n in _video_tab_fns():  # every event of the Video tab that takes the video (run, estimate)
+        body = {"data": [value] + [None] * (n - 1), "fn_index": fn, "session_hash": "videotab1"}
+        r = httpx.post(app_url + "gradio_api/queue/join", json=body)
+        assert r.status_code == 422 and "not a file uploaded to this server" in r.json()["detail"][0]["message"]
 
 
 def test_a_huge_value_comes_back_cut_in_the_answer_and_the_log(client, caplog):

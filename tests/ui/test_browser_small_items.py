@@ -141,9 +141,18 @@ def test_the_retrain_progress_lies_outside_the_loss_curve(browser, app_url, size
         pg.get_by_role("button", name="Retrain my copy").click()
         bar = pg.locator("#retrieval-rt-progress .progress-level, #retrieval-rt-progress .progress-text").first
         bar.wait_for()
-        plot = pg.locator("#retrieval-rt-plot").bounding_box()
-        shown = pg.locator("#retrieval-rt-progress").bounding_box()
-        assert shown["y"] + shown["height"] <= plot["y"] + 1, (shown, plot)  # above the curve, not over it
+        # above the curve, not over it, once the page has laid the bar out (it grows as it appears)
+        above = """() => {
+            const a = document.querySelector('#retrieval-rt-progress').getBoundingClientRect();
+            const b = document.querySelector('#retrieval-rt-plot').getBoundingClientRect();
+            return a.bottom <= b.top + 1;
+        }"""
+        try:
+            pg.wait_for_function(above, timeout=5_000)
+        except Exception:
+            plot = pg.locator("#retrieval-rt-plot").bounding_box()
+            shown = pg.locator("#retrieval-rt-progress").bounding_box()
+            raise AssertionError(f"the progress lies over the loss curve: {shown} {plot}") from None
         pg.locator("#retrieval-rt-plot img").wait_for()
         assert re.search(r"epoch|loss|trained", pg.locator("body").inner_text(), re.I)
     finally:

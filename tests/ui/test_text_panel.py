@@ -53,7 +53,7 @@ def test_maps_segmentation_and_escaped_scores_for_digit_clip(two_digits):
     out = p.draw(two_digits, "digit_clip", "native", "<b>seven</b>, a handwritten three", "legrad", 2, 0.6, "inferno")
     assert out[p.box]["visible"] and len(out[p.gallery]) == 3  # two prompts, then the segmentation
     assert out[p.chosen] == 2 and out[p.big]["label"].startswith("Segmentation")
-    assert "&lt;b&gt;seven&lt;/b&gt;" in out[p.scores] and "<b>seven" not in out[p.scores]
+    assert "&lt;b>seven&lt;/b>" in out[p.scores] and "<b>seven" not in out[p.scores]
     assert "LeGrad" in out[p.caption]
     bad = p.draw(two_digits, "digit_clip", "native", "a, <i>" + "x" * 200, "chefer", 0, 0.6, "inferno")
     assert "Prompt 2 has 203 characters" in bad[p.details] and "<i>" not in bad[p.details]
