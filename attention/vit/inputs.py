@@ -80,3 +80,13 @@ def example_files() -> dict[str, Path]:
 def example_digests() -> dict[str, str]:
     """Content digest -> name of every shipped example image (`example_files`)."""
     return {file_digest(str(p)): name for name, p in example_files().items()}
+
+
+def visitor_scope(digest: str, visitor) -> str:
+    """Whose a result about the picture of `digest` is, as part of its cache key: "" (everyone's) for a
+    shipped example or when nobody in particular asks (None: a script, the command line), else the
+    visitor's: a session id (str), or an `admission.Visitor`'s session, else its client address. One
+    visitor's picture is never answered from another's result (no timing oracle between visitors)."""
+    if visitor is None or digest in example_digests():
+        return ""
+    return visitor if isinstance(visitor, str) else str(visitor.session or visitor.client)

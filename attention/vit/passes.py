@@ -38,7 +38,7 @@ from attention.vit import features
 from attention.vit.extract import AttentionMaps, attention_maps
 from attention.vit.flow import rollout_map
 from attention.vit.gpu import gpu
-from attention.vit.inputs import example_digests, file_digest, source_stamp
+from attention.vit.inputs import file_digest, source_stamp, visitor_scope
 from attention.vit.models import REGISTRY, check_allowed, is_loaded, load_vit
 from attention.vit.query import Query, parse
 from attention.vit.query import default as default_query
@@ -189,8 +189,7 @@ def pass_key(
     not a shipped example, the visitor's session (None: nobody in particular, as a script or the command line).
     digest: `image`'s content digest when already known (`known_digest`), else it is computed."""
     digest = file_digest(image) if digest is None else digest
-    session = visitor.session if isinstance(visitor, Visitor) else visitor
-    scope = "" if session is None or digest in example_digests() else str(session)
+    scope = visitor_scope(digest, visitor)
     return digest, (model or "").strip(), str(resolution).strip().lower(), scope
 
 

@@ -17,7 +17,7 @@ from attention.config import SETTINGS
 from attention.errors import InputError
 from attention.images import ImageSource
 from attention.vit.gpu import gpu
-from attention.vit.inputs import example_digests, file_digest
+from attention.vit.inputs import file_digest, visitor_scope
 from attention.vit.models import check_allowed, load_vit
 from attention.vit.relevance.compute import Relevance, check_classifier, relevance
 from attention.vit.relevance.labels import class_index, class_names
@@ -67,8 +67,7 @@ def get_relevance(
     check_classifier(vit)
     t = resolve_target(model, target)
     digest = file_digest(image) if digest is None else digest
-    scope = "" if visitor is None or digest in example_digests() else str(visitor.session or visitor.client)
-    key = (digest, model, str(resolution), t, scope)
+    key = (digest, model, str(resolution), t, visitor_scope(digest, visitor))
     if (kept := RESULTS.get(key)) is not None:
         return kept
 

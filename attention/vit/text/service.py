@@ -14,7 +14,7 @@ from attention.config import SETTINGS
 from attention.errors import InputError
 from attention.images import ImageSource
 from attention.vit.gpu import gpu
-from attention.vit.inputs import example_digests, file_digest
+from attention.vit.inputs import file_digest, visitor_scope
 from attention.vit.models import REGISTRY, check_allowed, is_loaded, load_vit
 from attention.vit.text.compute import TextRelevance, text_relevance
 from attention.vit.text.prompts import MAX_PROMPTS, check_prompts
@@ -74,8 +74,7 @@ def get_text_relevance(
     clip = text_model_of(vit)
     items = tuple(check_prompts(prompts, clip))
     digest = file_digest(image)
-    scope = "" if visitor is None or digest in example_digests() else str(visitor.session or visitor.client)
-    key = (digest, model, str(resolution), items, scope)
+    key = (digest, model, str(resolution), items, visitor_scope(digest, visitor))
     if (kept := RESULTS.get(key)) is not None:
         return kept
 
