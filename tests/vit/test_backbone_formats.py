@@ -1,6 +1,7 @@
 """Checkpoint formats people hold (`backbone.formats`), each written here and loaded through
 `checkpoint.load` into a timm architecture: every layer's maps equal the source model's within 1e-5
-(the source read by its own library: Meta's DINOv2 class, transformers, timm); one DINOv2 converted
+(the source read by its own library: Meta's DINOv2 class, transformers, timm; a timm DINOv3 written in
+Meta's dinov3 names); one DINOv2 converted
 between Meta's class, timm and transformers gives the same maps in all three; a fine-tuned
 classifier's head is kept and `relevance` explains it."""
 
@@ -167,3 +168,41 @@ def test_one_dinov2_in_transformers_meta_and_timm_has_the_same_maps():
     torch.testing.assert_close(meta_ref, ref, atol=1e-5, rtol=0)
     for model in (hf, meta, tm):  # the engine on each library's object
         torch.testing.assert_close(rows(model, x), ref, atol=1e-5, rtol=0)
+
+
+def meta_dinov3_names(sd: dict) -> dict:
+    """A timm DINOv3's state dict in Meta's own names (facebookresearch/dinov3 DinoVisionTransformer, as its
+    hub .pth files): the inverse of timm's checkpoint_filter_fn, with the tensors Meta's class has and timm's
+    filter drops (`mask_token`, `rope_embed.periods`, the masked k bias of `qkv`: zero here, as timm's S has none)."""
+    out = {"mask_token": torch.randn(1, sd["cls_token"].shape[-1])}
+    for k, v in sd.items():
+        k = k.replace("reg_token", "storage_tokens").replace("gamma_1", "ls1.gamma").replace("gamma_2", "ls2.gamma")
+        out[k] = v
+        if k.endswith("attn.qkv.weight"):
+            o = v.shape[0]
+            out[k.replace("weight", "bias")] = torch.zeros(o)
+            out[k.replace("weight", "bias_mask")] = torch.ones(o).index_fill_(0, torch.arange(o // 3, 2 * o // 3), 0)
+    out["rope_embed.periods"] = torch.rand(32 // 4 // 4) + 1  # (D_head // 4,)
+    return out
+
+
+def test_a_dinov3_in_metas_own_names_loads_with_the_source_maps(tmp_path, monkeypatch):
+    torch.manual_seed(4)
+    kw = dict(img_size=32)
+    src = timm_tiny("vit_small_patch16_dinov3", **kw)
+    peak(src)
+    with torch.no_grad():
+        src.cls_token.normal_(0, 1)
+        src.reg_token.normal_(0, 1)
+        for b in src.blocks:  # layer scales off their 1e-5 init: every block changes the next one's maps
+            b.gamma_1.normal_(1, 0.5)
+            b.gamma_2.normal_(1, 0.5)
+    data = meta_dinov3_names(src.state_dict())
+    assert {"storage_tokens", "blocks.0.ls1.gamma", "rope_embed.periods", "blocks.2.attn.qkv.bias_mask"} <= set(data)
+    model = loaded(tmp_path, data, "vit_small_patch16_dinov3", monkeypatch, **kw)
+    assert "Meta's DINOv2/DINOv3 names" in str(model.checkpoint_report)
+    for x in (torch.randn(1, 3, 32, 32), torch.randn(1, 3, 48, 32)):  # square, and not (RoPE on a 3 x 2 grid)
+        got, want = rows(model, x), rows(src, x)  # (Nq, L, H, N): every query, layer and head
+        assert got.shape[:3] == (5 + x.shape[2] * x.shape[3] // 256, 3, 4)
+        err = ((got - want).abs().amax(-1) / want.amax(-1)).max().item()
+        assert err < 1e-5, f"{err:.2e} of a row's peak"
