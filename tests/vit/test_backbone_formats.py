@@ -206,3 +206,16 @@ def test_a_dinov3_in_metas_own_names_loads_with_the_source_maps(tmp_path, monkey
         assert got.shape[:3] == (5 + x.shape[2] * x.shape[3] // 256, 3, 4)
         err = ((got - want).abs().amax(-1) / want.amax(-1)).max().item()
         assert err < 1e-5, f"{err:.2e} of a row's peak"
+
+
+def test_a_meta_dinov3_with_nonzero_attention_biases_is_refused_for_an_arch_without_them(tmp_path, monkeypatch):
+    """timm's filter drops Meta's qkv bias for an architecture without q/v biases: a non-zero one would be
+    lost silently (other maps), so it is refused naming the architecture that has them."""
+    from attention.errors import CheckpointError
+
+    torch.manual_seed(5)
+    src = timm_tiny("vit_small_patch16_dinov3", img_size=32)
+    data = meta_dinov3_names(src.state_dict())
+    data["blocks.1.attn.qkv.bias"] = torch.randn_like(data["blocks.1.attn.qkv.bias"])
+    with pytest.raises(CheckpointError, match="non-zero attention biases.*vit_small_patch16_dinov3_qkvb"):
+        loaded(tmp_path, data, "vit_small_patch16_dinov3", monkeypatch, img_size=32)

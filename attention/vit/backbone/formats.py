@@ -21,6 +21,8 @@ import sys
 
 import torch
 
+from attention.errors import CheckpointError
+
 Tensors = dict[str, torch.Tensor]
 
 _HF_BLOCK = re.compile(r"^(?:encoder\.layer|layers|encoder\.layers)\.(\d+)\.(.+)$")
@@ -92,10 +94,27 @@ def convert(tensors: Tensors, model: torch.nn.Module) -> tuple[Tensors, tuple[st
         meta = ("mask_token" in tensors or "storage_tokens" in tensors or "register_tokens" in tensors) and fn
         if meta:
             found.append("Meta's DINOv2/DINOv3 names (timm's checkpoint_filter_fn)")
+            _check_meta_qkv_bias(tensors, own)
             head = {k: v for k, v in tensors.items() if k.startswith("head.")}
             tensors = {k: v for k, v in tensors.items() if not k.startswith(("head.", "dino_head.", "ibot_head."))}
             tensors = dict(fn(tensors, model)) | head
     return tensors, tuple(found)
+
+
+def _check_meta_qkv_bias(tensors: Tensors, own: Tensors) -> None:
+    """timm's filter drops Meta's `attn.qkv.bias` for an architecture without q/v biases (DINOv3's released
+    biases are zero): a non-zero one would be lost silently, so it is refused naming the arch that has them."""
+    lost = [
+        k
+        for k, v in tensors.items()
+        if re.match(r"^blocks\.\d+\.attn\.qkv\.bias$", k) and k not in own and bool(v.float().abs().max() > 0)
+    ]
+    if lost and not any(re.search(r"attn\.(q_bias|qkv\.bias)$", k) for k in own):
+        raise CheckpointError(
+            f"{len(lost)} non-zero attention biases ({lost[0]}, ...) have no place in this architecture, which has "
+            "no q/v biases: loading would drop them and give other maps; accepted: the architecture with them "
+            "(e.g. --arch vit_small_patch16_dinov3_qkvb for DINOv3 ViT-S/16)."
+        )
 
 
 def _from_hf(tensors: Tensors, wrapper: str) -> Tensors:
