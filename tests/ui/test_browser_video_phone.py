@@ -7,11 +7,21 @@ from __future__ import annotations
 
 import pytest
 
+from attention.ui.video_tab import NARROW_PX, layout
+from attention.vit.video import STACKED
 from tests.conftest import screenshot
 from tests.ui.test_browser_video import open_video_tab
 from tests.ui.test_browser_vit_layout import DESKTOP, PHONE
 
 DIGIT_ROW = "#video-controls tbody tr"
+
+
+def test_a_narrow_page_stacks_a_side_by_side_result_and_nothing_else():
+    assert layout(True, 390) == STACKED
+    assert layout(True, 1400) is True and layout(True, NARROW_PX) is True
+    assert layout(True, 0) is True and layout(True, None) is True  # no width sent: as before
+    assert layout(False, 390) is False
+
 
 # the picture as drawn: the <video> box less object-fit's bars
 SHOWN = """el => {
