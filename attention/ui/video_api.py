@@ -19,7 +19,7 @@ from attention.ui.components import number, user_errors
 from attention.validate import THRESHOLD, check_threshold
 from attention.vit import inputs as vit_inputs
 from attention.vit import query as vit_query
-from attention.vit.video import VIDEO_VIEWS, check_video_view, visitor_video
+from attention.vit.video import STACKED, VIDEO_VIEWS, check_video_view, visitor_video
 
 CONCURRENCY = dict(validator=heavy_share(), **HEAVY_QUEUE)  # admitted at once or refused; computed in HEAVY's turn
 
@@ -107,7 +107,7 @@ def attention_video_fn(model_default: str):
                 model,
                 view=check_video_view(view),
                 head=vit_inputs.parse_index(0 if vit_query.is_empty(head) else head, "Head"),
-                side_by_side=bool(side_by_side),
+                side_by_side=STACKED if side_by_side == STACKED else bool(side_by_side),
                 npz=bool(npz),
                 progress=report,
                 layer=vit_inputs.parse_index(-1 if vit_query.is_empty(layer) else layer, "Layer"),

@@ -15,12 +15,21 @@ from attention.ui import model_choices, video_api
 from attention.ui.components import error, number, queue_share, warning
 from attention.vit import models as vit_models
 from attention.vit import weights as vit_weights
-from attention.vit.video import VIDEO_VIEWS
+from attention.vit.video import STACKED, VIDEO_VIEWS
 from attention.vit.video_estimate import CONFIRM_S
 from attention.vit.weights import Startup
 
 DIGITS_CLIP = str(EXAMPLES_DIR / "videos" / "digits.mp4")
 PHOTO_CLIP = str(EXAMPLES_DIR / "videos" / "chelsea.mp4")
+NARROW_PX = 700  # a page narrower than this (a phone) gets a side-by-side result stacked: frame above map
+# the run's last input, the page's width, measured in the browser when the button is pressed
+PAGE_WIDTH_JS = "(...args) => [...args.slice(0, -1), window.innerWidth]"
+
+
+def layout(side_by_side: bool, page_width) -> bool | str:
+    """The composition of the result: side by side (the checkbox), stacked where the page is narrow."""
+    narrow = isinstance(page_width, int | float) and 0 < page_width < NARROW_PX
+    return STACKED if side_by_side and narrow else bool(side_by_side)
 
 
 def summary(facts: dict) -> str:
@@ -64,7 +73,7 @@ def build(startup: Startup | None = None) -> None:
                 elem_id="video-model",
             )
             resolution = gr.Dropdown(
-                ["auto", "native", "dino480", "224", "320", "480"],
+                ["auto", "native", "dino480", "56", "224", "320", "480"],  # 56: the digit example's
                 value="auto",
                 allow_custom_value=True,
                 label="Resolution",
@@ -80,12 +89,15 @@ def build(startup: Startup | None = None) -> None:
                 fps = number(0, label="Frame rate", info="0 = the source's", elem_id="video-fps")
                 seconds = number(0, label="Seconds", info="0 = all of it", elem_id="video-seconds")
             with gr.Row():
-                side = gr.Checkbox(True, label="Side by side with the frame", elem_id="video-side")
+                side = gr.Checkbox(
+                    True, label="Side by side with the frame", info="on a phone: above it", elem_id="video-side"
+                )
                 npz = gr.Checkbox(False, label="Raw maps (.npz) too", elem_id="video-npz")
         with gr.Column(scale=3, elem_id="video-results"):
             out = gr.Video(label="Attention video", autoplay=True, loop=True, interactive=False, elem_id="video-out")
             details = gr.Markdown(elem_id="video-details")
             maps = gr.File(label="Raw maps (.npz)", visible=False, elem_id="video-maps")
+            page_width = gr.Number(0, visible=False)  # set in the browser by PAGE_WIDTH_JS at each run
 
     with examples:  # mnist_vit's layer-2 head 3 follows a digit anywhere in the frame (tests/vit/test_video.py)
         # (56 px: the clip's own size, so the next upload is not run at its native size by mnist_vit)
@@ -96,13 +108,14 @@ def build(startup: Startup | None = None) -> None:
 
     handler = video_api.attention_video_fn(startup.model)
 
-    def make(v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, sure, progress=gr.Progress()):
+    def make(v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, sure, width=0, progress=gr.Progress()):
         est = video_api.estimate_of(v, m, lay, res, f, sec, sbs)
         if est is not None and est.needs_confirmation and not sure:
             warning(f"This video would take {est.text().split('about ')[-1]}: tick 'Run it anyway' to make it.")
             return gr.skip(), gr.skip(), gr.skip()
         if (e := _unavailable(m)) is not None:  # said to the visitor in one line (the operator's fix: the log)
             raise error(e)
+        sbs = layout(sbs, width)
         mp4, npz_path, facts = handler(v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, None, None, progress)
         return mp4, summary(facts), gr.update(value=npz_path, visible=npz_path is not None)
 
@@ -136,8 +149,9 @@ def build(startup: Startup | None = None) -> None:
         )
     run.click(
         make,
-        [video, model, layer, head, view, threshold, resolution, fps, seconds, side, npz, confirm],
+        [video, model, layer, head, view, threshold, resolution, fps, seconds, side, npz, confirm, page_width],
         [out, details, maps],
+        js=PAGE_WIDTH_JS,
         api_visibility="private",
         show_progress_on=[out],
         **video_api.CONCURRENCY,

@@ -51,6 +51,7 @@ VIDEO_VIEWS: dict[str, str] = {
     "masks": "One head's threshold mask",
     "fig3": "All masks (DINO Fig. 3)",
 }
+STACKED = "stacked"  # side_by_side's other layout: the frame above its attention (a phone's narrow page)
 MIN_SIDE = 224  # px: smaller frames (a digit clip) are drawn enlarged by a whole factor
 BATCH = 8  # frames per forward
 
@@ -98,12 +99,13 @@ class VideoFrameMaps:
         self, view: str = "mean", *, head: int = 0, alpha: float = 0.6, cmap: str = "inferno", side_by_side=False
     ) -> np.ndarray:
         """The frame drawn as `view` (VIDEO_VIEWS), enlarged by a whole factor when its shorter side is
-        under MIN_SIDE px; `side_by_side`: the frame itself on the left. uint8 (H', W' or 2W', 3)."""
+        under MIN_SIDE px; `side_by_side`: the frame itself on the left ("stacked": above, for a phone's
+        narrow page). uint8 (H', W' or 2W' or 2H', W', 3)."""
         view = check_video_view(view)
         head = check_head(head, self.maps.shape[0]) if view in ("head", "masks") else head
         return self.drawn(view, head=head, alpha=alpha, cmap=cmap, side_by_side=side_by_side)
 
-    def drawn(self, view: str, *, head: int, alpha: float, cmap: str, side_by_side: bool) -> np.ndarray:
+    def drawn(self, view: str, *, head: int, alpha: float, cmap: str, side_by_side: bool | str) -> np.ndarray:
         """`picture` of a view and head already checked (`check_video_view`, `check_head`): what a whole
         video draws per frame, nothing checked again. uint8 (H', W' or 2W', 3)."""
         img = np.asarray(self.image, dtype=np.uint8)
@@ -116,7 +118,7 @@ class VideoFrameMaps:
         else:
             out = masks_figure(img, self.masks)
         if side_by_side:
-            out = np.concatenate([img, out], axis=1)
+            out = np.concatenate([img, out], axis=0 if side_by_side == STACKED else 1)
         s = max(1, -(-MIN_SIDE // min(img.shape[:2])))
         return upsample(out, s) if s > 1 else out
 
@@ -319,14 +321,14 @@ def write_video(
     head: int = 0,
     alpha: float = 0.6,
     cmap: str = "inferno",
-    side_by_side: bool = False,
+    side_by_side: bool | str = False,
     npz: str | os.PathLike | None = None,
 ) -> dict:
     """Compute `run` and write it: an H.264 MP4 at `out` of `view` over each frame (`side_by_side`:
-    the frame on the left), and with `npz` the raw maps of every output frame: maps (T, H, gh, gw)
-    float32, mean (T, gh, gw), masks (T, H, gh, gw) bool, time (T,) s, source_index (T,), and fps,
-    layer, query (-1, -1 = CLS), threshold, patch_size, grid. Returns the run's facts with the
-    output's frames, fps, size and timings."""
+    the frame on the left; "stacked": the frame above), and with `npz` the raw maps of every output
+    frame: maps (T, H, gh, gw) float32, mean (T, gh, gw), masks (T, H, gh, gw) bool, time (T,) s,
+    source_index (T,), and fps, layer, query (-1, -1 = CLS), threshold, patch_size, grid. Returns the
+    run's facts with the output's frames, fps, size and timings."""
     view = check_video_view(view)  # checked once for the whole video, the head too
     if view in ("head", "masks"):
         head = check_head(head, describe(run.model).heads)

@@ -77,6 +77,16 @@ def test_the_mp4_has_the_right_frames_rate_and_size(mnist, clip, tmp_path):
     assert got[0][:, :448].mean() < got[0][:, 448:].mean()  # left: the black frame; right: masks in colour
 
 
+def test_stacked_draws_the_frame_above_its_attention(mnist, clip):
+    """side_by_side="stacked" (a phone's narrow page): the frame on top, the view under it, one width."""
+    path, _ = clip
+    f = next(iter(attention_video(mnist, path, resolution="native", fps=5)))
+    beside = f.picture("fig3", side_by_side=True)
+    stacked = f.picture("fig3", side_by_side="stacked")
+    assert beside.shape == (224, 896, 3) and stacked.shape == (448, 448, 3)
+    assert np.array_equal(stacked[:224], beside[:, :448]) and np.array_equal(stacked[224:], beside[:, 448:])
+
+
 def test_npz_holds_every_frames_raw_maps(mnist, clip, tmp_path):
     path, _ = clip
     run = attention_video(mnist, path, resolution="native", threshold=0.5, fps=20)
