@@ -22,8 +22,13 @@ from attention.vit.weights import Startup
 DIGITS_CLIP = str(EXAMPLES_DIR / "videos" / "digits.mp4")
 PHOTO_CLIP = str(EXAMPLES_DIR / "videos" / "chelsea.mp4")
 NARROW_PX = 700  # a page narrower than this (a phone) gets a side-by-side result stacked: frame above map
-# the run's last input, the page's width, measured in the browser when the button is pressed
-PAGE_WIDTH_JS = "(...args) => [...args.slice(0, -1), window.innerWidth]"
+# the page's width goes with the inputs (`layout`); on a narrow page the run's progress and its result are
+# drawn under every control, so the page is brought there as the run starts
+PAGE_WIDTH_JS = (
+    f"(...args) => {{ if (window.innerWidth < {NARROW_PX}) "
+    "document.querySelector('#video-out')?.scrollIntoView({block: 'start'}); "
+    "return [...args.slice(0, -1), window.innerWidth]; }"
+)
 
 
 def layout(side_by_side: bool, page_width) -> bool | str:

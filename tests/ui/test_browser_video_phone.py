@@ -69,6 +69,9 @@ def test_the_side_by_side_result_is_readable_on_a_phone(browser, app_url, size):
         out = pg.locator("#video-out video")
         out.wait_for(timeout=120_000)
         pg.wait_for_function("() => document.querySelector('#video-out video').videoWidth > 0")
+        if size == PHONE:  # the result under every control: the page brought there as the run started
+            top = out.bounding_box()["y"]
+            assert 0 <= top < PHONE[1] - 200, f"the result is at y {top:.0f}, out of the visitor's view"
         out.scroll_into_view_if_needed()
         shown = out.evaluate(SHOWN)
         screenshot(pg, f"video_result_{size[0]}")
