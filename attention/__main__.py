@@ -23,8 +23,8 @@ import sys
 from pathlib import Path
 
 from attention.errors import AttentionError
-from attention.vit.checkpoint import checkpoint_args, use_checkpoint
-from attention.vit.models import default_model
+from attention.vit.models.checkpoint import checkpoint_args, use_checkpoint
+from attention.vit.models.loader import default_model
 from attention.vit.text import cli as text_cli
 
 RESOLUTION_HELP = "shorter side in px (DINOv3: the height), 'auto', 'native' or 'dino480'"
@@ -86,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _video_parser(sub) -> argparse.ArgumentParser:
-    from attention.vit.video import BATCH, VIDEO_VIEWS
+    from attention.vit.engine.video import BATCH, VIDEO_VIEWS
 
     v = sub.add_parser("video", help="write an attention video (H.264 MP4) of a video file")
     v.add_argument("input", type=Path, help="video file (MP4, WebM, MOV, MKV, AVI, GIF)")
@@ -170,7 +170,7 @@ def _opacity(text: str) -> float:
 
 
 def _query(text: str | None):
-    from attention.vit.query import ACCEPTED, parse
+    from attention.vit.engine.query import ACCEPTED, parse
 
     if text is None:
         return None
@@ -186,7 +186,7 @@ def write_maps_folder(res, out: Path, *, threshold: float, cmap: str) -> None:
     import numpy as np
 
     from attention.render import png_bytes
-    from attention.vit.views import tiles
+    from attention.vit.draw.views import tiles
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "img.png").write_bytes(png_bytes(np.asarray(res.image)))
@@ -196,8 +196,8 @@ def write_maps_folder(res, out: Path, *, threshold: float, cmap: str) -> None:
 
 
 def maps(args) -> int:
-    from attention.vit.extract import attention_maps
-    from attention.vit.models import load_vit
+    from attention.vit.engine.extract import attention_maps
+    from attention.vit.models.loader import load_vit
 
     model = load_vit(args.model)
     query = _query(args.query)
@@ -233,10 +233,10 @@ def features(args) -> int:
     import numpy as np
 
     from attention.render import png_bytes
-    from attention.vit.feature_views import feature_pictures
-    from attention.vit.features import check_pca_style
-    from attention.vit.modelview import model_view
-    from attention.vit.passes import get_pass
+    from attention.vit.draw.feature_views import feature_pictures
+    from attention.vit.draw.modelview import model_view
+    from attention.vit.engine.features import check_pca_style
+    from attention.vit.serve.passes import get_pass
 
     query = _query(args.query)
     check_pca_style(args.pca)
@@ -262,7 +262,7 @@ def relevance(args) -> int:
     import json
     import shutil
 
-    from attention.vit.models import load_vit
+    from attention.vit.models.loader import load_vit
     from attention.vit.relevance import check_classifier, relevance
     from attention.vit.relevance.views import write_answer
 
@@ -289,7 +289,7 @@ def extract(args) -> int:
     from attention.dataset import extract as run
     from attention.dataset import open_source
     from attention.dataset.run import dist_env
-    from attention.vit.models import load_vit
+    from attention.vit.models.loader import load_vit
 
     rank, _, local = dist_env()
     source = open_source(args.source, split=args.split, image_column=args.image_column)
@@ -319,8 +319,8 @@ def extract(args) -> int:
 def video(args) -> int:
     from tqdm.auto import tqdm
 
-    from attention.vit.models import load_vit
-    from attention.vit.video import attention_video, write_video
+    from attention.vit.engine.video import attention_video, write_video
+    from attention.vit.models.loader import load_vit
 
     bars = []  # made at the first batch, so an error up front prints no bar
 

@@ -47,7 +47,7 @@ def setup(size: int, device: str):
 
 
 def runner(method: str, model, eager, x):
-    from attention.vit.rows import query_rows
+    from attention.vit.engine.rows import query_rows
 
     if method == "fused":
         return lambda: model(pixel_values=x)

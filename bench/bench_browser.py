@@ -11,7 +11,7 @@ Serves `python app.py` with random weights of DINO ViT-S/16 in a temporary Huggi
   - a head tile click -> the large map shows that head;
 and the bytes the browser fetched for each. Each interaction reuses the visitor's pass (no
 forward); the ratio to one forward pass (measured in-process, same run) is printed, for the map the
-browser draws itself (attention/vit/live.py) and for the server's picture that follows it.
+browser draws itself (attention/vit/serve/live.py) and for the server's picture that follows it.
 Screenshots at desktop (1400x1000) and phone (390x844) sizes go to `--shots`. Ends with the table
 as a Markdown block for README.md.
 """

@@ -3,7 +3,7 @@
     python -m bench.bench_concurrency            # ViT-S/16, random weights, 2 cores: about 2 minutes
     python -m bench.bench_concurrency --quick    # fewer requests
 
-Isolation (`attention.vit.extract`): each forward pass records into its own recorder, bound to the
+Isolation (`attention.vit.engine.extract`): each forward pass records into its own recorder, bound to the
 calling context, so passes may run at once on one shared model. The alternative is a lock per
 model (one pass at a time). This bench serves the same K requests (different images, queries)
 three ways, on one shared model, and prints requests per second relative to one at a time:
@@ -12,7 +12,7 @@ three ways, on one shared model, and prints requests per second relative to one 
 - per-call x4: four threads at once
 Every answer is checked against its solo result (0 wrong is required; the bench says so).
 
-Budget (`attention.vit.cost`): for several resolutions it prints the estimated GFLOP of one pass,
+Budget (`attention.vit.engine.cost`): for several resolutions it prints the estimated GFLOP of one pass,
 the measured seconds and the achieved GFLOP/s, so `ATTENTION_MAX_GFLOP_CPU` can be read as
 seconds on this machine. The isolation table is also printed as a Markdown block for README.md.
 """
@@ -45,8 +45,8 @@ def main() -> None:
     import torch
 
     from attention.config import SETTINGS
-    from attention.vit.cost import forward_gflop, patch_tokens
-    from attention.vit.extract import attention_maps
+    from attention.vit.engine.cost import forward_gflop, patch_tokens
+    from attention.vit.engine.extract import attention_maps
 
     model = random_vit()
     model.alias = "dino_vits16 (random weights)"

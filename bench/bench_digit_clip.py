@@ -92,7 +92,7 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from attention.vit.models import load_vit
+    from attention.vit.models.loader import load_vit
 
     torch.set_num_threads(args.threads)
     res = evaluate(load_vit("digit_clip", device="cpu"), args.cases, args.seed)

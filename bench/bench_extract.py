@@ -50,8 +50,8 @@ def setup(name: str, size: int):
 
 def runner(method: str, model, img, x, size: int):
 
-    from attention.vit.extract import attention_maps, query_rows
-    from attention.vit.flow import rollout
+    from attention.vit.engine.extract import attention_maps, query_rows
+    from attention.vit.engine.flow import rollout
 
     if method == "plain":
         return lambda: model.forward_features(x)

@@ -116,8 +116,8 @@ def main() -> None:
     import torch
 
     from attention.__main__ import main as cli
-    from attention.vit.models import load_vit
-    from attention.vit.preprocess import Preprocess
+    from attention.vit.engine.preprocess import Preprocess
+    from attention.vit.models.loader import load_vit
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-many-"))
     folder = tmp / "images"

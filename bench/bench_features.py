@@ -26,8 +26,8 @@ def main() -> None:
     import torch
     from PIL import Image
 
-    from attention.vit import features
-    from attention.vit.extract import attention_maps
+    from attention.vit.engine import features
+    from attention.vit.engine.extract import attention_maps
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = random_vit().to(device)

@@ -52,7 +52,7 @@ def timed(fn, device: torch.device, repeats: int) -> float:
 
 def precision(models: dict, img, device: torch.device) -> dict[str, tuple[float, float, float]]:
     """Per dtype: (max, median) over layers and heads of |w - w32| / peak(w32) in %, and peak agreement."""
-    from attention.vit.extract import attention_maps
+    from attention.vit.engine.extract import attention_maps
 
     ref = attention_maps(models[torch.float32], img, resolution=480).weights  # (L, H, N)
     peak = ref.max(-1, keepdims=True)
@@ -69,9 +69,9 @@ def precision(models: dict, img, device: torch.device) -> dict[str, tuple[float,
 
 def clicks(model: torch.nn.Module, alias: str, img_path: str, device: torch.device, repeats: int) -> dict[str, float]:
     """In-process ms of a pass (q/k kept) and of frames that reuse it, on the model's own device/dtype."""
-    from attention.vit import models as registry
-    from attention.vit import passes
-    from attention.vit.frames import ViewSpec, tab_frame
+    from attention.vit.draw.frames import ViewSpec, tab_frame
+    from attention.vit.models import loader as registry
+    from attention.vit.serve import passes
 
     dtype = next(model.parameters()).dtype
     registry._cache[(alias, str(device), str(dtype))] = model  # the bench's random model stands in for the hub's
@@ -99,9 +99,9 @@ def main() -> None:
     from PIL import Image
 
     from attention.config import SETTINGS
-    from attention.vit.cost import forward_gflop, largest_resolution, patch_tokens
-    from attention.vit.extract import attention_maps, query_rows
-    from attention.vit.models import default_dtype
+    from attention.vit.engine.cost import forward_gflop, largest_resolution, patch_tokens
+    from attention.vit.engine.extract import attention_maps, query_rows
+    from attention.vit.models.loader import default_dtype
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     img = Image.open(a.image).convert("RGB")

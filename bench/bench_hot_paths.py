@@ -29,9 +29,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the shipped mnist_vit, no networ
 
 COUNTS: collections.Counter = collections.Counter()
 VALIDATORS = {  # module, function -> what it checks (the names any checkout of this project has used)
-    ("attention.vit.views", "check_view"): "view",
-    ("attention.vit.video", "check_video_view"): "view",
-    ("attention.vit.video", "check_head"): "head",
+    ("attention.vit.draw.views", "check_view"): "view",
+    ("attention.vit.engine.video", "check_video_view"): "view",
+    ("attention.vit.engine.video", "check_head"): "head",
 }
 
 
@@ -73,13 +73,13 @@ def instrument() -> None:
         fn = getattr(sys.modules.get(mod_name), fn_name, None)
         if fn is not None:
             _replace_everywhere(fn, _counted(fn, what))
-    inputs = sys.modules["attention.vit.inputs"]
+    inputs = sys.modules["attention.vit.serve.inputs"]
     _replace_everywhere(inputs.parse_index, _counted(inputs.parse_index, _index_kind))
     for mod_name, fn_name in (("attention.vit.checks", "check_layer"), ("attention.vit.checks", "check_head")):
         fn = getattr(sys.modules.get(mod_name), fn_name, None)  # a checkout with one validator module
         if fn is not None:
             _replace_everywhere(fn, _counted(fn, fn_name.split("_")[1]))
-    passes = sys.modules["attention.vit.passes"]
+    passes = sys.modules["attention.vit.serve.passes"]
     _replace_everywhere(passes.forward, _counted(passes.forward, "forwards"))
     service = sys.modules["attention.vit.relevance.service"]
     service._compute = _counted(service._compute, "relevance")
@@ -157,7 +157,7 @@ def run() -> dict[str, int]:
 
     import attention.ui.vit_tab as vit_tab
     import attention.vit.relevance.service  # noqa: F401  (loaded for instrument)
-    from attention.vit.inputs import example_digests
+    from attention.vit.serve.inputs import example_digests
 
     with gr.Blocks() as demo:
         vit_tab.build()
@@ -200,8 +200,8 @@ def video() -> dict[str, int]:
     one head's view, batches of 4) through the video job: probes of the file, preprocessings built,
     view and head checks, layers whose rows each forward computes (mnist_vit has 4)."""
     from attention import videos
-    from attention.vit import preprocess, rows
-    from attention.vit import video as vit_video
+    from attention.vit.engine import preprocess, rows
+    from attention.vit.engine import video as vit_video
     from tests.video_clips import moving_digit
 
     COUNTS.clear()

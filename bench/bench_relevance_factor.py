@@ -1,5 +1,5 @@
 """What one relevance job costs over one forward pass of the same input, at several token counts (issue 32):
-the factor `attention.vit.cost.relevance_gflop` prices, measured rather than assumed.
+the factor `attention.vit.engine.cost.relevance_gflop` prices, measured rather than assumed.
 
     python -m bench.bench_relevance_factor [--model mnist_vit] [--sides 28,128,256,384,512] [--reps 3]
 
@@ -20,7 +20,7 @@ from bench.common import interleaved_medians, load_average, markdown_table, rand
 
 def model_of(name: str):
     if name == "mnist_vit":
-        from attention.vit.models import load_vit
+        from attention.vit.models.loader import load_vit
 
         return load_vit("mnist_vit")
     return random_vit(name, num_classes=1000).requires_grad_(False)
@@ -29,7 +29,7 @@ def model_of(name: str):
 def main() -> None:
     import torch
 
-    from attention.vit.cost import dims, forward_gflop, relevance_gflop
+    from attention.vit.engine.cost import dims, forward_gflop, relevance_gflop
     from attention.vit.relevance import relevance_rows
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

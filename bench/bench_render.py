@@ -37,8 +37,9 @@ def main() -> None:
     import torch
 
     from attention.render import png_bytes
-    from attention.vit import frames, outputs, passes, views
-    from attention.vit.extract import attention_maps
+    from attention.vit.draw import frames, outputs, views
+    from attention.vit.engine.extract import attention_maps
+    from attention.vit.serve import passes
 
     model = random_vit()
     res = attention_maps(model, args.image, resolution=480)

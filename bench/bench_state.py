@@ -34,7 +34,7 @@ def child(passes: int, resolution: int) -> None:
 
     import numpy as np
 
-    from attention.vit import passes as store
+    from attention.vit.serve import passes as store
 
     rng = np.random.default_rng(0)
 

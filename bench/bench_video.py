@@ -5,7 +5,7 @@
 
 Speed (CPU, ViT-S/16 with random weights, `examples/videos/chelsea.mp4` at 480 px: 640x480, a 30x40
 grid, the same frames for every method, decoding included): frames per second of
-- batched:    `attention_video` iterated, `--batch` frames per forward (`attention.vit.batch`)
+- batched:    `attention_video` iterated, `--batch` frames per forward (`attention.vit.engine.batch`)
 - one:        the same code, one frame per forward (batch_size=1)
 - DINO loop:  DINO's video_generation.py loop on the same decoded frames and preprocessing: one frame
               at a time through `get_last_selfattention`, i.e. every layer computing softmax(q k^T) by
@@ -133,8 +133,8 @@ def speed(n_frames: int, batch: int, reps: int) -> None:
     import torch
 
     from attention import videos
-    from attention.vit.preprocess import Preprocess
-    from attention.vit.video import attention_video
+    from attention.vit.engine.preprocess import Preprocess
+    from attention.vit.engine.video import attention_video
 
     m = model("vit_small_patch16_224")
     seconds = n_frames / 10  # the clip is 10 fps
@@ -167,8 +167,8 @@ def child(method: str, h: int, w: int) -> None:
     import numpy as np
     import torch
 
-    from attention.vit.batch import batch_maps
-    from attention.vit.preprocess import Preprocess
+    from attention.vit.engine.batch import batch_maps
+    from attention.vit.engine.preprocess import Preprocess
 
     with torch.inference_mode():
         m = model("vit_small_patch8_224")

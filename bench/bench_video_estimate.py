@@ -5,7 +5,7 @@
 Three clips and settings through mnist_vit (the model that ships with the app, so this runs offline):
 the digit clip at 56 px, the cat clip at "auto", and the cat clip's first second at its native size
 (a 90x120 grid: the run that took 53 s unannounced in issue 37). For each: the estimate the tab shows
-(`attention.vit.video_estimate.estimate`, this machine's speed measured once per model, included in
+(`attention.vit.engine.video_estimate.estimate`, this machine's speed measured once per model, included in
 the first row's estimate time) and the measured seconds of the same run (`video.write_video`, side by
 side, as the tab makes it), and their ratio. The machine's load average is printed: on a shared CPU
 the measured time moves with the neighbours' work, the estimate's calibration with it.
@@ -27,9 +27,9 @@ CASES = [  # (clip, resolution, seconds: None = all of it)
 
 
 def main() -> None:
-    from attention.vit import video_estimate
-    from attention.vit.models import load_vit
-    from attention.vit.video import attention_video, write_video
+    from attention.vit.engine import video_estimate
+    from attention.vit.engine.video import attention_video, write_video
+    from attention.vit.models.loader import load_vit
 
     model = load_vit("mnist_vit")
     t0 = time.perf_counter()

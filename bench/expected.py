@@ -15,7 +15,7 @@ _lock = threading.Lock()
 
 
 def reference_pass(path: str):
-    from attention.vit import passes
+    from attention.vit.serve import passes
 
     with _lock:
         if path not in _passes:

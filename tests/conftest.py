@@ -64,7 +64,7 @@ def offline_switches(monkeypatch):
 @pytest.fixture(scope="session")
 def digit_pass():
     """DIGIT through mnist_vit at "auto" (a passes.Pass): 28x28 px, patch 4, a 7x7 grid, 4 layers, 4 heads."""
-    from attention.vit import passes
+    from attention.vit.serve import passes
 
     return passes.get_pass(DIGIT, "mnist_vit", "auto")
 

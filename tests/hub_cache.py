@@ -48,7 +48,7 @@ def temporary_hf_home(home: str | Path) -> Iterator[Callable[[str, dict[str, byt
     """For the duration, HF_HOME is `home` (in the environment and in huggingface_hub's constants, which
     are read once at import) and loaded models are forgotten on entry and exit; yields `add(repo, files)`,
     `add_to_hub_cache` into that cache. HF_HUB_OFFLINE stays as it is (the test suite sets it to 1)."""
-    from attention.vit import models
+    from attention.vit.models import loader as models
 
     home = Path(home)
     saved_env = os.environ.get("HF_HOME")

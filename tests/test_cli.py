@@ -56,7 +56,7 @@ def test_unknown_model_is_one_clear_line(tmp_path):
 
 
 def test_features_writes_the_three_views_the_model_view_and_the_arrays(tmp_path, capsys):
-    from attention.vit.passes import get_pass
+    from attention.vit.serve.passes import get_pass
 
     a = digit_png(tmp_path / "a.png", 0)
     out = tmp_path / "out"
@@ -88,7 +88,7 @@ def test_relevance_writes_the_picture_the_arrays_and_the_top_classes(tmp_path, c
 
 
 def test_features_draws_dinov3_s_pca_when_asked_and_refuses_unknown_styles(tmp_path, capsys):
-    from attention.vit.passes import get_pass
+    from attention.vit.serve.passes import get_pass
 
     a = digit_png(tmp_path / "a.png", 0)
     out = tmp_path / "out"

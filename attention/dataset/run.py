@@ -36,15 +36,15 @@ from attention.errors import AttentionError, InputError
 from attention.images import MAX_TOKENS
 from attention.validate import check_threshold
 from attention.vit.backbone import describe
-from attention.vit.batch import BatchMaps, GridBuckets, batch_maps
-from attention.vit.extract import _layer_index, threshold_masks
-from attention.vit.features import pca as pca_colors
-from attention.vit.pooling import EMBEDDINGS, embedding_kind
-from attention.vit.preprocess import Preprocess
-from attention.vit.query import Query, has_pool, prefix_tokens, to_text, tokens_of
-from attention.vit.query import default as default_query
-from attention.vit.query import index as query_index
-from attention.vit.query import parse as parse_query
+from attention.vit.engine.batch import BatchMaps, GridBuckets, batch_maps
+from attention.vit.engine.extract import _layer_index, threshold_masks
+from attention.vit.engine.features import pca as pca_colors
+from attention.vit.engine.pooling import EMBEDDINGS, embedding_kind
+from attention.vit.engine.preprocess import Preprocess
+from attention.vit.engine.query import Query, has_pool, prefix_tokens, to_text, tokens_of
+from attention.vit.engine.query import default as default_query
+from attention.vit.engine.query import index as query_index
+from attention.vit.engine.query import parse as parse_query
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 
 from attention.errors import AttentionError, ModelLoadError
-from attention.vit import models
-from attention.vit.weights import Startup
+from attention.vit.models import loader as models
+from attention.vit.models.weights import Startup
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +82,8 @@ def digits_only_note(model: str | None, image, digest: str | None = None) -> str
     """A note for a picture that is not a shipped digit going through mnist_vit, which knows only
     digits (its maps and its class say little about anything else); None otherwise. digest: the
     picture's content digest when known (the pass's key: the file is not hashed again)."""
-    from attention.vit.inputs import example_digests
-    from attention.vit.permalink import example_name
+    from attention.vit.serve.inputs import example_digests
+    from attention.vit.serve.permalink import example_name
 
     if (model or "").strip() != models.OFFLINE_MODEL or image is None:
         return None

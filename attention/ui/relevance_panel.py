@@ -17,12 +17,12 @@ from attention.render import mark_patch
 from attention.ui.admit import HEAVY_QUEUE, heavy_share, who
 from attention.ui.api_docs import with_models
 from attention.ui.components import error_note, image_path, number, picture, user_errors
-from attention.vit import inputs as vit_inputs
-from attention.vit.drawing import QUERY_COLOR
-from attention.vit.passes import known_digest
+from attention.vit.draw.drawing import QUERY_COLOR
 from attention.vit.relevance.labels import short_name
 from attention.vit.relevance.service import get_relevance, is_classifier
 from attention.vit.relevance.views import enlarged, tiles, write_answer
+from attention.vit.serve import inputs as vit_inputs
+from attention.vit.serve.passes import known_digest
 
 BARS = 5  # the top classes; one more bar shows the chosen class when it is not among them
 MAP_SIDE = 480  # px: the shorter side of the view's maps (enlarged by a whole factor)

@@ -24,8 +24,8 @@ from attention.config import Settings
 from attention.guard import Guard, GuardLimits
 from attention.memory import Janitor, at_most_every, limit_arenas
 from attention.ui.components import pending_jobs
-from attention.vit.passes import PASSES
 from attention.vit.relevance.service import RESULTS
+from attention.vit.serve.passes import PASSES
 
 MB = 1 << 20
 FILE_TYPES = (gr.Image, gr.ImageEditor, gr.File, gr.Video, gr.Audio, gr.Gallery, gr.Model3D)  # values: file objects

@@ -7,11 +7,11 @@ import gradio as gr
 
 from attention.ui.components import image_path, number, queue_share, user_errors, visitor
 from attention.ui.stepwise_panel import export_view
-from attention.vit import frames as vit_frames
-from attention.vit import inputs as vit_inputs
-from attention.vit import passes as vit_passes
-from attention.vit import stepwise
-from attention.vit import views as vit_views
+from attention.vit.draw import frames as vit_frames
+from attention.vit.draw import views as vit_views
+from attention.vit.engine import stepwise
+from attention.vit.serve import inputs as vit_inputs
+from attention.vit.serve import passes as vit_passes
 
 
 def explain_row_fn(model_default: str):

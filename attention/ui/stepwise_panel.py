@@ -13,13 +13,13 @@ import gradio as gr
 from attention.errors import AttentionError
 from attention.render import png_bytes
 from attention.ui.components import queue_share, slider, user_errors
-from attention.vit import frames as vit_frames
-from attention.vit import inputs as vit_inputs
-from attention.vit import stepwise
-from attention.vit import views as vit_views
-from attention.vit.outputs import OUTPUT_ROOT, new_dir
-from attention.vit.query import label as query_label
-from attention.vit.stepwise_html import export_html, panel_html, stepwise_map, write_export
+from attention.vit.draw import frames as vit_frames
+from attention.vit.draw import views as vit_views
+from attention.vit.draw.outputs import OUTPUT_ROOT, new_dir
+from attention.vit.draw.stepwise_html import export_html, panel_html, stepwise_map, write_export
+from attention.vit.engine import stepwise
+from attention.vit.engine.query import label as query_label
+from attention.vit.serve import inputs as vit_inputs
 
 FAST = dict(show_progress="minimal", api_visibility="private")
 HEAVY = dict(FAST, validator=queue_share())

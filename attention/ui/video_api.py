@@ -17,9 +17,9 @@ from attention.ui.admit import HEAVY_QUEUE, heavy_share, who
 from attention.ui.api_docs import with_models
 from attention.ui.components import number, user_errors
 from attention.validate import THRESHOLD, check_threshold
-from attention.vit import inputs as vit_inputs
-from attention.vit import query as vit_query
-from attention.vit.video import STACKED, VIDEO_VIEWS, check_video_view, visitor_video
+from attention.vit.engine import query as vit_query
+from attention.vit.engine.video import STACKED, VIDEO_VIEWS, check_video_view, visitor_video
+from attention.vit.serve import inputs as vit_inputs
 
 CONCURRENCY = dict(validator=heavy_share(), **HEAVY_QUEUE)  # admitted at once or refused; computed in HEAVY's turn
 
@@ -38,8 +38,8 @@ def estimate_of(video, model, layer, resolution, fps, seconds, side_by_side):
     """The cost of the video the Video tab would make (`video_estimate.Estimate`; None: no video), with
     every refusal the run itself would give (over the frame cap or the budget, not a video, ...)."""
     from attention.config import SETTINGS
-    from attention.vit.models import check_allowed, load_vit
-    from attention.vit.video_estimate import estimate
+    from attention.vit.engine.video_estimate import estimate
+    from attention.vit.models.loader import check_allowed, load_vit
 
     if video is None:
         return None

@@ -13,11 +13,11 @@ from attention.config import EXAMPLES_DIR, SETTINGS
 from attention.errors import AttentionError, ModelLoadError, html_text
 from attention.ui import model_choices, video_api
 from attention.ui.components import error, number, queue_share, warning
-from attention.vit import models as vit_models
-from attention.vit import weights as vit_weights
-from attention.vit.video import STACKED, VIDEO_VIEWS
-from attention.vit.video_estimate import CONFIRM_S
-from attention.vit.weights import Startup
+from attention.vit.engine.video import STACKED, VIDEO_VIEWS
+from attention.vit.engine.video_estimate import CONFIRM_S
+from attention.vit.models import loader as vit_models
+from attention.vit.models import weights as vit_weights
+from attention.vit.models.weights import Startup
 
 DIGITS_CLIP = str(EXAMPLES_DIR / "videos" / "digits.mp4")
 PHOTO_CLIP = str(EXAMPLES_DIR / "videos" / "chelsea.mp4")

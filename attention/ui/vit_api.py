@@ -12,12 +12,12 @@ import gradio as gr
 from attention.ui.admit import who
 from attention.ui.api_docs import with_models
 from attention.ui.components import image_path, number, queue_share, user_errors
-from attention.vit import frames as vit_frames
-from attention.vit import inputs as vit_inputs
-from attention.vit import outputs as vit_outputs
-from attention.vit import passes as vit_passes
-from attention.vit import views as vit_views
-from attention.vit.feature_views import write_feature_outputs
+from attention.vit.draw import frames as vit_frames
+from attention.vit.draw import outputs as vit_outputs
+from attention.vit.draw import views as vit_views
+from attention.vit.draw.feature_views import write_feature_outputs
+from attention.vit.serve import inputs as vit_inputs
+from attention.vit.serve import passes as vit_passes
 
 
 def attention_maps_fn(model_default: str, defaults: dict):

@@ -14,9 +14,9 @@ from attention.ui import vit_live
 from attention.ui.components import user_errors
 from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_refusals import accepted
-from attention.vit import models as vit_models
-from attention.vit.views import check_view
-from attention.vit.weights import Startup
+from attention.vit.draw.views import check_view
+from attention.vit.models import loader as vit_models
+from attention.vit.models.weights import Startup
 
 VIT_PHOTOS = [
     "chelsea",

@@ -21,10 +21,10 @@ from attention.ui.components import error_note, image_path, kept_state, number, 
 from attention.ui.relevance_panel import RelevancePanel
 from attention.ui.text_panel import TextPanel
 from attention.ui.vit_panels import ComparePanel, FeaturePanel
-from attention.vit import models as vit_models
-from attention.vit import texts as vit_texts
-from attention.vit import views as vit_views
-from attention.vit.weights import Startup
+from attention.vit.draw import texts as vit_texts
+from attention.vit.draw import views as vit_views
+from attention.vit.models import loader as vit_models
+from attention.vit.models.weights import Startup
 
 VIT_DEFAULTS = {"resolution": "auto", "view": "heads", "threshold": 0.6, "alpha": 0.6, "cmap": "inferno"}
 VIT_CSS = (resources.files("attention.ui") / "vit_tab.css").read_text()

@@ -1,4 +1,4 @@
-"""The ViT tab's hidden #vit-live component: the browser's copy of the view (`attention.vit.live`).
+"""The ViT tab's hidden #vit-live component: the browser's copy of the view (`attention.vit.serve.live`).
 
 Its value is the JSON of `live.payload`, set by every answer of the tab; its script
 (`vit_live.js`) redraws the large map at once on a patch click, a layer change or a head click,
@@ -15,9 +15,9 @@ from importlib import resources
 import gradio as gr
 
 from attention.errors import AttentionError
-from attention.vit import live
-from attention.vit.passes import Pass
-from attention.vit.query import parse as parse_query
+from attention.vit.engine.query import parse as parse_query
+from attention.vit.serve import live
+from attention.vit.serve.passes import Pass
 
 LIVE_JS = (resources.files("attention.ui") / "vit_live.js").read_text()
 # the `js` of the tab's events: their inputs as given, once the browser has drawn its own map (<= 250 ms)

@@ -16,11 +16,11 @@ import gradio as gr
 from attention.errors import AttentionError
 from attention.ui import model_choices
 from attention.ui.components import error_note, kept_state, queue_share, tiles_gallery, user_errors
-from attention.vit import frames as vit_frames
-from attention.vit import inputs as vit_inputs
-from attention.vit import passes as vit_passes
-from attention.vit.drawing import THUMB_SIDE, reduced
-from attention.vit.feature_views import EXPLAIN, feature_pictures
+from attention.vit.draw import frames as vit_frames
+from attention.vit.draw.drawing import THUMB_SIDE, reduced
+from attention.vit.draw.feature_views import EXPLAIN, feature_pictures
+from attention.vit.serve import inputs as vit_inputs
+from attention.vit.serve import passes as vit_passes
 
 VIT_NONE = "(none)"
 FAST = dict(show_progress="minimal", api_visibility="private")

@@ -21,7 +21,7 @@ import gradio as gr
 from attention.errors import AttentionError
 from attention.ui import model_choices
 from attention.ui.components import warning
-from attention.vit.inputs import file_digest
+from attention.vit.serve.inputs import file_digest
 
 log = logging.getLogger(__name__)
 

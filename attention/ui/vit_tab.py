@@ -22,15 +22,15 @@ from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_panels import Main
 from attention.ui.vit_refusals import accepted, cleared, refusal
 from attention.ui.vit_tour import build as build_tour
-from attention.vit import frames as vit_frames
-from attention.vit import inputs as vit_inputs
-from attention.vit import models as vit_models
-from attention.vit import passes as vit_passes
-from attention.vit import permalink
-from attention.vit import query as vit_query
-from attention.vit import views as vit_views
-from attention.vit import weights as vit_weights
-from attention.vit.modelview import model_view
+from attention.vit.draw import frames as vit_frames
+from attention.vit.draw import views as vit_views
+from attention.vit.draw.modelview import model_view
+from attention.vit.engine import query as vit_query
+from attention.vit.models import loader as vit_models
+from attention.vit.models import weights as vit_weights
+from attention.vit.serve import inputs as vit_inputs
+from attention.vit.serve import passes as vit_passes
+from attention.vit.serve import permalink
 
 STYLE, ROLLOUT = ("threshold", "alpha", "cmap"), ("mean", 0.0, "row")  # the start screen's style and rollout
 FAULT = ["vit-fault"]  # the class (vit_tab.css) of an input whose value could not be used

@@ -26,17 +26,22 @@ outputs   the files of a render: the gallery, the download (tiles, .npz), the AP
 relevance "Why this class?": class relevance of classifiers (Chefer et al., grad-rollout), its evaluation
 video     attention videos: a video's frames in batches (`batch`), priced up front, drawn to H.264 MP4
 stepwise  one head's row step by step from a kept pass (q, k, v, products, scale, bias, temperature)
-mnist_vit training the shipped mnist_vit (`python -m attention.vit.mnist_vit --help`)
+mnist_vit training the shipped mnist_vit (`python -m weights.train_mnist_vit --help`)
 backbone  one description of a backbone (`describe`): timm, transformers, Meta's DINO classes, open_clip, torchvision
 """
 
 from attention.vit.backbone import Backbone, describe
-from attention.vit.batch import BatchMaps, batch_maps, group_by_grid
-from attention.vit.capture import Recorder, check_supported, recording
-from attention.vit.checkpoint import register_checkpoint
-from attention.vit.extract import AttentionMaps, attention_maps, threshold_masks
-from attention.vit.flow import rollout, rollout_map
-from attention.vit.models import (
+from attention.vit.engine.batch import BatchMaps, batch_maps, group_by_grid
+from attention.vit.engine.capture import Recorder, check_supported, recording
+from attention.vit.engine.extract import AttentionMaps, attention_maps, threshold_masks
+from attention.vit.engine.flow import rollout, rollout_map
+from attention.vit.engine.preprocess import Preprocess
+from attention.vit.engine.query import Query, tokens_of
+from attention.vit.engine.rows import query_rows
+from attention.vit.engine.stepwise import RowSteps, explain_row
+from attention.vit.engine.video import VideoFrameMaps, VideoRun, attention_video, write_video
+from attention.vit.models.checkpoint import register_checkpoint
+from attention.vit.models.loader import (
     FAMILIES,
     OFFLINE_MODEL,
     REGISTRY,
@@ -46,11 +51,6 @@ from attention.vit.models import (
     default_model,
     load_vit,
 )
-from attention.vit.preprocess import Preprocess
-from attention.vit.query import Query, tokens_of
-from attention.vit.rows import query_rows
-from attention.vit.stepwise import RowSteps, explain_row
-from attention.vit.video import VideoFrameMaps, VideoRun, attention_video, write_video
 
 __all__ = [
     "Backbone",

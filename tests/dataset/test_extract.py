@@ -23,9 +23,9 @@ from attention.__main__ import main
 from attention.dataset import extract, open_source
 from attention.dataset import run as run_module
 from attention.errors import InputError
-from attention.vit.extract import attention_maps, threshold_masks
-from attention.vit.models import load_vit
-from attention.vit.preprocess import Preprocess
+from attention.vit.engine.extract import attention_maps, threshold_masks
+from attention.vit.engine.preprocess import Preprocess
+from attention.vit.models.loader import load_vit
 from tests.vit.test_extract import tiny_vit
 
 ROOT = Path(__file__).resolve().parents[2]

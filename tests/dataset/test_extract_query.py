@@ -17,8 +17,8 @@ import timm
 import torch
 
 from attention.dataset import extract, open_source
-from attention.vit.extract import attention_maps
-from attention.vit.preprocess import Preprocess
+from attention.vit.engine.extract import attention_maps
+from attention.vit.engine.preprocess import Preprocess
 
 ROOT = Path(__file__).resolve().parents[2]
 PHOTOS = str(ROOT / "examples" / "photos" / "c*.jpg")

@@ -11,7 +11,7 @@ import pytest
 
 from attention.errors import InputError
 from attention.ui import relevance_panel, video_api, vit_api
-from attention.vit import models
+from attention.vit.models import loader as models
 from tests.conftest import DIGIT
 
 DEFAULTS = {"resolution": "auto", "view": "heads", "threshold": 0.6, "alpha": 0.6, "cmap": "inferno"}
@@ -64,8 +64,8 @@ def refusal(call) -> str:
 def test_a_threshold_of_zero_gets_one_refusal_from_every_entry_point(tmp_path, capsys):
     from attention.__main__ import main
     from attention.dataset import extract, open_source
-    from attention.vit.extract import threshold_masks
-    from attention.vit.views import check_style
+    from attention.vit.draw.views import check_style
+    from attention.vit.engine.extract import threshold_masks
     from tests.vit.test_extract import tiny_vit
 
     h = handlers()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from attention.ui.video_tab import NARROW_PX, layout
-from attention.vit.video import STACKED
+from attention.vit.engine.video import STACKED
 from tests.conftest import screenshot
 from tests.ui.test_browser_video import open_video_tab
 from tests.ui.test_browser_vit_layout import DESKTOP, PHONE

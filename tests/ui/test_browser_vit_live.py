@@ -1,5 +1,5 @@
 """In a real browser: the large map is drawn in the page the moment a patch, a layer or a head is
-picked (attention/vit/live.py), and it is the server's picture, pixel for pixel: a digit on mnist_vit
+picked (attention/vit/serve/live.py), and it is the server's picture, pixel for pixel: a digit on mnist_vit
 (PNG both sides) and a photo on a tiny DINOv3 (tiles reduced by box average; compared with the pictures
 the server encodes). The server's picture then takes its place."""
 
@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attention.vit import drawing, live, views
-from attention.vit.drawing import reduced
+from attention.vit.draw import drawing, views
+from attention.vit.draw.drawing import reduced
+from attention.vit.serve import live
 from tests.conftest import screenshot
 from tests.hub_cache import DINOV3_REPO, add_tiny_dinov3, temporary_hf_home
 from tests.ui.test_browser_vit import click_image_at

@@ -96,7 +96,8 @@ def _messages_with_markup(tmp_path) -> list[str]:
     model names, resolutions, matrix text and file names."""
     from attention.calculator.matrices import parse_matrix
     from attention.images import check_resolution, load_image
-    from attention.vit import models, permalink
+    from attention.vit.models import loader as models
+    from attention.vit.serve import permalink
 
     bad_file = tmp_path / "<b onmouseover=alert(1)>x.png"
     bad_file.write_bytes(b"not an image")

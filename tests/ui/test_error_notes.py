@@ -8,7 +8,7 @@ import gradio as gr
 from attention.ui.components import error, error_note
 from attention.ui.vit_panels import ComparePanel
 from attention.ui.vit_tab import vit_pass
-from attention.vit.passes import Ref
+from attention.vit.serve.passes import Ref
 
 MARKUP = "<img src=x onerror=alert(1)>"
 

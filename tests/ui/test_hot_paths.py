@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from attention.vit.inputs import file_digest, source_stamp
-from attention.vit.passes import Ref, known_digest
+from attention.vit.serve.inputs import file_digest, source_stamp
+from attention.vit.serve.passes import Ref, known_digest
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ import pytest
 from gradio_client import handle_file
 
 from attention.config import EXAMPLES_DIR
-from attention.vit.models import load_vit
+from attention.vit.models.loader import load_vit
 from attention.vit.relevance import relevance
 from tests.conftest import DIGIT
 from tests.ui.test_mcp import schema

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from gradio_client import handle_file
 
-from attention.vit import passes, stepwise
-from attention.vit.stepwise_html import export_html
+from attention.vit.draw.stepwise_html import export_html
+from attention.vit.engine import stepwise
+from attention.vit.serve import passes
 from tests.conftest import DIGIT
 
 

@@ -14,7 +14,7 @@ from PIL import Image
 
 from attention.__main__ import main
 from attention.ui.text_panel import TextPanel
-from attention.vit.models import load_vit
+from attention.vit.models.loader import load_vit
 from attention.vit.text import text_relevance
 from bench.bench_digit_clip import canvases
 from tests.conftest import DIGIT
@@ -101,7 +101,7 @@ def test_the_cli_writes_the_picture_the_arrays_and_the_ranking(tmp_path, two_dig
 
 def test_links_carry_the_prompts_and_refuse_bad_ones():
     from attention.errors import InputError
-    from attention.vit import permalink
+    from attention.vit.serve import permalink
 
     link = permalink.parse({"example": "digit_3", "model": "digit_clip", "find": " a three ,<b>x</b>&y=1 "})
     assert link.find == "a three, <b>x</b>&y=1"

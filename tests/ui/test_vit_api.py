@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from gradio_client import handle_file
 
-from attention.vit import passes
+from attention.vit.serve import passes
 from tests.conftest import DIGIT
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from attention.ui import vit_live
-from attention.vit import live, passes
+from attention.vit.serve import live, passes
 
 
 @pytest.fixture

@@ -89,8 +89,8 @@ def test_rollout_of_a_patch_query_differs_from_the_cls_rollout(client):
 
 
 def test_rollout_options_are_the_packages(client):
-    from attention.vit.flow import rollout_map
-    from attention.vit.passes import get_pass
+    from attention.vit.engine.flow import rollout_map
+    from attention.vit.serve.passes import get_pass
 
     opts = dict(head_fusion="max", discard_ratio=0.5, discard="global")
     _, info, d = maps(client, view="rollout", layer=2, **opts)
@@ -148,7 +148,7 @@ def test_a_request_over_the_compute_budget_is_refused_at_once_naming_what_fits(c
     import dataclasses
     import time
 
-    from attention.vit import passes
+    from attention.vit.serve import passes
 
     monkeypatch.setattr(passes, "SETTINGS", dataclasses.replace(passes.SETTINGS, gflop_cpu=2.0))
     t0 = time.perf_counter()

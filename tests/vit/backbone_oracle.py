@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from attention.vit.rows import run_pass
+from attention.vit.engine.rows import run_pass
 
 TOL = 1e-4  # of each row's peak
 

@@ -13,9 +13,9 @@ import pytest
 import timm
 import torch
 
-from attention.vit import checkpoint
+from attention.vit.engine.rows import query_rows
+from attention.vit.models import checkpoint
 from attention.vit.relevance.compute import relevance_rows
-from attention.vit.rows import query_rows
 from tests.vit.backbone_oracle import peak
 
 T = pytest.importorskip("transformers")

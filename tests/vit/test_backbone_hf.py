@@ -15,8 +15,8 @@ from PIL import Image
 
 from attention.errors import UnsupportedModelError
 from attention.vit.backbone import describe
-from attention.vit.extract import attention_maps
-from attention.vit.rows import run_pass
+from attention.vit.engine.extract import attention_maps
+from attention.vit.engine.rows import run_pass
 from tests.vit.backbone_oracle import assert_rows_match, peak
 
 T = pytest.importorskip("transformers")

@@ -12,7 +12,7 @@ import torch
 from PIL import Image
 
 from attention.vit.backbone import describe
-from attention.vit.extract import attention_maps
+from attention.vit.engine.extract import attention_maps
 from tests.vit.backbone_oracle import assert_rows_match, peak
 
 vt = pytest.importorskip("dinov2.models.vision_transformer")

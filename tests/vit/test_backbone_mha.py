@@ -12,9 +12,9 @@ from PIL import Image
 
 from attention.errors import UnsupportedModelError
 from attention.vit.backbone import describe
-from attention.vit.extract import attention_maps
+from attention.vit.engine.extract import attention_maps
+from attention.vit.engine.rows import run_pass
 from attention.vit.relevance.compute import relevance_rows
-from attention.vit.rows import run_pass
 from tests.vit.backbone_oracle import assert_rows_match, peak
 
 torchvision = pytest.importorskip("torchvision")
@@ -69,7 +69,7 @@ def test_every_layer_head_and_query_is_multihead_attentions_own_weights(make):
     ref, out = oracle(model, x)
     assert_rows_match(model, x, ref, 1)
     with torch.inference_mode():  # a recorded pass computes the same output
-        from attention.vit.capture import Recorder, recording
+        from attention.vit.engine.capture import Recorder, recording
 
         class Outs(Recorder):
             def on_output(self, layer, o):

@@ -17,9 +17,9 @@ import torch
 from PIL import Image
 
 from attention.errors import UnsupportedModelError
-from attention.vit import compat
 from attention.vit.backbone import describe
-from attention.vit.extract import attention_maps
+from attention.vit.engine.extract import attention_maps
+from bench import compat
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""Spec of attention.vit.batch: one forward per batch of same-grid images gives, per sample, what
+"""Spec of attention.vit.engine.batch: one forward per batch of same-grid images gives, per sample, what
 `attention_maps` gives on that image alone (fp32, within 1e-5) whatever the batch size, rows equal
 to an independent softmax(q k^T * scale), and the CLS embedding timm's `forward_features` gives."""
 
@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from attention.errors import InputError
-from attention.vit.batch import GridBuckets, batch_maps, group_by_grid
-from attention.vit.extract import attention_maps
-from attention.vit.models import load_vit
-from attention.vit.preprocess import Preprocess, aspect_buckets
+from attention.vit.engine.batch import GridBuckets, batch_maps, group_by_grid
+from attention.vit.engine.extract import attention_maps
+from attention.vit.engine.preprocess import Preprocess, aspect_buckets
+from attention.vit.models.loader import load_vit
 from tests.vit.test_extract import photo, reference, tiny_vit
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Spec of attention.vit.capture, the one hook mechanism: recorders see exactly what each block hands
+"""Spec of attention.vit.engine.capture, the one hook mechanism: recorders see exactly what each block hands
 the attention kernel and what each block outputs, per context, with grad on or off, for batches;
 blocks the engine cannot read are refused by name."""
 
@@ -11,9 +11,9 @@ import timm
 import torch
 
 from attention.errors import InputError, UnsupportedModelError
-from attention.vit import capture
-from attention.vit.capture import Recorder, check_supported, recording
-from attention.vit.extract import query_rows
+from attention.vit.engine import capture
+from attention.vit.engine.capture import Recorder, check_supported, recording
+from attention.vit.engine.extract import query_rows
 
 
 def tiny(name: str = "vit_tiny_patch16_224", seed: int = 0, **kw) -> torch.nn.Module:

@@ -1,4 +1,4 @@
-"""Spec of your own checkpoint in the explorer (attention.vit.checkpoint): a DINO-format checkpoint written
+"""Spec of your own checkpoint in the explorer (attention.vit.models.checkpoint): a DINO-format checkpoint written
 here (teacher/student keys, `module.backbone.` prefixes, DINO's head, argparse args) loads through the
 package, the CLI and `python app.py --model`, giving the maps of the same weights loaded through the hub
 path; bad checkpoints get typed messages; a visitor's model name is never read as a path."""
@@ -22,10 +22,10 @@ import torch
 from PIL import Image
 
 from attention.errors import CheckpointError, ModelLoadError
-from attention.vit import models
-from attention.vit.checkpoint import register_checkpoint
-from attention.vit.extract import attention_maps
-from attention.vit.models import load_vit
+from attention.vit.engine.extract import attention_maps
+from attention.vit.models import loader as models
+from attention.vit.models.checkpoint import register_checkpoint
+from attention.vit.models.loader import load_vit
 from tests.hub_cache import safetensors_bytes, temporary_hf_home
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,7 +171,7 @@ def test_unreadable_files_and_unknown_architectures_are_typed_errors(tmp_path, c
 
 
 def test_a_visitors_model_name_is_never_read_as_a_path(tmp_path, weights, registry):
-    from attention.vit import passes
+    from attention.vit.serve import passes
 
     path = dino_checkpoint(tmp_path / "checkpoint.pth", *weights)
     for name in (str(path), f"file://{path}", "../checkpoint.pth"):

@@ -14,9 +14,9 @@ import torch
 from PIL import Image
 
 from attention.errors import CheckpointError, ModelLoadError, UnsupportedModelError
-from attention.vit import models
-from attention.vit.models import load_vit
-from attention.vit.preprocess import Preprocess
+from attention.vit.engine.preprocess import Preprocess
+from attention.vit.models import loader as models
+from attention.vit.models.loader import load_vit
 from tests.vit.test_dino_resize import DINO_MEAN, DINO_STD, dino_script_input
 
 ARCH = "vit_tiny_patch16_224"  # untagged: timm's default tag (augreg) normalises with mean = std = 0.5
@@ -52,7 +52,7 @@ def test_family_dino_normalises_as_dinos_script_even_for_an_untagged_arch(tmp_pa
 
 def test_family_dino_on_the_command_line_gives_dinos_normalisation(tmp_path, monkeypatch):
     """Item 2 through the CLI's options (`--weights --arch --family dino`), as the README shows."""
-    from attention.vit import checkpoint
+    from attention.vit.models import checkpoint
 
     saved = dict(models.REGISTRY)
     path = tmp_path / "checkpoint.pth"
@@ -85,7 +85,7 @@ def test_the_cache_sees_a_rewritten_file_and_another_family(tmp_path):
 
 def test_a_registered_checkpoint_rewritten_is_reloaded(tmp_path):
     """Item 3 through a registry alias (`python app.py --model ckpt.pth`)."""
-    from attention.vit.checkpoint import register_checkpoint
+    from attention.vit.models.checkpoint import register_checkpoint
 
     saved = dict(models.REGISTRY)
     path = tmp_path / "ckpt.pth"
@@ -148,7 +148,7 @@ def test_xcit_is_refused_by_name_even_when_its_channel_attention_calls_the_kerne
     monkeypatch.setattr(timm_config, "_USE_FUSED_ATTN", 2)  # what TIMM_FUSED_ATTN=2 sets at import
     model = timm.create_model("xcit_nano_12_p16_224", pretrained=False).eval()
     assert model.blocks[0].attn.fused_attn
-    from attention.vit.extract import attention_maps
+    from attention.vit.engine.extract import attention_maps
 
     with pytest.raises(UnsupportedModelError, match="Xcit is not supported: cross-covariance attention"):
         attention_maps(model, np.zeros((64, 64, 3), np.uint8), resolution="native")

@@ -13,9 +13,9 @@ import pytest
 from gradio_client import handle_file
 
 from attention.cache import SharedCache
-from attention.vit import passes
-from attention.vit.extract import attention_maps
-from attention.vit.models import load_vit
+from attention.vit.engine.extract import attention_maps
+from attention.vit.models.loader import load_vit
+from attention.vit.serve import passes
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = [str(ROOT / "examples" / "digits" / f"digit_{i}.png") for i in range(10)]

@@ -1,4 +1,4 @@
-"""Spec of attention.vit.cost: a forward pass's compute is estimated before it runs, and a request
+"""Spec of attention.vit.engine.cost: a forward pass's compute is estimated before it runs, and a request
 over the budget is refused at once with the largest resolution that fits."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import torch
 
 from attention.errors import BudgetError, ImageError
 from attention.images import largest_token_resolution
-from attention.vit.cost import check_budget, forward_gflop, largest_resolution, patch_tokens
-from attention.vit.extract import attention_maps
-from attention.vit.models import load_vit
+from attention.vit.engine.cost import check_budget, forward_gflop, largest_resolution, patch_tokens
+from attention.vit.engine.extract import attention_maps
+from attention.vit.models.loader import load_vit
 
 
 def test_the_estimate_counts_projections_mlp_and_the_quadratic_attention():

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from attention.config import WEIGHTS_DIR
-from attention.vit.models import load_vit
+from attention.vit.models.loader import load_vit
 from attention.vit.text import has_text_tower
 from bench.bench_digit_clip import evaluate
 

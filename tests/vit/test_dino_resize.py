@@ -26,8 +26,8 @@ import torch
 from PIL import Image
 
 from attention.config import EXAMPLES_DIR
-from attention.vit.extract import attention_maps
-from attention.vit.models import load_vit
+from attention.vit.engine.extract import attention_maps
+from attention.vit.models.loader import load_vit
 from tests.vit.test_fidelity import deviation, hub_model, reference_cls_rows
 
 TOL = 1e-4  # of each head's peak
@@ -92,7 +92,7 @@ def _unnormalised(x: torch.Tensor) -> np.ndarray:
 def test_the_family_says_the_resize_and_the_normalisation():
     """One resize per family, read from it: DINO's families resize bilinear (torchvision's Resize on a PIL
     image) and normalise with ImageNet's mean and std; timm models keep bicubic and their own."""
-    from attention.vit.models import FAMILIES
+    from attention.vit.models.loader import FAMILIES
 
     for name in ("dino", "dinov2", "dinov2_reg", "dinov3"):
         assert FAMILIES[name].resize == "bilinear", name

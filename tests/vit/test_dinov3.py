@@ -12,8 +12,9 @@ import timm
 import torch
 from PIL import Image
 
-from attention.vit import features, posembed
-from attention.vit.models import FAMILIES, REGISTRY, default_resolution, family_of, load_vit
+from attention.vit.engine import features
+from attention.vit.models import posembed
+from attention.vit.models.loader import FAMILIES, REGISTRY, default_resolution, family_of, load_vit
 from tests.hub_cache import DINOV3_REPO, add_tiny_dinov3, temporary_hf_home
 
 DINOV3 = {"dinov3_vits16": (384, 6), "dinov3_vits16plus": (384, 6), "dinov3_vitb16": (768, 12)}  # width, heads
@@ -71,7 +72,7 @@ def photo(w: int, h: int) -> Image.Image:
 
 @pytest.mark.parametrize("size, grid", [((500, 375), (48, 64)), ((375, 500), (48, 36)), ((300, 300), (48, 48))])
 def test_auto_resolution_is_the_notebooks_768_px_high_whole_image(dinov3, size, grid):
-    from attention.vit.extract import attention_maps
+    from attention.vit.engine.extract import attention_maps
 
     res = attention_maps(dinov3[0], photo(*size), resolution="auto")
     assert res.grid == grid and res.image.size == (grid[1] * 16, grid[0] * 16)
@@ -82,9 +83,10 @@ def test_auto_resolution_is_the_notebooks_768_px_high_whole_image(dinov3, size, 
 def test_every_view_runs_on_a_dinov3(dinov3, tmp_path, monkeypatch):
     """Views, rollout, masks, the model view, feature views (both PCA styles), the compare panel's
     mapping and a permalink to the model: each runs and gives the shapes of the DINOv3's grid."""
-    from attention.vit import frames, passes, permalink, views
-    from attention.vit.feature_views import feature_pictures, write_feature_outputs
-    from attention.vit.modelview import model_view
+    from attention.vit.draw import frames, views
+    from attention.vit.draw.feature_views import feature_pictures, write_feature_outputs
+    from attention.vit.draw.modelview import model_view
+    from attention.vit.serve import passes, permalink
 
     monkeypatch.setattr(passes, "load_vit", lambda name, **kw: dinov3[0])  # the fixture's model under its name
     name = f"hf-hub:{DINOV3_REPO}"
@@ -112,7 +114,7 @@ def test_every_view_runs_on_a_dinov3(dinov3, tmp_path, monkeypatch):
 def test_the_registry_alias_loads_dinov3_s16_from_timms_hub_repo_offline(tmp_path):
     """`dinov3_vits16` -> timm vit_small_patch16_dinov3.lvd1689m -> hub repo timm/vit_small_patch16_dinov3.lvd1689m:
     full-size random weights in the Hub cache's layout, loaded through the registry with HF_HUB_OFFLINE=1."""
-    from attention.vit.models import available, is_cached
+    from attention.vit.models.loader import available, is_cached
     from tests.hub_cache import safetensors_bytes
 
     torch.manual_seed(3)

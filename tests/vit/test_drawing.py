@@ -1,4 +1,4 @@
-"""Spec of attention.vit.drawing: the one definition of where the ViT tab's pictures put things,
+"""Spec of attention.vit.draw.drawing: the one definition of where the ViT tab's pictures put things,
 which the server draws by (views) and the browser receives (`Layout.to_json`, vit_live.js)."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from attention.render import mark_patch
-from attention.vit import drawing, live, views
+from attention.vit.draw import drawing, views
+from attention.vit.serve import live
 
 CYAN = np.array(drawing.QUERY_COLOR, np.uint8)
 

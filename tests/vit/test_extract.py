@@ -1,4 +1,4 @@
-"""Spec of attention.vit.extract: the query rows equal an independent softmax(q k^T * scale) from
+"""Spec of attention.vit.engine.extract: the query rows equal an independent softmax(q k^T * scale) from
 each block's own weights, from one fused forward pass that leaves the model's output unchanged;
 threshold masks behave as DINO's paper defines them (rollout: tests/vit/test_flow.py)."""
 
@@ -12,8 +12,8 @@ import torch
 from attention import mnist
 from attention.errors import ImageError, InputError
 from attention.images import load_image, to_tensor
-from attention.vit.extract import attention_maps, threshold_masks
-from attention.vit.models import load_vit
+from attention.vit.engine.extract import attention_maps, threshold_masks
+from attention.vit.models.loader import load_vit
 
 
 def tiny_vit(reg_tokens: int = 0, patch: int = 8, seed: int = 0) -> torch.nn.Module:

@@ -14,10 +14,11 @@ import torch
 
 from attention.errors import InputError, UnsupportedModelError
 from attention.images import load_image, to_tensor
-from attention.vit import compat, rows
-from attention.vit.extract import attention_maps
-from attention.vit.models import is_cached, load_vit
-from attention.vit.query import tokens_of
+from attention.vit.engine import rows
+from attention.vit.engine.extract import attention_maps
+from attention.vit.engine.query import tokens_of
+from attention.vit.models.loader import is_cached, load_vit
+from bench import compat
 from tests.hub_cache import safetensors_bytes, temporary_hf_home
 
 FAMILIES = {
@@ -152,7 +153,7 @@ def test_names_without_hub_weights_are_not_cached_rather_than_a_crash():
 
 
 def test_a_pass_of_a_model_that_pools_by_attention_serves_the_pool_and_every_patch():
-    from attention.vit.passes import Pass
+    from attention.vit.serve.passes import Pass
 
     model = compat.tiny("vit_base_patch16_siglip_224")
     img = (np.random.default_rng(1).random((64, 48, 3)) * 255).astype(np.uint8)
@@ -174,7 +175,7 @@ def test_a_pass_of_a_model_that_pools_by_attention_serves_the_pool_and_every_pat
 
 def test_requery_and_rollout_keep_the_relative_position_bias():
     """A new query and rollout from the kept q, k and bias equal timm's own attention matrices."""
-    from attention.vit.flow import rollout
+    from attention.vit.engine.flow import rollout
 
     model = compat.tiny("beit_base_patch16_224", (48, 32))
     img = (np.random.default_rng(2).random((48, 32, 3)) * 255).astype(np.uint8)

@@ -10,9 +10,9 @@ import torch
 
 from attention.errors import InputError
 from attention.images import to_tensor
-from attention.vit import features
-from attention.vit.extract import attention_maps
-from attention.vit.models import load_vit
+from attention.vit.engine import features
+from attention.vit.engine.extract import attention_maps
+from attention.vit.models.loader import load_vit
 from tests.conftest import DIGIT
 
 

@@ -24,9 +24,9 @@ import torch
 import torch.nn.functional as F
 from PIL import Image
 
-from attention.vit import posembed
-from attention.vit.extract import attention_maps
-from attention.vit.models import family_of, load_vit
+from attention.vit.engine.extract import attention_maps
+from attention.vit.models import posembed
+from attention.vit.models.loader import family_of, load_vit
 from tests.hub_cache import safetensors_bytes, temporary_hf_home
 
 pytestmark = pytest.mark.slow  # every test loads a real-size model (ViT-S) and runs it at 224-518 px

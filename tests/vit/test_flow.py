@@ -1,4 +1,4 @@
-"""Spec of attention.vit.flow: attention rollout (Abnar & Zuidema 2020) from the q and k one pass
+"""Spec of attention.vit.engine.flow: attention rollout (Abnar & Zuidema 2020) from the q and k one pass
 kept, chunk by chunk, equals the definition with whole N x N matrices built by hand from each block's
 weights (`test_extract.reference`); the "global" discard is jacobgil/vit-explain's rule; the cut it
 needs is the exact order statistic."""
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from attention.errors import InputError
-from attention.vit.extract import attention_maps
-from attention.vit.flow import rollout, rollout_map
+from attention.vit.engine.extract import attention_maps
+from attention.vit.engine.flow import rollout, rollout_map
 from tests.vit.test_extract import photo, reference, tiny_vit
 
 
@@ -81,7 +81,7 @@ def test_global_discard_is_vit_explains_rule(fusion, discard, chunk):
 
 def test_global_cut_is_the_exact_order_statistic():
     """The radix select finds the n-th smallest entry of the fused matrix, zeros and ties included."""
-    from attention.vit.flow import _Fused
+    from attention.vit.engine.flow import _Fused
 
     torch.manual_seed(0)
     q, k = torch.randn(3, 50, 8) * 3, torch.randn(3, 50, 8) * 3

@@ -1,11 +1,11 @@
-"""Spec of attention.vit.gpu: the ZeroGPU wrapper is `spaces.GPU` on a ZeroGPU Space, a no-op elsewhere."""
+"""Spec of attention.vit.serve.gpu: the ZeroGPU wrapper is `spaces.GPU` on a ZeroGPU Space, a no-op elsewhere."""
 
 from __future__ import annotations
 
 import sys
 import types
 
-from attention.vit import gpu
+from attention.vit.serve import gpu
 
 
 def test_gpu_is_a_no_op_without_spaces_and_wraps_with_spaces_gpu(monkeypatch):

@@ -1,4 +1,4 @@
-"""Spec of attention.vit.hub_errors through load_vit: every way a hub load fails gets a ModelLoadError
+"""Spec of attention.vit.models.hub_errors through load_vit: every way a hub load fails gets a ModelLoadError
 saying what failed, why, and the fix. The errors are the real ones: huggingface-hub's own exception
 classes raised from timm's download call (monkeypatched), or a crafted cache read by the real code."""
 
@@ -12,8 +12,9 @@ import timm
 from huggingface_hub import errors as hub
 
 from attention.errors import ModelLoadError
-from attention.vit import hub_errors, models
-from attention.vit.models import load_vit
+from attention.vit.models import hub_errors
+from attention.vit.models import loader as models
+from attention.vit.models.loader import load_vit
 from tests.hub_cache import safetensors_bytes, temporary_hf_home
 
 REPO = "testorg/some-vit"

@@ -1,4 +1,4 @@
-"""Spec of attention.vit.inputs: the query fields, layer and head indices, and an image's content digest."""
+"""Spec of attention.vit.serve.inputs: the query fields, layer and head indices, and an image's content digest."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attention.errors import InputError
-from attention.vit import inputs
+from attention.vit.serve import inputs
 
 
 @pytest.mark.parametrize(
@@ -53,7 +53,7 @@ def test_parse_index():
 def test_file_digest_follows_content_not_identity(tmp_path):
     from PIL import Image
 
-    from attention.vit.inputs import file_digest
+    from attention.vit.serve.inputs import file_digest
 
     a = np.zeros((8, 8, 3), np.uint8)
     b = a.copy()

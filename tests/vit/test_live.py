@@ -1,4 +1,4 @@
-"""Spec of attention.vit.live: what a browser gets to draw the large map itself, and how it names
+"""Spec of attention.vit.serve.live: what a browser gets to draw the large map itself, and how it names
 a pass. Runs offline on the shipped mnist_vit (a 7x7 grid, 4 layers, 4 heads)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from PIL import Image
 
 from attention.errors import InputError
 from attention.render import colorize, colormap
-from attention.vit import live, passes
-from attention.vit.views import query_image
+from attention.vit.draw.views import query_image
+from attention.vit.serve import live, passes
 from tests.conftest import DIGIT
 
 

@@ -1,4 +1,4 @@
-"""`python -m attention.vit.mnist_vit`: the shipped accuracy is what its config says; retraining
+"""`python -m weights.train_mnist_vit`: the shipped accuracy is what its config says; retraining
 writes elsewhere unless told to replace the shipped weights."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from attention.vit import mnist_vit
+from weights import train_mnist_vit as mnist_vit
 
 WEIGHTS = Path(__file__).resolve().parents[2] / "weights"
 

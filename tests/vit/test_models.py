@@ -1,4 +1,4 @@
-"""Spec of attention.vit.models: the registry, load_vit through the real timm + huggingface-hub
+"""Spec of attention.vit.models.loader: the registry, load_vit through the real timm + huggingface-hub
 path (offline, from a temporary HF cache in the Hub's layout), caching, and clear errors."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 
 from attention import mnist
 from attention.errors import InputError, ModelLoadError
-from attention.vit.models import (
+from attention.vit.models.loader import (
     REGISTRY,
     available,
     default_device,
@@ -131,7 +131,7 @@ def test_mnist_vit_ships_and_classifies_heldout_digits():
 
 
 def test_is_loaded_follows_the_cache_without_loading():
-    from attention.vit import models
+    from attention.vit.models import loader as models
 
     models.clear_cache()
     assert not models.is_loaded("mnist_vit") and not models.is_loaded("no_such_model")
@@ -142,7 +142,7 @@ def test_is_loaded_follows_the_cache_without_loading():
 def test_at_most_max_models_stay_resident_least_recently_used_out_first(hub_cache, monkeypatch):
     import dataclasses
 
-    from attention.vit import models
+    from attention.vit.models import loader as models
 
     monkeypatch.setattr(models, "SETTINGS", dataclasses.replace(models.SETTINGS, max_models=2))
     ref = timm.create_model(TINY["architecture"], pretrained=False, num_classes=0, **TINY["model_args"])
@@ -157,7 +157,7 @@ def test_at_most_max_models_stay_resident_least_recently_used_out_first(hub_cach
 
 
 def test_a_shared_server_offers_the_registry_and_cached_models_and_downloads_only_when_allowed(hub_cache):
-    from attention.vit.models import check_allowed
+    from attention.vit.models.loader import check_allowed
 
     assert check_allowed("mnist_vit") == "mnist_vit" and check_allowed(" dino_vits16 ") == "dino_vits16"
     with pytest.raises(ModelLoadError, match="not offered by this server.*ATTENTION_ALLOW_DOWNLOADS=1"):
@@ -175,7 +175,7 @@ def test_malformed_hub_ids_are_refused_before_any_lookup(name):
 
 
 def test_each_family_has_its_crop_and_resampling_rule_in_the_registry():
-    from attention.vit.models import FAMILIES
+    from attention.vit.models.loader import FAMILIES
 
     rules = {a: (s.crop, s.pos_embed) for a, s in REGISTRY.items()}
     assert rules["dino_vits16"] == rules["dino_vitb8"] == ("top-left", "dino")
@@ -221,7 +221,7 @@ def test_gpu_default_precision_is_float16_and_cpu_float32():
 
 
 def test_resampled_position_embeddings_are_cached_per_grid_and_refreshed_when_the_weights_change():
-    from attention.vit import posembed
+    from attention.vit.models import posembed
 
     torch.manual_seed(0)
     model = timm.create_model(
@@ -248,8 +248,8 @@ def test_resampled_position_embeddings_are_cached_per_grid_and_refreshed_when_th
 def test_family_resampling_is_thread_safe_on_one_shared_model():
     from concurrent.futures import ThreadPoolExecutor
 
-    from attention.vit import posembed
-    from attention.vit.extract import attention_maps
+    from attention.vit.engine.extract import attention_maps
+    from attention.vit.models import posembed
 
     torch.manual_seed(0)
     model = timm.create_model(
@@ -272,7 +272,7 @@ def test_a_slow_load_stalls_no_other_model_and_each_model_loads_once(monkeypatch
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from attention.vit import models
+    from attention.vit.models import loader as models
 
     release, loads = threading.Event(), []
     real = models._load

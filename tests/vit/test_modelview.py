@@ -8,7 +8,7 @@ import torch
 
 from attention.errors import InputError
 from attention.render import colorize
-from attention.vit import modelview
+from attention.vit.draw import modelview
 
 
 def tile_at(sheet: np.ndarray, layer: int, head: int, side: int, pad: int = 4, cap: int = 14) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Spec of attention.vit.outputs: the files of one render for each consumer (the tab's gallery of reduced
+"""Spec of attention.vit.draw.outputs: the files of one render for each consumer (the tab's gallery of reduced
 tiles; its download: tile PNGs and the .npz of raw float32 arrays that is also a zip of the PNGs; an
 API answer: one captioned contact sheet and the raw arrays), the sweep of old folders, and the render's
 facts as JSON. Offline, mnist_vit."""
@@ -17,7 +17,7 @@ from PIL import Image
 
 from attention import cache
 from attention.render import overlay, upsample
-from attention.vit import outputs, views
+from attention.vit.draw import outputs, views
 
 CYAN = np.array(views.QUERY_COLOR, np.uint8)
 

@@ -1,4 +1,4 @@
-"""Spec of attention.vit.passes: a forward pass of (image, model, resolution), what it answers
+"""Spec of attention.vit.serve.passes: a forward pass of (image, model, resolution), what it answers
 without another forward (queries, layers, rollout), the server's store keeping one per key, and a
 query or layer carried to another grid or depth. Runs offline on the shipped mnist_vit."""
 
@@ -12,10 +12,11 @@ import pytest
 
 from attention.cache import SharedCache
 from attention.errors import ImageError, InputError, ModelLoadError
-from attention.vit import models, passes
-from attention.vit.extract import attention_maps
-from attention.vit.flow import rollout_map
-from attention.vit.models import load_vit
+from attention.vit.engine.extract import attention_maps
+from attention.vit.engine.flow import rollout_map
+from attention.vit.models import loader as models
+from attention.vit.models.loader import load_vit
+from attention.vit.serve import passes
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGIT = ROOT / "examples" / "digits" / "digit_3.png"

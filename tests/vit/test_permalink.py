@@ -8,8 +8,8 @@ import pytest
 
 from attention.config import EXAMPLES_DIR
 from attention.errors import InputError
-from attention.vit import permalink
-from attention.vit.permalink import Link
+from attention.vit.serve import permalink
+from attention.vit.serve.permalink import Link
 
 
 def test_a_full_link_round_trips():

@@ -1,4 +1,4 @@
-"""Spec of attention.vit.posembed: each rule resamples position embeddings exactly as the family's
+"""Spec of attention.vit.models.posembed: each rule resamples position embeddings exactly as the family's
 own code does, checked against that code: DINO/DINOv2's `interpolate_pos_encoding` (the installed
 dinov2 package: grid + 0.1 as the scale factor, no antialias) and timm's `resample_abs_pos_embed`
 (size=, antialias on)."""
@@ -12,7 +12,7 @@ import torch
 from timm.layers import resample_abs_pos_embed
 
 from attention.errors import InputError
-from attention.vit import posembed
+from attention.vit.models import posembed
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # "xFormers not available"

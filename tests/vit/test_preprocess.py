@@ -1,4 +1,4 @@
-"""Spec of attention.vit.preprocess: an image as the model sees it equals what the families' own
+"""Spec of attention.vit.engine.preprocess: an image as the model sees it equals what the families' own
 pipelines make of it, computed with torchvision as their scripts do: timm's eval transform (resize
 the shorter side, bicubic, centre crop, normalise), DINO's visualize_attention.py (resize, then crop
 the tensor from the top left to whole patches; its default: a 480 x 480 squash, bilinear); aspect
@@ -13,7 +13,7 @@ from PIL import Image
 from torchvision import transforms as T
 
 from attention.errors import InputError
-from attention.vit.preprocess import Preprocess, aspect_buckets, prepare
+from attention.vit.engine.preprocess import Preprocess, aspect_buckets, prepare
 from tests.vit.test_extract import tiny_vit
 
 P = 8  # the tiny ViT's patch

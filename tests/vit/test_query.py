@@ -1,11 +1,11 @@
-"""Spec of attention.vit.query: one query type, read and written in one place; tokens the model has."""
+"""Spec of attention.vit.engine.query: one query type, read and written in one place; tokens the model has."""
 
 from __future__ import annotations
 
 import pytest
 
 from attention.errors import InputError
-from attention.vit import query
+from attention.vit.engine import query
 
 
 @pytest.mark.parametrize(
@@ -64,7 +64,7 @@ def test_the_default_is_cls_else_the_pool_else_the_centre_patch_never_a_register
 
 
 def test_extracts_index_helpers_follow_the_same_rules():
-    from attention.vit.extract import norm_query, token_index
+    from attention.vit.engine.extract import norm_query, token_index
 
     assert norm_query(None) is None and norm_query(" reg1 ") == "reg1"
     assert token_index(None, (2, 3), 1) == 0 and token_index((1, 1), (2, 3), 1) == 5

@@ -11,8 +11,8 @@ import timm
 import torch
 
 from attention.errors import InputError
-from attention.vit.models import load_vit
-from attention.vit.preprocess import prepare
+from attention.vit.engine.preprocess import prepare
+from attention.vit.models.loader import load_vit
 from attention.vit.relevance import NoClassifierError, class_names, relevance
 from attention.vit.relevance.compute import relevance_rows
 from tests.conftest import DIGIT

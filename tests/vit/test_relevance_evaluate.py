@@ -1,4 +1,4 @@
-"""The perturbation test (`python -m attention.vit.relevance evaluate`): curves start from the whole
+"""The perturbation test (`python -m bench.evaluate_relevance`): curves start from the whole
 digit's probability and end at the blank input's for every method; on held-out digits Chefer's rule and
 grad-rollout remove the evidence faster than a random order (lower positive AUC, higher negative AUC)."""
 
@@ -9,9 +9,8 @@ import pytest
 import torch
 
 from attention import mnist
-from attention.vit.models import load_vit
-from attention.vit.relevance.__main__ import main
-from attention.vit.relevance.evaluate import METHODS, STEPS, curves, evaluate, removal_batch
+from attention.vit.models.loader import load_vit
+from bench.evaluate_relevance import METHODS, STEPS, curves, evaluate, main, removal_batch
 
 
 def test_removal_blanks_the_ranked_patches_in_order():
@@ -39,6 +38,6 @@ def test_relevance_beats_a_random_order_on_held_out_digits(capsys):
     auc = r["auc"]
     for m in ("chefer", "grad_rollout"):
         assert auc[m][0] < auc["random"][0] - 0.1 and auc[m][1] > auc["random"][1] + 0.05
-    assert main(["evaluate", "--limit", "3"]) == 0
+    assert main(["--limit", "3"]) == 0
     out = capsys.readouterr().out
     assert "3 held-out digits" in out and "| chefer |" in out and "| random |" in out

@@ -1,4 +1,4 @@
-"""Spec of attention.vit.rows, the engine: one fused forward of a batch records each sample's query
+"""Spec of attention.vit.engine.rows, the engine: one fused forward of a batch records each sample's query
 row in every layer, equal to softmax(q k^T * scale) computed by hand from each block's own weights
 (`test_extract.reference`), a different query per sample; kept q and k rebuild every row; asked for
 some layers, it records only those; a query off the tokens is refused."""
@@ -10,7 +10,7 @@ import torch
 
 from attention.errors import InputError
 from attention.images import load_image, to_tensor
-from attention.vit import rows
+from attention.vit.engine import rows
 from tests.vit.test_extract import photo, reference, tiny_vit
 
 

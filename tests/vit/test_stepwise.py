@@ -15,8 +15,9 @@ from timm.layers import apply_rot_embed_cat
 
 from attention.calculator import form as qkv_form
 from attention.errors import InputError
-from attention.vit import compat, stepwise
-from attention.vit.extract import attention_maps
+from attention.vit.engine import stepwise
+from attention.vit.engine.extract import attention_maps
+from bench import compat
 
 FAMILIES = {
     "plain": "vit_small_patch16_224",
@@ -124,7 +125,7 @@ def test_every_step_equals_a_recomputation_from_the_models_weights(fam):
 
 @pytest.mark.parametrize("fam", ["plain", "relpos"])
 def test_temperature_one_is_the_map_on_screen_and_temperature_sharpens_or_flattens(fam):
-    from attention.vit.passes import Pass
+    from attention.vit.serve.passes import Pass
 
     _, _, _, res = setup(fam)
     p = Pass(key=("x", "m", "native", ""), model="m", base=res, device="cpu")
@@ -178,8 +179,8 @@ def test_bad_requests_are_refused_naming_what_is_accepted():
 
 
 def test_the_panels_map_at_temperature_one_has_the_large_maps_pixels_but_the_selected_keys_square():
-    from attention.vit.stepwise_html import KEY_COLOR, stepwise_map
-    from attention.vit.views import query_image
+    from attention.vit.draw.stepwise_html import KEY_COLOR, stepwise_map
+    from attention.vit.draw.views import query_image
 
     _, _, _, res = setup("dinov2_reg")
     r = res.requery((1, 2))

@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 
 from attention.errors import ModelLoadError, NoTextTowerError, UnsupportedModelError
-from attention.vit.models import REGISTRY, load_vit
+from attention.vit.models.loader import REGISTRY, load_vit
 from attention.vit.text import has_text_tower, text_relevance
 from tests.hub_cache import safetensors_bytes, temporary_hf_home
 from tests.vit.test_text_relevance import tiny

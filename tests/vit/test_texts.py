@@ -1,4 +1,4 @@
-"""Spec of attention.vit.texts, the words beside a view: facts read from the model itself (timm's
+"""Spec of attention.vit.draw.texts, the words beside a view: facts read from the model itself (timm's
 config), token names by row-major order (numpy's unravel_index), the scores table's entropy and
 span as scipy computes them from the row, the legend's colour stops as matplotlib's colormap."""
 
@@ -12,8 +12,8 @@ import pytest
 from scipy.special import softmax
 from scipy.stats import entropy
 
-from attention.vit import texts
-from attention.vit.extract import attention_maps
+from attention.vit.draw import texts
+from attention.vit.engine.extract import attention_maps
 from tests.vit.test_extract import photo, tiny_vit
 
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attention.vit import texts, views
-from attention.vit.extract import AttentionMaps
+from attention.vit.draw import texts, views
+from attention.vit.engine.extract import AttentionMaps
 
 
 def maps(tokens: tuple[str, ...], query, peak: int) -> AttentionMaps:

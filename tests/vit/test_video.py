@@ -1,4 +1,4 @@
-"""attention.vit.video: a synthetic clip (a digit crossing a black frame) through the shipped
+"""attention.vit.engine.video: a synthetic clip (a digit crossing a black frame) through the shipped
 mnist_vit: the attention follows the digit, batching changes no map, the MP4 has the right frames,
 rate and size, and runs over the budget are refused before any forward with what fits."""
 
@@ -10,9 +10,9 @@ import pytest
 
 from attention import videos
 from attention.errors import BudgetError, InputError
-from attention.vit.extract import attention_maps
-from attention.vit.models import load_vit
-from attention.vit.video import attention_video, write_video
+from attention.vit.engine.extract import attention_maps
+from attention.vit.engine.video import attention_video, write_video
+from attention.vit.models.loader import load_vit
 from tests.video_clips import encode, four_hours, levels, moving_digit
 
 # mnist_vit (patch 4, trained on centred 28x28 digits) on a 112x56 frame at native size: a 14x28 grid.

@@ -1,4 +1,4 @@
-"""The video cost estimate (attention/vit/video_estimate.py): its plan is the run's own, its seconds
+"""The video cost estimate (attention/vit/engine/video_estimate.py): its plan is the run's own, its seconds
 follow the work, and the costly run of issue 37 (the cat clip at its native size through mnist_vit)
 asks for confirmation while the examples do not. Estimate vs measured time: bench/bench_video_estimate.py."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from attention.errors import BudgetError
-from attention.vit import video_estimate
-from attention.vit.models import load_vit
-from attention.vit.video import attention_video
+from attention.vit.engine import video_estimate
+from attention.vit.engine.video import attention_video
+from attention.vit.models.loader import load_vit
 from tests.conftest import ROOT
 
 CAT, DIGITS = ROOT / "examples" / "videos" / "chelsea.mp4", ROOT / "examples" / "videos" / "digits.mp4"

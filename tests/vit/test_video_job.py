@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from attention import videos
-from attention.vit import batch, gpu, preprocess, rows, video
-from attention.vit.models import load_vit
+from attention.vit.engine import batch, preprocess, rows, video
+from attention.vit.models.loader import load_vit
+from attention.vit.serve import gpu
 from tests.video_clips import moving_digit
 
 

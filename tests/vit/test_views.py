@@ -1,5 +1,5 @@
-"""Spec of attention.vit.views (tiles per view, the clickable query image), attention.vit.texts (scores vs
-weights, the legend) and attention.vit.frames (one view for the tab, its download and the API; their files:
+"""Spec of attention.vit.draw.views (tiles per view, the clickable query image), attention.vit.draw.texts (scores vs
+weights, the legend) and attention.vit.draw.frames (one view for the tab, its download and the API; their files:
 test_outputs.py). Offline, mnist_vit."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from PIL import Image
 
 from attention.errors import InputError
 from attention.render import colormap
-from attention.vit import frames, passes, texts, views
-from attention.vit.extract import threshold_masks
+from attention.vit.draw import frames, texts, views
+from attention.vit.engine.extract import threshold_masks
+from attention.vit.serve import passes
 from tests.conftest import DIGIT, ROOT
 
 PHOTO = ROOT / "examples" / "photos" / "chelsea.jpg"
@@ -161,7 +162,7 @@ def test_tiles_drawn_small_match_full_tiles_reduced(tmp_path):
 def no_forward(monkeypatch, p, why: str) -> None:
     """Any forward of pass `p`'s model fails the test: its patch embedding (the first step of every forward,
     whatever path calls it: passes.forward, attention_maps, batch_maps, the engine) is made to fail."""
-    from attention.vit.models import is_loaded, load_vit
+    from attention.vit.models.loader import is_loaded, load_vit
 
     assert is_loaded(p.model)
     model = load_vit(p.model, device=p.device)  # the cached model the pass was computed with

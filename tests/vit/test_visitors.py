@@ -18,7 +18,7 @@ from PIL import Image
 
 from attention.cache import SharedCache
 from attention.config import SETTINGS
-from attention.vit import passes
+from attention.vit.serve import passes
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = [str(ROOT / "examples" / "digits" / f"digit_{i}.png") for i in range(10)]

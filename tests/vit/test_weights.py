@@ -1,11 +1,12 @@
-"""Spec of attention.vit.weights' start-up choice: the default model when its weights are at hand, else
+"""Spec of attention.vit.models.weights' start-up choice: the default model when its weights are at hand, else
 the shipped one with a notice, decided without waiting on the network."""
 
 from __future__ import annotations
 
 import time
 
-from attention.vit import models, weights
+from attention.vit.models import loader as models
+from attention.vit.models import weights
 
 
 def test_startup_offline_picks_the_shipped_model_with_a_notice_and_no_network_wait():

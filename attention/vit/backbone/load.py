@@ -67,7 +67,7 @@ def load_named(name: str) -> torch.nn.Module:
     except ModelLoadError:
         raise
     except Exception as e:  # hub, file or config errors of the library: said as what they are
-        from attention.vit import hub_errors
+        from attention.vit.models import hub_errors
 
         raise hub_errors.explain(e, name, hub_repo(name)) from e
     describe(model)

@@ -5,7 +5,7 @@ compute   `relevance(model, image, target)`: one forward + one backward, O(layer
 labels    class names: ImageNet's from timm's label data, digits for mnist_vit
 views     the maps drawn as captioned overlays, and an answer's files (picture, .npz, facts)
 service   for a server: models by name (allow-list), the compute budget, a shared bounded store of results
-evaluate  the perturbation test (`python -m attention.vit.relevance evaluate`)
+(the perturbation test that measures them: `python -m bench.evaluate_relevance`, out of the package)
 """
 
 from attention.errors import NoClassifierError

@@ -31,11 +31,11 @@ from PIL import Image
 from attention.errors import InputError, NoClassifierError
 from attention.images import MAX_TOKENS, ImageSource
 from attention.vit.backbone import describe
-from attention.vit.capture import Recorder, recording
-from attention.vit.cost import relevance_gflop
-from attention.vit.flow import nth_smallest
-from attention.vit.models import REGISTRY
-from attention.vit.preprocess import prepare
+from attention.vit.engine.capture import Recorder, recording
+from attention.vit.engine.cost import relevance_gflop
+from attention.vit.engine.flow import nth_smallest
+from attention.vit.engine.preprocess import prepare
+from attention.vit.models.loader import REGISTRY
 from attention.vit.relevance.labels import class_index, class_names, short_name
 
 CHUNK_BYTES = 64 << 20  # working memory of one chunk of rows of A, dA and A * dA (float32, all heads)

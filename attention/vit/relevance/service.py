@@ -16,11 +16,11 @@ from attention.cache import SharedCache
 from attention.config import SETTINGS
 from attention.errors import InputError
 from attention.images import ImageSource
-from attention.vit.gpu import gpu
-from attention.vit.inputs import file_digest, visitor_scope
-from attention.vit.models import check_allowed, load_vit
+from attention.vit.models.loader import check_allowed, load_vit
 from attention.vit.relevance.compute import Relevance, check_classifier, relevance
 from attention.vit.relevance.labels import class_index, class_names
+from attention.vit.serve.gpu import gpu
+from attention.vit.serve.inputs import file_digest, visitor_scope
 
 RESULTS: SharedCache[Relevance] = SharedCache(64 << 20, SETTINGS.state_ttl)
 """Every visitor's results together: 64 MB, least recently used out first (a result is its maps and
@@ -80,7 +80,7 @@ def get_relevance(
 
 def is_classifier(model: str) -> bool:
     """Whether `model` (a name) is loaded or offered with a classifier head (no load for unknown names)."""
-    from attention.vit.models import REGISTRY, is_loaded
+    from attention.vit.models.loader import REGISTRY, is_loaded
 
     spec = REGISTRY.get((model or "").strip())
     if spec is not None:

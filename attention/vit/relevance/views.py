@@ -10,7 +10,7 @@ import numpy as np
 from PIL import Image
 
 from attention.render import overlay, png_bytes
-from attention.vit.outputs import OUTPUT_ROOT, Tile, new_dir, save_npz, sheet
+from attention.vit.draw.outputs import OUTPUT_ROOT, Tile, new_dir, save_npz, sheet
 from attention.vit.relevance.compute import Relevance
 from attention.vit.relevance.labels import short_name
 

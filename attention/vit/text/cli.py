@@ -27,7 +27,7 @@ def run(args, each_image) -> int:
     import shutil
 
     from attention.errors import InputError
-    from attention.vit.models import load_vit
+    from attention.vit.models.loader import load_vit
     from attention.vit.text import RULES, check_prompts, text_relevance
     from attention.vit.text.tower import text_model_of
     from attention.vit.text.views import write_answer

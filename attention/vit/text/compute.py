@@ -40,8 +40,8 @@ from PIL import Image
 
 from attention.errors import InputError
 from attention.images import MAX_TOKENS, ImageSource
-from attention.vit.capture import Recorder, recording
-from attention.vit.preprocess import prepare
+from attention.vit.engine.capture import Recorder, recording
+from attention.vit.engine.preprocess import prepare
 from attention.vit.text.prompts import check_prompts, tokenize
 from attention.vit.text.rows import CHUNK_BYTES, PromptRows
 from attention.vit.text.tower import Tower, ready, text_model_of

@@ -78,7 +78,7 @@ def build(cfg: dict = CONFIG) -> torch.nn.Module:
     attached as `tokenizer`."""
     import open_clip
 
-    from attention.vit.weights import build_local
+    from attention.vit.models.weights import build_local
 
     vision = {"timm_model_name": "test_vit", "timm_pool": "token", "timm_proj": "linear", "image_size": 28}
     clip = open_clip.CLIP(embed_dim=cfg["embed_dim"], vision_cfg=vision, text_cfg=cfg["text_cfg"])

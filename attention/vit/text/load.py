@@ -55,7 +55,8 @@ def load_open_clip(name: str) -> torch.nn.Module:
     tower the engine does not read yet."""
     import open_clip
 
-    from attention.vit import hub_errors, models, weights
+    from attention.vit.models import hub_errors, weights
+    from attention.vit.models import loader as models
     from attention.vit.text.tower import ready
 
     repo = repo_of(name)
@@ -79,7 +80,7 @@ def load_open_clip(name: str) -> torch.nn.Module:
 
 def load_shipped(alias: str) -> torch.nn.Module:
     """The image tower of a shipped text model (digit_clip), the model attached."""
-    from attention.vit import weights
+    from attention.vit.models import weights
     from attention.vit.text.digit_clip import load_digit_clip
     from attention.vit.text.tower import ready
 

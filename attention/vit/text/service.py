@@ -13,9 +13,9 @@ from attention.cache import SharedCache
 from attention.config import SETTINGS
 from attention.errors import InputError
 from attention.images import ImageSource
-from attention.vit.gpu import gpu
-from attention.vit.inputs import file_digest, visitor_scope
-from attention.vit.models import REGISTRY, check_allowed, is_loaded, load_vit
+from attention.vit.models.loader import REGISTRY, check_allowed, is_loaded, load_vit
+from attention.vit.serve.gpu import gpu
+from attention.vit.serve.inputs import file_digest, visitor_scope
 from attention.vit.text.compute import TextRelevance, text_relevance
 from attention.vit.text.prompts import MAX_PROMPTS, check_prompts
 from attention.vit.text.tower import has_text_tower, text_model_of

@@ -24,7 +24,7 @@ POOLS = ("token", "avg", "map")
 
 @dataclass(frozen=True)
 class Tower:
-    """An image tower: `trunk` a timm ViT whose attention `attention.vit.capture` reads (blocks, final
+    """An image tower: `trunk` a timm ViT whose attention `attention.vit.engine.capture` reads (blocks, final
     norm, attention kernel per layer; the pooling head's kernel as layer L for "map"), and the head after it."""
 
     trunk: torch.nn.Module
@@ -140,7 +140,7 @@ def text_model_of(model: torch.nn.Module) -> torch.nn.Module:
     clip = model.__dict__.get("text_model")
     if clip is not None:
         return clip
-    from attention.vit.models import REGISTRY
+    from attention.vit.models.loader import REGISTRY
 
     names = [s.alias for s in REGISTRY.values() if getattr(s, "text", False)]
     name = getattr(model, "alias", type(model).__name__)

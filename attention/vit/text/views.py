@@ -11,7 +11,7 @@ import numpy as np
 from PIL import Image
 
 from attention.render import overlay, png_bytes, upsample
-from attention.vit.outputs import OUTPUT_ROOT, Tile, new_dir, save_npz, sheet
+from attention.vit.draw.outputs import OUTPUT_ROOT, Tile, new_dir, save_npz, sheet
 from attention.vit.text.compute import RULES, TextRelevance
 
 MIN_SIDE = 224  # px: smaller images (digit_clip's canvases) are enlarged by a whole factor for display

@@ -8,7 +8,7 @@ import pytest
 import timm
 
 from attention.errors import InputError
-from attention.vit.models import load_vit
+from attention.vit.models.loader import load_vit
 from attention.vit.relevance.labels import class_index, class_names, short_name
 
 

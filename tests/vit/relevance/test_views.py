@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from attention.render import overlay
-from attention.vit.models import load_vit
+from attention.vit.models.loader import load_vit
 from attention.vit.relevance import relevance
 from attention.vit.relevance.views import CAPTIONS, enlarged, tiles, write_answer
 from tests.conftest import DIGIT

@@ -1,0 +1,459 @@
+"""Attention videos: every frame of a video through a ViT, in batches of frames, one forward each.
+
+DINO's video_generation.py runs `get_last_selfattention` on one frame at a time (heads x N^2 per
+layer: out of memory for a 720x1280 frame at patch 8) and saves the mean of heads as inferno JPEGs.
+Here frames of one size go through the engine together (its O(N) rows, fused attention kept), the
+whole run is priced before it starts (refused with the largest length, rate or size that fits),
+and the result is an H.264 MP4 of the chosen view over the frames, plus the raw maps on request.
+
+    run = attention_video(model, "clip.mp4", layer=-1, fps=10, max_gflop=6000)   # checks, no forward
+    for f in run:                       # VideoFrameMaps, in order; one forward per batch of frames
+        f.maps, f.mean, f.masks         # (H, gh, gw) float32, (gh, gw), (H, gh, gw) bool
+        f.picture("fig3")               # uint8 (H', W', 3): DINO Fig. 3's colours over the frame
+    facts = write_video(run, "out.mp4", view="mean", side_by_side=True, npz="maps.npz")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+import torch
+from PIL import Image
+
+from attention import videos
+from attention.admission import HEAVY, Visitor
+from attention.config import SETTINGS
+from attention.errors import BudgetError, InputError
+from attention.images import patch_tokens, target_size
+from attention.render import colormap, mask_overlay, masks_figure, overlay, upsample
+from attention.validate import check_opacity, check_seconds, check_threshold
+from attention.vit.backbone import describe
+from attention.vit.engine.batch import BatchMaps, batch_maps
+from attention.vit.engine.cost import forward_gflop, largest_resolution
+from attention.vit.engine.extract import Query, _layer_index, norm_query
+from attention.vit.engine.preprocess import Preprocess
+from attention.vit.engine.query import default as default_query
+from attention.vit.engine.query import index as query_index
+from attention.vit.engine.query import tokens_of
+from attention.vit.serve.gpu import VIDEO_GPU_SECONDS, drain, gpu, streamed, zerogpu
+
+Progress = Callable[[float, str], None]  # (fraction 0..1, description)
+VIDEO_VIEWS: dict[str, str] = {
+    "mean": "Mean of heads (DINO's video)",
+    "head": "One head",
+    "masks": "One head's threshold mask",
+    "fig3": "All masks (DINO Fig. 3)",
+}
+STACKED = "stacked"  # side_by_side's other layout: the frame above its attention (a phone's narrow page)
+MIN_SIDE = 224  # px: smaller frames (a digit clip) are drawn enlarged by a whole factor
+BATCH = 8  # frames per forward
+
+
+def check_video_view(view: str) -> str:
+    """Normalise a video view name; InputError lists the accepted ones."""
+    v = (view or "").strip().lower()
+    for key, label in VIDEO_VIEWS.items():
+        if v in (key, label.lower()):
+            return key
+    raise InputError(f"Unknown video view {view!r}; accepted: {', '.join(VIDEO_VIEWS)}.")
+
+
+@dataclass
+class VideoFrameMaps:
+    """One output frame's attention at the selected layer (`batch`, from `batch.batch_maps`) and the
+    frame it was computed on (`image`: the frame resized and cropped to the patch grid)."""
+
+    index: int  # output frame number
+    time: float  # seconds: index / fps
+    source_index: int  # decoded frame number (consecutive output frames may share one)
+    batch: BatchMaps
+    image: Image.Image
+    threshold: float
+    _masks: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def maps(self) -> np.ndarray:
+        """float32 (H, gh, gw): every head's map at the selected layer."""
+        return self.batch.maps
+
+    @property
+    def mean(self) -> np.ndarray:
+        """float32 (gh, gw): the mean of heads (DINO's video)."""
+        return self.batch.mean
+
+    @property
+    def masks(self) -> np.ndarray:
+        """bool (H, gh, gw): per head, the patches holding `threshold` of its attention (DINO's masks)."""
+        if self._masks is None:
+            self._masks = self.batch.masks(self.threshold)
+        return self._masks
+
+    def picture(
+        self, view: str = "mean", *, head: int = 0, alpha: float = 0.6, cmap: str = "inferno", side_by_side=False
+    ) -> np.ndarray:
+        """The frame drawn as `view` (VIDEO_VIEWS), enlarged by a whole factor when its shorter side is
+        under MIN_SIDE px; `side_by_side`: the frame itself on the left ("stacked": above, for a phone's
+        narrow page). uint8 (H', W' or 2W' or 2H', W', 3)."""
+        view = check_video_view(view)
+        head = check_head(head, self.maps.shape[0]) if view in ("head", "masks") else head
+        return self.drawn(view, head=head, alpha=alpha, cmap=cmap, side_by_side=side_by_side)
+
+    def drawn(self, view: str, *, head: int, alpha: float, cmap: str, side_by_side: bool | str) -> np.ndarray:
+        """`picture` of a view and head already checked (`check_video_view`, `check_head`): what a whole
+        video draws per frame, nothing checked again. uint8 (H', W' or 2W', 3)."""
+        img = np.asarray(self.image, dtype=np.uint8)
+        if view == "mean":
+            out = overlay(img, self.mean, alpha=alpha, cmap=cmap)
+        elif view == "head":
+            out = overlay(img, self.maps[head], alpha=alpha, cmap=cmap)
+        elif view == "masks":
+            out = mask_overlay(img, self.masks[head])
+        else:
+            out = masks_figure(img, self.masks)
+        if side_by_side:
+            out = np.concatenate([img, out], axis=0 if side_by_side == STACKED else 1)
+        s = max(1, -(-MIN_SIDE // min(img.shape[:2])))
+        return upsample(out, s) if s > 1 else out
+
+
+def check_head(head, n: int) -> int:
+    """A head index in 0..n-1 (negative counts from the end); InputError otherwise."""
+    try:
+        return _layer_index(head, n)
+    except InputError:
+        raise InputError(f"Head {head!r} is out of range; this model has {n} heads: 0 to {n - 1}.") from None
+
+
+@dataclass
+class VideoRun:
+    """A priced, checked attention video, not yet computed: iterate it for VideoFrameMaps."""
+
+    model: torch.nn.Module
+    source: str
+    info: videos.VideoInfo
+    fps: Fraction
+    seconds: float | None
+    frames: int  # output frames planned from the headers
+    forwards: int  # source frames planned through the model (at most `frames`)
+    resolution: int | str | None
+    grid: tuple[int, int]
+    gflop: float  # estimate of the whole run
+    layer: int
+    query: Query
+    threshold: float
+    batch_size: int = BATCH
+    max_frames: int = SETTINGS.video_max_frames
+    max_gflop: float | None = None  # enforced while running too: a stream can hold more than its headers say
+    progress: Progress | None = None
+    seconds_forward: float = 0.0  # measured during the last iteration: forwards only
+    prep: Preprocess | None = None  # the frames' preprocessing (built once, by `attention_video`)
+    ramp: bool = False  # batches of 1, 2, 4, ... up to `batch_size`: the first frame's progress comes at once
+    between: Callable[[], None] | None = None  # called between batches (a shared slot's check and hand-over)
+
+    def __iter__(self) -> Iterator[VideoFrameMaps]:
+        """Decode, and run each `batch_size` distinct source frames (one grid: every frame is decoded at
+        one size) through one forward of `batch.batch_maps`; yield every output frame in order."""
+        prep = self.prep or Preprocess.of(self.model, self.resolution)
+        self.seconds_forward = 0.0
+        pending: list[videos.Frame] = []
+        done = forwards = 0
+        per_frame = self.gflop / max(1, self.forwards)
+        size = 1 if self.ramp else self.batch_size  # the batch now
+
+        def flush() -> Iterator[VideoFrameMaps]:
+            nonlocal done, forwards
+            uniq: dict[int, int] = {}
+            items = []
+            for fr in pending:
+                if fr.source_index not in uniq:
+                    uniq[fr.source_index] = len(items)
+                    items.append(prep(fr.rgb))
+            forwards += len(items)
+            if self.max_gflop is not None and forwards * per_frame > self.max_gflop:
+                raise BudgetError(
+                    f"This video holds more frames than its headers said: {forwards:,} frames so far, over this "
+                    f"server's budget of {self.max_gflop:,.0f} GFLOP per video; accepted: a shorter length or a "
+                    "lower frame rate."
+                )
+            t0 = time.perf_counter()
+            maps = batch_maps(self.model, torch.stack([p.x for p in items]), layer=self.layer, query=self.query)
+            self.seconds_forward += time.perf_counter() - t0
+            for fr in pending:
+                j = uniq[fr.source_index]
+                yield VideoFrameMaps(fr.index, fr.time, fr.source_index, maps[j], items[j].shown, self.threshold)
+                done += 1
+                if self.progress is not None:  # each frame, as it is drawn
+                    self.progress(min(1.0, done / max(1, self.frames)), f"Frame {done} of about {self.frames}")
+            pending.clear()
+            if self.between is not None:
+                self.between()
+
+        frames = videos.frames(
+            self.source, fps=self.fps, seconds=self.seconds, max_frames=self.max_frames, info=self.info
+        )
+        for fr in frames:
+            pending.append(fr)
+            if len({f.source_index for f in pending}) >= size:
+                yield from flush()
+                size = min(self.batch_size, 2 * size)
+        if pending:
+            yield from flush()
+
+    def facts(self) -> dict:
+        """JSON-ready facts of the run: the source, the plan, the model's grid and the estimate."""
+        return {
+            "source": self.info.facts(),
+            "fps": round(float(self.fps), 3),
+            "frames_planned": self.frames,
+            "forwards_planned": self.forwards,
+            "grid": list(self.grid),
+            "layer": self.layer,
+            "query": self.query if isinstance(self.query, str) else list(self.query),
+            "threshold": self.threshold,
+            "batch_size": self.batch_size,
+            "gflop_estimate": round(self.gflop, 1),
+        }
+
+
+def attention_video(
+    model: torch.nn.Module,
+    video: videos.VideoSource,
+    *,
+    layer: int = -1,
+    query: Query = "cls",
+    resolution: int | str | None = "auto",
+    threshold: float = 0.6,
+    fps: float | None = None,
+    seconds: float | None = None,
+    batch_size: int = BATCH,
+    max_frames: int = SETTINGS.video_max_frames,
+    max_gflop: float | None = None,
+    progress: Progress | None = None,
+) -> VideoRun:
+    """Check and price an attention video of `video` (a path) through `model`; iterate the result
+    for each output frame's maps (`VideoFrameMaps`), computed `batch_size` source frames per forward.
+
+    fps: output frames per second (None: the source's; a frame is the one on screen at its time).
+    seconds: only the first `seconds` of the video. resolution, layer, query: as `attention_maps`
+    (every frame is preprocessed exactly as `attention_maps` would preprocess it alone).
+    Raises at once, before any forward: VideoError (not a video, no frames, corrupt), BudgetError
+    when the frames are more than `max_frames` or their estimated compute is over `max_gflop`
+    (the message names the longest length, the lowest rate and the largest resolution that fit),
+    InputError for bad layer, query, threshold or batch size.
+    """
+    info = videos.probe(video)
+    rate = videos.check_fps(fps, info)
+    seconds = check_seconds(seconds)
+    if not (isinstance(batch_size, int) and 1 <= batch_size <= 256):
+        raise InputError(f"Batch size {batch_size!r} is out of range; accepted: 1 to 256 frames.")
+    threshold = check_threshold(threshold)
+    bb = describe(model)
+    patch = bb.patch_size
+    prep = Preprocess.of(model, resolution)
+    res, crop = prep.resolution, prep.crop  # "auto": the model's (480 px for DINO); the family's crop rule
+    size = (info.width, info.height)
+    if min(size) < patch:
+        raise videos.VideoError(f"Frames are {size[0]}x{size[1]} px, smaller than one {patch}x{patch} patch.")
+    _, (cw, ch) = target_size(size, patch, res, crop, prep.resize)  # type: ignore[arg-type]
+    grid = (ch // patch, cw // patch)
+    n_layers = bb.depth
+    layer = _layer_index(layer, n_layers)
+    names, pool = bb.prefix, bb.pool
+    query = norm_query(query)
+    # None: the model's own, as attention_maps (CLS, else the pool's query, else the centre patch)
+    query = default_query(tokens_of(model), grid) if query is None else query
+    query_index(query, grid, names, pool)  # off the grid or not a token: InputError now
+    frames = videos.planned_frames(info, rate, seconds)
+    length = frames / float(rate)
+    forwards = min(frames, max(1, math.ceil(length * float(info.fps) - 1e-9)))
+    per_frame = forward_gflop(model, patch_tokens(size, patch, res, crop, prep.resize))  # type: ignore[arg-type]
+    name = getattr(model, "alias", "this model")
+    if frames > max_frames:
+        raise BudgetError(
+            f"This video makes {frames:,} frames at {float(rate):g} fps ({length:,.0f} s), over this server's cap of "
+            f"{max_frames:,} frames per video. What fits: the first {max_frames / float(rate):,.1f} s at "
+            f"{float(rate):g} fps{_rate_fits(max_frames / length)}."
+        )
+    decoded = max(1, math.ceil(length * float(info.fps) - 1e-9))  # every source frame of the part asked for
+    canvas = info.source_size[0] * info.source_size[1]
+    limit = videos.DECODE.gpixels * 1e9
+    if decoded * canvas > limit:
+        fit = limit / canvas / float(info.fps)
+        raise BudgetError(
+            f"This video decodes {decoded:,} frames of {info.source_size[0]}x{info.source_size[1]} px: "
+            f"{decoded * canvas / 1e9:,.1f} billion pixels, over this server's {videos.DECODE.gpixels:g} billion per "
+            f"video (every source frame in the part asked for is decoded, whatever the frame rate). What fits: "
+            f"the first {fit:,.1f} s."
+        )
+    gflop = forwards * per_frame
+    if max_gflop is not None and gflop > max_gflop:
+        fit_frames = int(max_gflop // per_frame)  # forwards; a second holds min(rate, source fps) of them
+        best = largest_resolution(model, size, max_gflop / forwards)
+        sizes = f", or a resolution up to {best} px for the whole video" if best else ", or a smaller model"
+        raise BudgetError(
+            f"This video makes {forwards:,} frames of {grid[0]}x{grid[1]} patches: about {gflop:,.0f} GFLOP through "
+            f"{name}, over this server's budget of {max_gflop:,.0f} GFLOP per video. What fits: the first "
+            f"{fit_frames / min(float(rate), float(info.fps)):,.1f} s{_rate_fits(fit_frames / length)}{sizes}."
+        )
+    return VideoRun(
+        model, os.fspath(video), info, rate, seconds, frames, forwards, res, grid, gflop, layer, query, threshold,
+        batch_size, max_frames, max_gflop, progress, prep=prep,
+    )  # fmt: skip
+
+
+def _rate_fits(fps: float) -> str:
+    """ ", or F fps over the whole video" when F is an accepted rate (0.1 fps or more), else ""."""
+    return f", or {fps:.3g} fps over the whole video" if fps >= 0.1 else ""
+
+
+def write_video(
+    run: VideoRun,
+    out: str | os.PathLike,
+    *,
+    view: str = "mean",
+    head: int = 0,
+    alpha: float = 0.6,
+    cmap: str = "inferno",
+    side_by_side: bool | str = False,
+    npz: str | os.PathLike | None = None,
+) -> dict:
+    """Compute `run` and write it: an H.264 MP4 at `out` of `view` over each frame (`side_by_side`:
+    the frame on the left; "stacked": the frame above), and with `npz` the raw maps of every output
+    frame: maps (T, H, gh, gw) float32, mean (T, gh, gw), masks (T, H, gh, gw) bool, time (T,) s,
+    source_index (T,), and fps, layer, query (-1, -1 = CLS), threshold, patch_size, grid. Returns the
+    run's facts with the output's frames, fps, size and timings."""
+    view = check_video_view(view)  # checked once for the whole video, the head too
+    if view in ("head", "masks"):
+        head = check_head(head, describe(run.model).heads)
+    alpha = check_opacity(alpha)
+    colormap(cmap)
+    kept: dict[str, list] = {"maps": [], "mean": [], "masks": [], "time": [], "source_index": []}
+    size: list[int] = []
+    t0 = time.perf_counter()
+
+    def pictures() -> Iterator[np.ndarray]:
+        for f in run:
+            if npz is not None:
+                for k, v in (("maps", f.maps), ("mean", f.mean), ("masks", f.masks)):
+                    kept[k].append(v)
+                kept["time"].append(f.time)
+                kept["source_index"].append(f.source_index)
+            pic = f.drawn(view, head=head, alpha=alpha, cmap=cmap, side_by_side=side_by_side)
+            size[:] = [pic.shape[1] + pic.shape[1] % 2, pic.shape[0] + pic.shape[0] % 2]
+            yield pic
+
+    n = videos.write_mp4(out, pictures(), run.fps)
+    if npz is not None:
+        q = (-1, -1) if isinstance(run.query, str) else run.query  # a token (CLS, pool, a register): -1, -1
+        np.savez(
+            npz,
+            maps=np.stack(kept["maps"]).astype(np.float32),
+            mean=np.stack(kept["mean"]).astype(np.float32),
+            masks=np.stack(kept["masks"]),
+            time=np.array(kept["time"], np.float32),
+            source_index=np.array(kept["source_index"], np.int32),
+            fps=np.array(float(run.fps), np.float32),
+            layer=np.array(run.layer, np.int32),
+            query=np.array(q, np.int32),
+            threshold=np.array(run.threshold, np.float32),
+            patch_size=np.array(describe(run.model).patch_size, np.int32),
+            grid=np.array(run.grid, np.int32),
+        )
+    return {
+        **run.facts(),
+        "view": view,
+        "side_by_side": bool(side_by_side),
+        "output": {"frames": n, "fps": round(float(run.fps), 3), "width": size[0], "height": size[1]},
+        "forward_s": round(run.seconds_forward, 3),
+        "total_s": round(time.perf_counter() - t0, 3),
+    }
+
+
+def npz_bytes(run: VideoRun) -> int:
+    """Bytes of `write_video`'s .npz for `run`: per output frame maps and masks (heads x grid, float32 and bool),
+    the mean (grid, float32), time and source index."""
+    heads = int(getattr(run.model.blocks[0].attn, "num_heads", 1))
+    cells = run.grid[0] * run.grid[1]
+    return run.frames * (heads * cells * 5 + cells * 4 + 8)
+
+
+def check_npz(run: VideoRun, max_mb: float) -> None:
+    """BudgetError when `run`'s .npz would be over `max_mb`, naming the frames that fit."""
+    size = npz_bytes(run)
+    if size > max_mb * 2**20:
+        per = size / max(1, run.frames)
+        fit = int(max_mb * 2**20 // per)
+        raise BudgetError(
+            f"The raw maps (.npz) of this video's {run.frames:,} frames would be {size / 2**20:,.0f} MB, over this "
+            f"server's {max_mb:g} MB per video. What fits: {fit:,} frames ({fit / float(run.fps):,.1f} s at "
+            f"{float(run.fps):g} fps), or the video without the .npz."
+        )
+
+
+def visitor_video(
+    video: videos.VideoSource | None,
+    model: str,
+    *,
+    view: str = "mean",
+    head: int = 0,
+    side_by_side: bool = False,
+    npz: bool = False,
+    progress: Progress | None = None,
+    visitor: Visitor | None = None,
+    **options,
+) -> tuple[str, str | None, dict]:
+    """One visitor's attention video on a shared server: registry models only (`check_allowed`), the
+    device's video budget (`SETTINGS.video_budget_gflop`) and frame cap, files in a fresh folder
+    swept after ATTENTION_FILE_TTL. options: `attention_video`'s layer, query, resolution, threshold,
+    fps, seconds. visitor: who asks: the video is computed in their turns of the heavy lane
+    (`attention.admission.HEAVY`), the slot handed to a waiting visitor between batches of frames and the
+    job stopped past ATTENTION_JOB_SECONDS of holding it (on ZeroGPU, where each job is lent its own GPU,
+    the turn is held for the whole job). The .npz is priced before the run (ATTENTION_VIDEO_NPZ_MB).
+    Returns (mp4 path, npz path or None, facts with the model and device)."""
+    if video is None or (isinstance(video, str) and not video.strip()):
+        raise videos.VideoError(f"No video: upload one ({videos.ACCEPTED}) or pick an example.")
+    with HEAVY.turn(visitor) if visitor is not None and visitor.keys else contextlib.nullcontext() as turn:
+        # the hand-over between batches runs in this process; a ZeroGPU worker cannot call back into it
+        between = None if turn is None or zerogpu() else (lambda: (turn.check(), turn.pause()))
+        return drain(_video_job(video, model, view, head, side_by_side, npz, options, between), progress)
+
+
+@gpu(duration=VIDEO_GPU_SECONDS)
+def _video_job(video, model: str, view: str, head: int, side_by_side: bool, npz: bool, options: dict, between=None):
+    """`visitor_video`'s work where the GPU is (ZeroGPU lends one for the call): a generator of its
+    progress and then its result (`gpu.streamed`), so its progress reaches the visitor's bar."""
+    yield from streamed(
+        lambda progress: _video_work(video, model, view, head, side_by_side, npz, progress, options, between)
+    )
+
+
+def _video_work(video, model: str, view, head, side_by_side, npz, progress: Progress, options: dict, between) -> tuple:
+    from attention.vit.draw.outputs import OUTPUT_ROOT, new_dir
+    from attention.vit.models.loader import check_allowed, load_vit
+
+    vit = load_vit(check_allowed(model))
+    device = str(next(vit.parameters()).device)
+    progress(0.0, f"Checking the video for {model}…")
+    run = attention_video(
+        vit,
+        video,
+        max_frames=SETTINGS.video_max_frames,
+        max_gflop=SETTINGS.video_budget_gflop(device),
+        progress=progress,
+        **options,
+    )
+    run.ramp = True  # a visitor sees the first frame's progress after one frame's forward, not a batch's
+    run.between = between
+    if npz:
+        check_npz(run, SETTINGS.video_npz_mb)
+    d = new_dir(OUTPUT_ROOT / "videos")
+    mp4, maps = d / "attention.mp4", (d / "attention_maps.npz" if npz else None)
+    facts = write_video(run, mp4, view=view, head=head, side_by_side=side_by_side, npz=maps)
+    return os.fspath(mp4), maps and os.fspath(maps), {"model": model.strip(), "device": device, **facts}

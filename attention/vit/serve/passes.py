@@ -1,0 +1,329 @@
+"""The server's store of forward passes (`PASSES`), and what one pass answers without a new forward.
+
+A `Pass` is one forward pass of one image through one model at one resolution, with every
+layer's q, k and v kept (v: for `stepwise`). Changing the layer, view, head, threshold, opacity or colormap, or the
+query patch, reuses it: a new query is one row per layer from the kept q/k, rollout is
+computed once per (query, layer).
+
+What visitors share and what they do not: the loaded models are shared by everyone (read-only).
+`PASSES` is one store for the whole server, every visitor's passes in one byte budget, with a
+bound on each visitor's share. A pass of a shipped example is keyed without a visitor, so every
+visitor who looks at that example gets the same `Pass` (its memos of queries and rollouts are
+guarded by a lock; nothing in it is a visitor's own). A pass of a picture a visitor sent is keyed
+to that visitor (`pass_key`): no one else gets it, nor can time whether someone sent it. A
+visitor's own state holds only a `Ref` (the key and the shape), never a pass.
+
+    p = get_pass("cat.jpg", "mnist_vit", "auto")                 # a forward pass of a script, kept nowhere
+    p = served_pass("cat.jpg", "mnist_vit", "auto", visitor=sid)   # the server's: from PASSES, computed once
+    res = p.at(query=(2, 3), layer=-1)                             # AttentionMaps for patch (2, 3)
+    roll = p.rollout((2, 3), layer=-1)                             # (gh, gw)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from attention.admission import Lane, Visitor
+from attention.cache import SharedCache
+from attention.config import SETTINGS
+from attention.errors import InputError
+from attention.images import ImageSource
+from attention.vit.engine import features
+from attention.vit.engine.extract import AttentionMaps, attention_maps
+from attention.vit.engine.flow import rollout_map
+from attention.vit.engine.query import Query, parse
+from attention.vit.engine.query import default as default_query
+from attention.vit.models.loader import REGISTRY, check_allowed, is_loaded, load_vit
+from attention.vit.serve.gpu import gpu
+from attention.vit.serve.inputs import file_digest, source_stamp, visitor_scope
+
+Progress = Callable[[float, str], None]  # (fraction 0..1, description)
+
+
+@gpu
+def forward(
+    model: str,
+    image: ImageSource,
+    resolution: int | str | None,
+    query: Query | None = None,
+    keep_qk: bool = True,
+    shared: bool = False,
+) -> tuple[AttentionMaps, str, np.ndarray]:
+    """One forward pass of `image` through `model` (rows of `query`, q/k kept unless told not to),
+    the device it ran on, and the tokens every block output (float16 (L, N, d), `features`).
+    shared: as a server for many visitors, so only models they may load
+    (`models.check_allowed`) and within the device's compute budget (`SETTINGS.budget_gflop`)."""
+    if shared:
+        check_allowed(model)
+    vit = load_vit(model)
+    device = str(next(vit.parameters()).device)
+    with features.recording(vit) as rec:  # the same pass records every block's output tokens
+        res = attention_maps(
+            vit,
+            image,
+            resolution=resolution,
+            query=query,
+            keep_qk=keep_qk,
+            max_gflop=SETTINGS.budget_gflop(device) if shared else None,
+        )
+    return res, device, rec.tokens
+
+
+@dataclass
+class Pass:
+    """A cached forward pass (see the module docstring). `base` has the model's default query
+    (`query.default`: CLS, else the pooling head's, else the centre patch) and q/k kept."""
+
+    key: PassKey
+    model: str
+    base: AttentionMaps
+    device: str
+    tokens: np.ndarray | None = field(default=None, repr=False)  # float16 (L, N, d): every block's output
+    _queries: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _rollouts: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # the memos are shared
+
+    MEMO = 8  # queries and rollouts remembered per pass
+
+    @property
+    def ref(self) -> Ref:
+        """What a visitor's state keeps of this pass: its key and shape (the pass lives in `PASSES`)."""
+        return Ref(self.key, self.base.grid, self.num_layers, self.num_heads)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes this pass can hold: kept q/k/v (and bias, the pool's q/k), the block outputs, its rows,
+        the image, full memos of queries and rollouts."""
+        b = self.base
+        qk = sum(q.nbytes + k.nbytes for q, k in b.qk or []) + sum(v.nbytes for v in b.v or [])
+        qk += sum({id(m): m.nbytes for m in b.bias or [] if m is not None}.values())  # relative-position bias
+        qk += sum(t.nbytes for t in (b.pool_qk or ())[:2])
+        rows = b.scores.nbytes + b.weights.nbytes
+        tokens = 0 if self.tokens is None else self.tokens.nbytes
+        return (
+            qk
+            + tokens
+            + rows * (1 + self.MEMO)
+            + b.image.width * b.image.height * 3
+            + self.MEMO * b.weights.shape[-1] * 4
+        )
+
+    @property
+    def num_layers(self) -> int:
+        return self.base.depth
+
+    @property
+    def num_heads(self) -> int:
+        return self.base.weights.shape[1]
+
+    @property
+    def query_tokens(self) -> list[str]:
+        """The named queries the model has (`query.tokens_of`): what a query picker offers besides patches."""
+        return [*self.base.tokens, *(["pool"] if self.base.pool else [])]
+
+    @property
+    def default_query(self) -> Query:
+        """The query an empty query means for this model (`query.default`)."""
+        return default_query(self.query_tokens, self.base.grid)
+
+    def at(self, query: Query | None = None, layer: int = -1) -> AttentionMaps:
+        """The pass seen from `query` (None: `default_query`) at `layer` (no new forward). Raises
+        InputError off the grid/depth, or for a token the model lacks (naming what it has)."""
+        q = self.default_query if query is None else parse(query)
+        self.base.index_of(q)  # a token the model lacks: refused before anything is memoised
+        with self._lock:
+            if q not in self._queries:
+                self._queries[q] = self.base if q == self.base.query else self.base.requery(q)
+                while len(self._queries) > self.MEMO:
+                    self._queries.popitem(last=False)
+            res = self._queries[q]
+        return res.at_layer(layer)
+
+    def feature_maps(
+        self, query: Query | None = None, layer: int = -1, background: float | None = None, pca_style: str = "minmax"
+    ) -> dict[str, np.ndarray]:
+        """float32 pca (gh, gw, 3), similarity to `query` (gh, gw) and norms (gh, gw) of layer `layer`'s
+        output tokens (`features.feature_maps`: pca_style, background), from this pass. InputError off the
+        depth or grid."""
+        if self.tokens is None:
+            raise InputError("This pass kept no features; run it again through `get_pass`.")
+        b = self.base
+        i = b.index_of(self.default_query if query is None else query)
+        if i < 0:
+            raise InputError("The pooling head's query is not a token of the blocks: it has no features to compare.")
+        return features.feature_maps(self.tokens, b.grid, b.num_prefix_tokens, layer, i, background, pca_style)
+
+    def rollout(self, query: Query | None = None, layer: int = -1, **options) -> np.ndarray:
+        """float32 (gh, gw): attention rollout of `query` through layers 0..layer, memoised.
+        options: `flow.rollout`'s head_fusion ("mean", "max", "min"), discard_ratio, discard ("row", "global")."""
+        res = self.at(query, layer)
+        key = (res.query, res.layer, tuple(sorted(options.items())))
+        with self._lock:
+            if key not in self._rollouts:
+                self._rollouts[key] = rollout_map(res, **options)
+                while len(self._rollouts) > self.MEMO:
+                    self._rollouts.popitem(last=False)
+            return self._rollouts[key]
+
+
+PassKey = tuple[str, str, str, str]
+"""(image digest, model, resolution, scope): scope "" for a shipped example (one pass shared by every
+visitor), else the visitor who sent the picture (theirs alone, so no visitor can time whether someone
+else sent it)."""
+
+
+def pass_key(
+    image: ImageSource,
+    model: str,
+    resolution: int | str | None,
+    visitor: str | Visitor | None = None,
+    digest: str | None = None,
+) -> PassKey:
+    """What identifies a forward pass: image content, model name, resolution and, for a picture that is
+    not a shipped example, the visitor's session (None: nobody in particular, as a script or the command line).
+    digest: `image`'s content digest when already known (`known_digest`), else it is computed."""
+    digest = file_digest(image) if digest is None else digest
+    scope = visitor_scope(digest, visitor)
+    return digest, (model or "").strip(), str(resolution).strip().lower(), scope
+
+
+def get_pass(
+    image: ImageSource | None,
+    model: str,
+    resolution: int | str | None = "auto",
+    *,
+    progress: Progress | None = None,
+    query: Query | None = None,
+    keep_qk: bool = True,
+    cache: SharedCache[Pass] | None = None,
+    shared: bool = False,
+    visitor: str | Visitor | None = None,
+    digest: str | None = None,
+) -> Pass:
+    """The Pass of (image, model, resolution): the one `cache` keeps under its key, else a new forward.
+
+    query, keep_qk: the token whose rows the forward records, and whether it keeps every layer's
+    q/k. The defaults suit a visitor's tab (any query, rollout, later). A one-off request that knows its
+    query and needs no rollout passes `query=` and `keep_qk=False`: the pass is then cheaper, and
+    it answers only that query (`Pass.at` of another raises InputError).
+
+    cache: a server's store of passes (`PASSES`): a full pass of the same key is taken from it (a
+    one-query request too), and a new full pass is computed once however many visitors ask at
+    once, then kept there; a one-query pass is never kept. None: a new forward every call (a script).
+    progress: told (fraction, description) before a new forward and after it.
+    shared: see `forward` (model allow-list and compute budget).
+    digest: the image's content digest when the caller knows it (`known_digest`): not hashed again.
+    visitor: who asks (a session id, or a `Visitor`: session and client address). A picture that is not a
+    shipped example is then theirs alone: its
+    pass is keyed and charged to them (`pass_key`; the store bounds each visitor's share), so another
+    visitor sending the same bytes gets a pass of their own. Examples stay shared, charged to "examples".
+
+    Raises InputError when there is no image, and the engine's typed errors (ImageError,
+    ModelLoadError, InputError) for bad images, models and resolutions.
+    """
+    if image is None or (isinstance(image, str) and not image):
+        raise InputError("No image: upload one (PNG, JPEG, WebP, GIF, BMP or TIFF) or pick an example.")
+    model = (model or "").strip()
+    if not model:
+        raise InputError(f"No model given; accepted: {', '.join(REGISTRY)}, a timm ViT name or 'hf-hub:org/repo'.")
+    key = pass_key(image, model, resolution, visitor, digest)
+    if cache is not None and (kept := cache.get(key)) is not None:
+        return kept
+
+    def compute() -> Pass:
+        if progress is not None:
+            progress(0.05, f"Loading {model}…" if not is_loaded(model) else f"Running {model}…")
+        res, device, tokens = forward(model, image, resolution, query, keep_qk, shared)
+        if progress is not None:
+            progress(0.9, "Rendering…")
+        return Pass(key=key, model=model, base=res, device=device, tokens=tokens)
+
+    who = visitor if isinstance(visitor, Visitor) else Visitor(visitor)
+    with FORWARDS.turn(who) if shared and who.keys else contextlib.nullcontext():  # a forward: the visitor's turn
+        if cache is None or not keep_qk:
+            return compute()
+        return cache.get_or_run(key, compute, owner=key[3] or "examples")
+
+
+FORWARDS = Lane("forward", slots=SETTINGS.concurrency, queued=0, max_waiting=64, bound_s=60.0)
+"""Forward passes (`attention.admission`): one of each visitor (session and client address together) at a
+time, a second refused at once (its queue is Gradio's, bounded per session by ATTENTION_VISITOR_JOBS); the
+server's ATTENTION_CONCURRENCY slots shared round-robin between visitors. A forward's time is bounded by
+the compute budget (ATTENTION_MAX_GFLOP_CPU/GPU); `bound_s` is what a refusal tells to wait."""
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A visitor's handle on their pass: a few bytes in their session; the pass itself is in a
+    SharedCache, whose byte budget bounds every visitor's passes together."""
+
+    key: PassKey
+    grid: tuple[int, int]
+    num_layers: int
+    num_heads: int
+    source: tuple | None = None  # the stamp of the image file it was shown for (`inputs.source_stamp`)
+
+
+def known_digest(state: Ref | None, image: ImageSource | None) -> str | None:
+    """The content digest `state`'s key holds when `image` is the very file the state was made from
+    (same `inputs.source_stamp`: path, size, modification time, inode), else None (hash it again)."""
+    if state is None or state.source is None:
+        return None
+    return state.key[0] if source_stamp(image) == state.source else None
+
+
+PASSES: SharedCache[Pass] = SharedCache(**SETTINGS.pass_store())
+"""The server's passes, every visitor's together (`Settings.pass_store`): ATTENTION_STATE_MB, one
+visitor's (or the shared examples') at most ATTENTION_STATE_VISITOR_MB, their own least recently used
+out first; when full, the least recently used of whoever holds most goes; an idle visitor's cut to
+ATTENTION_STATE_IDLE_MB; each dropped after ATTENTION_STATE_TTL seconds unused. A dropped pass is
+recomputed when its visitor next needs it."""
+
+
+def served_pass(
+    image: ImageSource | None,
+    model: str,
+    resolution: int | str | None,
+    visitor: str | Visitor | None,
+    *,
+    query: Query | None = None,
+    keep_qk: bool = True,
+    progress: Progress | None = None,
+    digest: str | None = None,
+) -> Pass:
+    """`get_pass` as the server answers a visitor: from the server's store (`PASSES`), within the model
+    allow-list, the compute budget and the visitor's turn and share (`shared=True`, `visitor`).
+    digest: the image's digest when known (`known_digest`)."""
+    return get_pass(
+        image,
+        model,
+        resolution,
+        progress=progress,
+        query=query,
+        keep_qk=keep_qk,
+        cache=PASSES,
+        shared=True,
+        visitor=visitor,
+        digest=digest,
+    )
+
+
+def map_query(query: Query | None, src: tuple[int, int], dst: tuple[int, int]) -> Query | None:
+    """The patch of grid `dst` (rows, cols) under the centre of `query`'s patch on grid `src`
+    (same image, another model or resolution); a token name or None as it is."""
+    if query is None or isinstance(query, str):
+        return query
+    (r, c), (gh, gw), (dh, dw) = query, src, dst
+    return (min(dh - 1, int((r + 0.5) / gh * dh)), min(dw - 1, int((c + 0.5) / gw * dw)))
+
+
+def map_layer(layer: int, n_src: int, n_dst: int) -> int:
+    """The layer of a model with `n_dst` layers at the same relative depth as `layer` of `n_src`."""
+    layer = layer % n_src
+    return 0 if n_src == 1 else int(round(layer * (n_dst - 1) / (n_src - 1)))

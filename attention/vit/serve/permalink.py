@@ -1,0 +1,138 @@
+"""Permalinks: a view of the ViT tab as URL parameters, and back.
+
+    ?example=chelsea&model=dino_vits16&layer=9&head=2&view=heads&q=5,7&res=auto
+    ?example=digit_3&model=mnist_vit&class=8          # "Why this class?" explaining class 8
+    ?example=digit_3&view=rollout&cmap=viridis&thr=0.8&alpha=0.4&fusion=max&discard=0.5&rule=global
+    ?example=digit_3&model=digit_clip&find=a+three,a+seven   # "Find in image" with these prompts
+
+Every parameter is optional (the start screen's value when absent). An uploaded image is not in a
+link (the server keeps no visitor's files): links name a shipped example, by file name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlencode
+
+from attention.errors import InputError, as_whole, check_number
+from attention.images import ImageSource
+from attention.vit.draw.views import check_view
+from attention.vit.engine.query import ACCEPTED, Query, to_text
+from attention.vit.engine.query import parse as parse_query
+from attention.vit.serve.inputs import example_digests, example_files, file_digest
+
+KEYS = ("example", "model", "res", "layer", "head", "view", "q", "class", "find")
+# what else changes the picture: colormap, mask threshold, overlay opacity, the rollout's options
+STYLE_KEYS = ("cmap", "thr", "alpha", "fusion", "discard", "rule")
+FUSIONS, RULES = ("mean", "max", "min"), ("row", "global")
+
+
+@dataclass(frozen=True)
+class Link:
+    """A view as a link carries it; None = not given (the start screen's value)."""
+
+    example: str | None = None  # a shipped example's name, e.g. "chelsea" or "digit_3"
+    model: str | None = None
+    resolution: str | None = None
+    layer: int | None = None
+    head: int | None = None
+    view: str | None = None
+    query: Query | None = None  # a token name ("cls", "reg0", ...) or (row, col)
+    cls: int | None = None  # the class "Why this class?" explains (classifier models); None: the top class
+    cmap: str | None = None
+    threshold: float | None = None  # the masks' share of attention kept
+    alpha: float | None = None  # the overlay's opacity
+    fusion: str | None = None  # the rollout's head fusion: mean, max or min
+    discard: float | None = None  # the rollout's discard ratio
+    rule: str | None = None  # the rollout's discard rule: row or global
+    find: str | None = None  # "Find in image"'s prompts, comma-separated (models with a text tower)
+
+
+def examples() -> dict[str, Path]:
+    """Every shipped example image by name (file name without extension): photos and digits."""
+    return example_files()
+
+
+def example_name(image: ImageSource | None) -> str | None:
+    """The name of the shipped example `image` is (by content, so a served copy counts), else None."""
+    if image is None:
+        return None
+    return example_digests().get(file_digest(image))
+
+
+def _whole(params: Mapping[str, str], key: str, what: str) -> int | None:
+    raw = params.get(key)
+    if raw is None or not str(raw).strip():
+        return None
+    v = as_whole(str(raw).strip())
+    if v is None:
+        raise InputError(f"Link parameter {key}={raw!r} is not a whole number; accepted: {what}.")
+    return v
+
+
+def parse(params: Mapping[str, str]) -> Link:
+    """URL parameters -> a Link. Unknown parameters are ignored; a known one with a bad value raises
+    InputError naming it and what it accepts (view names are checked by `views.check_view`)."""
+    name = (params.get("example") or "").strip() or None
+    if name is not None and name not in examples():
+        raise InputError(
+            f"Link parameter example={name!r} is not a shipped example; accepted: {', '.join(examples())}."
+        )
+    q_raw = (params.get("q") or "").strip().lower()
+    query: Query | None = None
+    if q_raw:
+        try:
+            query = parse_query(q_raw)
+        except InputError:
+            raise InputError(f"Link parameter q={q_raw!r} is not a query; accepted: {ACCEPTED}.") from None
+    view = (params.get("view") or "").strip() or None
+    if view is not None:
+        view = check_view(view)
+    find = (params.get("find") or "").strip() or None
+    if find is not None:
+        from attention.vit.text.prompts import check_prompts
+
+        try:
+            find = ", ".join(check_prompts(find))
+        except InputError as e:
+            raise InputError(f"Link parameter find: {e}") from None
+    return Link(
+        **_style(params),
+        example=name,
+        model=(params.get("model") or "").strip() or None,
+        resolution=(params.get("res") or "").strip() or None,
+        layer=_whole(params, "layer", "0, 1, 2, ... or -1 for the last"),
+        head=_whole(params, "head", "0, 1, 2, ..."),
+        view=view,
+        query=query,
+        cls=_whole(params, "class", "a class index 0, 1, 2, ..."),
+        find=find,
+    )
+
+
+def _style(params: Mapping[str, str]) -> dict:
+    """The picture's style parameters (`STYLE_KEYS`) -> Link fields; InputError naming a bad one."""
+    from attention.render import colormap
+
+    raw = {k: (params.get(k) or "").strip() or None for k in STYLE_KEYS}
+    if raw["cmap"] is not None:
+        colormap(raw["cmap"])  # the renderer's own check (InputError naming the accepted names)
+    for key, words in (("fusion", FUSIONS), ("rule", RULES)):
+        if raw[key] is not None and raw[key] not in words:
+            raise InputError(f"Link parameter {key}={raw[key]!r} is not accepted; accepted: {', '.join(words)}.")
+    nums = {}
+    for key, lo, hi in (("thr", 0.05, 1.0), ("alpha", 0.0, 1.0), ("discard", 0.0, 0.95)):
+        nums[key] = None if raw[key] is None else check_number(raw[key], f"Link parameter {key}", lo, hi)
+    return dict(cmap=raw["cmap"], threshold=nums["thr"], alpha=nums["alpha"], fusion=raw["fusion"]) | dict(
+        discard=nums["discard"], rule=raw["rule"]
+    )
+
+
+def query_string(link: Link) -> str:
+    """A Link as URL parameters ("example=chelsea&layer=9&q=5,7"), only the fields that are set."""
+    q = None if link.query is None else to_text(link.query)
+    values = [link.example, link.model, link.resolution, link.layer, link.head, link.view, q, link.cls, link.find]
+    values += [link.cmap, link.threshold, link.alpha, link.fusion, link.discard, link.rule]
+    return urlencode({k: v for k, v in zip(KEYS + STYLE_KEYS, values) if v is not None}, safe=",:/")
