@@ -19,7 +19,7 @@ except ValueError as e:  # attention.config.ConfigError: a bad ATTENTION_* value
     raise SystemExit(f"Attention Explorer cannot start: {e}") from None
 from attention.ui import APP_CSS, calculator_tab, retrieval_tab, server, video_tab, vit_tab
 from attention.ui.stepwise_panel import open_in_calculator
-from attention.vit.models.checkpoint import serve_args
+from attention.vit.models.own_checkpoint import serve_args
 
 if __name__ == "__main__":
     # the package's own fallbacks and refusals at INFO; other libraries' (each HTTP request) at WARNING

@@ -16,7 +16,7 @@ import logging
 
 from attention.errors import AttentionError, ModelLoadError
 from attention.vit.models import loader as models
-from attention.vit.models.weights import Startup
+from attention.vit.models.sources import Startup
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from attention.ui.components import error, number, queue_share, warning
 from attention.vit.engine.video import STACKED, VIDEO_VIEWS
 from attention.vit.engine.video_estimate import CONFIRM_S
 from attention.vit.models import loader as vit_models
-from attention.vit.models import weights as vit_weights
-from attention.vit.models.weights import Startup
+from attention.vit.models import sources as vit_weights
+from attention.vit.models.sources import Startup
 
 DIGITS_CLIP = str(EXAMPLES_DIR / "videos" / "digits.mp4")
 PHOTO_CLIP = str(EXAMPLES_DIR / "videos" / "chelsea.mp4")
@@ -51,7 +51,7 @@ def summary(facts: dict) -> str:
 
 def build(startup: Startup | None = None) -> None:
     """The Video sub-tab, inside the caller's `gr.Tab`; registers /attention_video. `startup`: the
-    start-up model (default: the image tab's rule, `weights.startup_model`)."""
+    start-up model (default: the image tab's rule, `sources.startup_model`)."""
     startup = startup or vit_weights.startup_model()
     gr.Markdown(
         "Upload a short video or pick an example: each frame goes through the model (in batches of frames, one "

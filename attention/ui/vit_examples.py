@@ -16,7 +16,7 @@ from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_refusals import accepted
 from attention.vit.draw.views import check_view
 from attention.vit.models import loader as vit_models
-from attention.vit.models.weights import Startup
+from attention.vit.models.sources import Startup
 
 VIT_PHOTOS = [
     "chelsea",

@@ -24,7 +24,7 @@ from attention.ui.vit_panels import ComparePanel, FeaturePanel
 from attention.vit.draw import texts as vit_texts
 from attention.vit.draw import views as vit_views
 from attention.vit.models import loader as vit_models
-from attention.vit.models.weights import Startup
+from attention.vit.models.sources import Startup
 
 VIT_DEFAULTS = {"resolution": "auto", "view": "heads", "threshold": 0.6, "alpha": 0.6, "cmap": "inferno"}
 VIT_CSS = (resources.files("attention.ui") / "vit_tab.css").read_text()

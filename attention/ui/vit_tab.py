@@ -27,7 +27,7 @@ from attention.vit.draw import views as vit_views
 from attention.vit.draw.modelview import model_view
 from attention.vit.engine import query as vit_query
 from attention.vit.models import loader as vit_models
-from attention.vit.models import weights as vit_weights
+from attention.vit.models import sources as vit_weights
 from attention.vit.serve import inputs as vit_inputs
 from attention.vit.serve import passes as vit_passes
 from attention.vit.serve import permalink

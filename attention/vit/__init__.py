@@ -40,7 +40,6 @@ from attention.vit.engine.query import Query, tokens_of
 from attention.vit.engine.rows import query_rows
 from attention.vit.engine.stepwise import RowSteps, explain_row
 from attention.vit.engine.video import VideoFrameMaps, VideoRun, attention_video, write_video
-from attention.vit.models.checkpoint import register_checkpoint
 from attention.vit.models.loader import (
     FAMILIES,
     OFFLINE_MODEL,
@@ -51,6 +50,7 @@ from attention.vit.models.loader import (
     default_model,
     load_vit,
 )
+from attention.vit.models.own_checkpoint import register_checkpoint
 
 __all__ = [
     "Backbone",

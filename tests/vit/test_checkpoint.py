@@ -24,8 +24,8 @@ from PIL import Image
 from attention.errors import CheckpointError, ModelLoadError
 from attention.vit.engine.extract import attention_maps
 from attention.vit.models import loader as models
-from attention.vit.models.checkpoint import register_checkpoint
 from attention.vit.models.loader import load_vit
+from attention.vit.models.own_checkpoint import register_checkpoint
 from tests.hub_cache import safetensors_bytes, temporary_hf_home
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -52,7 +52,7 @@ def test_family_dino_normalises_as_dinos_script_even_for_an_untagged_arch(tmp_pa
 
 def test_family_dino_on_the_command_line_gives_dinos_normalisation(tmp_path, monkeypatch):
     """Item 2 through the CLI's options (`--weights --arch --family dino`), as the README shows."""
-    from attention.vit.models import checkpoint
+    from attention.vit.models import own_checkpoint as checkpoint
 
     saved = dict(models.REGISTRY)
     path = tmp_path / "checkpoint.pth"
@@ -85,7 +85,7 @@ def test_the_cache_sees_a_rewritten_file_and_another_family(tmp_path):
 
 def test_a_registered_checkpoint_rewritten_is_reloaded(tmp_path):
     """Item 3 through a registry alias (`python app.py --model ckpt.pth`)."""
-    from attention.vit.models.checkpoint import register_checkpoint
+    from attention.vit.models.own_checkpoint import register_checkpoint
 
     saved = dict(models.REGISTRY)
     path = tmp_path / "ckpt.pth"

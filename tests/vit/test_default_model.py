@@ -14,8 +14,8 @@ from attention.vit.models import loader as models
 
 def test_the_default_model_follows_the_operators_checkpoint(tmp_path):
     from attention.__main__ import _parser
-    from attention.vit.models.checkpoint import register_checkpoint
-    from attention.vit.models.weights import startup_model
+    from attention.vit.models.own_checkpoint import register_checkpoint
+    from attention.vit.models.sources import startup_model
 
     torch.manual_seed(0)
     src = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=0)

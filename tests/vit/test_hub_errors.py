@@ -12,8 +12,7 @@ import timm
 from huggingface_hub import errors as hub
 
 from attention.errors import ModelLoadError
-from attention.vit.models import hub_errors
-from attention.vit.models import loader as models
+from attention.vit.models import hub_errors, weights
 from attention.vit.models.loader import load_vit
 from tests.hub_cache import safetensors_bytes, temporary_hf_home
 
@@ -28,7 +27,7 @@ def response(status: int) -> httpx.Response:
 def online(monkeypatch, tmp_path):
     """An empty HF cache, the hub 'reachable', and `fail(exc)`: timm's download raises `exc`."""
     with temporary_hf_home(tmp_path / "hf") as add:
-        monkeypatch.setattr(models, "hub_reachable", lambda timeout=1.5: True)
+        monkeypatch.setattr(weights, "hub_reachable", lambda timeout=1.5: True)
 
         def fail(exc: BaseException) -> None:
             def download(*args, **kwargs):

@@ -22,14 +22,13 @@ from __future__ import annotations
 import argparse
 import pickle
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
-from attention.errors import AttentionError, CheckpointError, without_unsafe_advice
+from attention.errors import CheckpointError, without_unsafe_advice
 
 KEYS = ("teacher", "model", "state_dict", "model_state_dict", "module", "student")  # tried in this order
 PREFIXES = ("module.", "backbone.")
@@ -261,7 +260,7 @@ def checkpoint_spec(
 ):
     """A `models.ModelSpec` for the checkpoint at `path` on timm `arch` (not registered): alias default the
     absolute path (with `#key`), family default the architecture's (`models.family_of`)."""
-    from attention.vit.models import loader as models
+    from attention.vit.models import registry as models
 
     path = Path(path).expanduser().resolve()
     fam = (family or "").strip().lower() or models.family_of(arch or "")
@@ -277,83 +276,3 @@ def checkpoint_spec(
         checkpoint=str(path),
         checkpoint_key=key,
     )
-
-
-def register_checkpoint(
-    path: str | Path,
-    arch: str,
-    *,
-    checkpoint_key: str | None = None,
-    family: str | None = None,
-    alias: str | None = None,
-    default: bool = False,
-) -> str:
-    """Make the checkpoint a registry entry (its alias, `alias_for(path)` unless given) that visitors may pick
-    like any listed model, and with `default` the default model. Loads it once at once, so a bad file is
-    reported now (CheckpointError), not at the first request. Returns the alias."""
-    from attention.vit.models import loader as models
-
-    spec = checkpoint_spec(path, arch, checkpoint_key, family, alias or alias_for(path))
-    models.REGISTRY[spec.alias] = spec
-    try:
-        models.load_vit(spec.alias)
-    except Exception:
-        del models.REGISTRY[spec.alias]
-        raise
-    if default:
-        models.set_default_model(spec.alias)
-    return spec.alias
-
-
-def checkpoint_args(p: argparse.ArgumentParser, weights: str = "--weights") -> None:
-    """The options naming your own checkpoint (this CLI's --weights; app.py's --model)."""
-    from attention.vit.models.loader import FAMILIES
-
-    p.add_argument(weights, type=Path, default=None, help="your own checkpoint (.pth, .pt, .bin or .safetensors)")
-    p.add_argument(
-        "--arch", default=None, help="its timm architecture, e.g. vit_small_patch16_224 (with the checkpoint)"
-    )
-    p.add_argument(
-        "--checkpoint-key", default=None, help="the key its weights sit under (default: teacher when present, as DINO)"
-    )
-    p.add_argument(
-        "--family",
-        default=None,
-        help=f"how images are fed: {', '.join(FAMILIES)} (default: the arch's)",
-    )
-
-
-def use_checkpoint(path: Path | None, arch: str | None, key: str | None, family: str | None, **kw) -> str | None:
-    """Register the checkpoint given on the command line (`checkpoint.register_checkpoint`) and return its alias;
-    None when none is given. Raises CheckpointError when only one of the checkpoint and --arch is given."""
-    if path is None and arch is None:
-        return None
-    if path is None or not arch:
-        raise CheckpointError("Give both the checkpoint file and --arch (its timm architecture), or neither.")
-    alias = register_checkpoint(path, arch, checkpoint_key=key, family=family, **kw)
-    from attention.vit.models.loader import REGISTRY, load_vit
-
-    print(f"{alias}: {REGISTRY[alias].description}: {load_vit(alias).checkpoint_report}", file=sys.stderr)
-    return alias
-
-
-def serve_args(argv: list[str]) -> str | None:
-    """`python app.py [--model PATH --arch NAME [--checkpoint-key K] [--family F]]`: the operator's own
-    checkpoint becomes a registry entry and the default model (defaults from the settings
-    ATTENTION_CHECKPOINT, ATTENTION_ARCH, ATTENTION_CHECKPOINT_KEY, ATTENTION_FAMILY). Returns its alias, or
-    None when none is named; a bad checkpoint stops the process with its message (SystemExit), no traceback."""
-    from attention.config import SETTINGS
-
-    p = argparse.ArgumentParser(prog="python app.py", description="Attention Explorer (Gradio app)")
-    checkpoint_args(p, "--model")
-    p.set_defaults(
-        model=Path(SETTINGS.checkpoint) if SETTINGS.checkpoint else None,
-        arch=SETTINGS.checkpoint_arch or None,
-        checkpoint_key=SETTINGS.checkpoint_key or None,
-        family=SETTINGS.checkpoint_family or None,
-    )
-    args = p.parse_args(argv)
-    try:
-        return use_checkpoint(args.model, args.arch, args.checkpoint_key, args.family, default=True)
-    except AttentionError as e:
-        raise SystemExit(f"error: {e}") from None

@@ -86,7 +86,7 @@ def _is_network(err: BaseException) -> bool:
 
 def _fallback() -> str:
     """The model that ships with the app (`models.OFFLINE_MODEL`), for messages."""
-    from attention.vit.models.loader import OFFLINE_MODEL
+    from attention.vit.models.registry import OFFLINE_MODEL
 
     return OFFLINE_MODEL
 

@@ -56,11 +56,10 @@ def load_open_clip(name: str) -> torch.nn.Module:
     import open_clip
 
     from attention.vit.models import hub_errors, weights
-    from attention.vit.models import loader as models
     from attention.vit.text.tower import ready
 
     repo = repo_of(name)
-    if not is_cached(name) and not models.hub_reachable():
+    if not is_cached(name) and not weights.hub_reachable():
         from huggingface_hub import constants
 
         why = "HF_HUB_OFFLINE=1 is set" if constants.HF_HUB_OFFLINE else "the Hugging Face Hub cannot be reached"

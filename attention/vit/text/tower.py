@@ -140,7 +140,7 @@ def text_model_of(model: torch.nn.Module) -> torch.nn.Module:
     clip = model.__dict__.get("text_model")
     if clip is not None:
         return clip
-    from attention.vit.models.loader import REGISTRY
+    from attention.vit.models.registry import REGISTRY
 
     names = [s.alias for s in REGISTRY.values() if getattr(s, "text", False)]
     name = getattr(model, "alias", type(model).__name__)
