@@ -5,13 +5,14 @@ is wrong and what is accepted in the same words wherever it is called.
     check_threshold(0.6) == 0.6; check_threshold(0)       # InputError: more than 0, at most 1
     check_opacity("0.5") == 0.5
     check_seconds(None) is None; check_seconds(2.5) == 2.5
+    layer_index(-1, 12) == 11; layer_index(12, 12)      # InputError: 0 to 11 (or -12 to -1)
 """
 
 from __future__ import annotations
 
 import math
 
-from attention.errors import InputError
+from attention.errors import InputError, as_whole
 
 THRESHOLD = 0.6  # DINO's default mask threshold
 
@@ -58,3 +59,13 @@ def check_seconds(value) -> float | None:
             f"Length {_shown(value, v)} s is out of range; accepted: more than 0 seconds, or none for all."
         )
     return v
+
+
+def layer_index(layer, n: int) -> int:
+    """A layer index of a model with n layers, in 0..n-1 (negative counts from the end). InputError otherwise."""
+    v = as_whole(layer)
+    if v is None:
+        raise InputError(f"Layer {layer!r} is not a whole number; accepted: 0 to {n - 1}, or -1 for the last.")
+    if not -n <= v < n:
+        raise InputError(f"Layer {v} is out of range; this model has {n} layers: 0 to {n - 1} (or -{n} to -1).")
+    return v % n

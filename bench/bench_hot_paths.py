@@ -201,7 +201,7 @@ def video() -> dict[str, int]:
     view and head checks, layers whose rows each forward computes (mnist_vit has 4)."""
     from attention import videos
     from attention.vit.engine import preprocess, rows
-    from attention.vit.engine import video as vit_video
+    from attention.vit.serve import video as vit_video
     from tests.video_clips import moving_digit
 
     COUNTS.clear()

@@ -34,10 +34,10 @@ from attention.dataset.shards import check_run, is_done, write_index, write_shar
 from attention.dataset.sources import Source
 from attention.errors import AttentionError, InputError
 from attention.images import MAX_TOKENS
-from attention.validate import check_threshold
+from attention.validate import check_threshold, layer_index
 from attention.vit.backbone import describe
 from attention.vit.engine.batch import BatchMaps, GridBuckets, batch_maps
-from attention.vit.engine.extract import _layer_index, threshold_masks
+from attention.vit.engine.extract import threshold_masks
 from attention.vit.engine.features import pca as pca_colors
 from attention.vit.engine.pooling import EMBEDDINGS, embedding_kind
 from attention.vit.engine.preprocess import Preprocess
@@ -242,7 +242,7 @@ def extract(
     t0 = time.perf_counter()
     rank, world, _ = _init_dist()
     prep = Preprocess.of(model, resolution, max_tokens, buckets)
-    layer = _layer_index(layer, describe(model).depth)
+    layer = layer_index(layer, describe(model).depth)
     query = None if query is None else parse_query(query)
     if query is not None:
         query_index(query, (1 << 20, 1 << 20), prefix_tokens(model), has_pool(model))  # a token it lacks: now

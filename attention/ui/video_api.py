@@ -18,8 +18,9 @@ from attention.ui.api_docs import with_models
 from attention.ui.components import number, user_errors
 from attention.validate import THRESHOLD, check_threshold
 from attention.vit.engine import query as vit_query
-from attention.vit.engine.video import STACKED, VIDEO_VIEWS, check_video_view, visitor_video
+from attention.vit.engine.video import STACKED, VIDEO_VIEWS, check_video_view
 from attention.vit.serve import inputs as vit_inputs
+from attention.vit.serve.video import visitor_video
 
 CONCURRENCY = dict(validator=heavy_share(), **HEAVY_QUEUE)  # admitted at once or refused; computed in HEAVY's turn
 

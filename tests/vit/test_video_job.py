@@ -16,6 +16,7 @@ from attention import videos
 from attention.vit.engine import batch, preprocess, rows, video
 from attention.vit.models.loader import load_vit
 from attention.vit.serve import gpu
+from attention.vit.serve import video as visitor
 from tests.video_clips import moving_digit
 
 
@@ -44,9 +45,9 @@ def zero_gpu_like(duration):
 
 
 def test_the_video_job_reports_progress_and_returns_its_files_through_a_zero_gpu_like_wrapper(clip, monkeypatch):
-    monkeypatch.setattr(video, "_video_job", zero_gpu_like(video.VIDEO_GPU_SECONDS)(video._video_job))
+    monkeypatch.setattr(visitor, "_video_job", zero_gpu_like(visitor.VIDEO_GPU_SECONDS)(visitor._video_job))
     told = []
-    mp4, npz, facts = video.visitor_video(
+    mp4, npz, facts = visitor.visitor_video(
         clip, "mnist_vit", npz=True, progress=lambda f, d: told.append((f, d)), batch_size=4
     )
     assert told[0][1].startswith("Checking the video") and told[-1][0] == 1.0
@@ -57,7 +58,7 @@ def test_the_video_job_reports_progress_and_returns_its_files_through_a_zero_gpu
 
 def test_an_error_inside_the_job_reaches_the_caller_as_itself(clip):
     with pytest.raises(videos.VideoError):
-        video.visitor_video(clip + ".missing", "mnist_vit")
+        visitor.visitor_video(clip + ".missing", "mnist_vit")
     events = gpu.streamed(lambda progress: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         gpu.drain(events, None)

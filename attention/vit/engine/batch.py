@@ -31,9 +31,10 @@ import torch
 from PIL import Image
 
 from attention.errors import InputError
+from attention.validate import layer_index
 from attention.vit.backbone import describe
 from attention.vit.engine.capture import Recorder, recording
-from attention.vit.engine.extract import AttentionMaps, _layer_index, _pad_prefix, threshold_masks
+from attention.vit.engine.extract import AttentionMaps, _pad_prefix, threshold_masks
 from attention.vit.engine.pooling import embedding_kind, embeddings
 from attention.vit.engine.query import POOL, Query
 from attention.vit.engine.query import default as default_query
@@ -180,7 +181,7 @@ def batch_maps(
     B, patch = xs.shape[0], bb.patch_size
     grid = bb.grid(xs.shape[2], xs.shape[3])
     P, L = bb.num_prefix_tokens, bb.depth
-    layer = _layer_index(layer, L)
+    layer = layer_index(layer, L)
     names, pool = bb.prefix, bb.pool
     many = query if isinstance(query, (list, tuple)) and _many(query) else [query] * B
     own = (*names, *([POOL] if pool else []))

@@ -25,9 +25,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-from attention.errors import InputError, as_whole
+from attention.errors import InputError
 from attention.images import MAX_TOKENS, ImageSource
-from attention.validate import check_threshold
+from attention.validate import check_threshold, layer_index
 from attention.vit.backbone import describe
 from attention.vit.engine.preprocess import prepare
 from attention.vit.engine.query import Query
@@ -121,7 +121,7 @@ class AttentionMaps:
         attention, after the last layer: for it the layer does not apply (`self` is returned)."""
         if self.query == "pool":
             return self
-        return replace(self, layer=_layer_index(layer, self.weights.shape[0]))
+        return replace(self, layer=layer_index(layer, self.weights.shape[0]))
 
     @property
     def depth(self) -> int:
@@ -183,16 +183,6 @@ def norm_query(query: Query | None) -> Query | None:
     return None if query is None else parse_query(query)
 
 
-def _layer_index(layer: int, n: int) -> int:
-    """A layer index of a model with n layers, in 0..n-1 (negative counts from the end)."""
-    v = as_whole(layer)
-    if v is None:
-        raise InputError(f"Layer {layer!r} is not a whole number; accepted: 0 to {n - 1}, or -1 for the last.")
-    if not -n <= v < n:
-        raise InputError(f"Layer {v} is out of range; this model has {n} layers: 0 to {n - 1} (or -{n} to -1).")
-    return v % n
-
-
 def query_scores(
     q: torch.Tensor, k: torch.Tensor, i: int, scale: float, bias: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -246,7 +236,7 @@ def attention_maps(
     q = default_query((*names, *(["pool"] if pool else [])), grid) if query is None else parse_query(query)
     i = query_index_of(q, grid, names, pool)
     n_layers = bb.depth
-    layer = _layer_index(layer, n_layers)
+    layer = layer_index(layer, n_layers)
     t0 = time.perf_counter()
     with torch.inference_mode():
         rec = run_pass(model, x, max(i, 0), keep_qk, pool=pool and (i < 0 or keep_qk))

@@ -17,7 +17,8 @@ import numpy as np
 import torch
 
 from attention.errors import InputError
-from attention.vit.engine.extract import AttentionMaps, _layer_index
+from attention.validate import layer_index
+from attention.vit.engine.extract import AttentionMaps
 from attention.vit.engine.query import Query
 
 
@@ -62,7 +63,7 @@ def rollout(
         raise InputError(
             f"Discard ratio {discard_ratio} is out of range; accepted: 0 (keep all) up to, not including, 1."
         )
-    last = res.layer if layer is None else _layer_index(layer, len(res.qk))
+    last = res.layer if layer is None else layer_index(layer, len(res.qk))
     i = res.query_index if query is None else res.index_of(query)
     if i < 0:
         raise InputError("Rollout follows a token of the blocks; the pooling head's query ('pool') is not one.")

@@ -25,8 +25,9 @@ import numpy as np
 import torch
 
 from attention.errors import InputError, as_whole, check_number
+from attention.validate import layer_index
 from attention.vit.draw.texts import token_name
-from attention.vit.engine.extract import AttentionMaps, _layer_index, query_scores
+from attention.vit.engine.extract import AttentionMaps, query_scores
 from attention.vit.engine.query import Query, parse
 from attention.vit.engine.query import to_json as query_json
 
@@ -177,7 +178,7 @@ def explain_row(
     if i < 0:
         raise InputError("The attention-pooling head's query has no step-by-step view; pick a patch or a prefix token.")
     L, H = len(res.qk), res.qk[0][0].shape[0]
-    layer = _layer_index(layer, L)
+    layer = layer_index(layer, L)
     h = as_whole(head)
     if h is None or not 0 <= h < H:
         raise InputError(f"Head {head!r} is out of range; this model has {H} heads: 0 to {H - 1}.")

@@ -15,120 +15,41 @@ and the result is an H.264 MP4 of the chosen view over the frames, plus the raw 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 import torch
-from PIL import Image
 
 from attention import videos
-from attention.admission import HEAVY, Visitor
 from attention.config import SETTINGS
 from attention.errors import BudgetError, InputError
 from attention.images import patch_tokens, target_size
-from attention.render import colormap, mask_overlay, masks_figure, overlay, upsample
-from attention.validate import check_opacity, check_seconds, check_threshold
+from attention.render import colormap
+from attention.validate import check_opacity, check_seconds, check_threshold, layer_index
 from attention.vit.backbone import describe
-from attention.vit.engine.batch import BatchMaps, batch_maps
+from attention.vit.engine.batch import batch_maps
 from attention.vit.engine.cost import forward_gflop, largest_resolution
-from attention.vit.engine.extract import Query, _layer_index, norm_query
+from attention.vit.engine.extract import Query, norm_query
 from attention.vit.engine.preprocess import Preprocess
 from attention.vit.engine.query import default as default_query
 from attention.vit.engine.query import index as query_index
 from attention.vit.engine.query import tokens_of
-from attention.vit.serve.gpu import VIDEO_GPU_SECONDS, drain, gpu, streamed, zerogpu
+from attention.vit.engine.video_frames import (  # noqa: F401  (VIDEO_VIEWS, STACKED: read through this module too)
+    MIN_SIDE,
+    STACKED,
+    VIDEO_VIEWS,
+    VideoFrameMaps,
+    check_head,
+    check_video_view,
+)
 
 Progress = Callable[[float, str], None]  # (fraction 0..1, description)
-VIDEO_VIEWS: dict[str, str] = {
-    "mean": "Mean of heads (DINO's video)",
-    "head": "One head",
-    "masks": "One head's threshold mask",
-    "fig3": "All masks (DINO Fig. 3)",
-}
-STACKED = "stacked"  # side_by_side's other layout: the frame above its attention (a phone's narrow page)
-MIN_SIDE = 224  # px: smaller frames (a digit clip) are drawn enlarged by a whole factor
 BATCH = 8  # frames per forward
-
-
-def check_video_view(view: str) -> str:
-    """Normalise a video view name; InputError lists the accepted ones."""
-    v = (view or "").strip().lower()
-    for key, label in VIDEO_VIEWS.items():
-        if v in (key, label.lower()):
-            return key
-    raise InputError(f"Unknown video view {view!r}; accepted: {', '.join(VIDEO_VIEWS)}.")
-
-
-@dataclass
-class VideoFrameMaps:
-    """One output frame's attention at the selected layer (`batch`, from `batch.batch_maps`) and the
-    frame it was computed on (`image`: the frame resized and cropped to the patch grid)."""
-
-    index: int  # output frame number
-    time: float  # seconds: index / fps
-    source_index: int  # decoded frame number (consecutive output frames may share one)
-    batch: BatchMaps
-    image: Image.Image
-    threshold: float
-    _masks: np.ndarray | None = field(default=None, repr=False)
-
-    @property
-    def maps(self) -> np.ndarray:
-        """float32 (H, gh, gw): every head's map at the selected layer."""
-        return self.batch.maps
-
-    @property
-    def mean(self) -> np.ndarray:
-        """float32 (gh, gw): the mean of heads (DINO's video)."""
-        return self.batch.mean
-
-    @property
-    def masks(self) -> np.ndarray:
-        """bool (H, gh, gw): per head, the patches holding `threshold` of its attention (DINO's masks)."""
-        if self._masks is None:
-            self._masks = self.batch.masks(self.threshold)
-        return self._masks
-
-    def picture(
-        self, view: str = "mean", *, head: int = 0, alpha: float = 0.6, cmap: str = "inferno", side_by_side=False
-    ) -> np.ndarray:
-        """The frame drawn as `view` (VIDEO_VIEWS), enlarged by a whole factor when its shorter side is
-        under MIN_SIDE px; `side_by_side`: the frame itself on the left ("stacked": above, for a phone's
-        narrow page). uint8 (H', W' or 2W' or 2H', W', 3)."""
-        view = check_video_view(view)
-        head = check_head(head, self.maps.shape[0]) if view in ("head", "masks") else head
-        return self.drawn(view, head=head, alpha=alpha, cmap=cmap, side_by_side=side_by_side)
-
-    def drawn(self, view: str, *, head: int, alpha: float, cmap: str, side_by_side: bool | str) -> np.ndarray:
-        """`picture` of a view and head already checked (`check_video_view`, `check_head`): what a whole
-        video draws per frame, nothing checked again. uint8 (H', W' or 2W', 3)."""
-        img = np.asarray(self.image, dtype=np.uint8)
-        if view == "mean":
-            out = overlay(img, self.mean, alpha=alpha, cmap=cmap)
-        elif view == "head":
-            out = overlay(img, self.maps[head], alpha=alpha, cmap=cmap)
-        elif view == "masks":
-            out = mask_overlay(img, self.masks[head])
-        else:
-            out = masks_figure(img, self.masks)
-        if side_by_side:
-            out = np.concatenate([img, out], axis=0 if side_by_side == STACKED else 1)
-        s = max(1, -(-MIN_SIDE // min(img.shape[:2])))
-        return upsample(out, s) if s > 1 else out
-
-
-def check_head(head, n: int) -> int:
-    """A head index in 0..n-1 (negative counts from the end); InputError otherwise."""
-    try:
-        return _layer_index(head, n)
-    except InputError:
-        raise InputError(f"Head {head!r} is out of range; this model has {n} heads: 0 to {n - 1}.") from None
 
 
 @dataclass
@@ -264,7 +185,7 @@ def attention_video(
     _, (cw, ch) = target_size(size, patch, res, crop, prep.resize)  # type: ignore[arg-type]
     grid = (ch // patch, cw // patch)
     n_layers = bb.depth
-    layer = _layer_index(layer, n_layers)
+    layer = layer_index(layer, n_layers)
     names, pool = bb.prefix, bb.pool
     query = norm_query(query)
     # None: the model's own, as attention_maps (CLS, else the pool's query, else the centre patch)
@@ -374,86 +295,3 @@ def write_video(
         "forward_s": round(run.seconds_forward, 3),
         "total_s": round(time.perf_counter() - t0, 3),
     }
-
-
-def npz_bytes(run: VideoRun) -> int:
-    """Bytes of `write_video`'s .npz for `run`: per output frame maps and masks (heads x grid, float32 and bool),
-    the mean (grid, float32), time and source index."""
-    heads = int(getattr(run.model.blocks[0].attn, "num_heads", 1))
-    cells = run.grid[0] * run.grid[1]
-    return run.frames * (heads * cells * 5 + cells * 4 + 8)
-
-
-def check_npz(run: VideoRun, max_mb: float) -> None:
-    """BudgetError when `run`'s .npz would be over `max_mb`, naming the frames that fit."""
-    size = npz_bytes(run)
-    if size > max_mb * 2**20:
-        per = size / max(1, run.frames)
-        fit = int(max_mb * 2**20 // per)
-        raise BudgetError(
-            f"The raw maps (.npz) of this video's {run.frames:,} frames would be {size / 2**20:,.0f} MB, over this "
-            f"server's {max_mb:g} MB per video. What fits: {fit:,} frames ({fit / float(run.fps):,.1f} s at "
-            f"{float(run.fps):g} fps), or the video without the .npz."
-        )
-
-
-def visitor_video(
-    video: videos.VideoSource | None,
-    model: str,
-    *,
-    view: str = "mean",
-    head: int = 0,
-    side_by_side: bool = False,
-    npz: bool = False,
-    progress: Progress | None = None,
-    visitor: Visitor | None = None,
-    **options,
-) -> tuple[str, str | None, dict]:
-    """One visitor's attention video on a shared server: registry models only (`check_allowed`), the
-    device's video budget (`SETTINGS.video_budget_gflop`) and frame cap, files in a fresh folder
-    swept after ATTENTION_FILE_TTL. options: `attention_video`'s layer, query, resolution, threshold,
-    fps, seconds. visitor: who asks: the video is computed in their turns of the heavy lane
-    (`attention.admission.HEAVY`), the slot handed to a waiting visitor between batches of frames and the
-    job stopped past ATTENTION_JOB_SECONDS of holding it (on ZeroGPU, where each job is lent its own GPU,
-    the turn is held for the whole job). The .npz is priced before the run (ATTENTION_VIDEO_NPZ_MB).
-    Returns (mp4 path, npz path or None, facts with the model and device)."""
-    if video is None or (isinstance(video, str) and not video.strip()):
-        raise videos.VideoError(f"No video: upload one ({videos.ACCEPTED}) or pick an example.")
-    with HEAVY.turn(visitor) if visitor is not None and visitor.keys else contextlib.nullcontext() as turn:
-        # the hand-over between batches runs in this process; a ZeroGPU worker cannot call back into it
-        between = None if turn is None or zerogpu() else (lambda: (turn.check(), turn.pause()))
-        return drain(_video_job(video, model, view, head, side_by_side, npz, options, between), progress)
-
-
-@gpu(duration=VIDEO_GPU_SECONDS)
-def _video_job(video, model: str, view: str, head: int, side_by_side: bool, npz: bool, options: dict, between=None):
-    """`visitor_video`'s work where the GPU is (ZeroGPU lends one for the call): a generator of its
-    progress and then its result (`gpu.streamed`), so its progress reaches the visitor's bar."""
-    yield from streamed(
-        lambda progress: _video_work(video, model, view, head, side_by_side, npz, progress, options, between)
-    )
-
-
-def _video_work(video, model: str, view, head, side_by_side, npz, progress: Progress, options: dict, between) -> tuple:
-    from attention.vit.draw.outputs import OUTPUT_ROOT, new_dir
-    from attention.vit.models.loader import check_allowed, load_vit
-
-    vit = load_vit(check_allowed(model))
-    device = str(next(vit.parameters()).device)
-    progress(0.0, f"Checking the video for {model}…")
-    run = attention_video(
-        vit,
-        video,
-        max_frames=SETTINGS.video_max_frames,
-        max_gflop=SETTINGS.video_budget_gflop(device),
-        progress=progress,
-        **options,
-    )
-    run.ramp = True  # a visitor sees the first frame's progress after one frame's forward, not a batch's
-    run.between = between
-    if npz:
-        check_npz(run, SETTINGS.video_npz_mb)
-    d = new_dir(OUTPUT_ROOT / "videos")
-    mp4, maps = d / "attention.mp4", (d / "attention_maps.npz" if npz else None)
-    facts = write_video(run, mp4, view=view, head=head, side_by_side=side_by_side, npz=maps)
-    return os.fspath(mp4), maps and os.fspath(maps), {"model": model.strip(), "device": device, **facts}
