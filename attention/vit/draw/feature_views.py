@@ -1,6 +1,6 @@
 """Feature views drawn: PCA as colours, similarity to the query and token norms over the image.
 
-pics = feature_pictures(p, query=(5, 7), layer=-1)   # p: a passes.Pass
+pics = feature_pictures(p, query=(5, 7), layer=-1)   # p: a MapsSource (a served pass)
 [(t.caption, t.image.shape) for t in pics]           # three Tiles: pca, similarity, norms
 """
 
@@ -15,11 +15,11 @@ import numpy as np
 from attention.render import colorize, grid, mark_patch, overlay, png_bytes, upsample
 from attention.vit.draw.drawing import QUERY_COLOR, reduced
 from attention.vit.draw.outputs import OUTPUT_ROOT, SHEET_TILE, Tile, new_dir
+from attention.vit.draw.source import MapsSource
 from attention.vit.draw.views import display_scale
 from attention.vit.engine.features import check_pca_style, high_norm
 from attention.vit.engine.query import Query
 from attention.vit.engine.query import label as query_label
-from attention.vit.serve.passes import Pass
 
 HIGH_NORM_COLOR = (255, 48, 48)  # red outline around high-norm tokens
 
@@ -39,7 +39,7 @@ PCA_CAPTION = {"minmax": "", "dinov3": " · DINOv3 style"}  # per features.PCA_S
 
 
 def feature_pictures(
-    p: Pass,
+    p: MapsSource,
     query: Query | None = None,
     layer: int = -1,
     *,
@@ -79,7 +79,7 @@ def feature_pictures(
 
 
 def write_feature_outputs(
-    p: Pass,
+    p: MapsSource,
     query: Query | None = None,
     layer: int = -1,
     *,

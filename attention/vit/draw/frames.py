@@ -30,11 +30,11 @@ from attention.vit.draw.outputs import (
     write_gallery,
     write_sheet,
 )
+from attention.vit.draw.source import MapsSource
 from attention.vit.draw.texts import details, legend_html, query_label, rollout_caption, scores_table
 from attention.vit.draw.views import check_style, check_view, display_scale, drawn_tiles, query_image, sheet_shrink
 from attention.vit.engine.extract import AttentionMaps, threshold_masks
 from attention.vit.engine.query import Query
-from attention.vit.serve.passes import Pass
 
 
 @dataclass(frozen=True)
@@ -94,8 +94,8 @@ class _Drawn:
         return arrays, npz_name(self.res, model, self.view)
 
 
-def _draw(p: Pass, v: ViewSpec, for_sheet: bool = False) -> _Drawn:
-    """The view's tiles from pass `p` (view and style checked by `ViewSpec`; query and layer by `Pass.at`);
+def _draw(p: MapsSource, v: ViewSpec, for_sheet: bool = False) -> _Drawn:
+    """The view's tiles from pass `p` (view and style checked by `ViewSpec`; query and layer by `MapsSource.at`);
     `for_sheet`: drawn small for a contact sheet (`views.sheet_shrink`), not drawn then reduced."""
     view = v.view
     res = p.at(v.query, v.layer)
@@ -123,7 +123,9 @@ def _large_map(d: _Drawn, v: ViewSpec, head: int) -> np.ndarray:
     return query_image(res, head=big_head, rollout=d.rollout, alpha=v.alpha, cmap=v.cmap, picture=picture)
 
 
-def tab_frame(p: Pass, v: ViewSpec = ViewSpec(), *, head: int = 0, root: str | os.PathLike | None = None) -> Frame:
+def tab_frame(
+    p: MapsSource, v: ViewSpec = ViewSpec(), *, head: int = 0, root: str | os.PathLike | None = None
+) -> Frame:
     """What the tab shows for view `v` of cached pass `p`: the tiles at gallery size (`THUMB_SIDE`),
     the large map (JPEG for a photo shown at its own size, else PNG), details, the query's label, the
     scores table of head `head` and the legend. No .npz (`download_maps` makes it when asked for).
@@ -152,7 +154,7 @@ def tab_frame(p: Pass, v: ViewSpec = ViewSpec(), *, head: int = 0, root: str | o
     )
 
 
-def download_maps(p: Pass, v: ViewSpec = ViewSpec(), *, root: str | os.PathLike | None = None) -> Render:
+def download_maps(p: MapsSource, v: ViewSpec = ViewSpec(), *, root: str | os.PathLike | None = None) -> Render:
     """The tab's download of view `v` of `p`: every tile as a full-size PNG and the .npz of the raw
     maps with the same PNGs (`outputs.write_download`). InputError as `tab_frame`."""
     t0 = time.perf_counter()
@@ -161,7 +163,7 @@ def download_maps(p: Pass, v: ViewSpec = ViewSpec(), *, root: str | os.PathLike 
     return Render(d.res, out, time.perf_counter() - t0)
 
 
-def api_sheet(p: Pass, v: ViewSpec = ViewSpec(), *, root: str | os.PathLike | None = None) -> Render:
+def api_sheet(p: MapsSource, v: ViewSpec = ViewSpec(), *, root: str | os.PathLike | None = None) -> Render:
     """An API answer for view `v` of `p`: one captioned contact sheet, its tiles drawn small, and the
     .npz of the raw arrays (`outputs.write_sheet`); `Render.seconds` is its render_ms. InputError as
     `tab_frame`."""

@@ -4,7 +4,7 @@ Rows are layers (first at the top), columns are heads; each tile is that head's 
 token laid over a reduced copy of the image, min-max scaled on its own like the heads view, with
 the query patch outlined. bertviz's model view, for image patches.
 
-    sheet = model_view(p, query=(5, 7))          # p: a cached passes.Pass (q/k kept)
+    sheet = model_view(p, query=(5, 7))          # p: a MapsSource (a served pass, q/k kept)
     Image.fromarray(sheet).save("model_view.png")
 """
 
@@ -16,14 +16,14 @@ from PIL import Image
 from attention.errors import InputError
 from attention.render import grid, mark_patch, overlays
 from attention.vit.draw.drawing import QUERY_COLOR
+from attention.vit.draw.source import MapsSource
 from attention.vit.engine.query import Query
-from attention.vit.serve.passes import Pass
 
 MODEL_TILE = 160  # px: a tile's longer side (a ViT-B has 144 tiles: about 2,000 px by 1,300)
 
 
 def model_view(
-    p: Pass, query: Query | None = None, *, tile: int = MODEL_TILE, alpha: float = 0.6, cmap: str = "inferno"
+    p: MapsSource, query: Query | None = None, *, tile: int = MODEL_TILE, alpha: float = 0.6, cmap: str = "inferno"
 ) -> np.ndarray:
     """Every layer's every head's map of `query` (no new forward: rows requeried from kept q/k).
 

@@ -1,4 +1,4 @@
-"""The server's store of forward passes (`PASSES`), and what one pass answers without a new forward.
+"""The server's store of forward passes (`PASSES`), the forward that makes one, query and layer carried across.
 
 A `Pass` is one forward pass of one image through one model at one resolution, with every
 layer's q, k and v kept (v: for `stepwise`). Changing the layer, view, head, threshold, opacity or colormap, or the
@@ -13,7 +13,7 @@ guarded by a lock; nothing in it is a visitor's own). A pass of a picture a visi
 to that visitor (`pass_key`): no one else gets it, nor can time whether someone sent it. A
 visitor's own state holds only a `Ref` (the key and the shape), never a pass.
 
-    p = get_pass("cat.jpg", "mnist_vit", "auto")                 # a forward pass of a script, kept nowhere
+    p = get_pass("cat.jpg", "mnist_vit", "auto")                 # a `pass_memo.Pass` of a script, kept nowhere
     p = served_pass("cat.jpg", "mnist_vit", "auto", visitor=sid)   # the server's: from PASSES, computed once
     res = p.at(query=(2, 3), layer=-1)                             # AttentionMaps for patch (2, 3)
     roll = p.rollout((2, 3), layer=-1)                             # (gh, gw)
@@ -22,10 +22,7 @@ visitor's own state holds only a `Ref` (the key and the shape), never a pass.
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,12 +33,11 @@ from attention.errors import InputError
 from attention.images import ImageSource
 from attention.vit.engine import features
 from attention.vit.engine.extract import AttentionMaps, attention_maps
-from attention.vit.engine.flow import rollout_map
-from attention.vit.engine.query import Query, parse
-from attention.vit.engine.query import default as default_query
+from attention.vit.engine.query import Query
 from attention.vit.models.loader import REGISTRY, check_allowed, is_loaded, load_vit
 from attention.vit.serve.gpu import gpu
 from attention.vit.serve.inputs import file_digest, source_stamp, visitor_scope
+from attention.vit.serve.pass_memo import Pass, PassKey, Ref  # noqa: F401  (read through this module too)
 
 Progress = Callable[[float, str], None]  # (fraction 0..1, description)
 
@@ -73,109 +69,6 @@ def forward(
             max_gflop=SETTINGS.budget_gflop(device) if shared else None,
         )
     return res, device, rec.tokens
-
-
-@dataclass
-class Pass:
-    """A cached forward pass (see the module docstring). `base` has the model's default query
-    (`query.default`: CLS, else the pooling head's, else the centre patch) and q/k kept."""
-
-    key: PassKey
-    model: str
-    base: AttentionMaps
-    device: str
-    tokens: np.ndarray | None = field(default=None, repr=False)  # float16 (L, N, d): every block's output
-    _queries: OrderedDict = field(default_factory=OrderedDict, repr=False)
-    _rollouts: OrderedDict = field(default_factory=OrderedDict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # the memos are shared
-
-    MEMO = 8  # queries and rollouts remembered per pass
-
-    @property
-    def ref(self) -> Ref:
-        """What a visitor's state keeps of this pass: its key and shape (the pass lives in `PASSES`)."""
-        return Ref(self.key, self.base.grid, self.num_layers, self.num_heads)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes this pass can hold: kept q/k/v (and bias, the pool's q/k), the block outputs, its rows,
-        the image, full memos of queries and rollouts."""
-        b = self.base
-        qk = sum(q.nbytes + k.nbytes for q, k in b.qk or []) + sum(v.nbytes for v in b.v or [])
-        qk += sum({id(m): m.nbytes for m in b.bias or [] if m is not None}.values())  # relative-position bias
-        qk += sum(t.nbytes for t in (b.pool_qk or ())[:2])
-        rows = b.scores.nbytes + b.weights.nbytes
-        tokens = 0 if self.tokens is None else self.tokens.nbytes
-        return (
-            qk
-            + tokens
-            + rows * (1 + self.MEMO)
-            + b.image.width * b.image.height * 3
-            + self.MEMO * b.weights.shape[-1] * 4
-        )
-
-    @property
-    def num_layers(self) -> int:
-        return self.base.depth
-
-    @property
-    def num_heads(self) -> int:
-        return self.base.weights.shape[1]
-
-    @property
-    def query_tokens(self) -> list[str]:
-        """The named queries the model has (`query.tokens_of`): what a query picker offers besides patches."""
-        return [*self.base.tokens, *(["pool"] if self.base.pool else [])]
-
-    @property
-    def default_query(self) -> Query:
-        """The query an empty query means for this model (`query.default`)."""
-        return default_query(self.query_tokens, self.base.grid)
-
-    def at(self, query: Query | None = None, layer: int = -1) -> AttentionMaps:
-        """The pass seen from `query` (None: `default_query`) at `layer` (no new forward). Raises
-        InputError off the grid/depth, or for a token the model lacks (naming what it has)."""
-        q = self.default_query if query is None else parse(query)
-        self.base.index_of(q)  # a token the model lacks: refused before anything is memoised
-        with self._lock:
-            if q not in self._queries:
-                self._queries[q] = self.base if q == self.base.query else self.base.requery(q)
-                while len(self._queries) > self.MEMO:
-                    self._queries.popitem(last=False)
-            res = self._queries[q]
-        return res.at_layer(layer)
-
-    def feature_maps(
-        self, query: Query | None = None, layer: int = -1, background: float | None = None, pca_style: str = "minmax"
-    ) -> dict[str, np.ndarray]:
-        """float32 pca (gh, gw, 3), similarity to `query` (gh, gw) and norms (gh, gw) of layer `layer`'s
-        output tokens (`features.feature_maps`: pca_style, background), from this pass. InputError off the
-        depth or grid."""
-        if self.tokens is None:
-            raise InputError("This pass kept no features; run it again through `get_pass`.")
-        b = self.base
-        i = b.index_of(self.default_query if query is None else query)
-        if i < 0:
-            raise InputError("The pooling head's query is not a token of the blocks: it has no features to compare.")
-        return features.feature_maps(self.tokens, b.grid, b.num_prefix_tokens, layer, i, background, pca_style)
-
-    def rollout(self, query: Query | None = None, layer: int = -1, **options) -> np.ndarray:
-        """float32 (gh, gw): attention rollout of `query` through layers 0..layer, memoised.
-        options: `flow.rollout`'s head_fusion ("mean", "max", "min"), discard_ratio, discard ("row", "global")."""
-        res = self.at(query, layer)
-        key = (res.query, res.layer, tuple(sorted(options.items())))
-        with self._lock:
-            if key not in self._rollouts:
-                self._rollouts[key] = rollout_map(res, **options)
-                while len(self._rollouts) > self.MEMO:
-                    self._rollouts.popitem(last=False)
-            return self._rollouts[key]
-
-
-PassKey = tuple[str, str, str, str]
-"""(image digest, model, resolution, scope): scope "" for a shipped example (one pass shared by every
-visitor), else the visitor who sent the picture (theirs alone, so no visitor can time whether someone
-else sent it)."""
 
 
 def pass_key(
@@ -256,18 +149,6 @@ FORWARDS = Lane("forward", slots=SETTINGS.concurrency, queued=0, max_waiting=64,
 time, a second refused at once (its queue is Gradio's, bounded per session by ATTENTION_VISITOR_JOBS); the
 server's ATTENTION_CONCURRENCY slots shared round-robin between visitors. A forward's time is bounded by
 the compute budget (ATTENTION_MAX_GFLOP_CPU/GPU); `bound_s` is what a refusal tells to wait."""
-
-
-@dataclass(frozen=True)
-class Ref:
-    """A visitor's handle on their pass: a few bytes in their session; the pass itself is in a
-    SharedCache, whose byte budget bounds every visitor's passes together."""
-
-    key: PassKey
-    grid: tuple[int, int]
-    num_layers: int
-    num_heads: int
-    source: tuple | None = None  # the stamp of the image file it was shown for (`inputs.source_stamp`)
 
 
 def known_digest(state: Ref | None, image: ImageSource | None) -> str | None:
