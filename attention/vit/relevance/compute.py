@@ -35,34 +35,10 @@ from attention.vit.engine.capture import Recorder, recording
 from attention.vit.engine.cost import relevance_gflop
 from attention.vit.engine.flow import nth_smallest
 from attention.vit.engine.preprocess import prepare
-from attention.vit.models.loader import REGISTRY
-from attention.vit.relevance.labels import class_index, class_names, short_name
+from attention.vit.relevance.labels import check_classifier, class_index, class_names, short_name
 
 CHUNK_BYTES = 64 << 20  # working memory of one chunk of rows of A, dA and A * dA (float32, all heads)
 DISCARD_RATIO = 0.9  # vit-explain's default for grad-rollout
-
-
-def classifiers() -> list[str]:
-    """The registry's models with a classifier head."""
-    return [s.alias for s in REGISTRY.values() if s.classifier]
-
-
-def check_classifier(model: torch.nn.Module) -> None:
-    """Raises NoClassifierError when `model` has no classifier head, InputError when its head does not
-    read the class token (relevance is the class token's row)."""
-    name = getattr(model, "alias", type(model).__name__)
-    bb = describe(model)
-    if not bb.classifier:
-        raise NoClassifierError(
-            f"{name} has no classifier head (a feature backbone), so there is no class to explain; "
-            f"pick a classifier: {', '.join(classifiers())}."
-        )
-    pool = bb.extra.get("readout", "token")
-    if pool != "token" or "cls" not in bb.prefix:
-        raise InputError(
-            f"{name} pools its tokens by {pool!r}, not through a class token; relevance explains the class "
-            f"token's decision: pick a model that classifies from it, such as {', '.join(classifiers())}."
-        )
 
 
 @dataclass
@@ -302,4 +278,4 @@ def relevance(
     )
 
 
-__all__ = ["Relevance", "NoClassifierError", "relevance", "relevance_rows", "classifiers", "short_name"]
+__all__ = ["Relevance", "NoClassifierError", "relevance", "relevance_rows", "short_name"]

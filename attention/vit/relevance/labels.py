@@ -1,4 +1,5 @@
-"""Class names of a classifier's outputs: ImageNet names from timm's own label data, digits for mnist_vit.
+"""Classifiers: which models have a classifier head that relevance explains (`classifiers`, `check_classifier`),
+and the class names of its outputs: ImageNet names from timm's own label data, digits for mnist_vit.
 
 names = class_names(model)     # ["tench, Tinca tinca", "goldfish, Carassius auratus", ...]
 index = class_index("tabby", names)
@@ -10,7 +11,9 @@ from functools import lru_cache
 
 import torch
 
-from attention.errors import InputError, as_whole
+from attention.errors import InputError, NoClassifierError, as_whole
+from attention.vit.backbone import describe
+from attention.vit.models.registry import REGISTRY
 
 SHIPPED = {"mnist_vit": tuple(str(d) for d in range(10))}  # shipped classifiers: their classes by alias
 
@@ -63,3 +66,26 @@ def class_index(target: int | str, names: tuple[str, ...]) -> int:
         f"Class {target[:80]!r} is not one of this model's {n} classes; accepted: an index 0 to {n - 1} "
         f"or a name such as {short_name(names[0])!r}."
     )
+
+
+def classifiers() -> list[str]:
+    """The registry's models with a classifier head."""
+    return [s.alias for s in REGISTRY.values() if s.classifier]
+
+
+def check_classifier(model: torch.nn.Module) -> None:
+    """Raises NoClassifierError when `model` has no classifier head, InputError when its head does not
+    read the class token (relevance is the class token's row)."""
+    name = getattr(model, "alias", type(model).__name__)
+    bb = describe(model)
+    if not bb.classifier:
+        raise NoClassifierError(
+            f"{name} has no classifier head (a feature backbone), so there is no class to explain; "
+            f"pick a classifier: {', '.join(classifiers())}."
+        )
+    pool = bb.extra.get("readout", "token")
+    if pool != "token" or "cls" not in bb.prefix:
+        raise InputError(
+            f"{name} pools its tokens by {pool!r}, not through a class token; relevance explains the class "
+            f"token's decision: pick a model that classifies from it, such as {', '.join(classifiers())}."
+        )

@@ -17,8 +17,8 @@ from attention.config import SETTINGS
 from attention.errors import InputError
 from attention.images import ImageSource
 from attention.vit.models.loader import check_allowed, load_vit
-from attention.vit.relevance.compute import Relevance, check_classifier, relevance
-from attention.vit.relevance.labels import class_index, class_names
+from attention.vit.relevance.compute import Relevance, relevance
+from attention.vit.relevance.labels import check_classifier, class_index, class_names
 from attention.vit.serve.gpu import gpu
 from attention.vit.serve.inputs import file_digest, visitor_scope
 
