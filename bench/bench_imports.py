@@ -19,35 +19,33 @@ MAX_LINES = 300
 
 # The planned floors (docs/layout.md), lowest first; a module's floor is the first whose prefix it has.
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("ground", ("attention.errors", "attention.config", "attention.memory", "attention.turns", "attention.net")),
-    ("media", ("attention.images", "attention.videos", "attention.render", "attention.cache", "attention.mnist")),
     (
-        "vit.models",
+        "ground",
+        ("attention.errors", "attention.config", "attention.validate", "attention.memory", "attention.turns"),
+    ),
+    ("serving", ("attention.serving", "attention.net", "attention.admission", "attention.clients")),
+    ("media", ("attention.images", "attention.videos", "attention.render", "attention.cache", "attention.mnist")),
+    ("vit.backbone", ("attention.vit.backbone",)),  # what a model is: its description, read from the module tree
+    (
+        "vit.models",  # what a model is and where it comes from
         (
-            "attention.vit.models.loader",
-            "attention.vit.models.weights",
-            "attention.vit.models.checkpoint",
-            "attention.vit.models.hub_errors",
-            "attention.vit.models.posembed",
-            "attention.vit.models.mnist_vit",
+            "attention.vit.models",
+            "attention.vit.backbone.load",
             "attention.vit.relevance.labels",
+            "attention.vit.text.load",
+            "attention.vit.text.tower",
+            "attention.vit.text.native",
+            "attention.vit.text.digit_clip",
         ),
     ),
     (
-        "vit.engine",
+        "vit.engine",  # one pass of pixels through a model: numbers only
         (
-            "attention.vit.engine.capture",
-            "attention.vit.engine.rows",
-            "attention.vit.engine.extract",
-            "attention.vit.engine.query",
-            "attention.vit.engine.preprocess",
-            "attention.vit.engine.cost",
-            "attention.vit.engine.batch",
-            "attention.vit.engine.flow",
-            "attention.vit.engine.features",
-            "attention.vit.engine.video",
-            "attention.vit.serve.gpu",
+            "attention.vit.engine",
             "attention.vit.relevance.compute",
+            "attention.vit.text.compute",
+            "attention.vit.text.rows",
+            "attention.vit.text.prompts",
             "attention.calculator",
             "attention.retrieval.lookup",
             "attention.retrieval.models",
@@ -56,33 +54,18 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     (
-        "vit.draw",
-        (
-            "attention.vit.draw.drawing",
-            "attention.vit.draw.views",
-            "attention.vit.draw.texts",
-            "attention.vit.draw.outputs",
-            "attention.vit.draw.frames",
-            "attention.vit.draw.modelview",
-            "attention.vit.draw.feature_views",
-            "attention.vit.relevance.views",
-            "attention.retrieval",
-        ),
+        "vit.draw",  # pictures and files of an engine result
+        ("attention.vit.draw", "attention.vit.relevance.views", "attention.vit.text.views", "attention.retrieval"),
     ),
     (
-        "vit.serve",
-        (
-            "attention.vit.serve.passes",
-            "attention.vit.serve.live",
-            "attention.vit.serve.inputs",
-            "attention.vit.serve.permalink",
-            "attention.vit.relevance.service",
-            "attention.guard",
-        ),
+        "vit.serve",  # one server's visitors: passes, live route, GPU, inputs, permalinks, the video job
+        ("attention.vit.serve", "attention.vit.relevance.service", "attention.vit.text.service", "attention.guard"),
     ),
-    ("tools", ("bench.compat", "bench.evaluate_relevance", "attention.vit.relevance.__main__")),
     ("ui", ("attention.ui",)),
-    ("top", ("attention.__main__", "attention.__init__", "attention.vit.__init__", "attention.vit.relevance.__init__")),
+    (
+        "top",
+        ("attention.__main__", "attention.cli", "attention.vit.text.cli"),
+    ),  # the command lines; packages' __init__ too
 ]
 
 
@@ -181,8 +164,17 @@ def main() -> None:
         n = len(path.read_text().splitlines())
         if n > MAX_LINES:
             print(f"  {mod} {n}")
-    private = [(a, b) for a, b, _ in found if "_layer_index" in modules[a].read_text() and b.endswith(".extract")]
-    print(f"\nmodules importing extract's private _layer_index: {', '.join(sorted({a for a, _ in private}))}")
+    unplaced = [
+        m
+        for m, path in sorted(modules.items())
+        if path.name not in ("__init__.py", "__main__.py")
+        and not any(m.startswith(p) for p in FLOORS[-1][1])
+        and floor_of(m) == len(FLOORS) - 1
+    ]
+    print(f"\nmodules on no floor of the plan (read as the top floor): {', '.join(unplaced) or 'none'}")
+    vit = ROOT / "attention" / "vit"
+    entries = sorted(p.name for p in vit.iterdir() if p.name != "__pycache__")
+    print(f"\nattention/vit/ top level: {len(entries)} entries ({', '.join(entries)})")
 
 
 if __name__ == "__main__":

@@ -14,9 +14,9 @@ import numpy as np
 from attention.errors import InputError, as_whole
 from attention.render import HEAD_COLORS, colormap
 from attention.vit.engine.extract import AttentionMaps
-from attention.vit.engine.query import at as token_at
 from attention.vit.engine.query import kinds
 from attention.vit.engine.query import label as query_label_text
+from attention.vit.engine.query import token_name as query_token_name
 
 
 def query_label(res: AttentionMaps) -> str:
@@ -45,8 +45,8 @@ def details(res: AttentionMaps, *, model: str, device: str) -> str:
 
 
 def token_name(res: AttentionMaps, j: int) -> str:
-    """Readable name of token j (`query.label`, short): CLS, distillation token, register i, patch (r, c)."""
-    return query_label_text(token_at(j, res.tokens, res.grid), short=True)
+    """Readable name of token j of `res` (`query.token_name`): CLS, distillation token, register i, patch (r, c)."""
+    return query_token_name(j, res.tokens, res.grid)
 
 
 SCORE_HEADERS = ["rank", "token", "raw score q·k/√d", "softmax weight"]

@@ -135,6 +135,12 @@ def at(j: int, prefix: tuple[str, ...] | list[str], grid: tuple[int, int]) -> Qu
     return (r, c)
 
 
+def token_name(j: int, prefix: tuple[str, ...] | list[str], grid: tuple[int, int]) -> str:
+    """Readable name of token j (`label`, short): CLS, distillation token, register i, patch (r, c). The one
+    naming of tokens (score tables, the step-by-step view)."""
+    return label(at(j, prefix, grid), short=True)
+
+
 def kinds(prefix: tuple[str, ...] | list[str]) -> dict[str, list[int]]:
     """The prefix tokens' positions by kind, in order: {"CLS": [0], "distillation": [1], "registers": [2, ...]}
     (only the kinds the model has)."""

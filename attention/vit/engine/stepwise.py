@@ -26,9 +26,8 @@ import torch
 
 from attention.errors import InputError, as_whole, check_number
 from attention.validate import layer_index
-from attention.vit.draw.texts import token_name
 from attention.vit.engine.extract import AttentionMaps, query_scores
-from attention.vit.engine.query import Query, parse
+from attention.vit.engine.query import Query, parse, token_name
 from attention.vit.engine.query import to_json as query_json
 
 MAX_K = 64  # top patches a step-by-step keeps (the calculator takes at most 64 rows)
@@ -213,7 +212,7 @@ def explain_row(
         query_index=i,
         grid=res.grid,
         num_prefix_tokens=P,
-        names=tuple(token_name(res, j) for j in index),
+        names=tuple(token_name(j, res.tokens, res.grid) for j in index),
         index=np.asarray(index, np.int64),
         q=qi.numpy(),
         k=kj.numpy(),
