@@ -104,7 +104,7 @@ def build(startup: Startup | None = None) -> None:
             maps = gr.File(label="Raw maps (.npz)", visible=False, elem_id="video-maps")
             page_width = gr.Number(0, visible=False)  # set in the browser by PAGE_WIDTH_JS at each run
 
-    with examples:  # mnist_vit's layer-2 head 3 follows a digit anywhere in the frame (tests/vit/test_video.py)
+    with examples:  # mnist_vit's layer-2 head 3 follows a digit anywhere in the frame (tests/vit/engine/test_video.py)
         # (56 px: the clip's own size, so the next upload is not run at its native size by mnist_vit)
         rows = [[DIGITS_CLIP, vit_models.OFFLINE_MODEL, "56", 2, "head", 3]]
         if startup.default_available:

@@ -26,7 +26,7 @@ from attention.errors import InputError
 from attention.vit.engine.extract import attention_maps, threshold_masks
 from attention.vit.engine.preprocess import Preprocess
 from attention.vit.models.loader import load_vit
-from tests.vit.test_extract import tiny_vit
+from tests.vit.engine.test_extract import tiny_vit
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = sorted((ROOT / "examples" / "digits").glob("*.png"))[:5]

@@ -66,7 +66,7 @@ def test_a_threshold_of_zero_gets_one_refusal_from_every_entry_point(tmp_path, c
     from attention.dataset import extract, open_source
     from attention.vit.draw.views import check_style
     from attention.vit.engine.extract import threshold_masks
-    from tests.vit.test_extract import tiny_vit
+    from tests.vit.engine.test_extract import tiny_vit
 
     h = handlers()
     messages = {

@@ -1,5 +1,5 @@
 """The README's table of the libraries whose model objects the engine reads, generated from the
-descriptions themselves (`python -m attention.vit.backbone.table`); tests/vit/test_backbone_table.py
+descriptions themselves (`python -m attention.vit.backbone.table`); tests/vit/backbone/test_table.py
 checks that the README shows exactly this."""
 
 from __future__ import annotations

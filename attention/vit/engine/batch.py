@@ -16,7 +16,7 @@ softmax are fp32.
             res.maps, res.mean, res.masks(0.6), res.embedding   # (H, gh, gw), (gh, gw), bool, (D,)
 
 Per sample, the results equal `attention_maps` on that image alone (fp32: within 1e-5), whatever
-the batch size (tests/vit/test_batch.py).
+the batch size (tests/vit/engine/test_batch.py).
 """
 
 from __future__ import annotations

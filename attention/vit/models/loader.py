@@ -79,7 +79,7 @@ def default_dtype(device: torch.device) -> torch.dtype:
     an H100 (torch 2.11), |w - w_fp32| / head peak over layers and heads, random peaked weights:
     bench/bench_gpu.py, ViT-S/16 at 480 px: fp16 max 0.70% median 0.30%, bf16 max 5.8% median 2.5%
     (issue 11 quotes 0.27% vs 2.4%); through load_vit with the DINO/DINOv2/DINOv2-reg fixtures of
-    tests/vit/test_fidelity.py at 500x375 native and auto: fp16 max 0.8-1.2% median 0.33-0.40%, peak
+    tests/vit/engine/test_fidelity.py at 500x375 native and auto: fp16 max 0.8-1.2% median 0.33-0.40%, peak
     patch the same in 97-100% of heads; bf16 max 7-10% median 2.5-3.5%, 87-96%. Re-measure with
     `python -m bench.bench_gpu` on the target GPU before changing it.
     """

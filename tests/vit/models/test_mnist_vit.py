@@ -10,7 +10,7 @@ import pytest
 
 from weights import train_mnist_vit as mnist_vit
 
-WEIGHTS = Path(__file__).resolve().parents[2] / "weights"
+WEIGHTS = Path(__file__).resolve().parents[3] / "weights"
 
 
 def test_evaluate_prints_the_shipped_heldout_accuracy(capsys):

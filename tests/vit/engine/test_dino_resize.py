@@ -13,7 +13,7 @@ The oracle is written here from DINO's script, not from this package:
     img = img[:, :w, :h].unsqueeze(0)
 
 then DINO's `get_last_selfattention` by a hand-written forward of the state dict with DINO's
-interpolate_pos_encoding (`tests.vit.test_fidelity.reference_cls_rows`). The weights are random but
+interpolate_pos_encoding (`tests.vit.engine.test_fidelity.reference_cls_rows`). The weights are random but
 peaked (q and k scaled, position embeddings a large smooth sinusoid), so a resampling filter or a
 one-pixel size difference moves the maps far beyond the tolerance.
 """
@@ -28,7 +28,7 @@ from PIL import Image
 from attention.config import EXAMPLES_DIR
 from attention.vit.engine.extract import attention_maps
 from attention.vit.models.loader import load_vit
-from tests.vit.test_fidelity import deviation, hub_model, reference_cls_rows
+from tests.vit.engine.test_fidelity import deviation, hub_model, reference_cls_rows
 
 TOL = 1e-4  # of each head's peak
 PATCH = 16

@@ -17,8 +17,8 @@ from attention.vit.relevance import NoClassifierError, class_names, relevance
 from attention.vit.relevance.compute import relevance_rows
 from tests.conftest import DIGIT
 from tests.hub_cache import safetensors_bytes, temporary_hf_home
+from tests.vit.engine.test_fidelity import photo
 from tests.vit.relevance_reference import chefer_row, full_attention_and_grads, grad_rollout_row
-from tests.vit.test_fidelity import photo
 
 TOL = 1e-5  # of the map's peak
 

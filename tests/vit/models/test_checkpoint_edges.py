@@ -17,7 +17,7 @@ from attention.errors import CheckpointError, ModelLoadError, UnsupportedModelEr
 from attention.vit.engine.preprocess import Preprocess
 from attention.vit.models import loader as models
 from attention.vit.models.loader import load_vit
-from tests.vit.test_dino_resize import DINO_MEAN, DINO_STD, dino_script_input
+from tests.vit.engine.test_dino_resize import DINO_MEAN, DINO_STD, dino_script_input
 
 ARCH = "vit_tiny_patch16_224"  # untagged: timm's default tag (augreg) normalises with mean = std = 0.5
 

@@ -21,7 +21,7 @@ from attention.vit.backbone import describe
 from attention.vit.engine.extract import attention_maps
 from bench import compat
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_a_constructor_built_vit_has_a_description_and_maps():
@@ -68,7 +68,7 @@ def test_the_engine_tests_pass_under_timm_fused_attn(value):
     assert (
         subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True).stdout.strip() == value
     )
-    tests = ["tests/vit/test_capture.py", "tests/vit/test_extract.py", "tests/vit/test_batch.py"]
+    tests = ["tests/vit/engine/test_capture.py", "tests/vit/engine/test_extract.py", "tests/vit/engine/test_batch.py"]
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
         cwd=ROOT,

@@ -11,7 +11,7 @@ import torch
 from attention.errors import InputError
 from attention.images import load_image, to_tensor
 from attention.vit.engine import rows
-from tests.vit.test_extract import photo, reference, tiny_vit
+from tests.vit.engine.test_extract import photo, reference, tiny_vit
 
 
 def batch(model, images):

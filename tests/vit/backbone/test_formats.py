@@ -153,7 +153,7 @@ def test_a_fine_tuned_classifier_keeps_its_head_and_relevance_explains_it(tmp_pa
 
 def test_one_dinov2_in_transformers_meta_and_timm_has_the_same_maps():
     from attention.vit.backbone import formats
-    from tests.vit.test_backbone_meta import oracle as meta_oracle
+    from tests.vit.backbone.test_meta import oracle as meta_oracle
 
     hf = hf_dinov2(0)  # the source: a transformers Dinov2Model
     meta_sd = formats._from_hf(hf.state_dict(), "")  # transformers' names -> Meta's

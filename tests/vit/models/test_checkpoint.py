@@ -28,7 +28,7 @@ from attention.vit.models.loader import load_vit
 from attention.vit.models.own_checkpoint import register_checkpoint
 from tests.hub_cache import safetensors_bytes, temporary_hf_home
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ARCH = "vit_tiny_patch16_224"  # 12 layers, 3 heads, width 192: 5.7 M parameters
 
 

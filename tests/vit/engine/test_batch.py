@@ -15,9 +15,9 @@ from attention.vit.engine.batch import GridBuckets, batch_maps, group_by_grid
 from attention.vit.engine.extract import attention_maps
 from attention.vit.engine.preprocess import Preprocess, aspect_buckets
 from attention.vit.models.loader import load_vit
-from tests.vit.test_extract import photo, reference, tiny_vit
+from tests.vit.engine.test_extract import photo, reference, tiny_vit
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DIGITS = sorted(str(p) for p in (ROOT / "examples" / "digits").glob("*.png"))[:5]
 PHOTOS = sorted(str(p) for p in (ROOT / "examples" / "photos").glob("*.jpg"))[:6]
 

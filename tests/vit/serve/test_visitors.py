@@ -20,7 +20,7 @@ from attention.cache import SharedCache
 from attention.config import SETTINGS
 from attention.vit.serve import passes
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DIGITS = [str(ROOT / "examples" / "digits" / f"digit_{i}.png") for i in range(10)]
 
 

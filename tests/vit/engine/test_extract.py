@@ -1,6 +1,6 @@
 """Spec of attention.vit.engine.extract: the query rows equal an independent softmax(q k^T * scale) from
 each block's own weights, from one fused forward pass that leaves the model's output unchanged;
-threshold masks behave as DINO's paper defines them (rollout: tests/vit/test_flow.py)."""
+threshold masks behave as DINO's paper defines them (rollout: tests/vit/engine/test_flow.py)."""
 
 from __future__ import annotations
 

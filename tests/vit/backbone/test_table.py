@@ -7,7 +7,7 @@ from pathlib import Path
 
 from attention.vit.backbone.table import table
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[3] / "README.md").read_text()
 
 
 def test_readme_shows_the_generated_library_table():

@@ -12,7 +12,7 @@ import torch
 from attention.errors import InputError
 from attention.vit.engine.extract import attention_maps
 from attention.vit.engine.flow import rollout, rollout_map
-from tests.vit.test_extract import photo, reference, tiny_vit
+from tests.vit.engine.test_extract import photo, reference, tiny_vit
 
 
 def dense_rollout(mats, i, fusion, discard):

@@ -17,7 +17,7 @@ from attention.vit.engine.extract import attention_maps
 from attention.vit.models.loader import load_vit
 from attention.vit.serve import passes
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DIGITS = [str(ROOT / "examples" / "digits" / f"digit_{i}.png") for i in range(10)]
 
 

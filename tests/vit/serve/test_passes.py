@@ -18,7 +18,7 @@ from attention.vit.models import loader as models
 from attention.vit.models.loader import load_vit
 from attention.vit.serve import passes
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DIGIT = ROOT / "examples" / "digits" / "digit_3.png"
 DIGIT7 = ROOT / "examples" / "digits" / "digit_7.png"
 

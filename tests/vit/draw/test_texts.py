@@ -14,7 +14,7 @@ from scipy.stats import entropy
 
 from attention.vit.draw import texts
 from attention.vit.engine.extract import attention_maps
-from tests.vit.test_extract import photo, tiny_vit
+from tests.vit.engine.test_extract import photo, tiny_vit
 
 
 @pytest.fixture(scope="module")

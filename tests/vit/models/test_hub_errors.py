@@ -109,7 +109,7 @@ def test_a_file_missing_from_the_cache_while_offline_says_download_it_once(tmp_p
 @pytest.mark.parametrize(
     "arch, fragment",
     [
-        # BEiT and the relpos ViTs load at their trained size (tests/vit/test_families.py); NaFlexVit does not
+        # BEiT and the relpos ViTs load at their trained size (tests/vit/engine/test_families.py); NaFlexVit does not
         ("naflexvit_base_patch16_gap", "only for one fixed input size"),
         ("vit_future_patch16_999", f"timm {timm.__version__} does not know it"),
     ],

@@ -14,7 +14,7 @@ from torchvision import transforms as T
 
 from attention.errors import InputError
 from attention.vit.engine.preprocess import Preprocess, aspect_buckets, prepare
-from tests.vit.test_extract import tiny_vit
+from tests.vit.engine.test_extract import tiny_vit
 
 P = 8  # the tiny ViT's patch
 
