@@ -59,6 +59,7 @@ from attention.vit import (
     rollout_map,
     threshold_masks,
 )
+from attention.vit.models.registry import default_model_attribute
 from attention.vit.relevance import Relevance, relevance
 from attention.vit.text import TextRelevance, text_relevance
 
@@ -101,8 +102,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    """`DEFAULT_MODEL`: the default model's alias at the time it is read (`attention.vit.default_model`)."""
-    if name == "DEFAULT_MODEL":
-        return default_model()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = default_model_attribute(__name__)  # `DEFAULT_MODEL`: the default model now, at each read

@@ -69,3 +69,13 @@ def layer_index(layer, n: int) -> int:
     if not -n <= v < n:
         raise InputError(f"Layer {v} is out of range; this model has {n} layers: 0 to {n - 1} (or -{n} to -1).")
     return v % n
+
+
+def check_choice(value, choices: dict[str, str], what: str) -> str:
+    """The key of `choices` (key -> label) that `value` names, by its key or its label, any case; InputError
+    naming `what` and the accepted keys otherwise. check_choice("Mean of heads", VIEWS, "view") == "mean"."""
+    v = (value or "").strip().lower()
+    for key, label in choices.items():
+        if v in (key, label.lower()):
+            return key
+    raise InputError(f"Unknown {what} {value!r}; accepted: {', '.join(choices)}.")

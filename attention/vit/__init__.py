@@ -51,6 +51,7 @@ from attention.vit.models.loader import (
     load_vit,
 )
 from attention.vit.models.own_checkpoint import register_checkpoint
+from attention.vit.models.registry import default_model_attribute
 
 __all__ = [
     "Backbone",
@@ -89,8 +90,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    """`DEFAULT_MODEL`: `models.default_model()` at the time it is read (the operator may change it)."""
-    if name == "DEFAULT_MODEL":
-        return default_model()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = default_model_attribute(__name__)  # `DEFAULT_MODEL`: the default model now, at each read

@@ -28,6 +28,7 @@ from attention.vit.backbone.spec import (
     Backbone,
     check_square,
     mlp_width,
+    served_rules,
 )
 
 # class name -> (mean, std, takes interpolate_pos_encoding, final norm over all tokens)
@@ -127,9 +128,7 @@ def describe(model: torch.nn.Module) -> Backbone:
         mean=tuple(getattr(outer, "image_mean", None) or mean),
         std=tuple(getattr(outer, "image_std", None) or std),
         input_size=(size, size),
-        crop=getattr(outer, "crop_rule", "center"),
-        resize=getattr(outer, "resize_rule", "bicubic"),
-        auto_resolution=getattr(outer, "auto_resolution", None),
+        **served_rules(outer),
         pool=pool,
         mlp_width=mlp_width(getattr(layers[0], "mlp", None), width),
         classifier=bool(head_of),

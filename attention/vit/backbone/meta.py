@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from attention.errors import UnsupportedModelError
-from attention.vit.backbone.spec import IMAGENET_MEAN, IMAGENET_STD, Backbone, check_square, mlp_width
+from attention.vit.backbone.spec import IMAGENET_MEAN, IMAGENET_STD, Backbone, check_square, mlp_width, served_rules
 
 
 def flat_blocks(blocks) -> list[torch.nn.Module]:
@@ -93,8 +93,6 @@ def describe(model: torch.nn.Module) -> Backbone:
         mean=IMAGENET_MEAN,
         std=IMAGENET_STD,
         input_size=img,  # type: ignore[arg-type]
-        crop=getattr(model, "crop_rule", crop),
-        resize=getattr(model, "resize_rule", "bilinear"),
-        auto_resolution=getattr(model, "auto_resolution", auto),
+        **served_rules(model, crop=crop, resize="bilinear", auto_resolution=auto),
         mlp_width=mlp_width(getattr(blocks[0], "mlp", None), width),
     )

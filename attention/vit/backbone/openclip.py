@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from attention.errors import UnsupportedModelError
-from attention.vit.backbone.spec import CLIP_MEAN, CLIP_STD, Backbone, check_square, mlp_width
+from attention.vit.backbone.spec import CLIP_MEAN, CLIP_STD, Backbone, check_square, mlp_width, served_rules
 
 
 def _size(v) -> tuple[int, int]:
@@ -68,9 +68,7 @@ def describe(model: torch.nn.Module) -> Backbone:
         std=tuple(cfg.get("std", CLIP_STD)),
         input_size=size,
         fixed=size,
-        crop=getattr(model, "crop_rule", "center"),
-        resize=getattr(model, "resize_rule", "bicubic"),
-        auto_resolution=getattr(model, "auto_resolution", None),
+        **served_rules(model),
         mlp_width=mlp_width(getattr(blocks[0], "mlp", None), width),
     )
 
@@ -96,8 +94,6 @@ def _timm_tower(model: torch.nn.Module) -> Backbone:
         run=run,
         mean=tuple(cfg.get("mean", bb.mean)),
         std=tuple(cfg.get("std", bb.std)),
-        crop=getattr(model, "crop_rule", bb.crop),
-        resize=getattr(model, "resize_rule", bb.resize),
-        auto_resolution=getattr(model, "auto_resolution", bb.auto_resolution),
+        **served_rules(model, crop=bb.crop, resize=bb.resize, auto_resolution=bb.auto_resolution),
         classifier=False,
     )

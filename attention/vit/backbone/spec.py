@@ -118,3 +118,13 @@ def mlp_width(mlp: torch.nn.Module | None, width: int) -> int:
 def first_tensor(out) -> torch.Tensor:
     """A block's output tokens: the tensor itself, or the first element of a tuple/list."""
     return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def served_rules(model, crop: str = "center", resize: str = "bicubic", auto_resolution: int | None = None) -> dict:
+    """A `Backbone`'s crop, resize and auto_resolution: what the loader set on `model` (`crop_rule`, `resize_rule`,
+    `auto_resolution`: its family's rules), else the library's own (the arguments)."""
+    return {
+        "crop": getattr(model, "crop_rule", crop),
+        "resize": getattr(model, "resize_rule", resize),
+        "auto_resolution": getattr(model, "auto_resolution", auto_resolution),
+    }

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from attention.errors import UnsupportedModelError
-from attention.vit.backbone.spec import IMAGENET_MEAN, IMAGENET_STD, Backbone, check_square, mlp_width
+from attention.vit.backbone.spec import IMAGENET_MEAN, IMAGENET_STD, Backbone, check_square, mlp_width, served_rules
 
 # Blocks the engine refuses by class name, and why.
 REFUSED_BLOCKS = {
@@ -126,9 +126,7 @@ def describe(model: torch.nn.Module) -> Backbone:
         std=tuple(cfg.get("std", IMAGENET_STD)),
         input_size=size,  # type: ignore[arg-type]
         fixed=fixed,  # type: ignore[arg-type]
-        crop=getattr(model, "crop_rule", "center"),
-        resize=getattr(model, "resize_rule", "bicubic"),
-        auto_resolution=getattr(model, "auto_resolution", None),
+        **served_rules(model),
         pool=has_pool,
         mlp_width=mlp_width(getattr(blocks[0], "mlp", None), width),
         classifier=int(getattr(model, "num_classes", 0) or 0) > 0,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from attention.errors import UnsupportedModelError
-from attention.vit.backbone.spec import IMAGENET_MEAN, IMAGENET_STD, Backbone, check_square, mlp_width
+from attention.vit.backbone.spec import IMAGENET_MEAN, IMAGENET_STD, Backbone, check_square, mlp_width, served_rules
 
 
 def describe(model: torch.nn.Module) -> Backbone:
@@ -41,9 +41,7 @@ def describe(model: torch.nn.Module) -> Backbone:
         std=IMAGENET_STD,
         input_size=size,
         fixed=size,
-        crop=getattr(model, "crop_rule", "center"),
-        resize=getattr(model, "resize_rule", "bilinear"),
-        auto_resolution=getattr(model, "auto_resolution", None),
+        **served_rules(model, resize="bilinear"),
         mlp_width=mlp_width(getattr(blocks[0], "mlp", None), width),
         classifier=True,
         extra={"readout": "token"},

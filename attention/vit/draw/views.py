@@ -17,7 +17,7 @@ import numpy as np
 
 from attention.errors import InputError
 from attention.render import colormap, mask_overlay, masks_figure, overlay, overlays, upsample
-from attention.validate import check_opacity, check_threshold
+from attention.validate import check_choice, check_opacity, check_threshold
 from attention.vit.draw import drawing
 from attention.vit.draw.drawing import BIG_DISPLAY, MIN_DISPLAY, QUERY_COLOR
 from attention.vit.draw.outputs import SHEET_TILE, Tile
@@ -35,11 +35,7 @@ VIEWS: dict[str, str] = {
 
 def check_view(view: str) -> str:
     """Normalise a view name; raises InputError listing the accepted ones."""
-    v = (view or "").strip().lower()
-    for key, label in VIEWS.items():
-        if v in (key, label.lower()):
-            return key
-    raise InputError(f"Unknown view {view!r}; accepted: {', '.join(VIEWS)}.")
+    return check_choice(view, VIEWS, "view")
 
 
 def check_style(threshold: float, alpha: float, cmap: str) -> None:
@@ -76,14 +72,7 @@ def _share_caption(res: AttentionMaps, head: int) -> str:
 
 
 def tiles(
-    res: AttentionMaps,
-    view: str,
-    *,
-    rollout: np.ndarray | None = None,
-    threshold: float = 0.6,
-    alpha: float = 0.6,
-    cmap: str = "inferno",
-    shrink: int = 1,
+    res: AttentionMaps, view: str, *, threshold: float = 0.6, alpha: float = 0.6, cmap: str = "inferno", **drawn
 ) -> list[Tile]:
     """The pictures of `view` for `res` (its query and layer), the query patch marked.
 
@@ -94,10 +83,11 @@ def tiles(
     Each map is min-max scaled on its own (colour = where a head looks, not how much).
     Tiles are the image's size times `display_scale(res)`; `shrink` > 1 (a divisor of the patch
     size, see `sheet_shrink`) draws them that many times smaller, on the box-averaged image.
+    drawn: `drawn_tiles`'s rollout and shrink.
     """
     view = check_view(view)
     check_style(threshold, alpha, cmap)
-    return drawn_tiles(res, view, rollout=rollout, threshold=threshold, alpha=alpha, cmap=cmap, shrink=shrink)
+    return drawn_tiles(res, view, threshold=threshold, alpha=alpha, cmap=cmap, **drawn)
 
 
 def drawn_tiles(

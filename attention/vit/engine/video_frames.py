@@ -14,7 +14,7 @@ from PIL import Image
 
 from attention.errors import InputError
 from attention.render import mask_overlay, masks_figure, overlay, upsample
-from attention.validate import layer_index
+from attention.validate import check_choice, layer_index
 from attention.vit.engine.batch import BatchMaps
 
 VIDEO_VIEWS: dict[str, str] = {
@@ -29,11 +29,7 @@ MIN_SIDE = 224  # px: smaller frames (a digit clip) are drawn enlarged by a whol
 
 def check_video_view(view: str) -> str:
     """Normalise a video view name; InputError lists the accepted ones."""
-    v = (view or "").strip().lower()
-    for key, label in VIDEO_VIEWS.items():
-        if v in (key, label.lower()):
-            return key
-    raise InputError(f"Unknown video view {view!r}; accepted: {', '.join(VIDEO_VIEWS)}.")
+    return check_choice(view, VIDEO_VIEWS, "video view")
 
 
 def check_head(head, n: int) -> int:

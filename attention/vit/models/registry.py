@@ -159,6 +159,18 @@ def set_default_model(name: str) -> str:
     return name
 
 
+def default_model_attribute(module: str):
+    """A module's `__getattr__` that reads `DEFAULT_MODEL` through `default_model()` at each read (never a
+    value bound once at import): `__getattr__ = default_model_attribute(__name__)`."""
+
+    def __getattr__(name: str) -> str:
+        if name == "DEFAULT_MODEL":
+            return default_model()
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__
+
+
 def register(spec: ModelSpec) -> None:
     """Add `spec` to the registry under its alias (the operator's checkpoint: `operator.register_checkpoint`)."""
     REGISTRY[spec.alias] = spec
