@@ -1,33 +1,19 @@
 """Attention maps of vision transformers (DINO, DINOv2, timm ViTs, the shipped mnist_vit).
 
-models    the registry, `load_vit` (timm + huggingface-hub) and its cache, the model allow-list
-weights   where weights come from (the hub, the shipped files), the start-up model
-checkpoint  your own checkpoint (DINO's conventions, weights_only), the app's --model PATH --arch NAME
-hub_errors  what failed loading from the Hub, why, and the fix
-capture   the one hook mechanism: what each block hands the attention kernel, and its output tokens
-rows      the engine: a batch's query rows in every layer from one fused pass (`query_rows`)
-preprocess  the one preprocessing: an image as a model sees it (one image, batches, relevance)
-extract   one image -> every layer's query row (`attention_maps`); threshold masks
-query     the query type: tokens a model has (`tokens_of`), parsing and writing queries
-compat    which timm ViT families are exact, against timm's own unfused attention (the README table)
-batch     many images of one grid through one forward (datasets, videos): per-sample rows, CLS embedding
-flow      attention rollout from the kept q and k (per-row or vit-explain's global discard)
-posembed  position embeddings resampled to any grid as each family's own code does (DINO, DINOv2)
-cost      a pass's compute, estimated before it runs, and the budget check
-passes    a forward pass (q/k kept) and what it answers; the server's store of passes, shared by all
-inputs    what a visitor sends, read: query fields, layer/head indices, an image's digest, the examples
-gpu       ZeroGPU glue: `gpu` lends the functions that run a model a GPU on a ZeroGPU Space
-views     a pass drawn as a view (heads, mean, rollout, masks) and the large clickable map
-texts     the words beside a view: details, the query's label, scores vs weights, the legend
-drawing   where the tab's pictures put things (sizes, reduction, query marks): server and browser alike
-frames    one view composed for the tab, its download, and the API's sheet
-live      what a browser needs to draw the large map itself (patch, layer, head at once)
-outputs   the files of a render: the gallery, the download (tiles, .npz), the API's contact sheet
-relevance "Why this class?": class relevance of classifiers (Chefer et al., grad-rollout), its evaluation
-video     attention videos: a video's frames in batches (`batch`), priced up front, drawn to H.264 MP4
-stepwise  one head's row step by step from a kept pass (q, k, v, products, scale, bias, temperature)
-mnist_vit training the shipped mnist_vit (`python -m weights.train_mnist_vit --help`)
+Its subpackages by role, lowest first (arrows only downward; docs/layout.md has one line per module):
+
 backbone  one description of a backbone (`describe`): timm, transformers, Meta's DINO classes, open_clip, torchvision
+models    what a model is and where it comes from: the registry (data), `load_vit` and its cache, the allow-list,
+          weights and the start-up model, your own checkpoint, Hub errors, position embeddings
+engine    one pass of pixels through a model, numbers only: the kernel hook, rows, queries, preprocessing, cost,
+          `attention_maps`, batches, rollout, features, the step-by-step row, attention videos
+draw      pictures and files of an engine result: views, texts, frames, the model view, feature views, outputs
+serve     one server's visitors: the pass store, the live route, ZeroGPU, inputs, permalinks, the video job
+relevance "Why this class?": class relevance of classifiers (Chefer et al., grad-rollout)
+text      "Where is a cat?": text-prompted relevance for CLIP and SigLIP
+
+Development tools live outside the package: `python -m bench.compat` (the families' exactness table),
+`python -m bench.evaluate_relevance` (the perturbation test), `python -m weights.train_mnist_vit --help`.
 """
 
 from attention.vit.backbone import Backbone, describe
