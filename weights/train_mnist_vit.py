@@ -13,13 +13,11 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attention import mnist
 from attention.config import WEIGHTS_DIR
-from attention.vit.models.mnist_vit import CONFIG, _digits, evaluate, heldout_accuracy
+from attention.vit.models.mnist_vit import CONFIG, _augment, _digits, evaluate, heldout_accuracy
 from attention.vit.models.weights import build_local
 
 
@@ -28,19 +26,6 @@ def _batches(x: torch.Tensor, y: torch.Tensor, size: int, gen: torch.Generator):
     for i in range(0, len(y), size):
         idx = perm[i : i + size]
         yield x[idx], y[idx]
-
-
-def _augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    """Random small affine jitter (rotation +-12 deg, scale 0.9-1.1, shift +-2 px). x: (B, 1, 28, 28)."""
-    b = x.shape[0]
-    ang = (torch.rand(b, generator=gen) - 0.5) * 2 * np.deg2rad(12)
-    sc = 0.9 + 0.2 * torch.rand(b, generator=gen)
-    sh = (torch.rand(b, 2, generator=gen) - 0.5) * 2 * (2 / 14)
-    cos, sin = torch.cos(ang) / sc, torch.sin(ang) / sc
-    theta = torch.stack([torch.stack([cos, -sin, sh[:, 0]], 1), torch.stack([sin, cos, sh[:, 1]], 1)], 1)
-    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
-    bg = (0 - mnist.MEAN) / mnist.STD
-    return F.grid_sample(x - bg, grid, align_corners=False, padding_mode="zeros") + bg
 
 
 def train(epochs: int = 100, seed: int = 0, out: Path = Path("retrained")) -> float:

@@ -2,13 +2,15 @@
 
 It makes the app useful offline with real trained attention and lets the tests check
 attention on real weights. Digits 28x28, patch 4: a 7x7 grid plus CLS. This module holds its
-architecture, its digits and its held-out accuracy; training it is a development tool, out of the
-package: `python -m weights.train_mnist_vit --help`.
+architecture, its digits, their augmentation (digit_clip's training uses it too) and its held-out
+accuracy; training it is a development tool, out of the package: `python -m weights.train_mnist_vit --help`.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
+import torch.nn.functional as F
 
 from attention import mnist
 from attention.config import WEIGHTS_DIR
@@ -35,6 +37,19 @@ CONFIG = {
         "num_classes": 10,
     },
 }
+
+
+def _augment(x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Random small affine jitter (rotation +-12 deg, scale 0.9-1.1, shift +-2 px). x: (B, 1, 28, 28)."""
+    b = x.shape[0]
+    ang = (torch.rand(b, generator=gen) - 0.5) * 2 * np.deg2rad(12)
+    sc = 0.9 + 0.2 * torch.rand(b, generator=gen)
+    sh = (torch.rand(b, 2, generator=gen) - 0.5) * 2 * (2 / 14)
+    cos, sin = torch.cos(ang) / sc, torch.sin(ang) / sc
+    theta = torch.stack([torch.stack([cos, -sin, sh[:, 0]], 1), torch.stack([sin, cos, sh[:, 1]], 1)], 1)
+    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    bg = (0 - mnist.MEAN) / mnist.STD
+    return F.grid_sample(x - bg, grid, align_corners=False, padding_mode="zeros") + bg
 
 
 def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:

@@ -26,9 +26,8 @@ import torch.nn.functional as F
 
 from attention import mnist
 from attention.config import WEIGHTS_DIR
-from attention.vit.models.mnist_vit import _digits
+from attention.vit.models.mnist_vit import _augment, _digits
 from attention.vit.text import digit_clip as dc
-from weights.train_mnist_vit import _augment
 
 BACKGROUND = (0 - mnist.MEAN) / mnist.STD  # a blank pixel, normalised
 
