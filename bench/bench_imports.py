@@ -142,7 +142,10 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-def main() -> None:
+def report() -> dict:
+    """The structure of `attention/` as read from the source: modules, arrows (importer, imported, lazy), cycles,
+    upward arrows (importer, its floor, imported, its floor, lazy), modules over MAX_LINES lines (name, lines),
+    modules on no floor, and the entries at the top level of `attention/vit/`."""
     files = sorted((ROOT / "attention").rglob("*.py"))
     modules = {module_name(p).removesuffix(".__init__"): p for p in files}
     found = arrows(modules)
@@ -150,20 +153,12 @@ def main() -> None:
     for a, b, _ in found:
         if not (a.startswith(b + ".") or b == "attention"):  # a package's own __init__ is not an arrow back
             edges[a].add(b)
-    print(f"{len(modules)} modules, {len(found)} arrows")
-    print("\ncycles:")
-    for c in cycles(edges):
-        print("  " + " <-> ".join(c))
-    print("\nupward arrows (lower floor -> higher floor):")
+    upward = []
     for a, b, lazy in found:
         fa, fb = floor_of(a), floor_of(b)
         if fb > fa and FLOORS[fb][0] != "top" and not a.startswith(b + "."):
-            print(f"  {a} [{FLOORS[fa][0]}] -> {b} [{FLOORS[fb][0]}]" + (" (lazy)" if lazy else ""))
-    print(f"\nmodules over {MAX_LINES} lines:")
-    for mod, path in sorted(modules.items(), key=lambda kv: -len(kv[1].read_text().splitlines())):
-        n = len(path.read_text().splitlines())
-        if n > MAX_LINES:
-            print(f"  {mod} {n}")
+            upward.append((a, FLOORS[fa][0], b, FLOORS[fb][0], lazy))
+    sizes = {mod: len(path.read_text().splitlines()) for mod, path in modules.items()}
     unplaced = [
         m
         for m, path in sorted(modules.items())
@@ -171,9 +166,31 @@ def main() -> None:
         and not any(m.startswith(p) for p in FLOORS[-1][1])
         and floor_of(m) == len(FLOORS) - 1
     ]
-    print(f"\nmodules on no floor of the plan (read as the top floor): {', '.join(unplaced) or 'none'}")
-    vit = ROOT / "attention" / "vit"
-    entries = sorted(p.name for p in vit.iterdir() if p.name != "__pycache__")
+    return {
+        "modules": modules,
+        "arrows": found,
+        "cycles": cycles(edges),
+        "upward": upward,
+        "over": sorted(((m, n) for m, n in sizes.items() if n > MAX_LINES), key=lambda kv: -kv[1]),
+        "unplaced": unplaced,
+        "vit_entries": sorted(p.name for p in (ROOT / "attention" / "vit").iterdir() if p.name != "__pycache__"),
+    }
+
+
+def main() -> None:
+    r = report()
+    print(f"{len(r['modules'])} modules, {len(r['arrows'])} arrows")
+    print("\ncycles:")
+    for c in r["cycles"]:
+        print("  " + " <-> ".join(c))
+    print("\nupward arrows (lower floor -> higher floor):")
+    for a, fa, b, fb, lazy in r["upward"]:
+        print(f"  {a} [{fa}] -> {b} [{fb}]" + (" (lazy)" if lazy else ""))
+    print(f"\nmodules over {MAX_LINES} lines:")
+    for mod, n in r["over"]:
+        print(f"  {mod} {n}")
+    print(f"\nmodules on no floor of the plan (read as the top floor): {', '.join(r['unplaced']) or 'none'}")
+    entries = r["vit_entries"]
     print(f"\nattention/vit/ top level: {len(entries)} entries ({', '.join(entries)})")
 
 
