@@ -1,10 +1,10 @@
 // The large map and the head tiles redrawn in this browser the moment a patch, a layer, a head or an
-// opacity is picked (attention/vit/live.py says why and what the server sends). Runs as the
+// opacity is picked (attention/vit/serve/live.py says why and what the server sends). Runs as the
 // `js_on_load` of the hidden #vit-live component: `props.value` is the JSON of `live.payload` after
 // every answer; `server.live_maps` / `server.live_base` ask for a view's maps and for the base
 // picture. The drawings are the server's (render.overlays, views.query_image, views.tiles) and lie
 // over the <img>s until the server's own pictures are in. Where things go comes from the server
-// (attention/vit/drawing.py, `Layout.to_json` in the payload): the enlargements, the query's marks as
+// (attention/vit/draw/drawing.py, `Layout.to_json` in the payload): the enlargements, the query's marks as
 // rectangles, the tiles' maps and the gallery's reduction; this script holds only the rules it must run
 // (PIL's blend, Pillow's box average, the click -> patch rule), each the server's.
 // window.attentionLive.drawn counts the large maps drawn here (tests).
