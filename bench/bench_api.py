@@ -15,7 +15,7 @@ after one warm-up each, interleaved for --rounds rounds:
 It prints, per endpoint: files per answer, bytes per answer (the files plus the JSON of the rest), the
 medians, and ratio = client / in-process (target <= 1.5). A streaming endpoint (/retrieval_retrain) is
 timed to its last update. An endpoint with no sample inputs here is named at the end. Ends with the
-table as a Markdown block for README.md.
+table as a Markdown block for the docs (bench/blocks.py).
 """
 
 from __future__ import annotations
