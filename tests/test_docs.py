@@ -55,3 +55,31 @@ def test_readme_links_every_docs_page_and_shows_a_picture():
     assert set(PAGES[1:]) <= linked, sorted(str(p.relative_to(ROOT)) for p in set(PAGES[1:]) - linked)
     pictures = [t for t in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", (ROOT / "README.md").read_text())]
     assert len(pictures) >= 3 and all((ROOT / p).stat().st_size > 10_000 for p in pictures)
+
+
+def test_settings_page_names_every_variable_the_settings_read():
+    """docs/settings.md is the list of settings: every environment variable attention/config.py reads is on it."""
+    names = set(re.findall(r'"(ATTENTION_[A-Z_]*[A-Z])"', (ROOT / "attention" / "config.py").read_text()))
+    page = (ROOT / "docs" / "settings.md").read_text()
+    assert len(names) >= 40
+    assert not {n for n in names if not re.search(rf"`{n}[`=]", page)}, "not on docs/settings.md"
+
+
+def test_compat_page_lists_timms_families_as_compat_groups_them():
+    """docs/compat.md's family table (`python -m attention.vit.compat`): its families in compat's order, the
+    number of timm names in each and the names checked, as this timm lists them (the verdicts need the tiny
+    builds: tests/vit/test_families.py checks them per family)."""
+    import timm
+
+    from attention.vit import compat
+
+    page = (ROOT / "docs" / "compat.md").read_text()
+    rows = re.findall(r"^\| ([^|`]+?) \| (\d+) \| (.+?) \|", page, re.M)
+    groups: dict[str, list[str]] = {}
+    for name in timm.list_models():
+        if (fam := compat.family(name)) is not None:
+            groups.setdefault(fam, []).append(name)
+    assert [r[0] for r in rows] == [fam for fam, _ in compat.FAMILIES if fam in groups]
+    for fam, count, checked in rows:
+        assert int(count) == len(groups[fam]), fam
+        assert set(re.findall(r"`(\w+)`", checked)) <= set(compat._spread(groups[fam], 3)), fam
