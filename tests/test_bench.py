@@ -22,7 +22,10 @@ from bench.blocks import BLOCK, doc_blocks, doc_pages, refresh_blocks
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("attention", "bench")
 BENCHES = sorted(p.stem for p in (ROOT / "bench").glob("bench_*.py"))
-RUNNABLE = [*BENCHES, "blocks"]  # what `python -m bench.NAME` may name: the benches and the blocks' refresher
+# what `python -m bench.NAME` may name: the benches and the other modules of bench/ run as scripts (bench.blocks)
+RUNNABLE = sorted(
+    {*BENCHES} | {p.stem for p in (ROOT / "bench").glob("*.py") if '__name__ == "__main__"' in p.read_text()}
+)
 # the blocks README.md held before its reference moved to docs/: each must still be in some page
 MOVED = {
     ("bench_formats", "formats"),
