@@ -17,31 +17,26 @@ from attention.errors import UnsupportedModelError
 from attention.vit.backbone import describe
 from attention.vit.extract import attention_maps
 from attention.vit.rows import run_pass
-from tests.vit.backbone_oracle import assert_rows_match, peak
+from tests.vit.backbone_oracle import SMALL, assert_rows_match, hf_tiny
 
 T = pytest.importorskip("transformers")
 
-SMALL = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64)
-MODELS = {
-    "Dinov2Model": ("Dinov2Config", dict(image_size=28, patch_size=14), ("cls",)),
+MODELS = {  # transformers' class: its config's size and the prefix tokens the engine must name
+    "Dinov2Model": (dict(image_size=28, patch_size=14), ("cls",)),
     "Dinov2WithRegistersModel": (
-        "Dinov2WithRegistersConfig",
         dict(image_size=28, patch_size=14, num_register_tokens=4),
         ("cls", "reg0", "reg1", "reg2", "reg3"),
     ),
-    "DINOv3ViTModel": ("DINOv3ViTConfig", dict(image_size=32, patch_size=16, num_register_tokens=4), None),
-    "ViTModel": ("ViTConfig", dict(image_size=32, patch_size=16), ("cls",)),
-    "DeiTModel": ("DeiTConfig", dict(image_size=32, patch_size=16), ("cls", "dist")),
-    "CLIPVisionModel": ("CLIPVisionConfig", dict(image_size=32, patch_size=16), ("cls",)),
-    "SiglipVisionModel": ("SiglipVisionConfig", dict(image_size=32, patch_size=16), ()),
+    "DINOv3ViTModel": (dict(image_size=32, patch_size=16, num_register_tokens=4), None),
+    "ViTModel": (dict(image_size=32, patch_size=16), ("cls",)),
+    "DeiTModel": (dict(image_size=32, patch_size=16), ("cls", "dist")),
+    "CLIPVisionModel": (dict(image_size=32, patch_size=16), ("cls",)),
+    "SiglipVisionModel": (dict(image_size=32, patch_size=16), ()),
 }
 
 
 def build(cls: str, impl: str, seed: int = 0) -> torch.nn.Module:
-    cfg_name, kw, _ = MODELS[cls]
-    torch.manual_seed(seed)
-    model = getattr(T, cls)(getattr(T, cfg_name)(**SMALL, **kw)).eval()
-    peak(model)
+    model = hf_tiny(cls, seed, **MODELS[cls][0])
     model.set_attn_implementation(impl)
     return model
 
@@ -62,7 +57,7 @@ def test_every_layer_head_and_query_is_transformers_own_attention(cls, impl):
     model = build(cls, impl)
     bb = describe(model)
     p = bb.patch_size
-    want = MODELS[cls][2]
+    want = MODELS[cls][1]
     if want is not None:
         assert bb.prefix == want
     for gh, gw in ((2, 2), (3, 2)):  # square and non-square grids
