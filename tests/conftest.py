@@ -134,13 +134,11 @@ def browser():
 
 @pytest.fixture
 def page(browser, app_url):
-    """A fresh browser page at the app; a screenshot is saved to artifacts/ at the end."""
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = ctx.new_page()
-    pg.set_default_timeout(60_000)
-    pg.goto(app_url)
-    yield pg
-    ctx.close()
+    """A fresh browser page at the app (1400x1000), its browser context closed at the end."""
+    from tests.ui.pages import opened
+
+    with opened(browser, app_url) as pg:
+        yield pg
 
 
 def screenshot(pg, name: str) -> Path:

@@ -10,6 +10,7 @@ import re
 import pytest
 
 from tests.conftest import ARTIFACTS, screenshot
+from tests.ui.pages import opened
 from tests.ui.test_browser_vit import click_image_at
 
 
@@ -54,11 +55,9 @@ def test_why_this_class_on_a_digit(page, app_url):
 
 @pytest.mark.browser
 def test_why_this_class_on_a_phone(browser, app_url):
-    ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
-    page = ctx.new_page()
-    page.set_default_timeout(60_000)
-    try:
-        page.goto(app_url + "?example=digit_7&model=mnist_vit")
+    with opened(
+        browser, app_url + "?example=digit_7&model=mnist_vit", (390, 844), is_mobile=True, has_touch=True
+    ) as page:
         page.locator("#vit-rel-details").get_by_text("Explaining '7'").wait_for()
         page.locator("#vit-rel-map img").wait_for(state="attached")
         screenshot(page, "relevance_digit_phone_full")
@@ -67,5 +66,3 @@ def test_why_this_class_on_a_phone(browser, app_url):
         box = page.locator("#vit-rel-map img").bounding_box()
         assert 0 < box["width"] <= 390  # the map fits the phone's width
         page.screenshot(path=str(ARTIFACTS / "relevance_digit_phone.png"))  # what the visitor sees there
-    finally:
-        ctx.close()

@@ -11,6 +11,7 @@ import re
 import pytest
 
 from tests.conftest import ROOT, screenshot
+from tests.ui.pages import opened
 from tests.ui.test_browser_vit import gallery_srcs
 from tests.ui.test_browser_vit_live import click_range, ready
 
@@ -39,15 +40,9 @@ OVERFLOWING = """() => {
 @contextlib.contextmanager
 def visit(browser, app_url, size, path=""):
     """A fresh page of `size` (width, height) at the app (+ `path`), its first screen ready."""
-    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
-    try:
-        pg = ctx.new_page()
-        pg.set_default_timeout(60_000)
-        pg.goto(app_url.rstrip("/") + "/" + path)
+    with opened(browser, app_url.rstrip("/") + "/" + path, size) as pg:
         ready(pg)
         yield pg
-    finally:
-        ctx.close()
 
 
 def box(pg, selector: str) -> dict:
