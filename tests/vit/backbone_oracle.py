@@ -3,6 +3,8 @@ the libraries' own full attention matrices (the oracles), and the comparison of 
 
 from __future__ import annotations
 
+import copy
+import inspect
 from functools import partial
 
 import numpy as np
@@ -12,7 +14,7 @@ from attention.vit.backbone import describe
 from attention.vit.rows import run_pass
 
 TOL = 1e-4  # of each row's peak
-SMALL = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64)  # transformers'
+SMALL = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64)  # a tiny HF config
 
 
 def peak(model: torch.nn.Module, factor: float = 2.0, names=("q_proj", "k_proj", "query", "key", "qkv")) -> None:
@@ -38,6 +40,17 @@ def hf_tiny(cls: str, seed: int = 0, **cfg) -> torch.nn.Module:
     model = model_cls(model_cls.config_class(**(SMALL | cfg))).eval()
     peak(model)
     return model
+
+
+def hf_oracle(model: torch.nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+    """transformers' own attention matrices (B, H, N, N) per layer: a float copy of `model` run eagerly with
+    output_attentions (positions interpolated where its forward offers it), the caller's model left as it was."""
+    ref = copy.deepcopy(model).float()
+    ref.set_attn_implementation("eager")
+    takes = "interpolate_pos_encoding" in inspect.signature(ref.forward).parameters
+    kw = {"interpolate_pos_encoding": True} if takes else {}
+    with torch.no_grad():
+        return list(ref(pixel_values=x, output_attentions=True, **kw).attentions)
 
 
 def meta_dinov2(chunks: int = 0, seed: int = 0) -> torch.nn.Module:

@@ -14,7 +14,7 @@ import torch
 from attention.vit import checkpoint
 from attention.vit.relevance.compute import relevance_rows
 from attention.vit.rows import query_rows
-from tests.vit.backbone_oracle import hf_tiny, meta_dinov2, meta_oracle, peak
+from tests.vit.backbone_oracle import hf_oracle, hf_tiny, meta_dinov2, meta_oracle, peak
 
 T = pytest.importorskip("transformers")
 pytest.importorskip("dinov2.models.vision_transformer")
@@ -87,13 +87,7 @@ def hf_dinov2(registers: int) -> torch.nn.Module:
 
 
 def hf_rows(model, x) -> torch.Tensor:
-    import copy
-
-    ref = copy.deepcopy(model)
-    ref.set_attn_implementation("eager")
-    with torch.no_grad():
-        att = ref(pixel_values=x, output_attentions=True).attentions
-    return torch.stack([a[0] for a in att]).permute(2, 0, 1, 3)  # (L, H, Nq, N) -> (Nq, L, H, N)
+    return torch.stack([a[0] for a in hf_oracle(model, x)]).permute(2, 0, 1, 3)  # (L, H, Nq, N) -> (Nq, L, H, N)
 
 
 @pytest.mark.parametrize("registers", [0, 4])

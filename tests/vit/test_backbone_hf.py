@@ -5,9 +5,6 @@ layer, head, prefix and patch query, square and non-square inputs, for models ru
 
 from __future__ import annotations
 
-import copy
-import inspect
-
 import numpy as np
 import pytest
 import torch
@@ -17,7 +14,7 @@ from attention.errors import UnsupportedModelError
 from attention.vit.backbone import describe
 from attention.vit.extract import attention_maps
 from attention.vit.rows import run_pass
-from tests.vit.backbone_oracle import SMALL, assert_rows_match, hf_tiny
+from tests.vit.backbone_oracle import SMALL, assert_rows_match, hf_oracle, hf_tiny
 
 T = pytest.importorskip("transformers")
 
@@ -41,16 +38,6 @@ def build(cls: str, impl: str, seed: int = 0) -> torch.nn.Module:
     return model
 
 
-def oracle(model: torch.nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
-    """transformers' own attention matrices (B, H, N, N) per layer: a copy run eagerly."""
-    ref = copy.deepcopy(model)
-    ref.set_attn_implementation("eager")
-    takes = "interpolate_pos_encoding" in inspect.signature(ref.forward).parameters
-    kw = {"interpolate_pos_encoding": True} if takes else {}
-    with torch.no_grad():
-        return list(ref(pixel_values=x, output_attentions=True, **kw).attentions)
-
-
 @pytest.mark.parametrize("impl", ["sdpa", "eager"])
 @pytest.mark.parametrize("cls", list(MODELS))
 def test_every_layer_head_and_query_is_transformers_own_attention(cls, impl):
@@ -62,7 +49,7 @@ def test_every_layer_head_and_query_is_transformers_own_attention(cls, impl):
         assert bb.prefix == want
     for gh, gw in ((2, 2), (3, 2)):  # square and non-square grids
         x = torch.randn(2, 3, gh * p, gw * p)
-        ref = oracle(model, x)
+        ref = hf_oracle(model, x)
         assert ref[0].shape[-1] == bb.num_prefix_tokens + gh * gw
         assert_rows_match(model, x, ref, bb.num_prefix_tokens)
     assert model.config._attn_implementation == impl  # the caller's model is left as it was
@@ -100,7 +87,7 @@ def test_attention_maps_on_the_model_object(cls):
     x = torch.from_numpy(
         (np.asarray(res.image, np.float32) / 255 - np.array(bb.mean, np.float32)) / np.array(bb.std, np.float32)
     ).permute(2, 0, 1)[None]
-    ref = oracle(model, x)
+    ref = hf_oracle(model, x)
     i = res.query_index
     assert i == bb.num_prefix_tokens + 1
     for layer in range(3):

@@ -16,7 +16,7 @@ from attention.vit.backbone import describe
 from attention.vit.extract import attention_maps
 from attention.vit.models import check_allowed, load_vit, resolve
 from tests.hub_cache import temporary_hf_home
-from tests.vit.backbone_oracle import SMALL, hf_tiny, input_of, peak
+from tests.vit.backbone_oracle import SMALL, hf_oracle, hf_tiny, input_of, peak
 
 T = pytest.importorskip("transformers")
 open_clip = pytest.importorskip("open_clip")
@@ -35,14 +35,7 @@ def image() -> Image.Image:
 
 def eager_row(model, x, i):
     """transformers' own attention of the same weights: rows of token i, (L, H, N)."""
-    import copy
-
-    ref = copy.deepcopy(model).float()
-    ref.set_attn_implementation("eager")
-    with torch.no_grad():
-        kw = {"interpolate_pos_encoding": True} if "Clip" in type(ref).__name__ or "CLIP" in type(ref).__name__ else {}
-        att = ref(pixel_values=x, output_attentions=True, **kw).attentions
-    return torch.stack([a[0, :, i] for a in att]).numpy()
+    return torch.stack([a[0, :, i] for a in hf_oracle(model, x)]).numpy()
 
 
 def test_hf_name_loads_a_transformers_dinov2_repo_offline(tmp_path):
