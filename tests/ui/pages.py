@@ -1,10 +1,12 @@
 """What the browser tests share: a fresh page in its own browser context, the calculator's page, the ViT tab's
-permalink."""
+permalink and compare panel."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+
+PHONE_TOUCH = dict(size=(390, 844), is_mobile=True, has_touch=True)  # `opened`'s options for a phone
 
 
 @contextlib.contextmanager
@@ -25,9 +27,22 @@ def opened(browser, url: str, size: tuple[int, int] = (1400, 1000), timeout: int
 def calculator_page(browser, url: str, size: tuple[int, int]) -> Iterator:
     """`opened`, at the Q/K/V calculator tab once its report is drawn."""
     with opened(browser, url, size) as pg:
-        pg.get_by_role("tab", name="Q/K/V calculator").click()
-        pg.wait_for_selector("#qkv-report .qkv-card")
+        calculator_tab(pg)
         yield pg
+
+
+def calculator_tab(pg) -> None:
+    """Opens the Q/K/V calculator tab of `pg` and waits for its report."""
+    pg.get_by_role("tab", name="Q/K/V calculator").click()
+    pg.wait_for_selector("#qkv-report .qkv-card")
+
+
+def compare_with(pg, model: str) -> None:
+    """Opens the ViT tab's compare panel (folded at first) and picks `model` as the second model."""
+    pg.get_by_text("Compare with a second model").click()
+    pick = pg.locator("#vit-compare input")
+    pick.fill(model)
+    pick.press("Enter")
 
 
 def permalink(pg, *parts: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import screenshot
-from tests.ui.pages import calculator_page
+from tests.ui.pages import calculator_page, calculator_tab
 
 
 def _table_text(pg, title: str) -> str:
@@ -16,8 +16,7 @@ def _table_text(pg, title: str) -> str:
 @pytest.mark.browser
 def test_editing_a_cell_of_q_changes_weights_and_output(page):
     pg = page
-    pg.get_by_role("tab", name="Q/K/V calculator").click()
-    pg.wait_for_selector("#qkv-report .qkv-card")
+    calculator_tab(pg)
     assert "equal to torch.nn.functional.scaled_dot_product_attention" in pg.locator("#qkv-checks").inner_text()
     weights, output = _table_text(pg, "4. Softmax weights"), _table_text(pg, "5. Output")
     assert "0.3726" in weights  # preset: q1 = e1 finds key 1 with weight e^(1/sqrt 3) / (e^(1/sqrt 3) + 3)
@@ -95,8 +94,7 @@ def test_from_x_shows_every_column_of_x_and_the_weights(browser, app_url, width,
 @pytest.mark.browser
 def test_a_bad_cell_is_outlined_and_the_old_results_are_marked_stale_until_fixed(page):
     pg = page
-    pg.get_by_role("tab", name="Q/K/V calculator").click()
-    pg.wait_for_selector("#qkv-report .qkv-card")
+    calculator_tab(pg)
     weights = _table_text(pg, "4. Softmax weights")
     assert not pg.locator("#qkv-stale-note").is_visible()
 

@@ -6,15 +6,14 @@ import re
 
 import pytest
 
-from tests.ui.pages import opened
+from tests.ui.pages import calculator_tab, opened
 from tests.ui.test_browser_vit import click_image_at
 
 
 @pytest.mark.browser
 def test_a_preset_fills_the_form_and_recalculates(page):
     pg = page
-    pg.get_by_role("tab", name="Q/K/V calculator").click()
-    pg.wait_for_selector("#qkv-report .qkv-card")
+    calculator_tab(pg)
     pg.locator("#qkv-preset input").click()
     pg.get_by_role("option", name="Two heads with an output projection").click()
     pg.locator("#qkv-report h4", has_text="6. Output projection").wait_for()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import screenshot
-from tests.ui.pages import opened
+from tests.ui.pages import PHONE_TOUCH, opened
 
 PROMPTS = "a handwritten three, a handwritten seven, <b>bold</b>"
 
@@ -46,9 +46,7 @@ def test_find_in_image_on_a_digit(page, app_url):
 
 @pytest.mark.browser
 def test_find_in_image_on_a_phone(browser, app_url):
-    with opened(
-        browser, app_url + "?example=digit_3&model=digit_clip", (390, 844), is_mobile=True, has_touch=True
-    ) as page:
+    with opened(browser, app_url + "?example=digit_3&model=digit_clip", **PHONE_TOUCH) as page:
         find(page)
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= 390 + 1  # nothing wider than the phone

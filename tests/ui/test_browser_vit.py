@@ -8,7 +8,7 @@ import re
 import pytest
 
 from tests.conftest import screenshot
-from tests.ui.pages import opened, permalink
+from tests.ui.pages import compare_with, opened, permalink
 
 
 def click_image_at(page, selector: str, fx: float, fy: float) -> None:
@@ -56,10 +56,7 @@ def test_digit_example_click_a_patch_then_rollout(page):
     assert page.get_by_test_id("toast-body").count() == 0  # no error anywhere
     screenshot(page, "vit_rollout")
 
-    page.get_by_text("Compare with a second model").click()
-    pick = page.locator("#vit-compare input")
-    pick.fill("mnist_vit")
-    pick.press("Enter")
+    compare_with(page, "mnist_vit")
     page.locator("#vit-compare-details").get_by_text("mnist_vit").wait_for()
     page.locator("#vit-cmp-img img").wait_for()  # the second model's large map beside the main one
     page.wait_for_function(  # both pictures decoded and the panel laid out (it grows as they arrive)
