@@ -69,9 +69,9 @@ def twins() -> dict[str, Callable]:
     import numpy as np
     from PIL import Image
 
-    from attention.ui import calculator_patches, calculator_tab, retrieval_api, vit_api, vit_tab
+    from attention.ui import calculator_patches, calculator_tab, retrieval_api, vit_api, vit_layout
 
-    d = vit_tab.VIT_DEFAULTS
+    d = vit_layout.VIT_DEFAULTS
     maps = vit_api.attention_maps_fn("mnist_vit", d)
     sketch = {"background": None, "layers": [], "composite": np.asarray(Image.open(SKETCH).convert("RGBA"))}
     out = {

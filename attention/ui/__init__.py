@@ -1,6 +1,7 @@
 """The Gradio UI: one module per tab, the only code that imports gradio. `app.py` composes them.
 
-vit_tab         ViT attention maps: the events; vit_layout its components; vit_panels the second
+vit_tab         ViT attention maps: the events; vit_handlers what they answer; vit_fields the
+                visitor's pass and the fields fitted to it; vit_layout its components; vit_panels the second
                 model and the feature views; vit_api its endpoints (/attention_maps, /feature_maps);
                 vit_live the hidden component whose script draws the large map in the browser
 video_tab       the ViT tab's Video sub-tab; video_api its endpoint (/attention_video)
