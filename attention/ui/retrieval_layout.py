@@ -4,6 +4,9 @@ section's components (the query digit, the sketchpad, both models' answers, retr
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import gradio as gr
 
 from attention.ui.components import kept_state, number, sketchpad
@@ -42,6 +45,23 @@ TRAINED_CSS = """<style>
   }
 }
 </style>"""
+HARD_INTRO = (
+    "Every item *i* gets the one-hot key e_i; keys and values are shuffled together. The query "
+    "is e_index, so QK^T is 1 at the one row holding item *index* and 0 elsewhere. That vector is "
+    "already a valid weighting (non-negative, sums to 1), so **no softmax is needed**: softmax "
+    "would give that row only e/(e+N-1) of the weight and blur the answer. The retrieved image "
+    "equals the database image exactly."
+)
+SOFT_INTRO = (
+    "A random query (1 × d) and random keys (N × d): weights = softmax(scale · QK^T), retrieved = "
+    "weights · V, a blurry average of many digits. Raise the scale: the softmax sharpens toward "
+    "hard attention (one digit); scale 0 averages all of them equally."
+)
+MANY_INTRO = (
+    "num_q random queries at once (Q is num_q × d; the keys, d and seed of the soft tab): one "
+    "softmax per row of scale · QK^T, one retrieval per query. At scale 0 every query gets the same "
+    "uniform weights, so every retrieval is the same blur."
+)
 TRAINED_INTRO = (
     "Two trained models look up a query digit in the database above. <b>lab</b>: the lab's Linear(784, 32) "
     "embedding and one attention head, trained to reproduce the query (MSE). <b>cnn</b>: a small CNN and 4 heads, "
@@ -53,6 +73,14 @@ PLOT = dict(format="png", buttons=[], show_label=False)  # a plot: its title is 
 
 def picture(label: str, **kwargs) -> gr.Image:
     return gr.Image(None, label=label, **{**PICTURE, **kwargs})
+
+
+@contextmanager
+def section(title: str, tab_id: str, intro: str) -> Iterator[None]:
+    """A section's tab (`title`, `tab_id`) opening with its `intro` (Markdown); its content goes inside."""
+    with gr.Tab(title, id=tab_id):
+        gr.Markdown(intro)
+        yield
 
 
 def details(title: str) -> gr.JSON:

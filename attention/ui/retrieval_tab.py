@@ -16,7 +16,16 @@ from attention.retrieval import panels as mnist_views
 from attention.retrieval import trained_panels
 from attention.ui import retrieval_api
 from attention.ui.components import number, slider, user_errors
-from attention.ui.retrieval_layout import TrainedSection, details, picture, plot
+from attention.ui.retrieval_layout import (
+    HARD_INTRO,
+    MANY_INTRO,
+    SOFT_INTRO,
+    TrainedSection,
+    details,
+    picture,
+    plot,
+    section,
+)
 
 
 @user_errors
@@ -72,14 +81,7 @@ def build(tab: gr.Tab | None = None, demo: gr.Blocks | None = None) -> None:
     source = gr.Markdown()
     db_inputs = [n, seed]
     with gr.Tabs():
-        with gr.Tab("1 · Hard", id="retrieval-hard"):
-            gr.Markdown(
-                "Every item *i* gets the one-hot key e_i; keys and values are shuffled together. The query "
-                "is e_index, so QK^T is 1 at the one row holding item *index* and 0 elsewhere. That vector is "
-                "already a valid weighting (non-negative, sums to 1), so **no softmax is needed**: softmax "
-                "would give that row only e/(e+N-1) of the weight and blur the answer. The retrieved image "
-                "equals the database image exactly."
-            )
+        with section("1 · Hard", "retrieval-hard", HARD_INTRO):
             with gr.Row():
                 index = number(7, precision=0, label="query index (database item)")
                 shuffle_seed = number(0, precision=0, label="shuffle seed")
@@ -89,12 +91,7 @@ def build(tab: gr.Tab | None = None, demo: gr.Blocks | None = None) -> None:
                 hard_plot = plot("scores QK^T", height=260, scale=2, min_width=300)
                 hard_img = picture("retrieved = QK^T V", height=240, elem_id="retrieval-hard-out", min_width=200)
             hard_json = details("details (scores, shuffle order, exactness check, as JSON)")
-        with gr.Tab("2 · Soft", id="retrieval-soft"):
-            gr.Markdown(
-                "A random query (1 × d) and random keys (N × d): weights = softmax(scale · QK^T), retrieved = "
-                "weights · V, a blurry average of many digits. Raise the scale: the softmax sharpens toward "
-                "hard attention (one digit); scale 0 averages all of them equally."
-            )
+        with section("2 · Soft", "retrieval-soft", SOFT_INTRO):
             with gr.Row():
                 d = number(16, precision=0, label="key dimension d")
                 key_seed = number(0, precision=0, label="query/key seed")
@@ -104,12 +101,7 @@ def build(tab: gr.Tab | None = None, demo: gr.Blocks | None = None) -> None:
                 soft_plot = plot("weights", height=260, scale=3, min_width=300)
                 soft_img = picture("retrieved = softmax(scale·QK^T) V", height=240, scale=1, min_width=200)
             soft_json = details("details (all weights, as JSON)")
-        with gr.Tab("3 · Many", id="retrieval-many"):
-            gr.Markdown(
-                "num_q random queries at once (Q is num_q × d; the keys, d and seed of the soft tab): one "
-                "softmax per row of scale · QK^T, one retrieval per query. At scale 0 every query gets the same "
-                "uniform weights, so every retrieval is the same blur."
-            )
+        with section("3 · Many", "retrieval-many", MANY_INTRO):
             with gr.Row():
                 num_q = number(16, precision=0, label=f"number of queries num_q (1 to {mnist_lookup.MAX_QUERIES})")
                 many_scale = slider(
