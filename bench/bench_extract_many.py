@@ -127,7 +127,7 @@ def main() -> None:
     prep = Preprocess.of(model, 224)
     param = next(model.parameters())
     print(f"{args.images} images of 256x256 px at 224 px ({prep(files[0]).grid} grid), {weights}")
-    from attention.dataset.run import auto_workers
+    from attention.dataset.decode import auto_workers
 
     workers = auto_workers(param.device) if args.workers is None else args.workers
     print(

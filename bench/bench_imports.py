@@ -20,7 +20,17 @@ MAX_LINES = 300
 # The planned floors (docs/layout.md), lowest first; a module's floor is the first whose prefix it has.
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("attention.errors", "attention.config", "attention.memory", "attention.turns", "attention.net")),
-    ("media", ("attention.images", "attention.videos", "attention.render", "attention.cache", "attention.mnist")),
+    (
+        "media",
+        (
+            "attention.images",
+            "attention.videos",
+            "attention.video_container",
+            "attention.render",
+            "attention.cache",
+            "attention.mnist",
+        ),
+    ),
     (
         "vit.models",
         (
