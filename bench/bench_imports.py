@@ -24,7 +24,17 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
         ("attention.errors", "attention.config", "attention.validate", "attention.memory", "attention.turns"),
     ),
     ("serving", ("attention.serving", "attention.net", "attention.admission", "attention.clients")),
-    ("media", ("attention.images", "attention.videos", "attention.render", "attention.cache", "attention.mnist")),
+    (
+        "media",
+        (
+            "attention.images",
+            "attention.videos",
+            "attention.video_container",
+            "attention.render",
+            "attention.cache",
+            "attention.mnist",
+        ),
+    ),
     ("vit.backbone", ("attention.vit.backbone",)),  # what a model is: its description, read from the module tree
     (
         "vit.models",  # what a model is and where it comes from
