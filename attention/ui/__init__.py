@@ -9,7 +9,7 @@ calculator_tab  the Q/K/V calculator (/calculate, /calculate_from_x); calculator
                 and calculator_api that part's endpoint (/patch_attention)
 components      shared pieces: typed errors as messages, inputs handed over as sent
 app.css         page-wide CSS, given to launch() (APP_CSS)
-server          launch()'s other arguments: the guard in front of Gradio's app (attention.guard)
+server          launch()'s other arguments: the guard in front of Gradio's app (attention.serving.guard)
 """
 
 from importlib import resources

@@ -1,10 +1,10 @@
-"""Who a Gradio event is for (`attention.admission.Visitor`: session and client address), and the
+"""Who a Gradio event is for (`attention.serving.admission.Visitor`: session and client address), and the
 validator that admits a computing job before it joins Gradio's queue.
 
-The client address is the one the guard resolved (`attention.guard.client_address`: trusted proxy
+The client address is the one the guard resolved (`attention.serving.guard.client_address`: trusted proxy
 hops only, never a visitor's own X-Forwarded-For) and put in the request's scope. An MCP call reaches
 the queue through Gradio's own loopback client, one session for every MCP client; the guard signs
-the MCP caller's address and MCP session into the `VISITOR_HEADER` of that call (`attention.guard`), so
+the MCP caller's address and MCP session into the `VISITOR_HEADER` of that call (`attention.serving.guard`), so
 each MCP client is its own visitor here.
 
     event(fn, inputs, outputs, validator=heavy_share(HEAVY), concurrency_id="heavy", ...)
@@ -17,9 +17,9 @@ from collections.abc import Callable
 
 import gradio as gr
 
-from attention.admission import HEAVY, Busy, Lane, Visitor
-from attention.clients import VISITOR_HEADER
 from attention.config import SETTINGS
+from attention.serving.admission import HEAVY, Busy, Lane, Visitor
+from attention.serving.clients import VISITOR_HEADER
 
 HEAVY_QUEUE = dict(concurrency_id="heavy", concurrency_limit=SETTINGS.heavy_slots + SETTINGS.heavy_waiting)
 """Gradio's queue for heavy events: every admitted job starts at once and waits in `HEAVY`'s round (Gradio's

@@ -1,4 +1,4 @@
-"""What `launch()` is given besides the Blocks: the guard in front of Gradio's app (`attention.guard`)
+"""What `launch()` is given besides the Blocks: the guard in front of Gradio's app (`attention.serving.guard`)
 and the sweep of the folders Gradio's cache deletion leaves; and the serving process's upkeep of its
 memory (`memory_upkeep`): few malloc arenas, the stores' clocks applied, freed memory handed back.
 
@@ -18,11 +18,12 @@ import gradio as gr
 from gradio.utils import get_upload_folder
 from starlette.middleware import Middleware
 
-from attention.cache import sweep_empty_dirs
-from attention.clients import Proxies
 from attention.config import Settings
-from attention.guard import Guard, GuardLimits
-from attention.memory import Janitor, at_most_every, limit_arenas
+from attention.serving.cache import sweep_empty_dirs
+from attention.serving.clients import Proxies
+from attention.serving.guard import Guard
+from attention.serving.limits import GuardLimits
+from attention.serving.memory import Janitor, at_most_every, limit_arenas
 from attention.ui.components import pending_jobs
 from attention.vit.passes import PASSES
 from attention.vit.relevance.service import RESULTS
@@ -132,11 +133,11 @@ def middleware(s: Settings, blocks: gr.Blocks | None = None) -> list[Middleware]
 
 def memory_upkeep(s: Settings) -> Janitor:
     """For the serving process, before it starts serving: at most `s.malloc_arenas` malloc arenas
-    (`attention.memory.limit_arenas`; 0 leaves glibc's own), and a started janitor that every
+    (`attention.serving.memory.limit_arenas`; 0 leaves glibc's own), and a started janitor that every
     `s.memory_every` seconds applies the pass store's and the relevance results' time to live and idle
-    rule (a quiet server forgets too), then returns freed memory to the system (`attention.memory.release`);
+    rule (a quiet server forgets too), then returns freed memory to the system (`attention.serving.memory.release`);
     every SWEEP_EVERY seconds it also removes the empty folders Gradio's cache deletion leaves in the
-    upload folder (`attention.cache.sweep_empty_dirs`)."""
+    upload folder (`attention.serving.cache.sweep_empty_dirs`)."""
     if s.malloc_arenas:
         limit_arenas(s.malloc_arenas)
     folder = Path(get_upload_folder())

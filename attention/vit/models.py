@@ -25,9 +25,9 @@ from urllib.parse import urlparse
 
 import torch
 
-from attention import net
 from attention.config import SETTINGS, WEIGHTS_DIR
 from attention.errors import ModelLoadError
+from attention.serving import net
 from attention.vit import posembed
 
 

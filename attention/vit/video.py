@@ -28,11 +28,11 @@ import torch
 from PIL import Image
 
 from attention import videos
-from attention.admission import HEAVY, Visitor
 from attention.config import SETTINGS
 from attention.errors import BudgetError, InputError
 from attention.images import patch_tokens, target_size
 from attention.render import colormap, mask_overlay, masks_figure, overlay, upsample
+from attention.serving.admission import HEAVY, Visitor
 from attention.validate import check_opacity, check_seconds, check_threshold
 from attention.vit.backbone import describe
 from attention.vit.batch import BatchMaps, batch_maps
@@ -413,7 +413,7 @@ def visitor_video(
     device's video budget (`SETTINGS.video_budget_gflop`) and frame cap, files in a fresh folder
     swept after ATTENTION_FILE_TTL. options: `attention_video`'s layer, query, resolution, threshold,
     fps, seconds. visitor: who asks: the video is computed in their turns of the heavy lane
-    (`attention.admission.HEAVY`), the slot handed to a waiting visitor between batches of frames and the
+    (`attention.serving.admission.HEAVY`), the slot handed to a waiting visitor between batches of frames and the
     job stopped past ATTENTION_JOB_SECONDS of holding it (on ZeroGPU, where each job is lent its own GPU,
     the turn is held for the whole job). The .npz is priced before the run (ATTENTION_VIDEO_NPZ_MB).
     Returns (mp4 path, npz path or None, facts with the model and device)."""

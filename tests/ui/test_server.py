@@ -145,7 +145,7 @@ def test_a_forged_forwarding_header_opens_no_new_client(small_app_no_proxy):
     ]
     assert codes[:3] == [200] * 3 and codes.count(429) == 37, codes
     # a forged entry to the left of what a trusted proxy appends is not believed either
-    from attention.clients import Proxies
+    from attention.serving.clients import Proxies
 
     assert Proxies.parse("127.0.0.1").client("127.0.0.1", "6.6.6.6, 1.2.3.4") == "1.2.3.4"
     assert Proxies.parse("", hops=1).client("10.0.0.9", "6.6.6.6, 1.2.3.4") == "1.2.3.4"

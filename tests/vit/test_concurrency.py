@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from gradio_client import handle_file
 
-from attention.cache import SharedCache
+from attention.serving.cache import SharedCache
 from attention.vit import passes
 from attention.vit.extract import attention_maps
 from attention.vit.models import load_vit

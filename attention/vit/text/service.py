@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 
-from attention.admission import HEAVY, Visitor
-from attention.cache import SharedCache
 from attention.config import SETTINGS
 from attention.errors import InputError
 from attention.images import ImageSource
+from attention.serving.admission import HEAVY, Visitor
+from attention.serving.cache import SharedCache
 from attention.vit.gpu import gpu
 from attention.vit.inputs import file_digest, visitor_scope
 from attention.vit.models import REGISTRY, check_allowed, is_loaded, load_vit

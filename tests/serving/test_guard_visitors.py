@@ -1,4 +1,4 @@
-"""Spec of attention.guard's view of who sends a request (issue 32): the client address from trusted proxy
+"""Spec of attention.serving.guard's view of who sends a request (issue 32): the client address from trusted proxy
 hops only; an MCP caller signed into the header Gradio's MCP server copies into its loopback call, so the
 call is charged to that caller and each MCP client is a visitor of its own (attention.ui.admit); an MCP
 body's bytes charged as upload bytes of its caller; a client that goes away is one log line."""
@@ -9,10 +9,11 @@ import logging
 
 from starlette.testclient import TestClient
 
-from attention.clients import VISITOR_HEADER, Proxies, sign
-from attention.guard import Guard, GuardLimits, Routes
+from attention.serving.clients import VISITOR_HEADER, Proxies, sign
+from attention.serving.guard import Guard
+from attention.serving.limits import GuardLimits, Routes
 from attention.ui.admit import visitor_of
-from tests.test_guard import Clock
+from tests.serving.test_guard import Clock
 
 MCP = "/gradio_api/mcp/"
 
@@ -117,7 +118,7 @@ def test_a_client_that_goes_away_is_one_log_line(caplog):
         pass
 
     _, _, http = guard_at("10.0.0.1", app=Seen(fail=ClientDisconnect()))
-    caplog.set_level(logging.INFO, logger="attention.guard")
+    caplog.set_level(logging.INFO, logger="attention.serving.guard")
     http.post("/gradio_api/upload", content=b"x" * 10, headers={"content-type": "application/octet-stream"})
     lines = [r for r in caplog.records if "went away" in r.getMessage()]
     assert len(lines) == 1 and lines[0].exc_info is None and "\n" not in lines[0].getMessage()

@@ -1,4 +1,4 @@
-"""Spec of attention.guard: what a request may cost before the app sees it. The guard is driven here
+"""Spec of attention.serving.guard: what a request may cost before the app sees it. The guard is driven here
 in front of a bare ASGI app that records what reaches it (no Gradio), with a clock the tests move."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import json
 import pytest
 from starlette.testclient import TestClient
 
-from attention.guard import Buckets, FolderBudget, Guard, GuardLimits, Recent, Routes, session_id_ok
+from attention.serving.guard import Guard
+from attention.serving.limits import Buckets, FolderBudget, GuardLimits, Recent, Routes, session_id_ok
 
 
 class Clock:

@@ -1,4 +1,4 @@
-"""Spec of attention.admission: per visitor (session and client address together) one job running and a
+"""Spec of attention.serving.admission: per visitor (session and client address together) one job running and a
 stated few waiting, the rest refused at once; slots shared round-robin between visitors; a job's time
 bounded and its slot handed on between chunks. Threads at once throughout."""
 
@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from attention.admission import Busy, Lane, Visitor
+from attention.serving.admission import Busy, Lane, Visitor
 
 A, A2, B, C = Visitor("a", "10.0.0.1"), Visitor("a2", "10.0.0.1"), Visitor("b", "10.0.0.2"), Visitor("c", "10.0.0.3")
 
