@@ -76,18 +76,21 @@ class Guard:
         self.proxies = proxies or Proxies()
 
     def _who(self, scope) -> dict:
-        """`scope` with the client address resolved (`proxies`), a VISITOR_HEADER kept only when this process
-        signed it (and then its caller as the client), and an MCP call's caller signed into one."""
-        headers = [(k, v) for k, v in scope.get("headers") or [] if k != VISITOR_HEADER.encode()]
+        """`scope` with the client address resolved (`proxies`); a VISITOR_HEADER kept only on a loopback
+        call (Gradio's MCP server calling its own queue) that this process signed, and its caller then the
+        client (whatever X-Forwarded-For that call copied); an MCP call's caller signed into one."""
+        raw, name = scope.get("headers") or [], VISITOR_HEADER.encode()
+        headers = [(k, v) for k, v in raw if k != name]
         peer = (scope.get("client") or ("?", 0))[0]
         client = self.proxies.client(peer, dict(headers).get(b"x-forwarded-for"))
-        signed = [verify(v.decode("latin-1")) for k, v in scope.get("headers") or [] if k == VISITOR_HEADER.encode()]
-        if signed and signed[0] is not None and client in LOOPBACK:  # Gradio's own MCP loopback call
-            client, session = signed[0]
-            headers.append((VISITOR_HEADER.encode(), f"{client} {session}".encode("latin-1")))
+        signed = next((v for k, v in raw if k == name), None)
+        caller = verify(signed.decode("latin-1")) if signed is not None and peer in LOOPBACK else None
+        if caller is not None:  # kept signed: the app checks it again (attention.ui.admit.mcp_caller)
+            client = caller[0]
+            headers.append((name, signed))
         elif scope["path"].startswith(self.routes.mcp):
             session = dict(headers).get(b"mcp-session-id", b"").decode("latin-1")[:64]
-            headers.append((VISITOR_HEADER.encode(), sign(client, session).encode("latin-1")))
+            headers.append((name, sign(client, session).encode("latin-1")))
         return {**scope, "client": (client, 0), "headers": headers}
 
     async def __call__(self, scope, receive, send):

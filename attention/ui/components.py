@@ -124,11 +124,11 @@ def queue_share(validator: Callable | None = None) -> Callable:
     Use as `event(fn, inputs, outputs, validator=queue_share())`."""
 
     def share(request: gr.Request, *args):
-        from attention.serving.clients import VISITOR_HEADER
+        from attention.ui.admit import mcp_caller
 
         # an MCP call (the guard signed its caller): Gradio's session is every MCP client's; its caller's own
         # share is the forward lane's (attention.serving.admission), not this session count
-        mcp = VISITOR_HEADER in (getattr(request, "headers", None) or {})
+        mcp = mcp_caller(request) is not None
         held = _admit(None if mcp else getattr(request, "session_hash", None))
         if held is not None:
             refusal = (

@@ -85,7 +85,7 @@ def example_digests() -> dict[str, str]:
 def visitor_scope(digest: str, visitor) -> str:
     """Whose a result about the picture of `digest` is, as part of its cache key: "" (everyone's) for a
     shipped example or when nobody in particular asks (None: a script, the command line), else the
-    visitor's: a session id (str), or an `admission.Visitor`'s session, else its client address. One
+    visitor's: a session id (str), or a `visitors.Visitor`'s session, else its client address. One
     visitor's picture is never answered from another's result (no timing oracle between visitors)."""
     if visitor is None or digest in example_digests():
         return ""

@@ -32,8 +32,9 @@ import numpy as np
 from attention.config import SETTINGS
 from attention.errors import InputError
 from attention.images import ImageSource
-from attention.serving.admission import Lane, Visitor
+from attention.serving.admission import Lane
 from attention.serving.cache import SharedCache
+from attention.serving.visitors import Visitor
 from attention.vit import features
 from attention.vit.extract import AttentionMaps, attention_maps
 from attention.vit.flow import rollout_map

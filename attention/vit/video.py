@@ -32,7 +32,8 @@ from attention.config import SETTINGS
 from attention.errors import BudgetError, InputError
 from attention.images import patch_tokens, target_size
 from attention.render import colormap, mask_overlay, masks_figure, overlay, upsample
-from attention.serving.admission import HEAVY, Visitor
+from attention.serving.admission import HEAVY
+from attention.serving.visitors import Visitor
 from attention.validate import check_opacity, check_seconds, check_threshold
 from attention.vit.backbone import describe
 from attention.vit.batch import BatchMaps, batch_maps

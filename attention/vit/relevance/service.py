@@ -14,8 +14,9 @@ from contextlib import nullcontext
 from attention.config import SETTINGS
 from attention.errors import InputError
 from attention.images import ImageSource
-from attention.serving.admission import HEAVY, Visitor
+from attention.serving.admission import HEAVY
 from attention.serving.cache import SharedCache
+from attention.serving.visitors import Visitor
 from attention.vit.gpu import gpu
 from attention.vit.inputs import file_digest, visitor_scope
 from attention.vit.models import check_allowed, load_vit
