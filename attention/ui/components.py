@@ -47,15 +47,6 @@ def info(message: object) -> None:
     gr.Info(html_text(cut(message)))
 
 
-def visitor() -> str | None:
-    """Who the event being handled is for: its session id (Gradio's request context; an API client's
-    own session too), or None outside an event. Keys a visitor's own passes and bounds their share."""
-    from gradio.context import LocalContext
-
-    request = LocalContext.request.get(None)
-    return None if request is None else getattr(request, "session_hash", None)
-
-
 def pending_jobs(blocks: gr.Blocks) -> dict[str, set[str]]:
     """Gradio's own count of every session's jobs waiting in its queue or running: session id -> event ids.
 
