@@ -9,7 +9,8 @@ the same calls timed quiet (`quiet_heavy`), and say whether each is within 3x qu
   relevance_flood n /relevance calls at 256 px (4,096 tokens) from one client over 4 sessions
   mixed_sessions  n calls (maps, relevance, video in turn) from 20 sessions of one client
   mcp_clients     8 MCP clients side by side (addresses of their own) calling the attention_maps tool
-  mcp_data        n MCP calls each with a 1 MB data: PNG, from one client: the upload folder after
+  mcp_data        n MCP calls each with its own 1 MB data: PNG, from one client: the upload folder just after
+                  and --settle s after (goal: Gradio's MCP copies swept, one tracked copy of each file left)
   forged_headers  n new-session calls, each with a forged X-Forwarded-For entry left of the proxy's
   big_body        2n calls with a 900 kB value (too few values; as the frame rate): the answers' and the log's size
 """
@@ -36,6 +37,7 @@ ATTACKER = "10.66.0.1"
 HONEST_HEAVY = "10.0.0.3"  # the visitor whose relevance and video calls are timed
 CLIP = str(ROOT / "examples" / "videos" / "digits.mp4")
 QUIET: dict[str, float] = {}  # honest relevance / video seconds, quiet; an attacker's video job, quiet
+_MCP_DATA: dict[str, float] = {}  # mcp_data's upload folder MB before, MB of files sent, calls
 
 
 _URL: list[str] = [""]
@@ -230,20 +232,42 @@ def mcp_clients(app, page, n, max_s):
 
 
 def mcp_data(app, page, n, max_s):
-    before, _ = bl.usage(app.env["GRADIO_TEMP_DIR"])
-    data = _png_data_url(2, 600)  # ~1 MB of PNG noise
+    """n MCP calls from one client, each with its own ~1 MB data: PNG (the same bytes would be one file)."""
+    from attention.ui.server import MCP_COPIES, MCP_COPY_AGE
+
+    _MCP_DATA["before"] = bl.usage(app.env["GRADIO_TEMP_DIR"])[0]
     counts: dict[str, int] = {}
-    deadline = time.time() + max_s
+    deadline, sent = time.time() + max_s, 0
     with httpx.Client(headers={"X-Forwarded-For": ATTACKER}) as http:
-        for _ in range(n):
+        for i in range(n):
             if time.time() > deadline:
                 break
+            data = _png_data_url(5000 + i, 1000)  # 1 MB of grey noise
+            sent += len(base64.b64decode(data.split(",", 1)[1]))
             k = _mcp_call(http, app.url, "attention_maps", {"image": data, "model": "mnist_vit"})
             counts[k] = counts.get(k, 0) + 1
+    _MCP_DATA.update(sent=sent / 1e6, calls=sum(counts.values()))
     after, files = bl.usage(app.env["GRADIO_TEMP_DIR"])
+    copies = bl.usage(os.path.join(app.env["GRADIO_TEMP_DIR"], MCP_COPIES))[0]
     return {**counts, "sent": sum(counts.values())}, (
-        f"{len(data) / 1e6:.1f} MB data: each; GRADIO_TEMP_DIR +{after - before:.0f} MB ({files} files)"
+        f"{sent / 1e6:.0f} MB of data: files in all; just after: GRADIO_TEMP_DIR +{after - _MCP_DATA['before']:.0f} MB "
+        f"({files} files), {copies:.0f} MB of it Gradio's MCP copies ({MCP_COPIES}/, swept after {MCP_COPY_AGE:.0f} s)"
     )
+
+
+def mcp_data_settled(app, settle: float) -> tuple[str, bool]:
+    """After the settle: the MCP copies swept, and the upload folder grown by at most one copy of each file
+    sent (Gradio's tracked upload, deleted at ATTENTION_FILE_TTL) and 0.1 MB of answer files a call."""
+    from attention.ui.server import MCP_COPIES
+
+    grown = bl.usage(app.env["GRADIO_TEMP_DIR"])[0] - _MCP_DATA["before"]
+    copies = bl.usage(os.path.join(app.env["GRADIO_TEMP_DIR"], MCP_COPIES))[0]
+    bound = _MCP_DATA["sent"] + 0.1 * _MCP_DATA["calls"]
+    note = (
+        f"mcp_data {settle:.0f} s after: GRADIO_TEMP_DIR +{grown:.0f} MB (bound {bound:.0f} MB: one copy of each "
+        f"file sent and its answer), MCP copies {copies:.1f} MB"
+    )
+    return note, grown <= bound and copies == 0
 
 
 def forged_headers(app, page, n, max_s):

@@ -31,7 +31,7 @@ from attention.vit.relevance.service import RESULTS
 
 MB = 1 << 20
 MCP_COPIES = "mcp-data"  # the upload folder's subfolder where Gradio's MCP server writes each `data:` file
-MCP_COPY_AGE = 60.0  # seconds one is kept there: Gradio's loopback upload of it (the copy the job reads) is at once
+MCP_COPY_AGE = 30.0  # seconds one is kept there: Gradio's loopback upload of it (the copy the job reads) is at once
 FILE_TYPES = (gr.Image, gr.ImageEditor, gr.File, gr.Video, gr.Audio, gr.Gallery, gr.Model3D)  # values: file objects
 SWEEP_EVERY = 300.0  # seconds between sweeps of empty folders (Gradio deletes files every 300 s here)
 
