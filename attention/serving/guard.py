@@ -3,7 +3,8 @@
 A plain ASGI middleware (no web framework imported) that answers, before the app builds anything:
 - 413 for a body over its route's limit (the Content-Length, and the bytes actually received);
 - 400 for a session id that is not 1-64 characters of [A-Za-z0-9_-] (query string or JSON body);
-- 429 for a client over its rate of new sessions, of live-route calls or of upload bytes;
+- 429 for a client over its rate of new sessions, of live-route calls or of upload bytes (a burst of a
+  client's new sessions, within its rate, is paced: `new_session_pace` a second, the others held);
 - 403 for a live-route call from a session this server has not seen on another route (a browser's
   first call there always follows an answer of the queue, which carried the token it asks about);
 - 507 for an upload that would take the upload folder over its total.
@@ -15,7 +16,8 @@ A client is the peer address, or behind proxies the operator trusts the address 
 (`attention.serving.clients.Proxies`: ATTENTION_TRUSTED_PROXIES / ATTENTION_PROXY_HOPS; never a visitor's own
 X-Forwarded-For); the guard puts it in `scope["client"]` for the app. An MCP call's caller is signed
 into its `VISITOR_HEADER`, which Gradio's MCP server copies into its loopback call of the queue, so
-that call is charged to the caller (and each MCP client is a visitor of its own, `attention.ui.admit`);
+that call is charged to the caller (and each MCP client is a visitor of its own: `attention.ui.admit`,
+which checks the signature again, so a visitor's own header means nothing even without this guard);
 an MCP body's bytes count as upload bytes of its caller (its `data:` files are written to the upload
 folder). Every table is bounded: clients and sessions are kept least recently used first out, at most
 `max_clients` and `max_sessions`. A client that goes away mid-request (ClientDisconnect) is one log line.
@@ -67,6 +69,8 @@ class Guard:
         self.app, self.limits, self.routes = app, limits or GuardLimits(), routes or Routes()
         lim = self.limits
         self.new_sessions = Buckets(lim.new_sessions_per_s, lim.new_session_burst, lim.max_clients, clock)
+        pace = lim.new_session_pace
+        self.session_pace = Buckets(pace, max(1.0, pace), lim.max_clients, clock) if pace > 0 else None
         self.live_calls = Buckets(lim.live_per_s, 2 * lim.live_per_s, lim.max_clients, clock)
         self.uploads = Buckets(lim.upload_bytes_per_s, lim.upload_burst_bytes, lim.max_clients, clock)
         self.seen = Recent(lim.max_sessions)
@@ -181,8 +185,11 @@ class Guard:
                 raise Refusal(403, "The live route answers only a session that has used this page's events first.")
             if wait := self.live_calls.take(client):
                 raise Refusal(429, "Too many live-route calls from this client; slow down.", wait)
-        elif new and (wait := self.new_sessions.take(client, len(new))):
-            raise Refusal(429, "Too many new sessions from this client; try again shortly.", wait)
+        elif new:
+            if wait := self.new_sessions.take(client, len(new)):
+                raise Refusal(429, "Too many new sessions from this client; try again shortly.", wait)
+            if self.session_pace is not None and (wait := self.session_pace.reserve(client, len(new))):
+                await asyncio.sleep(wait)  # a client's burst of new sessions spread out (the event loop builds each)
         if path.startswith(routes.upload) and method == "POST":
             mcp_loopback = client in LOOPBACK and headers.get(b"x-gradio-user") == b"mcp"  # its bytes were charged
             await self._admit_upload(client, length, charged=mcp_loopback)

@@ -61,6 +61,19 @@ class Buckets:
                 self._levels.popitem(last=False)
             return wait
 
+    def reserve(self, key: str, amount: float = 1.0) -> float:
+        """Take `amount` tokens of `key`'s bucket now, into debt if they are not there: the seconds until
+        they would have been (0.0: there). For pacing: the caller waits that long (bounded by what else
+        limits how many it reserves)."""
+        with self._lock:
+            now = self._clock()
+            tokens, when = self._levels.pop(key, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - when) * self.rate) - amount
+            self._levels[key] = (tokens, now)
+            while len(self._levels) > self.max_keys:
+                self._levels.popitem(last=False)
+            return 0.0 if tokens >= 0 else (-tokens / self.rate if self.rate > 0 else 0.0)
+
     def __len__(self) -> int:
         return len(self._levels)
 
@@ -126,6 +139,9 @@ class GuardLimits:
     mcp_body_bytes: int = 28 << 20  # an MCP call (an image may come base64-encoded: 4/3 of its bytes)
     new_sessions_per_s: float = 0.5  # new sessions a client may open, a second (burst: new_session_burst)
     new_session_burst: float = 30
+    # new sessions of a client started a second (as many at once); the rest of its burst waits its turn (an
+    # asyncio sleep): each first call of a session builds Gradio's whole per-session state on the event loop
+    new_session_pace: float = 2.0
     live_per_s: float = 20.0  # live-route calls of a client, a second (burst: twice as many)
     upload_bytes_per_s: float = 2 << 20  # upload bytes of a client, a second (burst: upload_burst_bytes)
     upload_burst_bytes: float = 120 << 20

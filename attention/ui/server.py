@@ -47,6 +47,7 @@ def guard_limits(s: Settings) -> GuardLimits:
         mcp_body_bytes=upload * 4 // 3 + MB,
         new_sessions_per_s=s.new_sessions_per_min / 60,
         new_session_burst=s.new_sessions_per_min,
+        new_session_pace=4 * s.new_sessions_per_min / 60,  # a burst spread at 4x the rate (2 a second by default)
         live_per_s=s.live_per_s,
         upload_bytes_per_s=s.upload_mb_per_min * MB / 60,
         upload_burst_bytes=s.upload_mb_per_min * MB,
