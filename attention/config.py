@@ -1,7 +1,7 @@
 """Every setting of Attention Explorer, read from the environment once, here.
 
 Each limit below bounds what one visitor (or a crowd of them) can make the server hold or do;
-README's "Limits" table lists them with their environment variables. Change a setting by
+docs/settings.md's table lists them with their environment variables. Change a setting by
 setting the variable before the process starts (tests may construct `Settings(...)` directly).
 
     from attention.config import SETTINGS

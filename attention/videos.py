@@ -18,7 +18,7 @@ animated GIF's logical screen, whatever its frames cover), checked from the head
 frame is decoded (`decode_pixels`, ATTENTION_VIDEO_DECODE_PIXELS); the pixels decoded for one video
 (frames x canvas, `decode_gpixels`) and the seconds spent decoding (`decode_seconds`) are checked before
 (from the headers) and while decoding. Only the frames used are converted to RGB. Only container
-formats that hold their own frames are opened (`FORMATS`): playlists (.m3u8), concat lists and other
+formats that hold their own frames are opened (`video_container.FORMATS`): playlists (.m3u8), concat lists and other
 files that name other files are refused, and FFmpeg reads only the file given (its protocol whitelist).
 """
 
@@ -36,26 +36,19 @@ import numpy as np
 
 from attention.config import SETTINGS
 from attention.errors import AttentionError, BudgetError, VideoError
+from attention.video_container import (
+    ACCEPTED,
+    DECODE,
+    DecodeLimits,
+    VideoSource,
+    check_canvas,
+    open_video,
+    rotation,
+    scaled_size,
+    stream_rate,
+)
 
-VideoSource = str | os.PathLike
-ACCEPTED = "MP4, WebM, MOV, MKV, AVI or GIF files with a video stream"
 MAX_PIXELS = SETTINGS.video_max_pixels  # ATTENTION_VIDEO_MAX_PIXELS
-FORMATS = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,gif"  # FFmpeg demuxers that are opened (none that names files)
-OPEN_OPTIONS = {"format_whitelist": FORMATS, "protocol_whitelist": "file"}
-PLAYLIST_HEADS = (b"#EXTM3U", b"ffconcat", b"[playlist]", b"<?xml", b"<smil", b"#EXT")
-
-
-@dataclass(frozen=True)
-class DecodeLimits:
-    """What decoding one video may cost: pixels of one decoded frame (the canvas), pixels decoded in all
-    (billions), seconds of decoding."""
-
-    pixels: int = SETTINGS.video_decode_pixels  # ATTENTION_VIDEO_DECODE_PIXELS
-    gpixels: float = SETTINGS.video_decode_gpixels  # ATTENTION_VIDEO_DECODE_GPIXELS
-    seconds: float = SETTINGS.video_decode_seconds  # ATTENTION_VIDEO_DECODE_SECONDS
-
-
-DECODE = DecodeLimits()
 
 
 @dataclass(frozen=True)
@@ -101,69 +94,13 @@ class Frame:
     rgb: np.ndarray  # uint8 (H, W, 3)
 
 
-def _open(src: VideoSource):
-    import av
-
-    path = Path(src)
-    if not path.is_file():
-        raise VideoError(f"No such video file: {path.name}")
-    with open(path, "rb") as f:
-        head = f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
-    if head.startswith(PLAYLIST_HEADS):
-        raise VideoError(
-            f"{path.name} is a playlist or a list of other files, not a video; accepted: {ACCEPTED} (the frames "
-            "themselves, in the file sent)."
-        )
-    try:
-        container = av.open(os.fspath(path), metadata_errors="ignore", options=OPEN_OPTIONS)
-    except (av.FFmpegError, UnicodeDecodeError, ValueError):
-        raise VideoError(f"{path.name} is not a video FFmpeg can read; accepted: {ACCEPTED}.") from None
-    if not container.streams.video:
-        container.close()
-        raise VideoError(
-            f"{path.name} holds no video frames (no video stream: audio only, data or empty); accepted: {ACCEPTED}."
-        )
-    return container
-
-
-def _rotation(stream, first) -> int:
-    """Degrees counter-clockwise the display matrix asks for, as a multiple of 90 (0..270)."""
-    r = getattr(first, "rotation", 0) if first is not None else 0
-    return int(round((r or 0) / 90.0)) % 4 * 90
-
-
-def _scaled(w: int, h: int, max_pixels: int) -> tuple[int, int]:
-    """(w, h) scaled down (aspect kept, even sides) to at most `max_pixels`; unchanged when it fits."""
-    if w * h <= max_pixels:
-        return w, h
-    s = math.sqrt(max_pixels / (w * h))
-    return max(2, int(w * s) // 2 * 2), max(2, int(h * s) // 2 * 2)
-
-
-def _rate(stream) -> Fraction:
-    for r in (stream.average_rate, stream.guessed_rate, stream.base_rate):
-        if r and 0 < float(r) <= 1000:
-            return Fraction(r).limit_denominator(1001)
-    return Fraction(25)
-
-
-def check_canvas(name: str, width: int, height: int, limits: DecodeLimits = DECODE) -> None:
-    """BudgetError when a decoded frame of `width` x `height` (the container's canvas) is over `limits.pixels`."""
-    if width * height > limits.pixels:
-        raise BudgetError(
-            f"{name}'s frames decode to {width:,}x{height:,} px (its canvas), over this server's {limits.pixels:,} "
-            f"pixels per decoded frame; accepted: a video whose frames are at most {limits.pixels:,} pixels "
-            "(a GIF's canvas counts whole, whatever each frame covers)."
-        )
-
-
 def probe(src: VideoSource, *, max_pixels: int = MAX_PIXELS, limits: DecodeLimits = DECODE) -> VideoInfo:
     """Read `src`'s headers and its first frame. Raises VideoError when it is not a readable video
     or has no frames, BudgetError when its canvas is over `limits.pixels` (before decoding anything)."""
     import av
 
     name = Path(src).name
-    with _open(src) as c:
+    with open_video(src) as c:
         s = c.streams.video[0]
         cc = s.codec_context
         check_canvas(name, int(getattr(cc, "width", 0) or 0), int(getattr(cc, "height", 0) or 0), limits)
@@ -174,11 +111,11 @@ def probe(src: VideoSource, *, max_pixels: int = MAX_PIXELS, limits: DecodeLimit
         if first is None:
             raise VideoError(f"{name} has a video stream with no frames; accepted: {ACCEPTED} holding frames.")
         check_canvas(name, first.width, first.height, limits)
-        rot = _rotation(s, first)
-        w, h = _scaled(first.width, first.height, max_pixels)
+        rot = rotation(s, first)
+        w, h = scaled_size(first.width, first.height, max_pixels)
         if rot in (90, 270):
             w, h = h, w
-        fps = _rate(s)
+        fps = stream_rate(s)
         duration = float(s.duration * s.time_base) if s.duration and s.time_base else 0.0
         if not duration and c.duration:
             duration = c.duration / 1e6  # microseconds (AV_TIME_BASE)
@@ -233,7 +170,7 @@ def frames(
     k = 0  # next output frame
     decoded = 0
     budget, pixels, spent = limits.gpixels * 1e9, 0, 0.0
-    with _open(src) as c:
+    with open_video(src) as c:
         s = c.streams.video[0]
         s.thread_type = "AUTO"
         default_step = 1 / float(info.fps)

@@ -1,1 +1,1 @@
-"""Benchmarks of the measured claims in README.md; run each as `python -m bench.<name>` from the repository root."""
+"""Benchmarks of the measured claims in README.md and docs/; run each as `python -m bench.<name>` from the root."""

@@ -4,7 +4,7 @@
                                 [--max-seconds 120]
 
 (every attack: about 15 minutes on a quiet 2-core machine; --only picks some, --settle 60 checks the RSS
-goal at 60 s as README's table does)
+goal at 60 s as docs/security.md's table does)
 
 Each attack runs while an honest visitor calls /attention_maps (gradio_client, one call after another)
 and the server's RSS is sampled every 0.2 s; for each it prints the honest p50/p95 during the attack
@@ -30,7 +30,7 @@ Goals: honest p95 <= 3x quiet during new_sessions, live_flood and the computing 
 relevance_flood and mixed_sessions an honest relevance and an honest 1 s video each within 3x their quiet
 time plus one attacker job (timed quiet); RSS --settle s after within 10% of
 before; large_passes: RSS <= ATTENTION_STATE_MB + the RSS before, and the other visitor's pass alive.
-Ends with the attacks as a Markdown block (README.md's table sets a run without the guard beside one with it).
+Ends with the attacks as a Markdown block (docs/security.md's table sets a run without the guard beside one with it).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ after one warm-up each, interleaved for --rounds rounds:
 It prints, per endpoint: files per answer, bytes per answer (the files plus the JSON of the rest), the
 medians, and ratio = client / in-process (target <= 1.5). A streaming endpoint (/retrieval_retrain) is
 timed to its last update. An endpoint with no sample inputs here is named at the end. Ends with the
-table as a Markdown block for README.md.
+table as a Markdown block for the docs (bench/blocks.py).
 """
 
 from __future__ import annotations
@@ -69,9 +69,9 @@ def twins() -> dict[str, Callable]:
     import numpy as np
     from PIL import Image
 
-    from attention.ui import calculator_patches, calculator_tab, retrieval_api, vit_api, vit_tab
+    from attention.ui import calculator_api, calculator_patches, retrieval_api, vit_api, vit_layout
 
-    d = vit_tab.VIT_DEFAULTS
+    d = vit_layout.VIT_DEFAULTS
     maps = vit_api.attention_maps_fn("mnist_vit", d)
     sketch = {"background": None, "layers": [], "composite": np.asarray(Image.open(SKETCH).convert("RGBA"))}
     out = {
@@ -83,8 +83,8 @@ def twins() -> dict[str, Callable]:
         "/retrieval_trained": lambda: retrieval_api.retrieval_trained(100, 42, 3),
         "/retrieval_sketch": lambda: retrieval_api.retrieval_sketch(100, 42, sketch),
         "/retrieval_retrain": lambda: list(retrieval_api.retrieval_retrain("lab", 1, 7)),
-        "/calculate": lambda: calculator_tab.qkv_calculate(**QKV, mask_mode="causal"),
-        "/calculate_from_x": lambda: calculator_tab.qkv_calculate_from_x(**XW),
+        "/calculate": lambda: calculator_api.qkv_calculate(**QKV, mask_mode="causal"),
+        "/calculate_from_x": lambda: calculator_api.qkv_calculate_from_x(**XW),
         "/patch_attention": lambda: calculator_patches.qkv_patch_attention(PHOTO, 16, 4, 0, 10),
     }
     if hasattr(vit_api, "feature_maps_fn"):

@@ -16,7 +16,7 @@ and prints ratio = trip / bare (target <= 1.5: rendering must not dominate), wit
 the per-round ratios (each trip over the bare call just before it) and its 90% bootstrap interval,
 as a check on this noisy machine. The server's own forward and drawing times (the answer's
 `forward_ms`, `render_ms`) split the overhead into the app's drawing and the rest.
-The medians end as a Markdown block for README.md. --idle-cpu also measures, after the timings, the
+The medians end as a Markdown block for the docs (bench/blocks.py). --idle-cpu also measures, after the timings, the
 CPU an idle `python app.py` uses over 10 s (Gradio's queue looks for jobs every 1 ms).
 
 When the real DINO ViT-S/16 weights are not in the HF cache, it builds a temporary HF cache

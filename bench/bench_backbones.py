@@ -18,10 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from bench.common import in_fresh_process, interleaved_medians, markdown_table, peak_growth_mb
+from bench.common import cuda_synced, in_fresh_process, interleaved_medians, markdown_table, peak_growth_mb
 
 SIZES = (224, 518, 784)
 METHODS = ("fused", "ours", "eager")
+DINOV2_S14 = dict(hidden_size=384, num_hidden_layers=12, num_attention_heads=6, intermediate_size=1536, patch_size=14)
 
 
 def setup(size: int, device: str):
@@ -29,14 +30,7 @@ def setup(size: int, device: str):
     import transformers as T
 
     torch.manual_seed(0)
-    cfg = T.Dinov2Config(
-        hidden_size=384,
-        num_hidden_layers=12,
-        num_attention_heads=6,
-        intermediate_size=1536,
-        image_size=518,
-        patch_size=14,
-    )
+    cfg = T.Dinov2Config(image_size=518, **DINOV2_S14)
     model = T.Dinov2Model(cfg).eval().to(device)
     model.set_attn_implementation("sdpa")
     eager = T.Dinov2Model(cfg).eval().to(device)
@@ -59,17 +53,8 @@ def runner(method: str, model, eager, x):
 
 
 def synced(fn, device: str):
-    import torch
-
-    if device != "cuda":
-        return fn
-
-    def run():
-        out = fn()
-        torch.cuda.synchronize()
-        return out
-
-    return run
+    """fn, followed by a CUDA synchronize when the bench runs on `device` "cuda"."""
+    return cuda_synced(fn) if device == "cuda" else fn
 
 
 def child_memory(size: int, method: str, device: str) -> None:

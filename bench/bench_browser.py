@@ -13,7 +13,7 @@ and the bytes the browser fetched for each. Each interaction reuses the visitor'
 forward); the ratio to one forward pass (measured in-process, same run) is printed, for the map the
 browser draws itself (attention/vit/live.py) and for the server's picture that follows it.
 Screenshots at desktop (1400x1000) and phone (390x844) sizes go to `--shots`. Ends with the table
-as a Markdown block for README.md.
+as a Markdown block for the docs (bench/blocks.py).
 """
 
 from __future__ import annotations

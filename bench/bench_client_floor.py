@@ -10,7 +10,7 @@ client's added time and the ratio client / in-process, and the smallest in-proce
 a ratio <= 1.5 is possible at all (2x the added time). gradio_client (2.x) posts each job with a
 new httpx client (a new TLS context, the CA bundle loaded again) and polls its event queue every
 50 ms (`utils.stream_sse_v1plus`): both are in the client, out of an app's reach. Ends with the table
-as a Markdown block for README.md.
+as a Markdown block for the docs (bench/blocks.py).
 """
 
 from __future__ import annotations

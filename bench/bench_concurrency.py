@@ -14,7 +14,7 @@ Every answer is checked against its solo result (0 wrong is required; the bench 
 
 Budget (`attention.vit.cost`): for several resolutions it prints the estimated GFLOP of one pass,
 the measured seconds and the achieved GFLOP/s, so `ATTENTION_MAX_GFLOP_CPU` can be read as
-seconds on this machine. The isolation table is also printed as a Markdown block for README.md.
+seconds on this machine. The isolation table is also printed as a Markdown block for the docs (bench/blocks.py).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Images per second, each method over all the images, methods interleaved round af
 and prints extract / limit (target >= 0.85) and extract / per-image (target >= 2). Then extract under
 `torchrun --nproc_per_node 1` and `2` (gloo on CPU; 4 shards, so each of 2 ranks has 2), each its own
 rate as its summary prints it.
-The rates are also printed as a Markdown block for README.md.
+The rates are also printed as a Markdown block for docs/extract.md.
 
 The model is `dino_vits16` through `load_vit`: the real weights when cached, else *random* weights of
 the same architecture in a temporary HF cache (same cost); the output says which.
@@ -127,7 +127,7 @@ def main() -> None:
     prep = Preprocess.of(model, 224)
     param = next(model.parameters())
     print(f"{args.images} images of 256x256 px at 224 px ({prep(files[0]).grid} grid), {weights}")
-    from attention.dataset.run import auto_workers
+    from attention.dataset.decode import auto_workers
 
     workers = auto_workers(param.device) if args.workers is None else args.workers
     print(

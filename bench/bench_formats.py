@@ -7,7 +7,7 @@ and on an enlarged digit overlay (28 px x 18 = 504 px, hard patch edges), prints
 encoder, PIL's WebP (lossless, and quality 90) and JPEG (quality 92, 4:4:4): size, encode ms, and the
 largest and mean pixel error. The tab sends JPEG for photos (display only; the download keeps exact PNGs and
 float32 arrays) and PNG for enlarged maps, where JPEG would blur the patch edges. Ends with the
-table as README.md quotes it (Markdown, between its markers).
+table as docs/vit.md quotes it (Markdown, between its markers).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Row(NamedTuple):
 
 
 def formats_table(rows: list[Row]) -> str:
-    """The README's table of this bench's rows (Markdown)."""
+    """docs/vit.md's table of this bench's rows (Markdown)."""
     header = ["picture", "encoder", "kB", "of PNG", "encode ms", "max error", "mean error"]
     return markdown_table(
         header,

@@ -21,7 +21,16 @@ MAX_LINES = 300
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("attention.errors", "attention.config")),
     ("serving", ("attention.serving",)),  # server plumbing that is not about ViTs: imports only the ground
-    ("media", ("attention.images", "attention.videos", "attention.render", "attention.mnist")),
+    (
+        "media",
+        (
+            "attention.images",
+            "attention.videos",
+            "attention.video_container",
+            "attention.render",
+            "attention.mnist",
+        ),
+    ),
     (
         "vit.models",
         (

@@ -10,7 +10,7 @@ memory: peak extra MB of one call in a fresh process (peak RSS minus RSS once mo
 after a warm-up call), for ours and for the full-matrix reference (tests/vit/relevance_reference.py:
 timm's unfused attention, every layer's N x N attention and its gradient kept, R = N x N). At 1024 px the
 reference runs with 2 and 4 blocks by default (its 12-block peak, ~10 GB, is asked for with --full) and
-its 12-block figure is extrapolated from those two, marked as such. Ends with the memory table as README.md
+its 12-block figure is extrapolated from those two, marked as such. Ends with the memory table as docs/relevance.md
 quotes it (Markdown, between its markers).
 """
 
@@ -92,7 +92,7 @@ class Memory(NamedTuple):
 
 
 def memory_table(rows: list[Memory]) -> str:
-    """README.md's table of peak extra memory (Markdown)."""
+    """docs/relevance.md's table of peak extra memory (Markdown)."""
     header = ["input", "tokens N", "plain forward", "relevance (ours)", "full-matrix reference"]
 
     def reference(r: Memory) -> str:

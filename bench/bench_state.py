@@ -11,7 +11,7 @@ baseline), at peak and after, the growth against the store budget ATTENTION_STAT
 against ATTENTION_STATE_VISITOR_MB, and whether B's pass is still kept. Two settings: a visitor
 share below the budget (as the app's defaults, 256 of 1024 MB), and a share as large as the budget
 (A alone could fill the store: the budget itself bounds RSS, and B keeps their pass). Ends with
-the two runs as a Markdown block for README.md.
+the two runs as a Markdown block for the docs (bench/blocks.py).
 
 --queue: the app in this process; visitor B's small request (an example's maps) timed alone, then
 while visitor A sends `--heavy` uploads at 512 px at once: how many of A's were queued or refused

@@ -19,7 +19,7 @@ explicit attention. DINO's is measured where it fits here and given for 720x1280
 its formula, heads x N^2 x 4 bytes per attention matrix, scaled by the measured peak / formula ratio
 (DINO#213: out of memory allocating 4.64 GiB = 6 x 14401^2 x 4 bytes).
 
-Each part ends with its table as README.md quotes it (Markdown, between its markers).
+Each part ends with its table as docs/video.md quotes it (Markdown, between its markers).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ HEADS, PATCH = 6, 8  # ViT-S/8's, for the memory part
 
 
 def speed_table(batch: int, n_frames: int, fps: dict[str, float]) -> str:
-    """README.md's speed table (Markdown): frames/s of "batched", "one" and "DINO loop", and the ratios."""
+    """docs/video.md's speed table (Markdown): frames/s of "batched", "one" and "DINO loop", and the ratios."""
     header = [
         "",
         f"batched ({batch} frames a forward)",
@@ -85,7 +85,7 @@ def tokens(h: int, w: int) -> int:
 
 
 def memory_table(frames: list[Frame], dino_ratio: float) -> str:
-    """README.md's memory table (Markdown); a size DINO's way did not run is given by its formula,
+    """docs/video.md's memory table (Markdown); a size DINO's way did not run is given by its formula,
     heads x N^2 x 4 B per layer, times `dino_ratio` (its measured peak / formula)."""
     header = ["one frame through ViT-S/8, peak memory growth"] + [
         f"{f.h}x{f.w} ({tokens(f.h, f.w):,}{' tokens' if i == 0 else ''})" for i, f in enumerate(frames)

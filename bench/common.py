@@ -286,7 +286,7 @@ def in_fresh_process(
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-# ----- Markdown for the README ---------------------------------------------------------------
+# ----- Markdown for README.md and docs/ --------------------------------------------------------
 def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     """A Markdown table: the header, its rule, one line a row (cells as given, '|' escaped)."""
 
@@ -297,7 +297,8 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> s
 
 
 def readme_block(bench: str, table: str, body: str) -> str:
-    """`body` between the README's markers for `bench`'s table `table`, naming the command that made
-    it (this process's own arguments): README.md takes the printed block verbatim."""
+    """`body` between the markers for `bench`'s table `table`, naming the command that made it (this
+    process's own arguments): the page quoting it (README.md or a page of docs/) takes the printed block
+    verbatim, by hand or through `bench.blocks.refresh_blocks`."""
     command = shlex.join(["python", "-m", f"bench.{bench}", *sys.argv[1:]])
     return f"<!-- bench:{bench} {table}; refresh: {command} -->\n{body}\n<!-- /bench -->"

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from bench.common import answers
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("HF_HOME", tempfile.mkdtemp(prefix="hf-home-empty-"))
@@ -76,15 +76,8 @@ def app_url():
     import app
 
     _, url, _ = app.demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **app.LAUNCH)
-    deadline = time.time() + 60
-    while True:  # "Running on local URL" prints before the server is ready: poll it
-        try:
-            urllib.request.urlopen(url.rstrip("/") + "/gradio_api/info", timeout=5).read()
-            break
-        except OSError:
-            if time.time() > deadline:
-                raise
-            time.sleep(0.2)
+    # "Running on local URL" prints before the server is ready: poll it
+    assert answers(url.rstrip("/") + "/gradio_api/info", 60, 0.2), f"the app did not answer at {url} in 60 s"
     yield url
     app.demo.close()
 
@@ -135,13 +128,11 @@ def browser():
 
 @pytest.fixture
 def page(browser, app_url):
-    """A fresh browser page at the app; a screenshot is saved to artifacts/ at the end."""
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = ctx.new_page()
-    pg.set_default_timeout(60_000)
-    pg.goto(app_url)
-    yield pg
-    ctx.close()
+    """A fresh browser page at the app (1400x1000), its browser context closed at the end."""
+    from tests.ui.pages import opened
+
+    with opened(browser, app_url) as pg:
+        yield pg
 
 
 def screenshot(pg, name: str) -> Path:

@@ -1,6 +1,6 @@
 """Spec of bench/: every bench is a module of the `bench` package, run as `python -m bench.<name>` (no
-sys.path edits), and every block of figures README.md marks is the table its bench prints, so a re-run's
-printed block replaces the README's verbatim. Nothing here runs a bench."""
+sys.path edits), and every block of figures README.md or a page of docs/ marks is the table its bench prints,
+so a re-run's printed block replaces the page's verbatim (`bench.blocks`). Nothing here runs a bench."""
 
 from __future__ import annotations
 
@@ -17,15 +17,24 @@ from pathlib import Path
 import pytest
 
 from bench import common
+from bench.blocks import BLOCK, doc_blocks, doc_pages, refresh_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
 PACKAGES = ("attention", "bench")
 BENCHES = sorted(p.stem for p in (ROOT / "bench").glob("bench_*.py"))
-# <!-- bench:NAME TABLE; refresh: COMMAND --> the table <!-- /bench -->, as common.readme_block prints it
-BLOCK = re.compile(
-    r"<!-- bench:(\w+) (\w+); refresh: (python -m bench\.(\w+)[^\n]*?) -->\n(.*?)\n<!-- /bench -->", re.S
+# what `python -m bench.NAME` may name: the benches and the other modules of bench/ run as scripts (bench.blocks)
+RUNNABLE = sorted(
+    {*BENCHES} | {p.stem for p in (ROOT / "bench").glob("*.py") if '__name__ == "__main__"' in p.read_text()}
 )
+# the blocks README.md held before its reference moved to docs/: each must still be in some page
+MOVED = {
+    ("bench_formats", "formats"),
+    ("bench_relevance", "memory"),
+    ("bench_abuse", "attacks"),
+    ("bench_extract_many", "rates"),
+    ("bench_video", "speed"),
+    ("bench_video", "memory"),
+}
 
 # (bench, table): the bench's table function called on a tiny made-up result
 FAKES: dict[tuple[str, str], Callable] = {
@@ -95,11 +104,12 @@ def test_no_bench_edits_sys_path(path):
 
 def test_every_bench_command_in_the_docs_names_a_bench():
     code = [p for d in ("attention", "bench", "tests") for p in (ROOT / d).rglob("*.py") if p != Path(__file__)]
-    docs = {"README.md": README} | {str(p.relative_to(ROOT)): p.read_text() for p in code}
+    docs = {str(p.relative_to(ROOT)): p.read_text() for p in [*doc_pages(), *code]}
+    assert "README.md" in docs and "docs/bench.md" in docs
     for where, text in docs.items():
         assert "python bench/" not in text, where
         for name in re.findall(r"python -m bench\.(\w+)", text):
-            assert name in BENCHES, f"{where}: python -m bench.{name}"
+            assert name in RUNNABLE, f"{where}: python -m bench.{name}"
 
 
 def test_every_table_a_bench_prints_has_a_fake_here_and_is_well_formed():
@@ -117,22 +127,41 @@ def test_every_table_a_bench_prints_has_a_fake_here_and_is_well_formed():
     assert dict(os.environ) == environ  # importing a bench (bench_load's offline switch included) changes nothing
 
 
-def test_readme_blocks_are_the_tables_their_benches_print():
-    blocks = BLOCK.findall(README)
-    assert {(b, t) for b, t, *_ in blocks} <= set(FAKES)  # each marked block has its bench's table function
-    assert {"bench_relevance", "bench_video", "bench_formats"} <= {b for b, *_ in blocks}
-    opened, closed = (re.findall(rf"^{m}", README, re.M) for m in ("<!-- bench:", "<!-- /bench -->$"))
-    assert len(opened) == len(closed) == len(blocks)  # no marker line outside a well-formed block
-    for bench, table, command, module, body in blocks:
-        assert module == bench and bench in BENCHES, command
-        printed = FAKES[bench, table](importlib.import_module(f"bench.{bench}")).splitlines()
-        lines = body.splitlines()
-        assert lines[:2] == printed[:2], f"{bench} {table}: README's header is not what the bench prints"
+def test_the_blocks_of_every_page_are_the_tables_their_benches_print():
+    blocks = doc_blocks()
+    assert {(b.bench, b.table) for b in blocks} <= set(FAKES)  # each marked block has its bench's table function
+    assert MOVED <= {(b.bench, b.table) for b in blocks}  # none dropped from the pages
+    for page in doc_pages():
+        text = page.read_text()
+        opened, closed = (re.findall(rf"^{m}", text, re.M) for m in ("<!-- bench:", "<!-- /bench -->$"))
+        assert len(opened) == len(closed) == len(BLOCK.findall(text)), page  # no marker outside a block
+    for b in blocks:
+        where = f"{b.page.relative_to(ROOT)}: {b.bench} {b.table}"
+        assert b.command.startswith(f"python -m bench.{b.bench}") and b.bench in BENCHES, where
+        printed = FAKES[b.bench, b.table](importlib.import_module(f"bench.{b.bench}")).splitlines()
+        lines = b.body.splitlines()
+        assert lines[:2] == printed[:2], f"{where}: the page's header is not what the bench prints"
         width = len(cells(printed[0]))
-        assert len(lines) > 2 and all(len(cells(line)) == width for line in lines), f"{bench} {table}: ragged rows"
+        assert len(lines) > 2 and all(len(cells(line)) == width for line in lines), f"{where}: ragged rows"
 
 
-def test_the_block_a_bench_prints_is_what_the_readme_test_reads(monkeypatch):
+def test_a_printed_block_replaces_the_one_its_page_holds(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["bench_video.py"])
+    old = common.readme_block("bench_video", "speed", "| a | b |\n| --- | --- |\n| 1 | 2 |")
+    other = old.replace("python -m bench.bench_video", "python -m bench.bench_video --only x")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("# front\n")
+    (tmp_path / "docs" / "video.md").write_text(f"before\n\n{old}\n\nafter\n")
+    (tmp_path / "docs" / "other.md").write_text(f"{other}\n")
+    new = old.replace("| 1 | 2 |", "| 3 | 4 |")
+    assert refresh_blocks(f"some lines\n{new}\nmore\n", tmp_path) == [tmp_path / "docs" / "video.md"]
+    assert (tmp_path / "docs" / "video.md").read_text() == f"before\n\n{new}\n\nafter\n"
+    assert (tmp_path / "docs" / "other.md").read_text() == f"{other}\n"  # the other run's block is left alone
+    with pytest.raises(LookupError):
+        refresh_blocks(new.replace("bench_video speed", "bench_video memory"), tmp_path)  # no page holds it
+
+
+def test_the_block_a_bench_prints_is_what_the_pages_test_reads(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["bench_video.py", "--quick"])
     table = common.markdown_table(["", "a|b"], [[1, "x"]])
     assert table.splitlines() == ["| | a\\|b |", "| --- | --- |", "| 1 | x |"]

@@ -1,5 +1,6 @@
 """Spec of the repository's front door: README's two commands, CI running the second verbatim,
-Spaces front matter matching the pinned gradio and the registry."""
+Spaces front matter matching the pinned gradio and the registry, README's package and API snippets and
+docs/api.md's full API example run as written."""
 
 from __future__ import annotations
 
@@ -10,10 +11,24 @@ from attention.vit.models import DEFAULT_MODEL, REGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+API_PAGE = (ROOT / "docs" / "api.md").read_text()
 
 
 def commands() -> list[str]:
     return re.findall(r"```bash\n(.+?)\n```", README)
+
+
+def python_block(text: str, containing: str) -> str:
+    """The first ```python block of `text` that contains `containing`."""
+    return next(b for b in re.findall(r"```python\n(.+?)\n```", text, re.S) if containing in b)
+
+
+def run_snippet(snippet: str, where: str, capsys, app_url: str | None = None) -> list[str]:
+    """`snippet` executed from the repository root (the app's URL swapped for the test app's); its printed lines."""
+    if app_url:
+        snippet = snippet.replace("http://127.0.0.1:7860/", app_url)
+    exec(compile(snippet, where, "exec"), {})
+    return [line for line in capsys.readouterr().out.splitlines() if not line.startswith("Loaded as API")]
 
 
 def test_readme_opens_with_install_and_run_then_test_commands():
@@ -40,12 +55,28 @@ def test_spaces_front_matter_matches_requirements_and_registry():
     assert REGISTRY[DEFAULT_MODEL].hub_id in hub_ids
 
 
-def test_readme_api_snippet_runs_against_the_app(app_url, monkeypatch, capsys):
-    """The gradio_client example in README, executed as written (only the URL is the test app's)."""
-    snippet = next(b for b in re.findall(r"```python\n(.+?)\n```", README, re.S) if "gradio_client" in b)
+def test_readme_package_snippet_runs_as_written(monkeypatch, capsys):
+    """The package in ten lines, executed as written: it prints what its comments say."""
+    snippet = python_block(README, "import attention")
     monkeypatch.chdir(ROOT)
-    exec(compile(snippet.replace("http://127.0.0.1:7860/", app_url), "README.md", "exec"), {})
-    out = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("Loaded as API")]
+    out = run_snippet(snippet, "README.md", capsys)
+    assert out == ["(4, 7, 7) (4, 4, 7, 7)", "(3, '3')"]
+    assert "# (4, 7, 7) (4, 4, 7, 7)" in snippet and "# (3, '3')" in snippet
+
+
+def test_readme_api_snippet_runs_against_the_app(app_url, monkeypatch, capsys):
+    """README's short gradio_client example, executed as written (only the URL is the test app's)."""
+    snippet = python_block(README, "gradio_client")
+    monkeypatch.chdir(ROOT)
+    assert run_snippet(snippet, "README.md", capsys, app_url) == ["[7, 7]"]
+    assert "# [7, 7]" in snippet
+
+
+def test_api_page_snippet_runs_against_the_app(app_url, monkeypatch, capsys):
+    """The full gradio_client example of docs/api.md, executed as written (only the URL is the test app's)."""
+    snippet = python_block(API_PAGE, "gradio_client")
+    monkeypatch.chdir(ROOT)
+    out = run_snippet(snippet, "docs/api.md", capsys, app_url)
     assert out[0].startswith("['head 0") and "mean of heads" in out[0]
     assert out[1] == "(4, 7, 7) float32"
     assert out[2:4] == ["True", "1.0"]

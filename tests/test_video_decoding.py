@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-from attention import videos
+from attention import video_container, videos
 from attention.errors import BudgetError, VideoError
 from tests.video_clips import moving_digit
 
@@ -82,7 +82,7 @@ def test_a_playlist_past_the_sniffing_is_refused_by_the_demuxer_whitelist(tmp_pa
     moving_digit(clip, n=5)
     playlist = tmp_path / "list.m3u8"
     playlist.write_text(f"#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:1.0,\n{clip}\n#EXT-X-ENDLIST\n")
-    monkeypatch.setattr(videos, "PLAYLIST_HEADS", (b"\0never",))
+    monkeypatch.setattr(video_container, "PLAYLIST_HEADS", (b"\0never",))
     with pytest.raises(VideoError, match="not a video FFmpeg can read"):
         videos.probe(playlist)
     assert np.asarray(next(videos.frames(clip)).rgb).shape[2] == 3

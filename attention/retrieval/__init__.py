@@ -5,7 +5,9 @@ retrievers.
     lookup   the lookups themselves (hard, soft, many, trained) and their metrics
     models   the trained retrievers (shipped weights in weights/)
     train    retraining them (`python -m attention.retrieval train`)
-    panels   each mode's result ready to show: images, plots, JSON facts; the tab's first screen
+    panels   each mode's result ready to show: images, plots, JSON facts (database, hard, soft, many)
+    trained_panels  the trained models' sections (held-out digit, sketch) and a visitor's retraining
+    first_screen    every section at the tab's defaults, once per process
     answers  the API's answers: one picture and one JSON per call
     plots    digit grids, weight bars, loss curves (rendered to pixels)
 """

@@ -1,6 +1,6 @@
 """`python -m attention.retrieval`: print the retrieval metrics, or retrain the two retrievers.
 
-python -m attention.retrieval evaluate          # README's table, one name=value per line
+python -m attention.retrieval evaluate          # docs/retrieval.md's table, one name=value per line
 python -m attention.retrieval train             # retrains both into retrained/ (seeded)
 python -m attention.retrieval train --replace   # ... into weights/, replacing the shipped ones
 """
@@ -25,7 +25,7 @@ def _print_metrics(metrics: dict[str, float]) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m attention.retrieval", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    ev = sub.add_parser("evaluate", help="print the retrieval metrics (README's table), one name=value per line")
+    ev = sub.add_parser("evaluate", help="print the retrieval metrics (docs/retrieval.md), one name=value per line")
     ev.add_argument("--n", type=int, default=lookup.DEFAULT_N, help="database size (default %(default)s)")
     ev.add_argument("--seed", type=int, default=lookup.DEFAULT_SEED, help="database seed (default %(default)s)")
     ev.add_argument("--queries", type=int, default=None, help="use only the first K held-out queries")

@@ -21,7 +21,7 @@ from PIL import Image, ImageDraw
 
 from attention.config import SETTINGS
 from attention.render import font, png_bytes
-from attention.retrieval import lookup, panels
+from attention.retrieval import lookup, panels, trained_panels
 from attention.serving.cache import sweep
 
 OUTPUT_DIR = Path(tempfile.gettempdir()) / "attention-explorer-retrieval"  # the endpoints' PNGs
@@ -79,19 +79,21 @@ def many(n: int, seed: int, d: int, key_seed: int, scale: float, num_q: int) -> 
     return view.grid, view.info
 
 
-def trained(n: int, seed: int, query_index: int, state: panels.Retrained | None = None) -> tuple[np.ndarray, dict]:
+def trained(
+    n: int, seed: int, query_index: int, state: trained_panels.Retrained | None = None
+) -> tuple[np.ndarray, dict]:
     """Both trained models on held-out digit `query_index`: `trained_sheet` and the view's info."""
-    view = panels.trained_view(n, seed, query_index, state, plot_height=PLOT_HEIGHT)
+    view = trained_panels.trained_view(n, seed, query_index, state, plot_height=PLOT_HEIGHT)
     return trained_sheet(view), view.info
 
 
-def sketch(n: int, seed: int, drawing, state: panels.Retrained | None = None) -> tuple[np.ndarray, dict]:
-    """As `trained`, for a drawing (see `panels.sketch_view`)."""
-    view = panels.sketch_view(n, seed, drawing, state, plot_height=PLOT_HEIGHT)
+def sketch(n: int, seed: int, drawing, state: trained_panels.Retrained | None = None) -> tuple[np.ndarray, dict]:
+    """As `trained`, for a drawing (see `trained_panels.sketch_view`)."""
+    view = trained_panels.sketch_view(n, seed, drawing, state, plot_height=PLOT_HEIGHT)
     return trained_sheet(view), view.info
 
 
-def trained_sheet(view: panels.TrainedView) -> np.ndarray:
+def trained_sheet(view: trained_panels.TrainedView) -> np.ndarray:
     """One picture of a TrainedView: uint8 (H, W, 3), white, with headings.
 
     First row: the query as the models see it, then each model's retrieved digit (224 x 224 each).

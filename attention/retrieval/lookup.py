@@ -29,7 +29,7 @@ the query's label. MSE: mean squared pixel error in [0, 1] between the retrieved
 and the query. `pixel_nn_top1`: nearest neighbour in pixel space on the same database.
 
 Command line: `python -m attention.retrieval evaluate [--n 100] [--seed 42] [--queries K]` prints
-`evaluate`'s dictionary, the table in README.md.
+`evaluate`'s dictionary, the table in docs/retrieval.md.
 """
 
 from __future__ import annotations

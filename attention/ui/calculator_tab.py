@@ -10,9 +10,8 @@ from attention.calculator import form as qkv_form
 from attention.calculator import matrices as qkv_matrices
 from attention.calculator import presets as qkv_presets
 from attention.calculator import report as qkv
-from attention.calculator.settings import Settings
 from attention.errors import AttentionError
-from attention.ui import calculator_edit, calculator_patches
+from attention.ui import calculator_api, calculator_edit, calculator_patches
 from attention.ui.components import QUIET, error, number, slider, user_errors
 
 QKV_DIRECT, QKV_X = qkv_form.MATRICES[qkv.DIRECT], qkv_form.MATRICES[qkv.FROM_X]
@@ -24,55 +23,6 @@ FAULT, STALE = ["qkv-fault"], ["qkv-stale"]  # classes (tab.css): the input to b
 def _qkv_table(a):
     """A Dataframe update showing matrix `a` (rows, cols) as editable text cells."""
     return gr.Dataframe(**qkv_form.table(a))
-
-
-def _json(matrices: dict, mode: str, settings: Settings) -> dict:
-    """The API's answer: the calculator's JSON for `matrices` in `mode` with `settings`."""
-    return qkv.to_json(qkv.compute(matrices, settings, mode=mode))
-
-
-@user_errors
-def qkv_calculate(
-    Q: str,
-    K: str,
-    V: str,
-    heads: int = 1,
-    scale_mode: str = "default",
-    scale: float = 1.0,
-    mask_mode: str = "none",
-    mask: str = "",
-    dropout: float = 0.0,
-    seed: int = 0,
-) -> dict:
-    """Scaled dot-product attention step by step from text matrices (rows by newline or ';',
-    numbers by spaces or commas, or [[1, 0], [0, 1]]). scale_mode: default (1/sqrt(d_head)),
-    none or custom (uses `scale`); mask_mode: none, causal or custom (`mask`: n x m 0/1, 1 = may
-    attend). Returns scores, scaled, masked, weights as [head][query][key] (null = masked),
-    output (n x d_v), notes and the check against torch's scaled_dot_product_attention."""
-    settings = Settings(heads, scale_mode, scale, mask_mode, mask, dropout, seed)  # the API's parameters, in order
-    return _json({"Q": Q, "K": K, "V": V}, qkv.DIRECT, settings)
-
-
-@user_errors
-def qkv_calculate_from_x(
-    X: str,
-    W_q: str,
-    W_k: str,
-    W_v: str,
-    W_o: str = "",
-    heads: int = 1,
-    scale_mode: str = "default",
-    scale: float = 1.0,
-    mask_mode: str = "none",
-    mask: str = "",
-    dropout: float = 0.0,
-    seed: int = 0,
-) -> dict:
-    """Self-attention of X with Q = X W_q, K = X W_k, V = X W_v (W_o optional: blank = none); the
-    other parameters as in /calculate. Also returns Q, K, V, the concatenated heads and the
-    check against torch.nn.MultiheadAttention with the same weights."""
-    settings = Settings(heads, scale_mode, scale, mask_mode, mask, dropout, seed)
-    return _json({"X": X, "W_q": W_q, "W_k": W_k, "W_v": W_v, "W_o": W_o}, qkv.FROM_X, settings)
 
 
 def build() -> dict:
@@ -260,8 +210,7 @@ def build() -> dict:
     def custom_only(scale_label, mask_label):  # the custom scale and mask can be typed only when chosen
         return gr.update(interactive=scale_label == "custom"), gr.update(interactive=mask_label == "custom 0/1")
 
-    gr.api(qkv_calculate, api_name="calculate")  # registered first: they keep their plain names
-    gr.api(qkv_calculate_from_x, api_name="calculate_from_x")
+    calculator_api.build_matrices()  # registered first: /calculate and /calculate_from_x keep their plain names
     box_list = [boxes[g, h] for g in (QKV_DIRECT, QKV_X) for h in (QKV_TABLES, QKV_TEXT)]
     box_list += [use_wo, tables["W_o"], texts["W_o"]]
     filled = [about, mode, use_wo, *settings.values(), *tables.values(), *texts.values()]

@@ -4,7 +4,7 @@ Every model list of the app (the ViT tab, its second model, the Video tab) shows
 model with a mark when its weights are not on this server and cannot be fetched now (offline, not
 in the local Hugging Face cache); a refused load of such a model is said in one visitor-facing
 line. The operator's instructions (`hf download`, HF_HOME) go to the log (`log_operator_notice`) and
-the README, not to the page.
+docs/package.md, not to the page.
 
     gr.Dropdown(choices(), ...)            # [(label, alias)], unavailable ones marked
     visitor_text(err, "dino_vits16")       # the toast's text for a typed error

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from attention.retrieval import answers
+from attention.retrieval import answers, trained_panels
 from attention.retrieval import lookup as mnist_lookup
-from attention.retrieval import panels as mnist_views
 from attention.ui.components import number, sketchpad, user_errors
 
 N, SEED = mnist_lookup.DEFAULT_N, mnist_lookup.DEFAULT_SEED
@@ -137,7 +136,7 @@ def retrieval_retrain(model_name="lab", epochs=2, seed=1, state=None):
         seed: the training seed (0 to 2**31 - 1).
     """
     last = None  # the streamed updates every 10 steps are the progress (no per-step progress messages)
-    for msg, losses, new_state in mnist_views.retrain(model_name, epochs, seed, state):
+    for msg, losses, new_state in trained_panels.retrain(model_name, epochs, seed, state):
         last = losses or last
         yield msg, last, gr.skip() if new_state is None else new_state
 

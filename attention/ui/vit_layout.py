@@ -28,6 +28,7 @@ from attention.vit.weights import Startup
 
 VIT_DEFAULTS = {"resolution": "auto", "view": "heads", "threshold": 0.6, "alpha": 0.6, "cmap": "inferno"}
 VIT_CSS = (resources.files("attention.ui") / "vit_tab.css").read_text()
+DISCARD_RULES = [("in each row", "row"), ("whole matrix, CLS kept (vit-explain)", "global")]  # rollout: (label, rule)
 
 
 def map_caption(view: str, head: int, heads: int, layer: int) -> str:
@@ -152,10 +153,7 @@ class ViTTab:
                 elem_id="vit-discard",
             )
             self.discard_rule = gr.Radio(
-                [("in each row", "row"), ("whole matrix, CLS kept (vit-explain)", "global")],
-                value="row",
-                label="Drop the lowest",
-                elem_id="vit-discard-rule",
+                DISCARD_RULES, value="row", label="Drop the lowest", elem_id="vit-discard-rule"
             )
 
     def _map(self) -> None:

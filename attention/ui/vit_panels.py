@@ -23,6 +23,7 @@ from attention.vit.drawing import THUMB_SIDE, reduced
 from attention.vit.feature_views import EXPLAIN, feature_pictures
 
 VIT_NONE = "(none)"
+PCA_STYLES = [("min-max (DINOv2's demos)", "minmax"), ("DINOv3's notebook: foreground, whitened", "dinov3")]
 FAST = dict(show_progress="minimal", api_visibility="private")
 HEAVY = dict(FAST, validator=queue_share())  # may run a forward: within the visitor's share of the queue
 
@@ -127,12 +128,7 @@ class FeaturePanel:
                 + "\n\nClick a patch of the large map to move the similarity's query.",
                 elem_id="vit-features-help",
             )
-            self.style = gr.Radio(
-                [("min-max (DINOv2's demos)", "minmax"), ("DINOv3's notebook: foreground, whitened", "dinov3")],
-                value="minmax",
-                label="PCA colours",
-                elem_id="vit-pca-style",
-            )
+            self.style = gr.Radio(PCA_STYLES, value="minmax", label="PCA colours", elem_id="vit-pca-style")
             self.gallery = tiles_gallery("Feature views of the chosen layer", 3, "vit-features")
 
     @user_errors

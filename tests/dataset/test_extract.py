@@ -22,6 +22,7 @@ import torch
 from attention.__main__ import main
 from attention.dataset import extract, open_source
 from attention.dataset import run as run_module
+from attention.dataset.decode import auto_workers
 from attention.errors import InputError
 from attention.vit.extract import attention_maps, threshold_masks
 from attention.vit.models import load_vit
@@ -210,7 +211,7 @@ def test_a_shard_that_cannot_be_written_stops_the_run_with_its_error(folder, tmp
 
 
 def test_workers_default_to_what_the_cores_allow(monkeypatch):
-    auto = run_module.auto_workers
+    auto = auto_workers
     assert [auto("cpu", n) for n in (1, 2, 7, 8, 16, 64, 128)] == [0, 0, 0, 1, 2, 8, 8]  # the forward takes the cores
     assert [auto("cuda", n) for n in (1, 2, 4, 16)] == [1, 1, 3, 8]  # decoding feeds the GPU
     monkeypatch.setattr(os, "cpu_count", lambda: 32)

@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-import timm
 import torch
 
 from attention.dataset import extract, open_source
 from attention.vit.extract import attention_maps
 from attention.vit.preprocess import Preprocess
+from bench.common import random_vit
 
 ROOT = Path(__file__).resolve().parents[2]
 PHOTOS = str(ROOT / "examples" / "photos" / "c*.jpg")
@@ -26,22 +26,8 @@ PHOTOS = str(ROOT / "examples" / "photos" / "c*.jpg")
 
 def no_cls_vit(pool: str, reg_tokens: int = 0) -> torch.nn.Module:
     """A tiny ViT without a class token, pooled by `pool` ("map": SigLIP's attention pool; "avg": GAP)."""
-    torch.manual_seed(0)
-    m = timm.create_model(
-        "vit_tiny_patch16_224",
-        pretrained=False,
-        num_classes=0,
-        img_size=64,
-        patch_size=8,
-        embed_dim=48,
-        depth=3,
-        num_heads=3,
-        class_token=False,
-        global_pool=pool,
-        reg_tokens=reg_tokens,
-        no_embed_class=True,
-        dynamic_img_size=True,
-    ).eval()
+    kw = dict(class_token=False, global_pool=pool, reg_tokens=reg_tokens, no_embed_class=True)
+    m = random_vit("vit_tiny_patch16_224", img_size=64, patch_size=8, embed_dim=48, depth=3, num_heads=3, **kw)
     with torch.no_grad():  # peaked attention, so another query is far off
         for blk in m.blocks:
             blk.attn.qkv.weight[:96] *= 4.0

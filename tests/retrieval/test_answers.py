@@ -11,7 +11,7 @@ from PIL import Image
 
 from attention import retrieval
 from attention.errors import InputError
-from attention.retrieval import answers, panels
+from attention.retrieval import answers, panels, trained_panels
 from attention.serving import cache
 
 POOL = retrieval.pools(full=True)
@@ -46,7 +46,7 @@ def test_many_answer_is_the_many_view():
 
 def test_trained_sheet_shows_the_query_each_models_answer_and_top10():
     sheet, info = answers.trained(60, 3, 5)
-    view = panels.trained_view(60, 3, 5, plot_height=answers.PLOT_HEIGHT)
+    view = trained_panels.trained_view(60, 3, 5, plot_height=answers.PLOT_HEIGHT)
     assert info == view.info
     assert sheet.dtype == np.uint8 and sheet.ndim == 3 and sheet.shape[2] == 3
     top = answers.PAD + answers.HEADING
@@ -56,7 +56,7 @@ def test_trained_sheet_shows_the_query_each_models_answer_and_top10():
         np.testing.assert_array_equal(sheet[top : top + side, x : x + side, 0], picture)
     tile, plot = panels.MATCH_SCALE * 28, view.models["lab"].plot
     y = top + side + 2 * answers.GAP + answers.HEADING  # the lab block, under its heading
-    assert plot.shape[0] == answers.PLOT_HEIGHT and info == panels.trained_view(60, 3, 5).info
+    assert plot.shape[0] == answers.PLOT_HEIGHT and info == trained_panels.trained_view(60, 3, 5).info
     x = answers.PAD + plot.shape[1] + answers.GAP  # right of its plot
     for r, (img, _) in enumerate(view.models["lab"].top10):  # 5 a row, each captioned below
         ty, tx = y + (r // 5) * (tile + answers.CAPTION + answers.GAP), x + (r % 5) * (tile + answers.GAP)

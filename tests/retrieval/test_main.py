@@ -1,4 +1,4 @@
-"""`python -m attention.retrieval`: evaluate prints README's table; train never overwrites the
+"""`python -m attention.retrieval`: evaluate prints docs/retrieval.md's table; train never overwrites the
 shipped weights unless told to."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ def _printed(capsys) -> dict[str, str]:
 
 
 def _readme_table() -> dict[str, str]:
-    """README's retrieval table: metric name -> value as printed there."""
-    section = ROOT.joinpath("README.md").read_text().split("## MNIST retrieval models")[1].split("\n## ")[0]
+    """docs/retrieval.md's table of metrics: metric name -> value as printed there."""
+    section = ROOT.joinpath("docs", "retrieval.md").read_text().split("## MNIST retrieval models")[1].split("\n## ")[0]
     return dict(re.findall(r"^\| `(\w+)`.*\| ([0-9.]+) \|$", section, flags=re.M))
 
 
@@ -29,7 +29,7 @@ def test_evaluate_prints_the_readme_table_with_its_values(capsys):
     values = _printed(capsys)
     table = _readme_table()
     assert list(values) == list(table)
-    for key, shown in table.items():  # README rounds to the digits it shows
+    for key, shown in table.items():  # the page rounds to the digits it shows
         digits = len(shown.split(".")[1]) if "." in shown else 0
         assert round(float(values[key]), digits) == float(shown), (key, values[key], shown)
 

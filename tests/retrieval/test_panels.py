@@ -11,7 +11,7 @@ import torch
 
 from attention import retrieval
 from attention.errors import ImageError, InputError
-from attention.retrieval import models, panels
+from attention.retrieval import first_screen, models, panels, trained_panels
 from attention.retrieval.plots import PAD_GRAY
 
 POOL = retrieval.pools(full=True)
@@ -76,7 +76,7 @@ def test_many_view_shows_one_retrieval_per_query_row_by_row():
         np.testing.assert_array_equal(_tile(grid, q, 8, 3), lk.retrieved_images()[q])
 
 
-def _visitor_copy(name: str, seed: int) -> panels.Retrained:
+def _visitor_copy(name: str, seed: int) -> trained_panels.Retrained:
     """A visitor's state holding an untrained copy of `name`, initialised from `seed`."""
     config = models.load(name)[1]
     torch.manual_seed(seed)
@@ -87,19 +87,19 @@ def test_models_chooser_gives_each_visitor_their_own_copy_and_everyone_else_the_
     mine, theirs = _visitor_copy("lab", 1), _visitor_copy("lab", 2)
     shipped = {name: models.load(name)[0] for name in models.MODEL_NAMES}
     for state in (None, {}):
-        assert panels.models_for(state) == {n: (m, panels.SHIPPED) for n, m in shipped.items()}
-    chosen = panels.models_for(mine)
-    assert chosen["lab"][1] == panels.MINE and chosen["cnn"] == (shipped["cnn"], panels.SHIPPED)
+        assert trained_panels.models_for(state) == {n: (m, trained_panels.SHIPPED) for n, m in shipped.items()}
+    chosen = trained_panels.models_for(mine)
+    assert chosen["lab"][1] == trained_panels.MINE and chosen["cnn"] == (shipped["cnn"], trained_panels.SHIPPED)
     assert not chosen["lab"][0].training
     for key, value in chosen["lab"][0].state_dict().items():
         assert torch.equal(value, mine["lab"][1][key])
-    other = panels.models_for(theirs)["lab"][0]
+    other = trained_panels.models_for(theirs)["lab"][0]
     assert not torch.equal(other.embedding.weight, chosen["lab"][0].embedding.weight)
     assert not torch.equal(shipped["lab"].embedding.weight, chosen["lab"][0].embedding.weight)
 
 
 def test_trained_view_captions_and_plots_agree_with_its_json():
-    out = panels.trained_view(60, 3, 5, _visitor_copy("lab", 1))
+    out = trained_panels.trained_view(60, 3, 5, _visitor_copy("lab", 1))
     names = models.MODEL_NAMES
     assert list(out.models) == list(names)
     info = out.info
@@ -110,7 +110,7 @@ def test_trained_view_captions_and_plots_agree_with_its_json():
     for name in names:
         retrieved, plot, gallery = out.models[name]
         top, weights = info[name]["top10"], np.array(info[name]["weights"])
-        assert info[name]["origin"] == (panels.MINE if name == "lab" else panels.SHIPPED)
+        assert info[name]["origin"] == (trained_panels.MINE if name == "lab" else trained_panels.SHIPPED)
         assert [c for _, c in gallery] == [f"#{r + 1} · {m['label']} · {m['weight']:.2f}" for r, m in enumerate(top)]
         for (img, _), m in zip(gallery, top):
             np.testing.assert_array_equal(img[:: panels.MATCH_SCALE, :: panels.MATCH_SCALE], db.images[m["position"]])
@@ -124,11 +124,14 @@ def test_trained_view_captions_and_plots_agree_with_its_json():
 def test_a_sketch_is_the_same_query_as_a_bare_image_or_an_editor_value():
     q, _ = retrieval.heldout_query(3, POOL)
     drawing = np.kron(255 - q, np.ones((8, 8), np.uint8))  # dark ink on white, 224 x 224
-    bare, editor = panels.sketch_view(40, 1, drawing), panels.sketch_view(40, 1, {"composite": drawing, "layers": []})
+    bare, editor = (
+        trained_panels.sketch_view(40, 1, drawing),
+        trained_panels.sketch_view(40, 1, {"composite": drawing, "layers": []}),
+    )
     np.testing.assert_array_equal(bare[0], editor[0])
     assert bare[-1] == editor[-1] and bare[-1]["query_label"] is None
     with pytest.raises(ImageError, match="empty"):
-        panels.sketch_view(40, 1, {"composite": None})
+        trained_panels.sketch_view(40, 1, {"composite": None})
 
 
 def test_random_heldout_index_is_seedable_and_in_range():
@@ -142,7 +145,7 @@ def test_random_heldout_index_is_seedable_and_in_range():
 def test_retrain_streams_progress_then_returns_a_new_state_and_leaves_the_old_one_alone():
     before = _visitor_copy("cnn", 4)
     calls = []
-    updates = list(panels.retrain("lab", 1, 3, before, on_step=lambda step, total: calls.append((step, total))))
+    updates = list(trained_panels.retrain("lab", 1, 3, before, on_step=lambda step, total: calls.append((step, total))))
     total = calls[-1][1]
     assert [s for s, _ in calls] == list(range(1, total + 1))
     *streamed, (final_msg, final_progress, state) = updates
@@ -151,12 +154,12 @@ def test_retrain_streams_progress_then_returns_a_new_state_and_leaves_the_old_on
     last = streamed[-1][1]
     assert last["step"] == last["total"] == total and len(last["losses"]) == total and last["epochs"] == 1
     assert [len(p["losses"]) for _, p, _ in streamed] == [p["step"] for _, p, _ in streamed]
-    assert panels.loss_plot(last).shape[2] == 3
+    assert trained_panels.loss_plot(last).shape[2] == 3
     assert "Done" in final_msg and final_progress is None
     assert "(1 epoch, seed 3)" in final_msg  # one epoch, not "1 epochs"
     assert set(before) == {"cnn"} and set(state) == {"cnn", "lab"} and state["cnn"] is before["cnn"]
     assert state["lab"][0]["epochs"] == 1 and state["lab"][0]["seed"] == 3
-    assert panels.models_for(state)["lab"][1] == panels.MINE
+    assert trained_panels.models_for(state)["lab"][1] == trained_panels.MINE
 
 
 @pytest.mark.parametrize(
@@ -164,18 +167,18 @@ def test_retrain_streams_progress_then_returns_a_new_state_and_leaves_the_old_on
 )
 def test_retrain_refuses_bad_arguments_before_training(args, words):
     with pytest.raises(InputError, match=words):
-        next(panels.retrain(*args, None, on_step=lambda *a: pytest.fail("trained anyway")))
+        next(trained_panels.retrain(*args, None, on_step=lambda *a: pytest.fail("trained anyway")))
 
 
 def test_the_first_screen_is_every_section_at_its_defaults_computed_once():
-    panels.first_screen.cache_clear()
-    first = panels.first_screen()
-    assert panels.first_screen() is first  # cached: every visitor's tab is filled from the same one
+    first_screen.first_screen.cache_clear()
+    first = first_screen.first_screen()
+    assert first_screen.first_screen() is first  # cached: every visitor's tab is filled from the same one
     np.testing.assert_array_equal(first.database.grid, panels.database_view(100, 42).grid)
     assert first.hard.info == panels.hard_view(100, 42, 7, 0).info
     assert first.soft.info == panels.soft_view(100, 42, 16, 0, 1.0).info
     assert first.many.info == panels.many_view(100, 42, 16, 0, 1.0, 16).info
-    assert first.trained.info == panels.trained_view(100, 42, 0).info
+    assert first.trained.info == trained_panels.trained_view(100, 42, 0).info
 
 
 def test_a_weights_plot_title_wider_than_its_axes_is_drawn_whole():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import screenshot
+from tests.ui.pages import calculator_page, calculator_tab
 
 
 def _table_text(pg, title: str) -> str:
@@ -15,8 +16,7 @@ def _table_text(pg, title: str) -> str:
 @pytest.mark.browser
 def test_editing_a_cell_of_q_changes_weights_and_output(page):
     pg = page
-    pg.get_by_role("tab", name="Q/K/V calculator").click()
-    pg.wait_for_selector("#qkv-report .qkv-card")
+    calculator_tab(pg)
     assert "equal to torch.nn.functional.scaled_dot_product_attention" in pg.locator("#qkv-checks").inner_text()
     weights, output = _table_text(pg, "4. Softmax weights"), _table_text(pg, "5. Output")
     assert "0.3726" in weights  # preset: q1 = e1 finds key 1 with weight e^(1/sqrt 3) / (e^(1/sqrt 3) + 3)
@@ -62,17 +62,6 @@ def test_text_mode_and_a_bad_cell_give_a_clear_error(page):
     pg.get_by_test_id("toast-body").filter(has_text="2 x 2 and K is 4 x 3").wait_for()  # both shapes named
 
 
-def _calculator(browser, app_url, width: int, height: int):
-    """A page at the calculator tab in a `width` x `height` viewport (the caller closes its context)."""
-    ctx = browser.new_context(viewport={"width": width, "height": height})
-    pg = ctx.new_page()
-    pg.set_default_timeout(60_000)
-    pg.goto(app_url)
-    pg.get_by_role("tab", name="Q/K/V calculator").click()
-    pg.wait_for_selector("#qkv-report .qkv-card")
-    return ctx, pg
-
-
 # every header cell's left and right edge against its table's box and the viewport
 _COLUMNS = """n => { const b = document.querySelector('#qkv-table-' + n); const r = b.getBoundingClientRect();
   return {block: [r.left, r.right], page: document.documentElement.clientWidth,
@@ -83,8 +72,7 @@ _COLUMNS = """n => { const b = document.querySelector('#qkv-table-' + n); const 
 @pytest.mark.browser
 @pytest.mark.parametrize("width, height", [(1400, 1000), (390, 844)])
 def test_from_x_shows_every_column_of_x_and_the_weights(browser, app_url, width, height):
-    ctx, pg = _calculator(browser, app_url, width, height)
-    try:
+    with calculator_page(browser, app_url, (width, height)) as pg:
         pg.locator("#qkv-mode").get_by_label("From X", exact=False).check()
         pg.locator("#qkv-report h4", has_text="0. Projections").wait_for()  # the mode recalculates
         assert "X W_q" in pg.locator("#qkv-about").inner_text()  # the text describes the mode, not the preset
@@ -101,15 +89,12 @@ def test_from_x_shows_every_column_of_x_and_the_weights(browser, app_url, width,
         pg.locator("#qkv-use-wo input").check()
         pg.locator("#qkv-table-w_o").wait_for()
         screenshot(pg, f"calculator_from_x_{width}")
-    finally:
-        ctx.close()
 
 
 @pytest.mark.browser
 def test_a_bad_cell_is_outlined_and_the_old_results_are_marked_stale_until_fixed(page):
     pg = page
-    pg.get_by_role("tab", name="Q/K/V calculator").click()
-    pg.wait_for_selector("#qkv-report .qkv-card")
+    calculator_tab(pg)
     weights = _table_text(pg, "4. Softmax weights")
     assert not pg.locator("#qkv-stale-note").is_visible()
 

@@ -6,14 +6,14 @@ import re
 
 import pytest
 
+from tests.ui.pages import calculator_tab, opened
 from tests.ui.test_browser_vit import click_image_at
 
 
 @pytest.mark.browser
 def test_a_preset_fills_the_form_and_recalculates(page):
     pg = page
-    pg.get_by_role("tab", name="Q/K/V calculator").click()
-    pg.wait_for_selector("#qkv-report .qkv-card")
+    calculator_tab(pg)
     pg.locator("#qkv-preset input").click()
     pg.get_by_role("option", name="Two heads with an output projection").click()
     pg.locator("#qkv-report h4", has_text="6. Output projection").wait_for()
@@ -41,11 +41,7 @@ def test_clicking_the_patch_grid_chooses_the_patch_under_the_pointer(page):
 def test_head_captions_are_legible_as_shown(browser, app_url, width, height):
     from attention.calculator.plots import caption_px
 
-    ctx = browser.new_context(viewport={"width": width, "height": height})
-    try:
-        pg = ctx.new_page()
-        pg.set_default_timeout(60_000)
-        pg.goto(app_url)
+    with opened(browser, app_url, (width, height)) as pg:
         pg.get_by_role("tab", name="Q/K/V calculator").click()
         for sel in ("#qkv-patch-maps img", "#qkv-patch-matrices img"):
             pg.locator(sel).scroll_into_view_if_needed()
@@ -57,5 +53,3 @@ def test_head_captions_are_legible_as_shown(browser, app_url, width, height):
             )
             shown = min(1.0, w / nw, h / nh)  # object-fit: contain, never enlarged past 1 here
             assert caption_px(nw) * shown >= 12, f"{sel}: captions {caption_px(nw) * shown:.1f} px as shown"
-    finally:
-        ctx.close()

@@ -10,6 +10,7 @@ import re
 import pytest
 
 from tests.conftest import ARTIFACTS, screenshot
+from tests.ui.pages import PHONE_TOUCH, compare_with, opened
 from tests.ui.test_browser_vit import click_image_at
 
 
@@ -41,10 +42,7 @@ def test_why_this_class_on_a_digit(page, app_url):
     page.locator("#vit-rel-rule").get_by_text("grad-rollout").click()
     page.locator("#vit-rel-caption").get_by_text("vit-explain").wait_for()
 
-    page.get_by_text("Compare with a second model").click()  # the compare panel is folded at first
-    pick = page.locator("#vit-compare input")  # a second classifier in the compare panel: its relevance too
-    pick.fill("mnist_vit")
-    pick.press("Enter")
+    compare_with(page, "mnist_vit")  # a second classifier in the compare panel: its relevance too
     page.locator("#vit-rel-compare").get_by_text("Second model, mnist_vit: relevance for the same class").wait_for()
     page.locator("#vit-rel-compare img").wait_for()
     assert page.get_by_test_id("toast-body").count() == 0
@@ -54,11 +52,7 @@ def test_why_this_class_on_a_digit(page, app_url):
 
 @pytest.mark.browser
 def test_why_this_class_on_a_phone(browser, app_url):
-    ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
-    page = ctx.new_page()
-    page.set_default_timeout(60_000)
-    try:
-        page.goto(app_url + "?example=digit_7&model=mnist_vit")
+    with opened(browser, app_url + "?example=digit_7&model=mnist_vit", **PHONE_TOUCH) as page:
         page.locator("#vit-rel-details").get_by_text("Explaining '7'").wait_for()
         page.locator("#vit-rel-map img").wait_for(state="attached")
         screenshot(page, "relevance_digit_phone_full")
@@ -67,5 +61,3 @@ def test_why_this_class_on_a_phone(browser, app_url):
         box = page.locator("#vit-rel-map img").bounding_box()
         assert 0 < box["width"] <= 390  # the map fits the phone's width
         page.screenshot(path=str(ARTIFACTS / "relevance_digit_phone.png"))  # what the visitor sees there
-    finally:
-        ctx.close()

@@ -15,6 +15,7 @@ import re
 import pytest
 
 from tests.conftest import ROOT
+from tests.ui.pages import calculator_page, opened, permalink
 from tests.ui.test_browser_vit_layout import DESKTOP, PHONE, visit, wait_for_head
 
 SIZES = pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
@@ -39,28 +40,16 @@ def style_of(pg) -> dict:
 @pytest.mark.browser
 @SIZES
 def test_a_permalink_carries_everything_that_changes_the_picture(browser, app_url, size):
-    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
-    pg = ctx.new_page()
-    pg.set_default_timeout(60_000)
-    try:
-        pg.goto(app_url.rstrip("/") + "/" + STYLED)
+    with opened(browser, app_url.rstrip("/") + "/" + STYLED, size) as pg:
         pg.locator("#vit-gallery").get_by_text("rollout through layers").first.wait_for()
         want = {"cmap": "viridis", "thr": "0.8", "alpha": "0.4", "fusion": "max", "discard": "0.5", "rule": "global"}
         assert style_of(pg) == want
-        pg.locator("#vit-link-btn").click()
-        box = pg.locator("#vit-link textarea")
-        box.wait_for()
-        pg.wait_for_function("() => document.querySelector('#vit-link textarea').value.includes('?')")
-        link = box.input_value()
-        for part in ("cmap=viridis", "thr=0.8", "alpha=0.4", "fusion=max", "discard=0.5", "rule=global"):
-            assert part in link, link
+        link = permalink(pg, "cmap=viridis", "thr=0.8", "alpha=0.4", "fusion=max", "discard=0.5", "rule=global")
         copy = pg.locator("#vit-link button[aria-label*='Copy' i], #vit-link button[title*='Copy' i]")
         assert copy.count() == 1 and copy.first.is_visible()  # the copy button is drawn
         pg.goto(link)  # the round trip: the same picture's settings
         pg.locator("#vit-gallery").get_by_text("rollout through layers").first.wait_for()
         assert style_of(pg) == want
-    finally:
-        ctx.close()
 
 
 @pytest.mark.browser
@@ -88,13 +77,7 @@ def test_a_photo_through_mnist_vit_says_the_model_knows_only_digits(browser, app
 @pytest.mark.browser
 @SIZES
 def test_calculator_cells_open_with_one_click_and_an_edit_is_marked_stale(browser, app_url, size):
-    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
-    pg = ctx.new_page()
-    pg.set_default_timeout(60_000)
-    try:
-        pg.goto(app_url)
-        pg.get_by_role("tab", name="Q/K/V calculator").click()
-        pg.wait_for_selector("#qkv-report .qkv-card")
+    with calculator_page(browser, app_url, size) as pg:
         about = pg.locator("#qkv-about").inner_text()
         pg.locator('#qkv-table-q [data-testid="cell-0-0"]').click()  # one click
         editor = pg.locator("#qkv-table-q input, #qkv-table-q textarea").first
@@ -108,8 +91,6 @@ def test_calculator_cells_open_with_one_click_and_an_edit_is_marked_stale(browse
         assert about not in pg.locator("#qkv-about").inner_text()
         pg.wait_for_function("() => !document.querySelector('#qkv-report.qkv-pending')")  # recalculated
         assert "equal to torch" in pg.locator("#qkv-checks").inner_text()
-    finally:
-        ctx.close()
 
 
 @pytest.mark.browser
@@ -129,11 +110,7 @@ def test_a_corrupt_image_in_the_patches_part_gives_one_toast(page, tmp_path):
 @pytest.mark.browser
 @SIZES
 def test_the_retrain_progress_lies_outside_the_loss_curve(browser, app_url, size):
-    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
-    pg = ctx.new_page()
-    pg.set_default_timeout(90_000)
-    try:
-        pg.goto(app_url)
+    with opened(browser, app_url, size, 90_000) as pg:
         pg.get_by_role("tab", name="MNIST retrieval").click()
         pg.get_by_role("tab", name="4 · Trained").click()
         pg.get_by_text("Retrain your own copy").click()  # its accordion
@@ -155,5 +132,3 @@ def test_the_retrain_progress_lies_outside_the_loss_curve(browser, app_url, size
             raise AssertionError(f"the progress lies over the loss curve: {shown} {plot}") from None
         pg.locator("#retrieval-rt-plot img").wait_for()
         assert re.search(r"epoch|loss|trained", pg.locator("body").inner_text(), re.I)
-    finally:
-        ctx.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import screenshot
+from tests.ui.pages import PHONE_TOUCH, opened
 
 PROMPTS = "a handwritten three, a handwritten seven, <b>bold</b>"
 
@@ -45,15 +46,9 @@ def test_find_in_image_on_a_digit(page, app_url):
 
 @pytest.mark.browser
 def test_find_in_image_on_a_phone(browser, app_url):
-    ctx = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
-    page = ctx.new_page()
-    page.set_default_timeout(60_000)
-    try:
-        page.goto(app_url + "?example=digit_3&model=digit_clip")
+    with opened(browser, app_url + "?example=digit_3&model=digit_clip", **PHONE_TOUCH) as page:
         find(page)
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= 390 + 1  # nothing wider than the phone
         page.locator("#vit-find").scroll_into_view_if_needed()
         screenshot(page, "find_digit_phone")
-    finally:
-        ctx.close()

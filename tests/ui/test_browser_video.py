@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import screenshot
+from tests.ui.pages import opened
 
 READ_VIDEO = """async () => {
   const v = document.querySelector('#video-out video');
@@ -56,13 +57,9 @@ def test_the_digit_clip_makes_a_video_that_plays_in_the_page(page):
 
 @pytest.mark.browser
 def test_the_video_tab_on_a_phone(browser, app_url):
-    ctx = browser.new_context(viewport={"width": 390, "height": 844})
-    pg = ctx.new_page()
-    pg.set_default_timeout(60_000)
-    pg.goto(app_url)
-    open_video_tab(pg)
-    pg.locator("#video-in").wait_for()
-    box = pg.locator("#video-controls").bounding_box()
-    assert box["width"] <= 390
-    screenshot(pg, "video_phone")
-    ctx.close()
+    with opened(browser, app_url, (390, 844)) as pg:
+        open_video_tab(pg)
+        pg.locator("#video-in").wait_for()
+        box = pg.locator("#video-controls").bounding_box()
+        assert box["width"] <= 390
+        screenshot(pg, "video_phone")

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from tests.conftest import ROOT, screenshot
+from tests.ui.pages import opened
 from tests.ui.test_browser_video import open_video_tab
 from tests.ui.test_browser_vit_layout import DESKTOP, PHONE
 
@@ -32,11 +33,7 @@ def typed(pg, sel: str, value: str) -> None:
 @pytest.mark.browser
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_a_videos_cost_is_known_and_confirmed_before_it_runs(browser, app_url, size):
-    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
-    pg = ctx.new_page()
-    pg.set_default_timeout(60_000)
-    try:
-        pg.goto(app_url)
+    with opened(browser, app_url, size) as pg:
         open_video_tab(pg)
         run = pg.locator("#video-run").bounding_box()
         assert run["y"] + run["height"] <= size[1], run  # the run button on the first screen
@@ -67,5 +64,3 @@ def test_a_videos_cost_is_known_and_confirmed_before_it_runs(browser, app_url, s
         pg.locator("#video-details").get_by_text("3 frames at 10 fps").wait_for()
         assert any("Frame 1 of about 3" in s for s in seen), seen  # the progress moved after the first frame
         screenshot(pg, f"video_cost_{size[0]}")
-    finally:
-        ctx.close()

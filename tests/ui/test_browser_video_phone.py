@@ -5,11 +5,14 @@ the desktop keeps the frame on the left, the attention on the right."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from attention.ui.video_tab import NARROW_PX, layout
 from attention.vit.video import STACKED
 from tests.conftest import screenshot
+from tests.ui.pages import opened
 from tests.ui.test_browser_video import open_video_tab
 from tests.ui.test_browser_vit_layout import DESKTOP, PHONE
 
@@ -31,20 +34,18 @@ SHOWN = """el => {
 }"""
 
 
+@contextlib.contextmanager
 def _page(browser, app_url, size):
-    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
-    pg = ctx.new_page()
-    pg.set_default_timeout(60_000)
-    pg.goto(app_url)
-    open_video_tab(pg)
-    return ctx, pg
+    """`opened` at the Video tab."""
+    with opened(browser, app_url, size) as pg:
+        open_video_tab(pg)
+        yield pg
 
 
 @pytest.mark.browser
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_the_examples_resolution_shows_in_the_table_and_the_dropdown(browser, app_url, size):
-    ctx, pg = _page(browser, app_url, size)
-    try:
+    with _page(browser, app_url, size) as pg:
         row = pg.locator(DIGIT_ROW).last  # the digit example (the cat's comes first where DINO loads)
         row.wait_for()
         cells = [c.strip() for c in row.locator("td").all_inner_texts()]
@@ -53,15 +54,12 @@ def test_the_examples_resolution_shows_in_the_table_and_the_dropdown(browser, ap
         pg.locator("#video-in video").wait_for()
         pg.wait_for_function("() => document.querySelector('#video-resolution input').value === '56'")
         screenshot(pg, f"video_example_{size[0]}")
-    finally:
-        ctx.close()
 
 
 @pytest.mark.browser
 @pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_the_side_by_side_result_is_readable_on_a_phone(browser, app_url, size):
-    ctx, pg = _page(browser, app_url, size)
-    try:
+    with _page(browser, app_url, size) as pg:
         pg.locator(DIGIT_ROW).last.click()
         pg.locator("#video-in video").wait_for()
         assert pg.locator("#video-side input").is_checked()
@@ -80,5 +78,3 @@ def test_the_side_by_side_result_is_readable_on_a_phone(browser, app_url, size):
             assert shown["h"] >= 200 and shown["w"] >= 300, shown
         else:
             assert shown["vw"] >= 2 * shown["vh"], shown  # the frame on the left, the map on the right
-    finally:
-        ctx.close()

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from tests.conftest import screenshot
+from tests.ui.pages import compare_with, opened, permalink
 
 
 def click_image_at(page, selector: str, fx: float, fy: float) -> None:
@@ -55,10 +56,7 @@ def test_digit_example_click_a_patch_then_rollout(page):
     assert page.get_by_test_id("toast-body").count() == 0  # no error anywhere
     screenshot(page, "vit_rollout")
 
-    page.get_by_text("Compare with a second model").click()
-    pick = page.locator("#vit-compare input")
-    pick.fill("mnist_vit")
-    pick.press("Enter")
+    compare_with(page, "mnist_vit")
     page.locator("#vit-compare-details").get_by_text("mnist_vit").wait_for()
     page.locator("#vit-cmp-img img").wait_for()  # the second model's large map beside the main one
     page.wait_for_function(  # both pictures decoded and the panel laid out (it grows as they arrive)
@@ -175,13 +173,7 @@ def test_a_permalink_opens_its_view_and_the_link_button_gives_it_back(page, app_
     assert {k: v for k, v in vit_state(page).items() if k != "label"} == want
     assert page.locator("#vit-details").get_by_text("mnist_vit").count() == 1  # a digit: the digit model
 
-    page.locator("#vit-link-btn").click()
-    box = page.locator("#vit-link textarea")
-    box.wait_for()
-    page.wait_for_function("() => document.querySelector('#vit-link textarea').value.includes('?')")
-    link = box.input_value()
-    for part in ("example=digit_5", "model=mnist_vit", "layer=1", "head=2", "view=mean", "q=3,4"):
-        assert part in link, link
+    link = permalink(page, "example=digit_5", "model=mnist_vit", "layer=1", "head=2", "view=mean", "q=3,4")
     assert page.get_by_test_id("toast-body").count() == 0
     screenshot(page, "vit_permalink")
 
@@ -228,11 +220,7 @@ def test_the_feature_views_open_and_follow_the_query(page):
 @pytest.mark.browser
 @pytest.mark.parametrize("viewport", [(1400, 1000), (390, 844)])
 def test_the_feature_panel_offers_dinov3_s_pca_beside_the_min_max_one(browser, app_url, viewport):
-    ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
-    pg = ctx.new_page()
-    pg.set_default_timeout(60_000)
-    try:
-        pg.goto(app_url)
+    with opened(browser, app_url, viewport) as pg:
         pg.locator("#vit-gallery").get_by_text("mean of heads").first.wait_for()
         pg.get_by_text("Features of this layer").click()
         feats = pg.locator("#vit-features")
@@ -243,22 +231,14 @@ def test_the_feature_panel_offers_dinov3_s_pca_beside_the_min_max_one(browser, a
         assert feats.locator("img").count() == 3 and pg.get_by_test_id("toast-body").count() == 0
         pg.locator("#vit-pca-style").scroll_into_view_if_needed()
         screenshot(pg, f"vit_features_dinov3_{viewport[0]}")
-    finally:
-        ctx.close()
 
 
 @pytest.mark.browser
 def test_on_a_phone_all_three_tabs_are_on_one_line_and_the_maps_come_first(browser, app_url):
-    ctx = browser.new_context(viewport={"width": 390, "height": 844})
-    pg = ctx.new_page()
-    pg.set_default_timeout(60_000)
-    try:
-        pg.goto(app_url)
+    with opened(browser, app_url, (390, 844)) as pg:
         pg.locator("#vit-gallery").get_by_text("mean of heads").first.wait_for()
         for name in ("ViT attention", "MNIST retrieval", "Q/K/V calculator"):
             assert pg.get_by_role("tab", name=name).is_visible(), f"tab {name!r} is hidden behind the menu"
         maps, controls = (pg.locator(s).bounding_box() for s in ("#vit-query-image", "#vit-model"))
         assert maps["y"] < controls["y"]  # results before controls
         screenshot(pg, "vit_phone")
-    finally:
-        ctx.close()

@@ -11,6 +11,7 @@ import re
 import pytest
 
 from tests.conftest import ROOT, screenshot
+from tests.ui.pages import compare_with, opened
 from tests.ui.test_browser_vit import gallery_srcs
 from tests.ui.test_browser_vit_live import click_range, ready
 
@@ -39,15 +40,9 @@ OVERFLOWING = """() => {
 @contextlib.contextmanager
 def visit(browser, app_url, size, path=""):
     """A fresh page of `size` (width, height) at the app (+ `path`), its first screen ready."""
-    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
-    try:
-        pg = ctx.new_page()
-        pg.set_default_timeout(60_000)
-        pg.goto(app_url.rstrip("/") + "/" + path)
+    with opened(browser, app_url.rstrip("/") + "/" + path, size) as pg:
         ready(pg)
         yield pg
-    finally:
-        ctx.close()
 
 
 def box(pg, selector: str) -> dict:
@@ -134,10 +129,7 @@ def test_no_panel_makes_the_page_wider_than_the_screen(browser, app_url, size):
         pg.get_by_text("Features of this layer").click()
         pg.locator("#vit-features").get_by_text("PCA of layer").wait_for()
         assert_nothing_overflows(pg, "features")
-        pg.get_by_text("Compare with a second model").click()
-        pick = pg.locator("#vit-compare input")
-        pick.fill("mnist_vit")
-        pick.press("Enter")
+        compare_with(pg, "mnist_vit")
         pg.locator("#vit-cmp-img img").wait_for()
         assert_nothing_overflows(pg, "compare")
         pg.locator("#vit-view").get_by_text("Rollout").click()

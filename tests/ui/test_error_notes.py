@@ -6,8 +6,8 @@ from __future__ import annotations
 import gradio as gr
 
 from attention.ui.components import error, error_note
+from attention.ui.vit_fields import vit_pass
 from attention.ui.vit_panels import ComparePanel
-from attention.ui.vit_tab import vit_pass
 from attention.vit.passes import Ref
 
 MARKUP = "<img src=x onerror=alert(1)>"

@@ -161,13 +161,13 @@ def test_retraining_refuses_bad_arguments(client, args, words):
 def test_the_tab_is_filled_when_first_opened_not_at_start_up(monkeypatch):
     import gradio as gr
 
-    from attention.retrieval import panels
+    from attention.retrieval import first_screen
     from attention.ui import retrieval_tab
 
     def refuse():
         raise AssertionError("the first screen was computed while building the app")
 
-    monkeypatch.setattr(panels, "first_screen", refuse)
+    monkeypatch.setattr(first_screen, "first_screen", refuse)
     with gr.Blocks() as demo:
         with gr.Tab("MNIST retrieval") as tab:
             retrieval_tab.build(tab)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-import urllib.request
 
 import gradio as gr
 import httpx
@@ -17,6 +16,7 @@ from gradio_client.exceptions import ValidationError
 import app
 from attention.config import SETTINGS
 from attention.ui import server, vit_live
+from bench.common import answers
 from tests.conftest import DIGIT
 
 
@@ -105,15 +105,7 @@ def _small_app(**settings):
         box = gr.HTML("", server_functions=[vit_live.live_maps], elem_id="probe")
         gr.Button("go").click(lambda: "ok", None, gr.Textbox(), api_name="go")
     _, url, _ = demo.launch(prevent_thread_lock=True, quiet=True, **server.LaunchKwargs(tight, demo))
-    deadline = time.time() + 60
-    while True:
-        try:
-            urllib.request.urlopen(url + "gradio_api/info", timeout=5).read()
-            break
-        except OSError:
-            if time.time() > deadline:
-                raise
-            time.sleep(0.2)
+    assert answers(url + "gradio_api/info", 60, 0.2), f"the small app did not answer at {url} in 60 s"
     return demo, url, box._id
 
 

@@ -1,13 +1,20 @@
-"""Helpers of the backbone tests: tiny models with peaked random weights, and the comparison of the
-engine's rows with a library's own full attention matrices (the oracle)."""
+"""Helpers of the backbone tests: tiny models with peaked random weights (transformers', Meta's DINOv2),
+the libraries' own full attention matrices (the oracles), and the comparison of the engine's rows with them."""
 
 from __future__ import annotations
 
+import copy
+import inspect
+from functools import partial
+
+import numpy as np
 import torch
 
+from attention.vit.backbone import describe
 from attention.vit.rows import run_pass
 
 TOL = 1e-4  # of each row's peak
+SMALL = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64)  # a tiny HF config
 
 
 def peak(model: torch.nn.Module, factor: float = 2.0, names=("q_proj", "k_proj", "query", "key", "qkv")) -> None:
@@ -21,6 +28,80 @@ def peak(model: torch.nn.Module, factor: float = 2.0, names=("q_proj", "k_proj",
             if isinstance(m, torch.nn.MultiheadAttention) and m.in_proj_weight is not None:
                 e = m.embed_dim
                 m.in_proj_weight[: 2 * e].normal_(0, factor / e**0.5)
+
+
+def hf_tiny(cls: str, seed: int = 0, **cfg) -> torch.nn.Module:
+    """transformers' model class named `cls` built from its own config class, of SMALL size (`cfg` added or
+    overriding), with weights drawn after torch.manual_seed(seed) and peaked; in eval mode."""
+    import transformers
+
+    model_cls = getattr(transformers, cls)
+    torch.manual_seed(seed)
+    model = model_cls(model_cls.config_class(**(SMALL | cfg))).eval()
+    peak(model)
+    return model
+
+
+def hf_oracle(model: torch.nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+    """transformers' own attention matrices (B, H, N, N) per layer: a float copy of `model` run eagerly with
+    output_attentions (positions interpolated where its forward offers it), the caller's model left as it was."""
+    ref = copy.deepcopy(model).float()
+    ref.set_attn_implementation("eager")
+    takes = "interpolate_pos_encoding" in inspect.signature(ref.forward).parameters
+    kw = {"interpolate_pos_encoding": True} if takes else {}
+    with torch.no_grad():
+        return list(ref(pixel_values=x, output_attentions=True, **kw).attentions)
+
+
+def meta_dinov2(chunks: int = 0, seed: int = 0) -> torch.nn.Module:
+    """Meta's DinoVisionTransformer (the `dinov2` package): 3 blocks of width 32 and 4 heads, 28 px at patch 14,
+    layer scale 1, its blocks in `chunks` chunks (0: none), weights drawn after torch.manual_seed(seed) and
+    peaked; in eval mode."""
+    from dinov2.layers import MemEffAttention
+    from dinov2.layers.block import NestedTensorBlock
+    from dinov2.models.vision_transformer import DinoVisionTransformer
+
+    torch.manual_seed(seed)
+    model = DinoVisionTransformer(
+        img_size=28,
+        patch_size=14,
+        embed_dim=32,
+        depth=3,
+        num_heads=4,
+        init_values=1.0,
+        block_chunks=chunks,
+        block_fn=partial(NestedTensorBlock, attn_class=MemEffAttention),
+    ).eval()
+    peak(model)
+    return model
+
+
+def meta_oracle(model: torch.nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+    """Each block's attention (B, H, N, N) of a Meta DINOv2: softmax(q k^T * scale) of its own qkv on the
+    block's input."""
+    seen = []
+
+    def grab(mod, args):
+        t = args[0]
+        B, N, C = t.shape
+        qkv = mod.qkv(t).reshape(B, N, 3, mod.num_heads, C // mod.num_heads).permute(2, 0, 3, 1, 4)
+        seen.append(torch.softmax((qkv[0] * mod.scale) @ qkv[1].transpose(-2, -1), -1))
+
+    hooks = [b.attn.register_forward_pre_hook(grab) for b in describe(model).blocks]
+    try:
+        with torch.no_grad():
+            model.forward_features(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen
+
+
+def input_of(res, bb) -> torch.Tensor:
+    """The (1, 3, H, W) tensor the engine fed the model for the result `res` (its resized image, normalised
+    by the backbone description `bb`'s mean and std)."""
+    a = (np.asarray(res.image, np.float32) / 255 - np.array(bb.mean, np.float32)) / np.array(bb.std, np.float32)
+    return torch.from_numpy(a).permute(2, 0, 1)[None]
 
 
 def queries(n_tokens: int, prefix: int) -> list[int]:

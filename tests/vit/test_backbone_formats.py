@@ -7,8 +7,6 @@ classifier's head is kept and `relevance` explains it."""
 
 from __future__ import annotations
 
-from functools import partial
-
 import pytest
 import timm
 import torch
@@ -16,10 +14,10 @@ import torch
 from attention.vit import checkpoint
 from attention.vit.relevance.compute import relevance_rows
 from attention.vit.rows import query_rows
-from tests.vit.backbone_oracle import peak
+from tests.vit.backbone_oracle import hf_oracle, hf_tiny, meta_dinov2, meta_oracle, peak
 
 T = pytest.importorskip("transformers")
-vt = pytest.importorskip("dinov2.models.vision_transformer")
+pytest.importorskip("dinov2.models.vision_transformer")
 TINY = dict(embed_dim=32, depth=3, num_heads=4, img_size=28, dynamic_img_size=True)
 
 
@@ -27,22 +25,9 @@ def timm_tiny(arch: str, **kw) -> torch.nn.Module:
     return timm.create_model(arch, pretrained=False, num_classes=kw.pop("num_classes", 0), **(TINY | kw)).eval()
 
 
-def meta_dinov2(chunks: int) -> torch.nn.Module:
-    from dinov2.layers import MemEffAttention
-    from dinov2.layers.block import NestedTensorBlock
-
-    torch.manual_seed(0)
-    m = vt.DinoVisionTransformer(
-        img_size=28,
-        patch_size=14,
-        embed_dim=32,
-        depth=3,
-        num_heads=4,
-        init_values=1.0,
-        block_chunks=chunks,
-        block_fn=partial(NestedTensorBlock, attn_class=MemEffAttention),
-    ).eval()
-    peak(m)
+def meta_source(chunks: int) -> torch.nn.Module:
+    """Meta's tiny DINOv2 with its position embeddings and class token drawn off their init, as trained."""
+    m = meta_dinov2(chunks)
     with torch.no_grad():
         m.pos_embed.normal_(0, 0.5)
         m.cls_token.normal_(0, 1)
@@ -67,7 +52,7 @@ X = torch.randn(1, 3, 42, 28)  # non-square, off the trained grid: position embe
 
 @pytest.mark.parametrize("layout", ["teacher_chunks", "fsdp", "compiled"])
 def test_dinov2_training_outputs_load_with_the_source_maps(layout, tmp_path, monkeypatch):
-    src = meta_dinov2(chunks=3 if layout == "teacher_chunks" else 0)
+    src = meta_source(chunks=3 if layout == "teacher_chunks" else 0)
     sd = src.state_dict()
     assert layout != "teacher_chunks" or any(k.startswith("blocks.1.1.") for k in sd)
     head = {"dino_head.mlp.0.weight": torch.randn(8, 32)}
@@ -90,19 +75,9 @@ def test_dinov2_training_outputs_load_with_the_source_maps(layout, tmp_path, mon
 
 
 def hf_dinov2(registers: int) -> torch.nn.Module:
-    torch.manual_seed(1)
-    cls = T.Dinov2WithRegistersModel if registers else T.Dinov2Model
-    cfg = (T.Dinov2WithRegistersConfig if registers else T.Dinov2Config)(
-        hidden_size=32,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        intermediate_size=128,
-        image_size=28,
-        patch_size=14,
-        **({"num_register_tokens": registers} if registers else {}),
-    )
-    m = cls(cfg).eval()
-    peak(m)
+    regs = {"num_register_tokens": registers} if registers else {}
+    cls = "Dinov2WithRegistersModel" if registers else "Dinov2Model"
+    m = hf_tiny(cls, 1, intermediate_size=128, image_size=28, patch_size=14, **regs)
     with torch.no_grad():
         m.embeddings.position_embeddings.normal_(0, 0.5)
         m.embeddings.cls_token.normal_(0, 1)
@@ -112,13 +87,7 @@ def hf_dinov2(registers: int) -> torch.nn.Module:
 
 
 def hf_rows(model, x) -> torch.Tensor:
-    import copy
-
-    ref = copy.deepcopy(model)
-    ref.set_attn_implementation("eager")
-    with torch.no_grad():
-        att = ref(pixel_values=x, output_attentions=True).attentions
-    return torch.stack([a[0] for a in att]).permute(2, 0, 1, 3)  # (L, H, Nq, N) -> (Nq, L, H, N)
+    return torch.stack([a[0] for a in hf_oracle(model, x)]).permute(2, 0, 1, 3)  # (L, H, Nq, N) -> (Nq, L, H, N)
 
 
 @pytest.mark.parametrize("registers", [0, 4])
@@ -153,11 +122,10 @@ def test_a_fine_tuned_classifier_keeps_its_head_and_relevance_explains_it(tmp_pa
 
 def test_one_dinov2_in_transformers_meta_and_timm_has_the_same_maps():
     from attention.vit.backbone import formats
-    from tests.vit.test_backbone_meta import oracle as meta_oracle
 
     hf = hf_dinov2(0)  # the source: a transformers Dinov2Model
     meta_sd = formats._from_hf(hf.state_dict(), "")  # transformers' names -> Meta's
-    meta = meta_dinov2(chunks=0)
+    meta = meta_source(chunks=0)
     meta.load_state_dict(meta_sd, strict=True)
     tm = timm_tiny("vit_small_patch14_dinov2", patch_size=14, init_values=1.0)
     tensors, found = formats.convert(dict(meta_sd), tm)

@@ -5,9 +5,6 @@ layer, head, prefix and patch query, square and non-square inputs, for models ru
 
 from __future__ import annotations
 
-import copy
-import inspect
-
 import numpy as np
 import pytest
 import torch
@@ -17,43 +14,28 @@ from attention.errors import UnsupportedModelError
 from attention.vit.backbone import describe
 from attention.vit.extract import attention_maps
 from attention.vit.rows import run_pass
-from tests.vit.backbone_oracle import assert_rows_match, peak
+from tests.vit.backbone_oracle import SMALL, assert_rows_match, hf_oracle, hf_tiny
 
 T = pytest.importorskip("transformers")
 
-SMALL = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64)
-MODELS = {
-    "Dinov2Model": ("Dinov2Config", dict(image_size=28, patch_size=14), ("cls",)),
+MODELS = {  # transformers' class: its config's size and the prefix tokens the engine must name
+    "Dinov2Model": (dict(image_size=28, patch_size=14), ("cls",)),
     "Dinov2WithRegistersModel": (
-        "Dinov2WithRegistersConfig",
         dict(image_size=28, patch_size=14, num_register_tokens=4),
         ("cls", "reg0", "reg1", "reg2", "reg3"),
     ),
-    "DINOv3ViTModel": ("DINOv3ViTConfig", dict(image_size=32, patch_size=16, num_register_tokens=4), None),
-    "ViTModel": ("ViTConfig", dict(image_size=32, patch_size=16), ("cls",)),
-    "DeiTModel": ("DeiTConfig", dict(image_size=32, patch_size=16), ("cls", "dist")),
-    "CLIPVisionModel": ("CLIPVisionConfig", dict(image_size=32, patch_size=16), ("cls",)),
-    "SiglipVisionModel": ("SiglipVisionConfig", dict(image_size=32, patch_size=16), ()),
+    "DINOv3ViTModel": (dict(image_size=32, patch_size=16, num_register_tokens=4), None),
+    "ViTModel": (dict(image_size=32, patch_size=16), ("cls",)),
+    "DeiTModel": (dict(image_size=32, patch_size=16), ("cls", "dist")),
+    "CLIPVisionModel": (dict(image_size=32, patch_size=16), ("cls",)),
+    "SiglipVisionModel": (dict(image_size=32, patch_size=16), ()),
 }
 
 
 def build(cls: str, impl: str, seed: int = 0) -> torch.nn.Module:
-    cfg_name, kw, _ = MODELS[cls]
-    torch.manual_seed(seed)
-    model = getattr(T, cls)(getattr(T, cfg_name)(**SMALL, **kw)).eval()
-    peak(model)
+    model = hf_tiny(cls, seed, **MODELS[cls][0])
     model.set_attn_implementation(impl)
     return model
-
-
-def oracle(model: torch.nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
-    """transformers' own attention matrices (B, H, N, N) per layer: a copy run eagerly."""
-    ref = copy.deepcopy(model)
-    ref.set_attn_implementation("eager")
-    takes = "interpolate_pos_encoding" in inspect.signature(ref.forward).parameters
-    kw = {"interpolate_pos_encoding": True} if takes else {}
-    with torch.no_grad():
-        return list(ref(pixel_values=x, output_attentions=True, **kw).attentions)
 
 
 @pytest.mark.parametrize("impl", ["sdpa", "eager"])
@@ -62,12 +44,12 @@ def test_every_layer_head_and_query_is_transformers_own_attention(cls, impl):
     model = build(cls, impl)
     bb = describe(model)
     p = bb.patch_size
-    want = MODELS[cls][2]
+    want = MODELS[cls][1]
     if want is not None:
         assert bb.prefix == want
     for gh, gw in ((2, 2), (3, 2)):  # square and non-square grids
         x = torch.randn(2, 3, gh * p, gw * p)
-        ref = oracle(model, x)
+        ref = hf_oracle(model, x)
         assert ref[0].shape[-1] == bb.num_prefix_tokens + gh * gw
         assert_rows_match(model, x, ref, bb.num_prefix_tokens)
     assert model.config._attn_implementation == impl  # the caller's model is left as it was
@@ -105,7 +87,7 @@ def test_attention_maps_on_the_model_object(cls):
     x = torch.from_numpy(
         (np.asarray(res.image, np.float32) / 255 - np.array(bb.mean, np.float32)) / np.array(bb.std, np.float32)
     ).permute(2, 0, 1)[None]
-    ref = oracle(model, x)
+    ref = hf_oracle(model, x)
     i = res.query_index
     assert i == bb.num_prefix_tokens + 1
     for layer in range(3):

@@ -16,7 +16,7 @@ from attention.vit.backbone import describe
 from attention.vit.extract import attention_maps
 from attention.vit.models import check_allowed, load_vit, resolve
 from tests.hub_cache import temporary_hf_home
-from tests.vit.backbone_oracle import peak
+from tests.vit.backbone_oracle import SMALL, hf_oracle, hf_tiny, input_of, peak
 
 T = pytest.importorskip("transformers")
 open_clip = pytest.importorskip("open_clip")
@@ -35,28 +35,11 @@ def image() -> Image.Image:
 
 def eager_row(model, x, i):
     """transformers' own attention of the same weights: rows of token i, (L, H, N)."""
-    import copy
-
-    ref = copy.deepcopy(model).float()
-    ref.set_attn_implementation("eager")
-    with torch.no_grad():
-        kw = {"interpolate_pos_encoding": True} if "Clip" in type(ref).__name__ or "CLIP" in type(ref).__name__ else {}
-        att = ref(pixel_values=x, output_attentions=True, **kw).attentions
-    return torch.stack([a[0, :, i] for a in att]).numpy()
-
-
-def x_of(res, bb):
-    a = (np.asarray(res.image, np.float32) / 255 - np.array(bb.mean, np.float32)) / np.array(bb.std, np.float32)
-    return torch.from_numpy(a).permute(2, 0, 1)[None]
+    return torch.stack([a[0, :, i] for a in hf_oracle(model, x)]).numpy()
 
 
 def test_hf_name_loads_a_transformers_dinov2_repo_offline(tmp_path):
-    torch.manual_seed(0)
-    cfg = T.Dinov2WithRegistersConfig(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, image_size=28, patch_size=14
-    )
-    src = T.Dinov2WithRegistersModel(cfg).eval()
-    peak(src)
+    src = hf_tiny("Dinov2WithRegistersModel", 0, num_hidden_layers=2, image_size=28, patch_size=14)
     proc = json.dumps({"image_mean": [0.4, 0.4, 0.4], "image_std": [0.3, 0.3, 0.3]}).encode()
     with temporary_hf_home(tmp_path / "home") as add:
         add("tiny/dinov2-with-registers", saved(src, tmp_path, {"preprocessor_config.json": proc}))
@@ -67,26 +50,16 @@ def test_hf_name_loads_a_transformers_dinov2_repo_offline(tmp_path):
         assert bb.library == "transformers" and bb.prefix == ("cls", "reg0", "reg1", "reg2", "reg3")
         assert bb.mean == (0.4, 0.4, 0.4) and (bb.crop, bb.default_resolution) == ("top-left", 480)
         res = attention_maps(model, image(), resolution="native")
-        np.testing.assert_allclose(res.weights, eager_row(src, x_of(res, bb), 0), atol=1e-4)
+        np.testing.assert_allclose(res.weights, eager_row(src, input_of(res, bb), 0), atol=1e-4)
         with pytest.raises(ModelLoadError, match="tiny/absent"):
             load_vit("hf:tiny/absent", device="cpu")
 
 
 def test_hf_name_of_a_clip_repo_gives_its_vision_tower(tmp_path):
+    text = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    vision = SMALL | dict(num_hidden_layers=2, image_size=32, patch_size=16)
     torch.manual_seed(1)
-    cfg = T.CLIPConfig(
-        text_config=dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32),
-        vision_config=dict(
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=64,
-            image_size=32,
-            patch_size=16,
-        ),
-        projection_dim=8,
-    )
-    src = T.CLIPModel(cfg).eval()
+    src = T.CLIPModel(T.CLIPConfig(text_config=text, vision_config=vision, projection_dim=8)).eval()
     peak(src)
     with temporary_hf_home(tmp_path / "home") as add:
         add("tiny/clip", saved(src, tmp_path))
@@ -95,7 +68,7 @@ def test_hf_name_of_a_clip_repo_gives_its_vision_tower(tmp_path):
         bb = describe(model)
         res = attention_maps(model, image(), resolution=32, query=(0, 1))
         vis = T.CLIPVisionModel.from_pretrained("tiny/clip").eval()
-        np.testing.assert_allclose(res.weights, eager_row(vis, x_of(res, bb), 2), atol=1e-4)
+        np.testing.assert_allclose(res.weights, eager_row(vis, input_of(res, bb), 2), atol=1e-4)
 
 
 def test_open_clip_name_loads_a_hub_repo_offline_and_serves_its_visual_tower(tmp_path):
@@ -124,7 +97,7 @@ def test_open_clip_name_loads_a_hub_repo_offline_and_serves_its_visual_tower(tmp
         assert bb.library == "timm"
         # its trained size, square: open_clip's own tower takes only that (the rebuilt timm tower would interpolate)
         res = attention_maps(model, image().resize((32, 32)), resolution=32)
-        x = x_of(res, bb)
+        x = input_of(res, bb)
         seen = []
 
         def grab(mod, args, kwargs):

@@ -7,28 +7,17 @@ from __future__ import annotations
 import threading
 
 import pytest
-import timm
 import torch
 
 from attention.errors import InputError, UnsupportedModelError
 from attention.vit import capture
 from attention.vit.capture import Recorder, check_supported, recording
 from attention.vit.extract import query_rows
+from bench.common import random_vit
 
 
 def tiny(name: str = "vit_tiny_patch16_224", seed: int = 0, **kw) -> torch.nn.Module:
-    torch.manual_seed(seed)
-    args = dict(
-        pretrained=False,
-        num_classes=0,
-        img_size=32,
-        patch_size=8,
-        embed_dim=32,
-        depth=3,
-        num_heads=2,
-        dynamic_img_size=True,
-    )
-    return timm.create_model(name, **(args | kw)).eval()
+    return random_vit(name, seed, **(dict(img_size=32, patch_size=8, embed_dim=32, depth=3, num_heads=2) | kw))
 
 
 class Kernels(Recorder):

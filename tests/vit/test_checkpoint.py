@@ -8,11 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +23,7 @@ from attention.vit import models
 from attention.vit.checkpoint import register_checkpoint
 from attention.vit.extract import attention_maps
 from attention.vit.models import load_vit
+from bench.common import answers, free_port
 from tests.hub_cache import safetensors_bytes, temporary_hf_home
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,12 +201,6 @@ def test_the_cli_takes_weights_and_arch(tmp_path, weights, via_hub, registry, ca
     assert "'cls_token' is (1, 1, 192)" in capsys.readouterr().err
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_python_app_py_model_serves_the_checkpoint_as_the_default(tmp_path, weights, via_hub):
@@ -228,15 +220,10 @@ def test_python_app_py_model_serves_the_checkpoint_as_the_default(tmp_path, weig
         [sys.executable, "app.py", "--model", str(path), "--arch", ARCH], cwd=ROOT, env=env, stdout=log, stderr=log
     )
     try:
-        url, deadline = f"http://127.0.0.1:{port}/", time.time() + 240
-        while True:
-            try:
-                urllib.request.urlopen(url + "gradio_api/info", timeout=5).read()
-                break
-            except OSError:
-                assert proc.poll() is None, (tmp_path / "app.log").read_text()
-                assert time.time() < deadline, "app.py did not start in time"
-                time.sleep(0.5)
+        url = f"http://127.0.0.1:{port}/"  # answers: False at once if app.py exits, else once it answers or in 240 s
+        assert answers(url + "gradio_api/info", 240, 0.5, proc), (
+            "app.py did not start:\n" + (tmp_path / "app.log").read_text()
+        )
         client = Client(url, verbose=False)
         _, npz, info = client.predict(
             handle_file(str(tmp_path / "cat.png")),
