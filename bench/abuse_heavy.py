@@ -11,7 +11,7 @@ the same calls timed quiet (`quiet_heavy`), and say whether each is within 3x qu
   mcp_clients     8 MCP clients side by side (addresses of their own) calling the attention_maps tool
   mcp_data        n MCP calls each with its own 1 MB data: PNG, from one client: the upload folder just after
                   and --settle s after (goal: Gradio's MCP copies swept, one tracked copy of each file left)
-  forged_headers  n new-session calls, each with a forged X-Forwarded-For entry left of the proxy's
+  forged_headers  n new-session calls at once, each with a forged X-Forwarded-For entry left of the proxy's
   big_body        2n calls with a 900 kB value (too few values; as the frame rate): the answers' and the log's size
 """
 
@@ -294,17 +294,24 @@ def mcp_data_settled(app, settle: float) -> tuple[str, bool]:
 
 
 def forged_headers(app, page, n, max_s):
+    """n new-session calls at once (8 threads), each with its own forged entry left of the proxy's: one
+    client's new sessions (its burst admitted, paced; the rest refused), not n clients' (all admitted at once)."""
     codes: dict[int | str, int] = {}
-    with httpx.Client(timeout=60) as http:
-        for i in range(n):
-            h = {"X-Forwarded-For": f"10.{i % 250}.{i // 250}.9, {ATTACKER}"}  # forged entry, then the proxy's
-            body = {"data": [None] * 11}  # a call with no session: a new one (the event then fails: no image)
-            try:
-                c = http.post(app.url + "gradio_api/call/attention_maps", json=body, headers=h).status_code
-            except httpx.HTTPError as e:
-                c = type(e).__name__
+    t = time.perf_counter()
+
+    def one(i: int) -> int | str:
+        h = {"X-Forwarded-For": f"10.{i % 250}.{i // 250}.9, {ATTACKER}"}  # forged entry, then the proxy's
+        body = {"data": [None] * 11}  # a call with no session: a new one (the event then fails: no image)
+        try:
+            return http.post(app.url + "gradio_api/call/attention_maps", json=body, headers=h).status_code
+        except httpx.HTTPError as e:
+            return type(e).__name__
+
+    with httpx.Client(timeout=60) as http, ThreadPoolExecutor(8) as pool:
+        for c in pool.map(one, range(n)):
             codes[c] = codes.get(c, 0) + 1
-    return {**codes, "sent": n}, f"{codes.get(429, 0)} of {n} refused as one client's new sessions"
+    took = time.perf_counter() - t
+    return {**codes, "sent": n}, f"{codes.get(429, 0)} of {n} refused as one client's new sessions ({took:.0f} s)"
 
 
 def big_body(app, page, n, max_s):
