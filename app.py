@@ -51,7 +51,7 @@ demo.queue(default_concurrency_limit=SETTINGS.concurrency)  # 2 cores: two jobs 
 # What launch() needs wherever the app is served (here, tests, benches): the upload cap, how many
 # sessions' state Gradio keeps (the oldest forgotten first), the API endpoints as MCP tools, the
 # page-wide CSS (in the page's head from the start), and, as `app_kwargs`, the guard in front of
-# Gradio's app (body sizes, session ids, per-client rates: attention/guard.py).
+# Gradio's app (body sizes, session ids, per-client rates: attention/serving/guard.py).
 LAUNCH = server.LaunchKwargs(
     SETTINGS,
     demo,

@@ -9,8 +9,9 @@ the same calls timed quiet (`quiet_heavy`), and say whether each is within 3x qu
   relevance_flood n /relevance calls at 256 px (4,096 tokens) from one client over 4 sessions
   mixed_sessions  n calls (maps, relevance, video in turn) from 20 sessions of one client
   mcp_clients     8 MCP clients side by side (addresses of their own) calling the attention_maps tool
-  mcp_data        n MCP calls each with a 1 MB data: PNG, from one client: the upload folder after
-  forged_headers  n new-session calls, each with a forged X-Forwarded-For entry left of the proxy's
+  mcp_data        n MCP calls each with its own 1 MB data: PNG, from one client: the upload folder just after
+                  and --settle s after (goal: Gradio's MCP copies swept, one tracked copy of each file left)
+  forged_headers  n new-session calls at once, each with a forged X-Forwarded-For entry left of the proxy's
   big_body        2n calls with a 900 kB value (too few values; as the frame rate): the answers' and the log's size
 """
 
@@ -19,8 +20,9 @@ from __future__ import annotations
 import base64
 import io
 import json
+import multiprocessing
 import os
-import threading
+import queue
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +38,7 @@ ATTACKER = "10.66.0.1"
 HONEST_HEAVY = "10.0.0.3"  # the visitor whose relevance and video calls are timed
 CLIP = str(ROOT / "examples" / "videos" / "digits.mp4")
 QUIET: dict[str, float] = {}  # honest relevance / video seconds, quiet; an attacker's video job, quiet
+_MCP_DATA: dict[str, float] = {}  # mcp_data's upload folder MB before, MB of files sent, calls
 
 
 _URL: list[str] = [""]
@@ -93,23 +96,45 @@ def quiet_heavy(url: str) -> str:
     )
 
 
+def _honest_heavy(url: str, images: str, ready, go, out) -> None:
+    """The honest heavy visitor, in a process of its own (the attacker's client threads in this one would take
+    its interpreter lock, and the time it waited for them would count as the server's): its session opened
+    by one relevance call as when timed quiet, then, 1 s after `go`, one relevance and one video call, each
+    put on `out` as (name, seconds or the failure)."""
+    _URL[0] = url
+    bl.TEMP[:] = [images] * 6  # where `_noise` writes its pictures
+    honest_relevance()
+    ready.set()
+    go.wait(600)
+    time.sleep(1.0)
+    for name, fn in (("relevance", honest_relevance), ("video", honest_video)):
+        try:
+            out.put((name, fn()))
+        except Exception as e:  # noqa: BLE001 - a failure is a result
+            out.put((name, f"{type(e).__name__}: {str(e)[:80]}"))
+
+
 def _honest_during(attack, job: str = "job") -> tuple[dict, str, bool]:
-    """Runs `attack()` while the honest heavy visitor makes one relevance and one video call (after 1 s); goal:
-    each within 3x its quiet time plus one attacker job (`QUIET[job]`: the attack's longest kind of job)."""
-    timed: dict[str, float | str] = {}
-
-    def honest():
-        time.sleep(1.0)
-        for name, fn in (("relevance", honest_relevance), ("video", honest_video)):
-            try:
-                timed[name] = fn()
-            except Exception as e:  # noqa: BLE001 - a failure is a result
-                timed[name] = f"{type(e).__name__}: {str(e)[:80]}"
-
-    t = threading.Thread(target=honest)
-    t.start()
+    """Runs `attack()` while the honest heavy visitor makes one relevance and one video call (after 1 s, from
+    `_honest_heavy`'s process); goal: each within 3x its quiet time plus one attacker job (`QUIET[job]`: the
+    attack's longest kind of job)."""
+    ctx = multiprocessing.get_context("spawn")
+    ready, go, out = ctx.Event(), ctx.Event(), ctx.Queue()
+    proc = ctx.Process(target=_honest_heavy, args=(_URL[0], bl.TEMP[5], ready, go, out), daemon=True)
+    proc.start()
+    ready.wait(300)
+    go.set()
     got = attack()
-    t.join(600)
+    timed: dict[str, float | str] = {}
+    for _ in range(2):
+        try:
+            name, v = out.get(timeout=600)
+        except queue.Empty:
+            break
+        timed[name] = v
+    proc.join(30)
+    if proc.is_alive():
+        proc.kill()
     ok = True
     parts = []
     for name in ("relevance", "video"):
@@ -230,34 +255,63 @@ def mcp_clients(app, page, n, max_s):
 
 
 def mcp_data(app, page, n, max_s):
-    before, _ = bl.usage(app.env["GRADIO_TEMP_DIR"])
-    data = _png_data_url(2, 600)  # ~1 MB of PNG noise
+    """n MCP calls from one client, each with its own ~1 MB data: PNG (the same bytes would be one file)."""
+    from attention.ui.server import MCP_COPIES, MCP_COPY_AGE
+
+    _MCP_DATA["before"] = bl.usage(app.env["GRADIO_TEMP_DIR"])[0]
     counts: dict[str, int] = {}
-    deadline = time.time() + max_s
+    deadline, sent = time.time() + max_s, 0
     with httpx.Client(headers={"X-Forwarded-For": ATTACKER}) as http:
-        for _ in range(n):
+        for i in range(n):
             if time.time() > deadline:
                 break
+            data = _png_data_url(5000 + i, 1000)  # 1 MB of grey noise
+            sent += len(base64.b64decode(data.split(",", 1)[1]))
             k = _mcp_call(http, app.url, "attention_maps", {"image": data, "model": "mnist_vit"})
             counts[k] = counts.get(k, 0) + 1
+    _MCP_DATA.update(sent=sent / 1e6, calls=sum(counts.values()))
     after, files = bl.usage(app.env["GRADIO_TEMP_DIR"])
+    copies = bl.usage(os.path.join(app.env["GRADIO_TEMP_DIR"], MCP_COPIES))[0]
     return {**counts, "sent": sum(counts.values())}, (
-        f"{len(data) / 1e6:.1f} MB data: each; GRADIO_TEMP_DIR +{after - before:.0f} MB ({files} files)"
+        f"{sent / 1e6:.0f} MB of data: files in all; just after: GRADIO_TEMP_DIR +{after - _MCP_DATA['before']:.0f} MB "
+        f"({files} files), {copies:.0f} MB of it Gradio's MCP copies ({MCP_COPIES}/, swept after {MCP_COPY_AGE:.0f} s)"
     )
 
 
+def mcp_data_settled(app, settle: float) -> tuple[str, bool]:
+    """After the settle: the MCP copies swept, and the upload folder grown by at most one copy of each file
+    sent (Gradio's tracked upload, deleted at ATTENTION_FILE_TTL) and 0.1 MB of answer files a call."""
+    from attention.ui.server import MCP_COPIES
+
+    grown = bl.usage(app.env["GRADIO_TEMP_DIR"])[0] - _MCP_DATA["before"]
+    copies = bl.usage(os.path.join(app.env["GRADIO_TEMP_DIR"], MCP_COPIES))[0]
+    bound = _MCP_DATA["sent"] + 0.1 * _MCP_DATA["calls"]
+    note = (
+        f"mcp_data {settle:.0f} s after: GRADIO_TEMP_DIR +{grown:.0f} MB (bound {bound:.0f} MB: one copy of each "
+        f"file sent and its answer), MCP copies {copies:.1f} MB"
+    )
+    return note, grown <= bound and copies == 0
+
+
 def forged_headers(app, page, n, max_s):
+    """n new-session calls at once (8 threads), each with its own forged entry left of the proxy's: one
+    client's new sessions (its burst admitted, paced; the rest refused), not n clients' (all admitted at once)."""
     codes: dict[int | str, int] = {}
-    with httpx.Client(timeout=60) as http:
-        for i in range(n):
-            h = {"X-Forwarded-For": f"10.{i % 250}.{i // 250}.9, {ATTACKER}"}  # forged entry, then the proxy's
-            body = {"data": [None] * 11}  # a call with no session: a new one (the event then fails: no image)
-            try:
-                c = http.post(app.url + "gradio_api/call/attention_maps", json=body, headers=h).status_code
-            except httpx.HTTPError as e:
-                c = type(e).__name__
+    t = time.perf_counter()
+
+    def one(i: int) -> int | str:
+        h = {"X-Forwarded-For": f"10.{i % 250}.{i // 250}.9, {ATTACKER}"}  # forged entry, then the proxy's
+        body = {"data": [None] * 11}  # a call with no session: a new one (the event then fails: no image)
+        try:
+            return http.post(app.url + "gradio_api/call/attention_maps", json=body, headers=h).status_code
+        except httpx.HTTPError as e:
+            return type(e).__name__
+
+    with httpx.Client(timeout=60) as http, ThreadPoolExecutor(8) as pool:
+        for c in pool.map(one, range(n)):
             codes[c] = codes.get(c, 0) + 1
-    return {**codes, "sent": n}, f"{codes.get(429, 0)} of {n} refused as one client's new sessions"
+    took = time.perf_counter() - t
+    return {**codes, "sent": n}, f"{codes.get(429, 0)} of {n} refused as one client's new sessions ({took:.0f} s)"
 
 
 def big_body(app, page, n, max_s):

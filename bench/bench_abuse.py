@@ -339,6 +339,11 @@ def main() -> None:
             if name in heavy.HEAVY_TIMED:
                 verdicts.append((f"{name}: honest relevance and video within 3x quiet + one job", "[goal met]" in note))
             verdicts.append((f"{name}: RSS {args.settle:.0f} s after within 10% of before", after <= 1.1 * before))
+            if name == "mcp_data":
+                note, ok = heavy.mcp_data_settled(app, args.settle)
+                lines.append(f"  {note}")
+                print(lines[-1], flush=True)
+                verdicts.append((f"mcp_data: MCP copies swept, temp within its bound {args.settle:.0f} s after", ok))
             if name == "large_passes":
                 verdicts.append(
                     ("large_passes: peak RSS <= ATTENTION_STATE_MB + before", peak.peak <= state_mb + before)

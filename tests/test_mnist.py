@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attention import mnist, net
+from attention import mnist
 from attention.errors import ImageError
+from attention.serving import net
 
 
 @pytest.fixture

@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-from attention.cache import sweep
 from attention.config import SETTINGS
 from attention.render import font, png_bytes
 from attention.retrieval import lookup, panels, trained_panels
+from attention.serving.cache import sweep
 
 OUTPUT_DIR = Path(tempfile.gettempdir()) / "attention-explorer-retrieval"  # the endpoints' PNGs
 

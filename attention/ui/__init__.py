@@ -11,7 +11,7 @@ calculator_tab  the Q/K/V calculator (/calculate, /calculate_from_x); calculator
                 and calculator_api its endpoints (/calculate, /calculate_from_x, /patch_attention)
 components      shared pieces: typed errors as messages, inputs handed over as sent
 app.css         page-wide CSS, given to launch() (APP_CSS)
-server          launch()'s other arguments: the guard in front of Gradio's app (attention.guard)
+server          launch()'s other arguments: the guard in front of Gradio's app (attention.serving.guard)
 """
 
 from importlib import resources

@@ -1,11 +1,12 @@
-"""Who a Gradio event is for (`attention.admission.Visitor`: session and client address), and the
+"""Who a Gradio event is for (`attention.serving.visitors.Visitor`: session and client address), and the
 validator that admits a computing job before it joins Gradio's queue.
 
-The client address is the one the guard resolved (`attention.guard.client_address`: trusted proxy
+The client address is the one the guard resolved (`attention.serving.clients.Proxies`: trusted proxy
 hops only, never a visitor's own X-Forwarded-For) and put in the request's scope. An MCP call reaches
 the queue through Gradio's own loopback client, one session for every MCP client; the guard signs
-the MCP caller's address and MCP session into the `VISITOR_HEADER` of that call (`attention.guard`), so
-each MCP client is its own visitor here.
+the MCP caller's address and MCP session into the `VISITOR_HEADER` of that call (`attention.serving.guard`), so
+each MCP client is its own visitor here. The signature is checked here again (`mcp_caller`): a header a
+visitor writes makes no one else of them, whether the guard stands in front or not (ATTENTION_GUARD=0).
 
     event(fn, inputs, outputs, validator=heavy_share(HEAVY), concurrency_id="heavy", ...)
     with HEAVY.turn(who()) as turn: ...   # in the handler
@@ -17,26 +18,34 @@ from collections.abc import Callable
 
 import gradio as gr
 
-from attention.admission import HEAVY, Busy, Lane, Visitor
-from attention.clients import VISITOR_HEADER
 from attention.config import SETTINGS
+from attention.serving.admission import HEAVY, Lane
+from attention.serving.clients import VISITOR_HEADER, verify
+from attention.serving.visitors import Busy, Visitor
 
 HEAVY_QUEUE = dict(concurrency_id="heavy", concurrency_limit=SETTINGS.heavy_slots + SETTINGS.heavy_waiting)
 """Gradio's queue for heavy events: every admitted job starts at once and waits in `HEAVY`'s round (Gradio's
 own queue is first come first served)."""
 
 
+def mcp_caller(request) -> tuple[str, str] | None:
+    """(client address, MCP session) of a call Gradio's MCP server makes for an MCP caller: its
+    `VISITOR_HEADER`, signed by this process's guard (`attention.serving.clients.verify`). A header this
+    process did not sign (a visitor's own, with or without the guard in front: ATTENTION_GUARD=0) is None."""
+    headers = getattr(request, "headers", None) or {}
+    value = headers.get(VISITOR_HEADER) if hasattr(headers, "get") else None
+    return verify(value) if isinstance(value, str) else None
+
+
 def visitor_of(request) -> Visitor:
-    """The Visitor of a request (gr.Request or Starlette's): the MCP caller the guard signed in
-    `VISITOR_HEADER`, else the session id and the client address (the guard's resolved one)."""
+    """The Visitor of a request (gr.Request or Starlette's): the MCP caller the guard signed
+    (`mcp_caller`), else the session id and the client address (the guard's resolved one)."""
     if request is None:
         return Visitor()
-    headers = getattr(request, "headers", None) or {}
-    signed = headers.get(VISITOR_HEADER) if hasattr(headers, "get") else None
-    client = getattr(getattr(request, "client", None), "host", None)
-    if signed:  # "<client> <mcp session>", checked by the guard (it drops a header it did not sign)
-        addr, mcp = (signed.split(" ") + [""])[:2]
+    if caller := mcp_caller(request):
+        addr, mcp = caller
         return Visitor(f"mcp-{mcp or addr}", addr)
+    client = getattr(getattr(request, "client", None), "host", None)
     return Visitor(getattr(request, "session_hash", None), client)
 
 

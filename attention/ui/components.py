@@ -47,15 +47,6 @@ def info(message: object) -> None:
     gr.Info(html_text(cut(message)))
 
 
-def visitor() -> str | None:
-    """Who the event being handled is for: its session id (Gradio's request context; an API client's
-    own session too), or None outside an event. Keys a visitor's own passes and bounds their share."""
-    from gradio.context import LocalContext
-
-    request = LocalContext.request.get(None)
-    return None if request is None else getattr(request, "session_hash", None)
-
-
 def pending_jobs(blocks: gr.Blocks) -> dict[str, set[str]]:
     """Gradio's own count of every session's jobs waiting in its queue or running: session id -> event ids.
 
@@ -124,11 +115,11 @@ def queue_share(validator: Callable | None = None) -> Callable:
     Use as `event(fn, inputs, outputs, validator=queue_share())`."""
 
     def share(request: gr.Request, *args):
-        from attention.clients import VISITOR_HEADER
+        from attention.ui.admit import mcp_caller
 
         # an MCP call (the guard signed its caller): Gradio's session is every MCP client's; its caller's own
-        # share is the forward lane's (attention.admission), not this session count
-        mcp = VISITOR_HEADER in (getattr(request, "headers", None) or {})
+        # share is the forward lane's (attention.serving.admission), not this session count
+        mcp = mcp_caller(request) is not None
         held = _admit(None if mcp else getattr(request, "session_hash", None))
         if held is not None:
             refusal = (

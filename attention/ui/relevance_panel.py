@@ -11,9 +11,9 @@ from __future__ import annotations
 import gradio as gr
 import numpy as np
 
-from attention.admission import HEAVY
 from attention.errors import AttentionError, html_text
 from attention.render import mark_patch
+from attention.serving.admission import HEAVY
 from attention.ui.admit import HEAVY_QUEUE, heavy_share, who
 from attention.ui.api_docs import with_models
 from attention.ui.components import error_note, image_path, number, picture, user_errors

@@ -1,6 +1,7 @@
-"""What `launch()` is given besides the Blocks: the guard in front of Gradio's app (`attention.guard`)
-and the sweep of the folders Gradio's cache deletion leaves; and the serving process's upkeep of its
-memory (`memory_upkeep`): few malloc arenas, the stores' clocks applied, freed memory handed back.
+"""What `launch()` is given besides the Blocks: the guard in front of Gradio's app (`attention.serving.guard`),
+the sweep of the folders Gradio's cache deletion leaves and of the `data:` files its MCP server writes;
+and the serving process's upkeep of its memory (`memory_upkeep`): few malloc arenas, the stores' clocks
+applied, freed memory handed back.
 
 `launch_kwargs(...)` is a mapping whose `app_kwargs` is built anew at each read: Gradio writes into the
 `app_kwargs` dict it is given (its lifespan, which holds that launch's MCP server), so one dict shared
@@ -18,16 +19,19 @@ import gradio as gr
 from gradio.utils import get_upload_folder
 from starlette.middleware import Middleware
 
-from attention.cache import sweep_empty_dirs
-from attention.clients import Proxies
 from attention.config import Settings
-from attention.guard import Guard, GuardLimits
-from attention.memory import Janitor, at_most_every, limit_arenas
+from attention.serving.cache import sweep, sweep_empty_dirs
+from attention.serving.clients import Proxies
+from attention.serving.guard import Guard
+from attention.serving.limits import GuardLimits
+from attention.serving.memory import Janitor, at_most_every, limit_arenas
 from attention.ui.components import pending_jobs
 from attention.vit.relevance.service import RESULTS
 from attention.vit.serve.passes import PASSES
 
 MB = 1 << 20
+MCP_COPIES = "mcp-data"  # the upload folder's subfolder where Gradio's MCP server writes each `data:` file
+MCP_COPY_AGE = 30.0  # seconds one is kept there: Gradio's loopback upload of it (the copy the job reads) is at once
 FILE_TYPES = (gr.Image, gr.ImageEditor, gr.File, gr.Video, gr.Audio, gr.Gallery, gr.Model3D)  # values: file objects
 SWEEP_EVERY = 300.0  # seconds between sweeps of empty folders (Gradio deletes files every 300 s here)
 
@@ -43,6 +47,7 @@ def guard_limits(s: Settings) -> GuardLimits:
         mcp_body_bytes=upload * 4 // 3 + MB,
         new_sessions_per_s=s.new_sessions_per_min / 60,
         new_session_burst=s.new_sessions_per_min,
+        new_session_pace=4 * s.new_sessions_per_min / 60,  # a burst spread at 4x the rate (2 a second by default)
         live_per_s=s.live_per_s,
         upload_bytes_per_s=s.upload_mb_per_min * MB / 60,
         upload_burst_bytes=s.upload_mb_per_min * MB,
@@ -130,18 +135,44 @@ def middleware(s: Settings, blocks: gr.Blocks | None = None) -> list[Middleware]
     ]
 
 
+def route_mcp_copies(folder: Path) -> Path:
+    """Send the files Gradio's MCP server writes for `data:` values (`gradio.mcp.DEFAULT_TEMP_DIR`, read at each
+    call) to `folder`/MCP_COPIES: Gradio writes each there before its guarded loopback upload (which makes
+    the tracked copy the job reads) and never deletes it; there `sweep_mcp_copies` does. The folder is
+    inside the upload folder, so the guard's total (ATTENTION_TEMP_MB) counts it; the MCP body was charged
+    to its caller's upload bytes (ATTENTION_UPLOAD_MB_PER_MIN) before Gradio read it. RuntimeError (at
+    start-up) if Gradio no longer has that setting."""
+    import gradio.mcp
+
+    if not isinstance(getattr(gradio.mcp, "DEFAULT_TEMP_DIR", None), str):
+        raise RuntimeError(
+            f"gradio {gr.__version__} has no gradio.mcp.DEFAULT_TEMP_DIR (where its MCP server writes data: "
+            "files); attention.ui.server.route_mcp_copies needs another way to bound them."
+        )
+    gradio.mcp.DEFAULT_TEMP_DIR = str(folder / MCP_COPIES)
+    return folder / MCP_COPIES
+
+
+def sweep_mcp_copies(folder: Path, max_age: float = MCP_COPY_AGE) -> None:
+    """Delete the MCP `data:` files in `folder`/MCP_COPIES older than `max_age` seconds (`cache.sweep`)."""
+    if (folder / MCP_COPIES).is_dir():
+        sweep(folder / MCP_COPIES, max_age, every=0.0)
+
+
 def memory_upkeep(s: Settings) -> Janitor:
     """For the serving process, before it starts serving: at most `s.malloc_arenas` malloc arenas
-    (`attention.memory.limit_arenas`; 0 leaves glibc's own), and a started janitor that every
+    (`attention.serving.memory.limit_arenas`; 0 leaves glibc's own), and a started janitor that every
     `s.memory_every` seconds applies the pass store's and the relevance results' time to live and idle
-    rule (a quiet server forgets too), then returns freed memory to the system (`attention.memory.release`);
+    rule (a quiet server forgets too), then returns freed memory to the system (`attention.serving.memory.release`);
     every SWEEP_EVERY seconds it also removes the empty folders Gradio's cache deletion leaves in the
-    upload folder (`attention.cache.sweep_empty_dirs`)."""
+    upload folder (`attention.serving.cache.sweep_empty_dirs`); every MCP_COPY_AGE / 2 seconds it deletes
+    the MCP `data:` files older than MCP_COPY_AGE (`sweep_mcp_copies`)."""
     if s.malloc_arenas:
         limit_arenas(s.malloc_arenas)
     folder = Path(get_upload_folder())
     empty_dirs = at_most_every(SWEEP_EVERY, lambda: sweep_empty_dirs(folder, min_age=60.0))
-    return Janitor(s.memory_every, [PASSES.sweep, RESULTS.sweep, empty_dirs]).start()
+    mcp_copies = at_most_every(MCP_COPY_AGE / 2, lambda: sweep_mcp_copies(folder))
+    return Janitor(s.memory_every, [PASSES.sweep, RESULTS.sweep, empty_dirs, mcp_copies]).start()
 
 
 class LaunchKwargs(Mapping):
@@ -149,6 +180,7 @@ class LaunchKwargs(Mapping):
 
     def __init__(self, settings: Settings, blocks: gr.Blocks, **fixed: Any):
         pending_jobs(blocks)  # Gradio's count of a visitor's queued jobs is there (else RuntimeError, at start-up)
+        route_mcp_copies(Path(get_upload_folder()))  # MCP data: files where the janitor sweeps them
         self._settings, self._blocks, self._fixed = settings, blocks, fixed
 
     def __getitem__(self, key: str) -> Any:

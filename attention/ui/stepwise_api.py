@@ -1,17 +1,18 @@
 """The step by step's endpoints for `gradio_client` and MCP callers: /explain_row (the numbers as JSON) and
-/export_view (one self-contained HTML file of a view), each from the server's store of passes."""
+/export_view (one self-contained HTML file of a view), each from the server's store of passes, for the
+event's visitor (session and client address: `vit_api.pass_for`)."""
 
 from __future__ import annotations
 
 import gradio as gr
 
-from attention.ui.components import image_path, number, queue_share, user_errors, visitor
+from attention.ui.components import image_path, number, queue_share, user_errors
 from attention.ui.stepwise_panel import export_view
+from attention.ui.vit_api import pass_for
 from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import views as vit_views
 from attention.vit.engine import stepwise
 from attention.vit.serve import inputs as vit_inputs
-from attention.vit.serve import passes as vit_passes
 
 
 def explain_row_fn(model_default: str):
@@ -49,11 +50,9 @@ def explain_row_fn(model_default: str):
             key_col: the selected key's column.
             resolution: 'auto', 'native', 'dino480' or px.
         """
-        q = vit_inputs.parse_query(query_row, query_col)
         key = vit_inputs.parse_query(key_row, key_col)
-        p = vit_passes.served_pass(image, model, resolution, visitor())
-        lay = vit_inputs.parse_index(-1 if layer is None else layer, "Layer")
         hd = vit_inputs.parse_index(head or 0, "Head")
+        p, q, lay = pass_for(image, model, resolution, query_row, query_col, layer)
         s = stepwise.explain_row(
             p,
             query=q,
@@ -97,10 +96,8 @@ def export_view_fn(model_default: str, defaults: dict):
             temperature: the step by step's softmax temperature, 0.05 to 20.
             resolution: 'auto', 'native', 'dino480' or px.
         """
-        q = vit_inputs.parse_query(query_row, query_col)
-        p = vit_passes.served_pass(image, model, resolution, visitor())
-        lay = vit_inputs.parse_index(-1 if layer is None else layer, "Layer")
         hd = vit_inputs.parse_index(head or 0, "Head")
+        p, q, lay = pass_for(image, model, resolution, query_row, query_col, layer)
         v = vit_frames.ViewSpec(
             query=q,
             layer=lay,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from attention.admission import HEAVY
 from attention.errors import AttentionError, html_text
+from attention.serving.admission import HEAVY
 from attention.ui.admit import HEAVY_QUEUE, heavy_share, who
 from attention.ui.components import error_note, image_path, picture, tiles_gallery, user_errors
 from attention.vit.text.prompts import MAX_PROMPT_CHARS, MAX_PROMPTS

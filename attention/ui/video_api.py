@@ -2,7 +2,7 @@
 
 It takes a video file and plain parameters with defaults, answers with the MP4, the .npz of the raw
 maps when asked (else None) and a JSON of facts, and keeps nothing for the caller. Video jobs share the
-heavy lane with relevance (`attention.admission.HEAVY`: admitted when they ask to join, round-robin
+heavy lane with relevance (`attention.serving.admission.HEAVY`: admitted when they ask to join, round-robin
 between visitors, the slot handed on between batches of frames), each within the video budget
 (`SETTINGS.video_*`).
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from attention.admission import HEAVY
 from attention.errors import InputError
+from attention.serving.admission import HEAVY
 from attention.ui.admit import HEAVY_QUEUE, heavy_share, who
 from attention.ui.api_docs import with_models
 from attention.ui.components import number, user_errors

@@ -16,8 +16,21 @@ from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import outputs as vit_outputs
 from attention.vit.draw import views as vit_views
 from attention.vit.draw.feature_views import write_feature_outputs
+from attention.vit.engine.query import Query
 from attention.vit.serve import inputs as vit_inputs
 from attention.vit.serve import passes as vit_passes
+
+
+def pass_for(
+    image, model, resolution, query_row, query_col, layer, *, one_query: bool = False, qk: bool = True
+) -> tuple[vit_passes.Pass, Query | None, int]:
+    """What every API call on one image's pass starts with, parsed once: (the pass, from the server's store
+    for the visitor of the event, `who()`; the query, None = the model's own token; the layer index, None =
+    the last). one_query: the forward records that query's rows only (one request, one query); qk: q and k kept."""
+    query = vit_inputs.parse_query(query_row, query_col)
+    layer = vit_inputs.parse_index(-1 if layer is None else layer, "Layer")
+    p = vit_passes.served_pass(image, model, resolution, who(), query=query if one_query else None, keep_qk=qk)
+    return p, query, layer
 
 
 def attention_maps_fn(model_default: str, defaults: dict):
@@ -57,13 +70,11 @@ def attention_maps_fn(model_default: str, defaults: dict):
             discard_ratio: rollout view: the share of the lowest attention dropped in each layer, 0 to below 1.
             discard: rollout view: drop the lowest 'row' (in each row) or 'global' (whole matrix, CLS kept).
         """
-        query = vit_inputs.parse_query(query_row, query_col)
         view = vit_views.check_view(view)
         threshold = defaults["threshold"] if threshold is None else threshold
         vit_views.check_style(threshold, defaults["alpha"], defaults["cmap"])
-        layer = vit_inputs.parse_index(-1 if layer is None else layer, "Layer")
-        # one request, one query: the forward records that query's rows and keeps q/k only for rollout
-        p = vit_passes.served_pass(image, model, resolution, who(), query=query, keep_qk=view == "rollout")
+        rollout = view == "rollout"  # q/k kept for it only
+        p, query, layer = pass_for(image, model, resolution, query_row, query_col, layer, one_query=True, qk=rollout)
         opts = dict(head_fusion=head_fusion, discard_ratio=0.0 if discard_ratio is None else discard_ratio)
         v = vit_frames.ViewSpec(query, layer, view, threshold, rollout_options={**opts, "discard": discard})
         f = vit_frames.api_sheet(p, v)
@@ -106,9 +117,7 @@ def feature_maps_fn(model_default: str, defaults: dict):
             pca: 'minmax' (each component min-max scaled) or 'dinov3' (DINOv3's notebook: whitened PCA fitted on the
                 foreground, sigmoid(2x), background black; the .npz then also holds the foreground mask).
         """
-        query = vit_inputs.parse_query(query_row, query_col)
-        layer = vit_inputs.parse_index(-1 if layer is None else layer, "Layer")
-        p = vit_passes.served_pass(image, model, resolution, who(), query=query, keep_qk=False)
+        p, query, layer = pass_for(image, model, resolution, query_row, query_col, layer, one_query=True, qk=False)
         background = None if not pca_background else float(pca_background)
         return write_feature_outputs(p, query, layer, background=background, pca_style=pca or "minmax")
 

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attention import cache, retrieval
+from attention import retrieval
 from attention.errors import InputError
 from attention.retrieval import answers, panels, trained_panels
+from attention.serving import cache
 
 POOL = retrieval.pools(full=True)
 

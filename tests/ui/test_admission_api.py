@@ -63,7 +63,8 @@ def test_one_visitor_from_many_sessions_gets_one_running_and_the_stated_few_wait
 
 
 def test_relevance_and_video_share_one_visitors_share(visitor_client, tmp_path):
-    from attention.admission import HEAVY, Visitor
+    from attention.serving.admission import HEAVY
+    from attention.serving.visitors import Visitor
 
     c = visitor_client(9)
     # the heavy slot held by someone else while the six are sent: none can finish before the last arrives
@@ -87,7 +88,7 @@ def test_a_high_token_relevance_is_refused_before_it_runs_naming_what_fits(clien
 
 
 def test_a_visitors_own_picture_gets_a_relevance_of_their_own(tmp_path):
-    from attention.admission import Visitor
+    from attention.serving.visitors import Visitor
     from attention.vit.relevance.service import RESULTS, get_relevance
 
     path = _noise(tmp_path, 99)

@@ -1,9 +1,24 @@
-"""MCP: the app serves its API endpoints as tools, each parameter described for the assistant."""
+"""MCP: the app serves its API endpoints as tools, each parameter described for the assistant; the `data:`
+files of MCP calls are swept."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
+import os
+import time
 import urllib.request
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import numpy as np
+from gradio.utils import get_upload_folder
+from PIL import Image
+
+from attention.ui import server
 
 
 def schema(app_url: str) -> dict[str, dict]:
@@ -46,3 +61,46 @@ def test_no_tool_shows_a_server_path(app_url):
     for where in (get_upload_folder(), tempfile.gettempdir(), str(ROOT)):
         assert where not in text, where
     assert any(name.endswith("patch_attention") for name in tools)  # the endpoint that had one is still a tool
+
+
+def _png(i: int, side: int = 48) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray((np.random.default_rng(9000 + i).random((side, side)) * 255).astype("uint8")).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def _files(folder: Path) -> set[Path]:
+    return {p for p in folder.rglob("*") if p.is_file()}
+
+
+def test_sixty_mcp_data_files_are_swept_so_each_leaves_only_gradios_tracked_upload(app_url):
+    """60 MCP calls from one client, each with its own `data:` PNG (4 at a time: most are refused as busy,
+    after Gradio has written and uploaded the file). Gradio writes each to the swept folder
+    (`server.MCP_COPIES`, none elsewhere), and once older than MCP_COPY_AGE the sweep deletes them all: what
+    stays of each is one file, the loopback upload Gradio tracks and deletes at ATTENTION_FILE_TTL like
+    every visitor's (before: a second, untracked copy of every call's file, kept for good)."""
+    folder = Path(get_upload_folder())
+    copies = folder / server.MCP_COPIES
+    pngs = [_png(i) for i in range(60)]
+    before = _files(folder)
+
+    def call(i: int) -> int:
+        data = "data:image/png;base64," + base64.b64encode(pngs[i]).decode()
+        body = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "attention_maps"}}
+        body["params"]["arguments"] = {"image": data, "model": "mnist_vit"}
+        headers = {"Accept": "application/json, text/event-stream", "X-Forwarded-For": "10.77.0.1"}
+        return httpx.post(app_url + "gradio_api/mcp/", json=body, headers=headers, timeout=300).status_code
+
+    with ThreadPoolExecutor(4) as pool:
+        codes = list(pool.map(call, range(60)))
+    assert codes == [200] * 60, codes
+    new = _files(folder) - before
+    written = [p for p in new if p.read_bytes() in pngs]
+    assert sum(copies in p.parents for p in written) == 60  # every data: file Gradio wrote, in the swept folder
+    old = time.time() - 2 * server.MCP_COPY_AGE
+    for d in copies.iterdir():
+        os.utime(d, (old, old))
+    server.sweep_mcp_copies(folder)
+    assert not _files(copies)
+    kept = Counter(p.read_bytes() for p in written if p.exists())
+    assert len(kept) == 60 and max(kept.values()) == 1, sorted(kept.values())

@@ -137,7 +137,7 @@ def test_a_forged_forwarding_header_opens_no_new_client(small_app_no_proxy):
     ]
     assert codes[:3] == [200] * 3 and codes.count(429) == 37, codes
     # a forged entry to the left of what a trusted proxy appends is not believed either
-    from attention.clients import Proxies
+    from attention.serving.clients import Proxies
 
     assert Proxies.parse("127.0.0.1").client("127.0.0.1", "6.6.6.6, 1.2.3.4") == "1.2.3.4"
     assert Proxies.parse("", hops=1).client("10.0.0.9", "6.6.6.6, 1.2.3.4") == "1.2.3.4"
@@ -168,20 +168,25 @@ def test_the_rates_of_new_sessions_and_live_calls_are_bounded_per_client(small_a
 
 def test_the_served_process_janitor_sweeps_the_empty_folders_gradio_leaves(tmp_path, monkeypatch):
     """`memory_upkeep`'s janitor removes, on its first round, the upload folder's empty folders that have
-    been empty a minute (Gradio's cache deletion leaves one per file served), and keeps the others."""
+    been empty a minute (Gradio's cache deletion leaves one per file served), and keeps the others; and the
+    MCP `data:` files older than MCP_COPY_AGE (tests/ui/test_mcp.py: 60 of them)."""
     import os
 
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))
     old, new, full = tmp_path / "old", tmp_path / "new", tmp_path / "full"
-    for d in (old, new, full):
-        d.mkdir()
-    (full / "x.png").write_bytes(b"x")
-    os.utime(old, (time.time() - 120, time.time() - 120))
+    mcp_old, mcp_new = tmp_path / server.MCP_COPIES / "a", tmp_path / server.MCP_COPIES / "b"
+    for d in (old, new, full, mcp_old, mcp_new):
+        d.mkdir(parents=True)
+    for d in (full, mcp_old, mcp_new):
+        (d / "x.png").write_bytes(b"x")
+    for d in (old, mcp_old):
+        os.utime(d, (time.time() - 120, time.time() - 120))
     janitor = server.memory_upkeep(dataclasses.replace(SETTINGS, malloc_arenas=0, memory_every=0.05))
     try:
         deadline = time.monotonic() + 10
-        while old.exists() and time.monotonic() < deadline:
+        while (old.exists() or mcp_old.exists()) and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         janitor.stop()
     assert not old.exists() and new.exists() and full.exists()
+    assert not mcp_old.exists() and (mcp_new / "x.png").exists()

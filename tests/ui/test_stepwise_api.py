@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from gradio_client import handle_file
 
+from attention.serving.visitors import Visitor
 from attention.vit.draw.stepwise_html import export_html
 from attention.vit.engine import stepwise
 from attention.vit.serve import passes
@@ -58,3 +59,22 @@ def test_the_export_escapes_every_name_it_is_given():
     page = export_html("<b>x</b>", b"\x89PNG", [(b"\x89PNG", "<i>tile</i>")], steps, b"\x89PNG", model="<script>1")
     assert "<script>1" not in page and "&lt;script&gt;1" in page
     assert "<b>x</b>" not in page and "<i>tile</i>" not in page
+
+
+@pytest.mark.parametrize("endpoint", ["/explain_row", "/export_view"])
+def test_the_step_by_step_passes_are_the_visitors_session_and_address(visitor_client, monkeypatch, endpoint):
+    """Both endpoints take their pass for the event's visitor (`admit.who()`: session and client address), so a
+    client's many sessions share one forward at a time like every computing endpoint's (not the session
+    alone, as before)."""
+    seen = []
+    served = passes.served_pass
+
+    def recording(image, model, resolution, visitor, **kw):
+        seen.append(visitor)
+        return served(image, model, resolution, visitor, **kw)
+
+    monkeypatch.setattr(passes, "served_pass", recording)
+    c = visitor_client(41)
+    c.predict(handle_file(DIGIT), model="mnist_vit", api_name=endpoint)
+    assert len(seen) == 1 and isinstance(seen[0], Visitor), seen
+    assert seen[0].session == c.session_hash and seen[0].client == "10.0.0.42"

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from attention.cache import sweep
 from attention.config import SETTINGS
 from attention.render import grid, jpeg_bytes, png_bytes
+from attention.serving.cache import sweep
 from attention.vit.draw.drawing import reduced
 from attention.vit.engine.extract import AttentionMaps
 

@@ -21,9 +21,9 @@ from collections import OrderedDict
 
 import torch
 
-from attention import net
 from attention.config import SETTINGS
 from attention.errors import ModelLoadError
+from attention.serving import net
 from attention.vit.models import posembed
 from attention.vit.models.registry import (  # noqa: F401  (the registry's names, read through this module too)
     FAMILIES,

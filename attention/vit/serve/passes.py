@@ -26,11 +26,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from attention.admission import Lane, Visitor
-from attention.cache import SharedCache
 from attention.config import SETTINGS
 from attention.errors import InputError
 from attention.images import ImageSource
+from attention.serving.admission import Lane
+from attention.serving.cache import SharedCache
+from attention.serving.visitors import Visitor
 from attention.vit.engine import features
 from attention.vit.engine.extract import AttentionMaps, attention_maps
 from attention.vit.engine.query import Query
@@ -145,7 +146,7 @@ def get_pass(
 
 
 FORWARDS = Lane("forward", slots=SETTINGS.concurrency, queued=0, max_waiting=64, bound_s=60.0)
-"""Forward passes (`attention.admission`): one of each visitor (session and client address together) at a
+"""Forward passes (`attention.serving.admission`): one of each visitor (session and client address together) at a
 time, a second refused at once (its queue is Gradio's, bounded per session by ATTENTION_VISITOR_JOBS); the
 server's ATTENTION_CONCURRENCY slots shared round-robin between visitors. A forward's time is bounded by
 the compute budget (ATTENTION_MAX_GFLOP_CPU/GPU); `bound_s` is what a refusal tells to wait."""

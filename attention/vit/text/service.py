@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 
-from attention.admission import HEAVY, Visitor
-from attention.cache import SharedCache
 from attention.config import SETTINGS
 from attention.errors import InputError
 from attention.images import ImageSource
+from attention.serving.admission import HEAVY
+from attention.serving.cache import SharedCache
+from attention.serving.visitors import Visitor
 from attention.vit.models.loader import REGISTRY, check_allowed, is_loaded, load_vit
 from attention.vit.serve.gpu import gpu
 from attention.vit.serve.inputs import file_digest, visitor_scope

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from attention import cache
 from attention.render import overlay, upsample
+from attention.serving import cache
 from attention.vit.draw import outputs, views
 
 CYAN = np.array(views.QUERY_COLOR, np.uint8)

@@ -16,8 +16,8 @@ from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError, ValidationError
 from PIL import Image
 
-from attention.cache import SharedCache
 from attention.config import SETTINGS
+from attention.serving.cache import SharedCache
 from attention.vit.serve import passes
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -189,7 +189,8 @@ def _big_upload(tmp_path, seed: int) -> str:
 
 
 def test_a_visitor_gets_one_turn_and_another_visitor_is_not_held_up():
-    from attention.admission import Busy, Lane, Visitor
+    from attention.serving.admission import Lane
+    from attention.serving.visitors import Busy, Visitor
 
     turns = Lane("forward", slots=4, queued=0)
     A, B = Visitor("A", "10.0.0.1"), Visitor("B", "10.0.0.2")
@@ -212,8 +213,9 @@ def test_a_visitor_gets_one_turn_and_another_visitor_is_not_held_up():
 
 
 def test_threads_of_one_visitor_never_run_two_forwards_at_once(tmp_path):
-    from attention.admission import Lane, Visitor
     from attention.errors import BudgetError
+    from attention.serving.admission import Lane
+    from attention.serving.visitors import Visitor
 
     turns, running, most = Lane("forward", slots=4, queued=0), [0], [0]
     lock, barrier = threading.Lock(), threading.Barrier(6)

@@ -1,4 +1,4 @@
-"""Spec of attention.net: offline switches answer at once; a reachability probe is one short
+"""Spec of attention.serving.net: offline switches answer at once; a reachability probe is one short
 connect whose answer is remembered for a while, then asked again."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from cachetools import TTLCache
 
-from attention import net
+from attention.serving import net
 
 
 @pytest.mark.parametrize("ours, hubs, expected", [(True, False, True), (False, True, True), (False, False, False)])

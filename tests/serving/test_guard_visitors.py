@@ -1,4 +1,4 @@
-"""Spec of attention.guard's view of who sends a request (issue 32): the client address from trusted proxy
+"""Spec of attention.serving.guard's view of who sends a request (issue 32): the client address from trusted proxy
 hops only; an MCP caller signed into the header Gradio's MCP server copies into its loopback call, so the
 call is charged to that caller and each MCP client is a visitor of its own (attention.ui.admit); an MCP
 body's bytes charged as upload bytes of its caller; a client that goes away is one log line."""
@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import logging
 
+import pytest
 from starlette.testclient import TestClient
 
-from attention.clients import VISITOR_HEADER, Proxies, sign
-from attention.guard import Guard, GuardLimits, Routes
-from attention.ui.admit import visitor_of
-from tests.test_guard import Clock
+from attention.serving.admission import Lane
+from attention.serving.clients import VISITOR_HEADER, Proxies, sign
+from attention.serving.guard import Guard
+from attention.serving.limits import GuardLimits, Routes
+from attention.serving.visitors import Visitor
+from attention.ui.admit import heavy_share, mcp_caller, visitor_of
+from tests.serving.test_guard import Clock
 
 MCP = "/gradio_api/mcp/"
 
@@ -52,15 +56,29 @@ def test_each_mcp_caller_is_signed_and_its_loopback_call_is_theirs():
         json={"data": [], "fn_index": 0, "session_hash": "shared"},
         headers={VISITOR_HEADER: signed},
     )
-    assert app.seen[-1] == ("203.0.113.7", "203.0.113.7 abc")
+    assert app.seen[-1] == ("203.0.113.7", signed)
 
     class Req:  # what gr.Request shows the validator
-        headers = {VISITOR_HEADER: "203.0.113.7 abc"}
+        headers = {VISITOR_HEADER: signed}
         session_hash = "shared"
         client = type("C", (), {"host": "203.0.113.7"})()
 
     v = visitor_of(Req())
     assert v.session == "mcp-abc" and v.client == "203.0.113.7"  # not the shared session of every MCP client
+
+
+def test_behind_a_trusted_proxy_the_loopback_call_is_still_the_mcp_callers():
+    """Gradio's loopback call copies the MCP request's X-Forwarded-For too: the signed caller wins."""
+    g, app, outside = guard_at("127.0.0.1", Proxies.parse("127.0.0.1"))
+    mcp_headers = {"mcp-session-id": "abc", "x-forwarded-for": "10.55.0.1"}
+    outside.post(MCP, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=mcp_headers)
+    signed = app.seen[-1][1]
+    outside.post(
+        "/gradio_api/queue/join",
+        json={"data": [], "fn_index": 0, "session_hash": "shared"},
+        headers={VISITOR_HEADER: signed, "x-forwarded-for": "10.55.0.1"},
+    )
+    assert app.seen[-1] == ("10.55.0.1", signed)
 
 
 def test_a_forged_or_foreign_visitor_header_is_dropped():
@@ -78,6 +96,27 @@ def test_a_forged_or_foreign_visitor_header_is_dropped():
         headers={VISITOR_HEADER: signed},
     )
     assert app.seen[-1] == ("198.51.100.1", "")  # signed, but not from this process's loopback call
+
+
+@pytest.mark.parametrize("forged", ["1.2.3.4 victim", "1.2.3.4 victim 0123456789abcdef0123456789abcdef"])
+def test_without_the_guard_a_visitor_written_header_makes_no_one_else(forged):
+    """ATTENTION_GUARD=0: nothing strips the header, so the app checks the signature itself; a visitor who
+    writes one (as the guard's old unsigned form, or with a made-up signature) stays who they are, and new
+    headers per call do not escape their share of a lane."""
+
+    class Req:
+        def __init__(self, value):
+            self.headers = {VISITOR_HEADER: value}
+            self.session_hash = "s1"
+            self.client = type("C", (), {"host": "198.51.100.1"})()
+
+    assert mcp_caller(Req(forged)) is None
+    assert visitor_of(Req(forged)) == Visitor("s1", "198.51.100.1")
+    lane = Lane("test", slots=1, queued=0)
+    share = heavy_share(lane)
+    assert share(Req(forged + "1"), None, None)[0]["is_valid"] is True
+    refused = share(Req(forged + "2"), None, None)[0]  # another forged caller: the same visitor, over its share
+    assert refused["is_valid"] is False and "Not queued" in refused["message"]
 
 
 def test_forwarded_for_counts_only_through_trusted_hops():
@@ -117,7 +156,7 @@ def test_a_client_that_goes_away_is_one_log_line(caplog):
         pass
 
     _, _, http = guard_at("10.0.0.1", app=Seen(fail=ClientDisconnect()))
-    caplog.set_level(logging.INFO, logger="attention.guard")
+    caplog.set_level(logging.INFO, logger="attention.serving.guard")
     http.post("/gradio_api/upload", content=b"x" * 10, headers={"content-type": "application/octet-stream"})
     lines = [r for r in caplog.records if "went away" in r.getMessage()]
     assert len(lines) == 1 and lines[0].exc_info is None and "\n" not in lines[0].getMessage()

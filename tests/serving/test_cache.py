@@ -1,4 +1,4 @@
-"""Spec of attention.cache: a visitor who stopped asking keeps only their newest value (`idle`); and the folder
+"""Spec of attention.serving.cache: a visitor who stopped asking keeps only their newest value (`idle`); and the folder
 sweep: Gradio's cache deletion leaves one empty folder per file it
 ever served; `sweep_empty_dirs` removes those once they have been empty a while, and nothing else."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 
-from attention.cache import SharedCache, sweep_empty_dirs
+from attention.serving.cache import SharedCache, sweep_empty_dirs
 
 
 def _age(path, seconds: float) -> None:

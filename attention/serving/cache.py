@@ -28,7 +28,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
-from attention.memory import at_most_every
+from attention.serving.memory import at_most_every
 
 
 class Sized(Protocol):

@@ -7,8 +7,9 @@ of work with its own slots:
 - per visitor at most `running` job (1) computing in the lane and `queued` more waiting (a few); a job
   over that, or over the lane's `max_waiting` for everyone, is refused at once (`Busy`), the message
   saying why and when to retry;
-- the lane's slots go round-robin between visitors (the next slot to the visitor after the last one
-  served), so an honest visitor waits for at most one job of each other visitor ahead in the turn;
+- the lane's slots go round-robin between visitors (a free slot to the waiting visitor served longest
+  ago, one who never was first), so an honest visitor waits for at most one job of each other visitor
+  ahead in the turn, however many that visitor queued;
 - a job holds its slot at most `bound_s` seconds (`Turn.check` stops a job that runs over, between its
   chunks; `Turn.pause` hands the slot to a waiting visitor between chunks and queues again at the back).
 
@@ -30,39 +31,12 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from attention.config import SETTINGS
 from attention.errors import BudgetError
-
-
-class Busy(BudgetError):
-    """A job refused at once: its visitor has as many running and waiting as allowed, or the lane's
-    waiting room is full. `retry_after`: seconds after which a retry may be admitted."""
-
-    def __init__(self, message: str, retry_after: float):
-        super().__init__(message)
-        self.retry_after = float(retry_after)
-
-
-@dataclass(frozen=True)
-class Visitor:
-    """Who a job is for: the session id and the client address (either may be unknown: None)."""
-
-    session: str | None = None
-    client: str | None = None
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        """The counters a job of this visitor is charged to: its session's and its client's."""
-        return tuple(k for k in (self.session and f"s:{self.session}", self.client and f"c:{self.client}") if k)
-
-    @property
-    def turn_key(self) -> str:
-        """Whose turn a job takes in the round: its client's (all its sessions share one), else its session's."""
-        return self.keys[-1] if self.keys else "-"
+from attention.serving.visitors import Busy, Visitor
 
 
 class _Ticket:
@@ -100,9 +74,9 @@ class Turn:
             if not any(q for k, q in lane._queue.items() if k != self._ticket.visitor.turn_key):
                 return
             self.held += lane._clock() - self.started
-            lane._release_slot(self._ticket)
             self._ticket.granted = False
-            lane._enqueue(self._ticket)
+            lane._enqueue(self._ticket)  # queued before the slot is freed: it keeps its place as just served
+            lane._release_slot(self._ticket)
             lane._wait(self._ticket)
             self.started = lane._clock()
 
@@ -128,8 +102,9 @@ class Lane:
         self._cond = threading.Condition()
         self._running: dict[str, int] = {}  # key -> jobs computing
         self._reserved: dict[Visitor, deque[float]] = {}  # visitor -> when each unclaimed reservation was made
-        self._queue: OrderedDict[str, deque[_Ticket]] = OrderedDict()  # turn key -> its waiting jobs, round order
-        self._busy = 0
+        self._queue: dict[str, deque[_Ticket]] = {}  # turn key -> its waiting jobs, in the order keys came
+        self._served: dict[str, int] = {}  # turn key -> when its last job was granted (while it has jobs)
+        self._busy, self._grants = 0, 0
         self._holding: dict[Visitor, int] = {}  # visitor -> admitted jobs inside `held` and not in a turn
         self._local = threading.local()  # the Visitor whose admitted job this thread's handler holds
 
@@ -260,25 +235,29 @@ class Lane:
             self._running[key] -= 1
             if not self._running[key]:
                 del self._running[key]
+        turn_key = ticket.visitor.turn_key
+        if turn_key not in self._queue and not self._running.get(turn_key):
+            self._served.pop(turn_key, None)  # no job left: a new one queues as a newcomer
         self._dispatch()
 
     def _may_run(self, visitor: Visitor) -> bool:
         return all(self._running.get(k, 0) < self.running for k in visitor.keys)
 
     def _dispatch(self) -> None:
-        """Grant free slots round-robin: the first visitor in the round whose next job may run (none of its
-        counters at `running`) gets it and goes to the back of the round."""
+        """Grant free slots round-robin: of the visitors whose next job may run (none of their counters at
+        `running`), the one served longest ago (never: first; then in the order they came) gets it."""
         granted = False
         while self._busy < self.slots:
-            ready = (k for k, q in self._queue.items() if q and self._may_run(q[0].visitor))
-            key = next(ready, None)
-            if key is None:
+            ready = [k for k, q in self._queue.items() if q and self._may_run(q[0].visitor)]
+            if not ready:
                 break
+            key = min(ready, key=lambda k: self._served.get(k, -1))  # min keeps the first of equals
             q = self._queue[key]
             ticket = q.popleft()
-            self._queue.move_to_end(key)
             if not q:
                 del self._queue[key]
+            self._grants += 1
+            self._served[key] = self._grants
             ticket.granted, granted = True, True
             self._busy += 1
             for k in ticket.visitor.keys:

@@ -1,4 +1,4 @@
-"""Spec of attention.memory: freed memory goes back to the system, the number of malloc arenas is bounded,
+"""Spec of attention.serving.memory: freed memory goes back to the system, the number of malloc arenas is bounded,
 and the janitor runs its chores on a clock, surviving a chore's failure."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attention.memory import Janitor, at_most_every, release
+from attention.serving.memory import Janitor, at_most_every, release
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _rss_mb() -> float:
@@ -47,7 +47,7 @@ def test_the_janitor_runs_its_chores_on_its_clock_and_outlives_a_failing_one(cap
         raise RuntimeError("a chore's fault")
 
     janitor = Janitor(0.05, [broken, chore])
-    with caplog.at_level(logging.ERROR, logger="attention.memory"):
+    with caplog.at_level(logging.ERROR, logger="attention.serving.memory"):
         assert janitor.start() is janitor.start()  # idempotent: one thread
         assert ran.wait(10)
         janitor.stop()
@@ -59,7 +59,7 @@ def test_the_janitor_runs_its_chores_on_its_clock_and_outlives_a_failing_one(cap
 ARENAS = """
 import ctypes, ctypes.util, sys, threading
 import numpy as np
-from attention.memory import limit_arenas
+from attention.serving.memory import limit_arenas
 if sys.argv[1] != "0":
     assert limit_arenas(int(sys.argv[1]))
 barrier = threading.Barrier(8)

@@ -66,7 +66,7 @@ def at_most_every(
     """The package's one periodic throttle: a callable that runs `chore` at most once every `seconds`
     (the first call runs it; calls in between do nothing) and says whether it was due. A slower chore
     on a janitor's faster clock, a folder swept at most once a minute (`cache.sweep`), a folder measured
-    at most every 10 s (`guard.FolderBudget`: no chore, the gate alone). Thread-safe: of callers at the
+    at most every 10 s (`limits.FolderBudget`: no chore, the gate alone). Thread-safe: of callers at the
     same moment one is due, the others go on at once."""
     last: list[float] = []
     lock = threading.Lock()

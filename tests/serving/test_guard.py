@@ -1,15 +1,17 @@
-"""Spec of attention.guard: what a request may cost before the app sees it. The guard is driven here
+"""Spec of attention.serving.guard: what a request may cost before the app sees it. The guard is driven here
 in front of a bare ASGI app that records what reaches it (no Gradio), with a clock the tests move."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 from starlette.testclient import TestClient
 
-from attention.guard import Buckets, FolderBudget, Guard, GuardLimits, Recent, Routes, session_id_ok
+from attention.serving.guard import Guard
+from attention.serving.limits import Buckets, FolderBudget, GuardLimits, Recent, Routes, session_id_ok
 
 
 class Clock:
@@ -128,6 +130,35 @@ def test_new_sessions_of_a_client_are_rate_limited_and_known_ones_are_not():
     clock.now += 2.0
     assert [http.post(JOIN, json=join_body(f"u{i}")).status_code for i in range(3)] == [200, 200, 429]
     assert guard.refused[429] == 4
+
+
+def test_a_burst_of_new_sessions_is_paced_and_another_client_is_not_held():
+    """Within its rate, a client's 8 new sessions at once start `new_session_pace` a second (4 at once, then one
+    every 0.25 s: the event loop builds Gradio's state of each), while another client's comes at once."""
+    guard, app, _ = guarded(time.monotonic, new_sessions_per_s=100.0, new_session_burst=100, new_session_pace=4.0)
+
+    async def join(client: str, session: str) -> float:
+        body = json.dumps(join_body(session)).encode()
+        scope = {"type": "http", "method": "POST", "path": JOIN, "query_string": b"", "client": (client, 1)}
+        scope["headers"] = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+
+        async def receive():
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message):
+            pass
+
+        t = time.monotonic()
+        await guard(scope, receive, send)
+        return time.monotonic() - t
+
+    async def burst():
+        many = [join("10.0.0.1", f"s{i}") for i in range(8)]
+        return await asyncio.gather(*many, join("10.0.0.2", "t"))
+
+    times = asyncio.run(burst())
+    assert len(app.calls) == 9 and times[-1] < 0.2, times  # the other client at once
+    assert sorted(times[:8])[3] < 0.2 and 0.9 <= max(times[:8]) < 2.0, times  # 4 at once, the 8th 1 s later
 
 
 def test_a_call_without_a_session_counts_as_a_new_one():

@@ -3,7 +3,8 @@
 A plain ASGI middleware (no web framework imported) that answers, before the app builds anything:
 - 413 for a body over its route's limit (the Content-Length, and the bytes actually received);
 - 400 for a session id that is not 1-64 characters of [A-Za-z0-9_-] (query string or JSON body);
-- 429 for a client over its rate of new sessions, of live-route calls or of upload bytes;
+- 429 for a client over its rate of new sessions, of live-route calls or of upload bytes (a burst of a
+  client's new sessions, within its rate, is paced: `new_session_pace` a second, the others held);
 - 403 for a live-route call from a session this server has not seen on another route (a browser's
   first call there always follows an answer of the queue, which carried the token it asks about);
 - 507 for an upload that would take the upload folder over its total.
@@ -12,15 +13,16 @@ sent (an asyncio sleep: nearly free here), so one connection of a flooding clien
 second instead of hundreds.
 
 A client is the peer address, or behind proxies the operator trusts the address they forwarded
-(`attention.clients.Proxies`: ATTENTION_TRUSTED_PROXIES / ATTENTION_PROXY_HOPS; never a visitor's own
+(`attention.serving.clients.Proxies`: ATTENTION_TRUSTED_PROXIES / ATTENTION_PROXY_HOPS; never a visitor's own
 X-Forwarded-For); the guard puts it in `scope["client"]` for the app. An MCP call's caller is signed
 into its `VISITOR_HEADER`, which Gradio's MCP server copies into its loopback call of the queue, so
-that call is charged to the caller (and each MCP client is a visitor of its own, `attention.ui.admit`);
+that call is charged to the caller (and each MCP client is a visitor of its own: `attention.ui.admit`,
+which checks the signature again, so a visitor's own header means nothing even without this guard);
 an MCP body's bytes count as upload bytes of its caller (its `data:` files are written to the upload
 folder). Every table is bounded: clients and sessions are kept least recently used first out, at most
 `max_clients` and `max_sessions`. A client that goes away mid-request (ClientDisconnect) is one log line.
 
-    app = Guard(app, GuardLimits(...), Routes(...))
+    app = Guard(app, GuardLimits(...), Routes(...))   # limits and tables: attention.serving.limits
 """
 
 from __future__ import annotations
@@ -28,142 +30,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import re
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs
 
-from attention.clients import VISITOR_HEADER, Proxies, sign, verify
-from attention.memory import at_most_every
+from attention.serving.clients import VISITOR_HEADER, Proxies, sign, verify
+from attention.serving.limits import Buckets, FolderBudget, GuardLimits, Recent, Routes, session_id_ok
 
 log = logging.getLogger(__name__)
 LOOPBACK = {"127.0.0.1", "::1"}
 MAX_ERROR_BYTES = 4096  # an error answer's body from the app beyond this is cut (it may quote what a visitor sent)
 HELD = {400, 403, 413, 429}  # refusals of what a flood sends: each costs its sender a second, the server ~nothing
-SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # Gradio's page: base-36 digits; gradio_client: a UUID
-
-
-def session_id_ok(value: object) -> bool:
-    """A session id this server accepts: a str of 1-64 characters of [A-Za-z0-9_-]."""
-    return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
-
-
-class Buckets:
-    """Token buckets, one per key: `rate` tokens a second up to `burst`; at most `max_keys` keys (the
-    least recently used forgotten, which starts it full again, as a client never seen)."""
-
-    def __init__(self, rate: float, burst: float, max_keys: int = 10_000, clock: Callable[[], float] = time.monotonic):
-        self.rate, self.burst, self.max_keys, self._clock = float(rate), float(burst), int(max_keys), clock
-        self._levels: OrderedDict[str, tuple[float, float]] = OrderedDict()  # key -> (tokens, when)
-        self._lock = threading.Lock()
-
-    def take(self, key: str, amount: float = 1.0) -> float:
-        """Take `amount` tokens of `key`'s bucket: 0.0 if taken, else the seconds until they would be
-        there (nothing taken). An amount over `burst` is never taken."""
-        with self._lock:
-            now = self._clock()
-            tokens, when = self._levels.pop(key, (self.burst, now))
-            tokens = min(self.burst, tokens + (now - when) * self.rate)
-            wait = 0.0
-            if amount > self.burst:
-                wait = float("inf")
-            elif tokens >= amount:
-                tokens -= amount
-            else:
-                wait = (amount - tokens) / self.rate if self.rate > 0 else float("inf")
-            self._levels[key] = (tokens, now)
-            while len(self._levels) > self.max_keys:
-                self._levels.popitem(last=False)
-            return wait
-
-    def __len__(self) -> int:
-        return len(self._levels)
-
-
-class Recent:
-    """A bounded set of strings, least recently seen out first."""
-
-    def __init__(self, capacity: int):
-        self.capacity, self._items = int(capacity), OrderedDict()
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._items
-
-    def add(self, key: str) -> None:
-        self._items.pop(key, None)
-        self._items[key] = None
-        while len(self._items) > self.capacity:
-            self._items.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-
-def folder_bytes(root: Path) -> int:
-    """Bytes of every file under `root` (0 if it does not exist)."""
-    total = 0
-    for d, _, files in os.walk(root):
-        for f in files:
-            try:
-                total += os.stat(os.path.join(d, f)).st_size
-            except OSError:  # deleted meanwhile
-                pass
-    return total
-
-
-class FolderBudget:
-    """A folder's size against a limit: measured at most every `every` seconds (in a worker thread;
-    `memory.at_most_every`), plus the bytes admitted since the last measure."""
-
-    def __init__(self, root: Path | None, limit_bytes: int, every: float = 10.0, clock=time.monotonic):
-        self.root, self.limit, self.every = root, int(limit_bytes), float(every)
-        self.measured, self.added, self._due = 0, 0, at_most_every(self.every, clock=clock)
-
-    async def admit(self, nbytes: int) -> bool:
-        """True (and counted) if `nbytes` more keep the folder within its limit."""
-        if self.root is None:
-            return True
-        if self._due():
-            self.measured, self.added = await asyncio.to_thread(folder_bytes, self.root), 0
-        if self.measured + self.added + nbytes > self.limit:
-            return False
-        self.added += nbytes
-        return True
-
-
-@dataclass(frozen=True)
-class GuardLimits:
-    """What one request and one client may cost (bytes, and rates per second)."""
-
-    body_bytes: int = 1 << 20  # a request's body on any route without its own limit below
-    live_body_bytes: int = 16 << 10  # a live-route call ([token, query, layer] as JSON)
-    upload_body_bytes: int = 21 << 20  # one upload request (the largest upload and its multipart framing)
-    mcp_body_bytes: int = 28 << 20  # an MCP call (an image may come base64-encoded: 4/3 of its bytes)
-    new_sessions_per_s: float = 0.5  # new sessions a client may open, a second (burst: new_session_burst)
-    new_session_burst: float = 30
-    live_per_s: float = 20.0  # live-route calls of a client, a second (burst: twice as many)
-    upload_bytes_per_s: float = 2 << 20  # upload bytes of a client, a second (burst: upload_burst_bytes)
-    upload_burst_bytes: float = 120 << 20
-    upload_folder_bytes: int = 4 << 30  # every file in the upload folder together
-    max_sessions: int = 1000  # session ids remembered as seen (the app's own session capacity)
-    max_clients: int = 10_000  # clients whose buckets are remembered
-    refusal_delay: float = 1.0  # seconds a refusal (400, 403, 413, 429) is held before it is sent
-
-
-@dataclass(frozen=True)
-class Routes:
-    """Which paths are which (prefixes of `scope["path"]`)."""
-
-    live: str = "/gradio_api/component_server"
-    upload: str = "/gradio_api/upload"
-    mcp: str = "/gradio_api/mcp"
-    fresh_session: tuple[str, ...] = ("/gradio_api/call/",)  # a POST without a session id opens one
-    session_in_path: tuple[str, ...] = ("/gradio_api/heartbeat/",)  # the segment after it is a session id
 
 
 class Refusal(Exception):
@@ -191,6 +69,8 @@ class Guard:
         self.app, self.limits, self.routes = app, limits or GuardLimits(), routes or Routes()
         lim = self.limits
         self.new_sessions = Buckets(lim.new_sessions_per_s, lim.new_session_burst, lim.max_clients, clock)
+        pace = lim.new_session_pace
+        self.session_pace = Buckets(pace, max(1.0, pace), lim.max_clients, clock) if pace > 0 else None
         self.live_calls = Buckets(lim.live_per_s, 2 * lim.live_per_s, lim.max_clients, clock)
         self.uploads = Buckets(lim.upload_bytes_per_s, lim.upload_burst_bytes, lim.max_clients, clock)
         self.seen = Recent(lim.max_sessions)
@@ -200,18 +80,21 @@ class Guard:
         self.proxies = proxies or Proxies()
 
     def _who(self, scope) -> dict:
-        """`scope` with the client address resolved (`proxies`), a VISITOR_HEADER kept only when this process
-        signed it (and then its caller as the client), and an MCP call's caller signed into one."""
-        headers = [(k, v) for k, v in scope.get("headers") or [] if k != VISITOR_HEADER.encode()]
+        """`scope` with the client address resolved (`proxies`); a VISITOR_HEADER kept only on a loopback
+        call (Gradio's MCP server calling its own queue) that this process signed, and its caller then the
+        client (whatever X-Forwarded-For that call copied); an MCP call's caller signed into one."""
+        raw, name = scope.get("headers") or [], VISITOR_HEADER.encode()
+        headers = [(k, v) for k, v in raw if k != name]
         peer = (scope.get("client") or ("?", 0))[0]
         client = self.proxies.client(peer, dict(headers).get(b"x-forwarded-for"))
-        signed = [verify(v.decode("latin-1")) for k, v in scope.get("headers") or [] if k == VISITOR_HEADER.encode()]
-        if signed and signed[0] is not None and client in LOOPBACK:  # Gradio's own MCP loopback call
-            client, session = signed[0]
-            headers.append((VISITOR_HEADER.encode(), f"{client} {session}".encode("latin-1")))
+        signed = next((v for k, v in raw if k == name), None)
+        caller = verify(signed.decode("latin-1")) if signed is not None and peer in LOOPBACK else None
+        if caller is not None:  # kept signed: the app checks it again (attention.ui.admit.mcp_caller)
+            client = caller[0]
+            headers.append((name, signed))
         elif scope["path"].startswith(self.routes.mcp):
             session = dict(headers).get(b"mcp-session-id", b"").decode("latin-1")[:64]
-            headers.append((VISITOR_HEADER.encode(), sign(client, session).encode("latin-1")))
+            headers.append((name, sign(client, session).encode("latin-1")))
         return {**scope, "client": (client, 0), "headers": headers}
 
     async def __call__(self, scope, receive, send):
@@ -302,8 +185,11 @@ class Guard:
                 raise Refusal(403, "The live route answers only a session that has used this page's events first.")
             if wait := self.live_calls.take(client):
                 raise Refusal(429, "Too many live-route calls from this client; slow down.", wait)
-        elif new and (wait := self.new_sessions.take(client, len(new))):
-            raise Refusal(429, "Too many new sessions from this client; try again shortly.", wait)
+        elif new:
+            if wait := self.new_sessions.take(client, len(new)):
+                raise Refusal(429, "Too many new sessions from this client; try again shortly.", wait)
+            if self.session_pace is not None and (wait := self.session_pace.reserve(client, len(new))):
+                await asyncio.sleep(wait)  # a client's burst of new sessions spread out (the event loop builds each)
         if path.startswith(routes.upload) and method == "POST":
             mcp_loopback = client in LOOPBACK and headers.get(b"x-gradio-user") == b"mcp"  # its bytes were charged
             await self._admit_upload(client, length, charged=mcp_loopback)
