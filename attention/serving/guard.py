@@ -8,9 +8,9 @@ A plain ASGI middleware (no web framework imported) that answers, before the app
 - 403 for a live-route call from a session this server has not seen on another route (a browser's
   first call there always follows an answer of the queue, which carried the token it asks about);
 - 507 for an upload that would take the upload folder over its total.
-A client's POSTs go in `client_posts` at a time (the rest wait, at no cost). Refusals of the kinds a
-flood sends (400, 403, 413, 429) are held `refusal_delay` seconds (an asyncio sleep: nearly free here),
-so one connection of a flooding client gets one answer a second instead of hundreds.
+Refusals of the kinds a flood sends (400, 403, 413, 429) are held `refusal_delay` seconds before they are
+sent (an asyncio sleep: nearly free here), so one connection of a flooding client gets one answer a
+second instead of hundreds.
 
 A client is the peer address, or behind proxies the operator trusts the address they forwarded
 (`attention.serving.clients.Proxies`: ATTENTION_TRUSTED_PROXIES / ATTENTION_PROXY_HOPS; never a visitor's own
@@ -36,7 +36,7 @@ from pathlib import Path
 from urllib.parse import parse_qs
 
 from attention.serving.clients import VISITOR_HEADER, Proxies, sign, verify
-from attention.serving.limits import Buckets, FolderBudget, GuardLimits, Inside, Recent, Routes, session_id_ok
+from attention.serving.limits import Buckets, FolderBudget, GuardLimits, Recent, Routes, session_id_ok
 
 log = logging.getLogger(__name__)
 LOOPBACK = {"127.0.0.1", "::1"}
@@ -74,7 +74,6 @@ class Guard:
         self.live_calls = Buckets(lim.live_per_s, 2 * lim.live_per_s, lim.max_clients, clock)
         self.uploads = Buckets(lim.upload_bytes_per_s, lim.upload_burst_bytes, lim.max_clients, clock)
         self.seen = Recent(lim.max_sessions)
-        self.inside = Inside(lim.client_posts)
         self.folder = FolderBudget(upload_folder, lim.upload_folder_bytes, clock=clock)
         self.refused: dict[int, int] = {}  # status -> how many (for benches and tests)
         self.check_json = check_json  # (path, JSON body) -> None, or (message, detail) answered with 422
@@ -102,12 +101,6 @@ class Guard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         scope = self._who(scope)
-        if scope["method"] != "POST" or scope["path"].startswith(self.routes.mcp):
-            return await self._guarded(scope, receive, send)
-        async with self.inside.entered(scope["client"][0]):
-            return await self._guarded(scope, receive, send)
-
-    async def _guarded(self, scope, receive, send):
         try:
             receive = await self._check(scope, receive)
         except Refusal as r:

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
 import threading
@@ -98,31 +97,6 @@ class Recent:
         return len(self._items)
 
 
-class Inside:
-    """At most `limit` requests of each key inside at once; the others wait their turn (asyncio, in the
-    event loop that serves them: a waiting request costs nothing). Entries only while a key has requests in."""
-
-    def __init__(self, limit: int):
-        self.limit, self._in, self._freed = int(limit), {}, {}
-
-    @contextlib.asynccontextmanager
-    async def entered(self, key: str):
-        while self._in.get(key, 0) >= self.limit:
-            await self._freed.setdefault(key, asyncio.Event()).wait()
-        self._in[key] = self._in.get(key, 0) + 1
-        try:
-            yield
-        finally:
-            self._in[key] -= 1
-            if not self._in[key]:
-                del self._in[key]
-            if freed := self._freed.pop(key, None):
-                freed.set()  # its waiters look again
-
-    def __len__(self) -> int:
-        return len(self._in)
-
-
 def folder_bytes(root: Path) -> int:
     """Bytes of every file under `root` (0 if it does not exist)."""
     total = 0
@@ -175,9 +149,6 @@ class GuardLimits:
     max_sessions: int = 1000  # session ids remembered as seen (the app's own session capacity)
     max_clients: int = 10_000  # clients whose buckets are remembered
     refusal_delay: float = 1.0  # seconds a refusal (400, 403, 413, 429) is held before it is sent
-    # POSTs of one client inside the app at once (MCP calls, which stream while their tool runs, aside); the
-    # rest wait their turn: a client's flood of uploads and queue joins takes that much of the event loop
-    client_posts: int = 8
 
 
 @dataclass(frozen=True)
