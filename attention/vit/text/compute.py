@@ -158,7 +158,13 @@ def _batched_grad(outputs: torch.Tensor, inputs: list, retain: bool) -> list:
     """d outputs[p] / d inputs for every p at once: a list of (P, *input.shape) tensors (zeros where unused)."""
     eye = torch.eye(len(outputs), device=outputs.device, dtype=outputs.dtype)
     try:
-        gs = torch.autograd.grad(outputs, inputs, eye, retain_graph=retain, is_grads_batched=True, allow_unused=True)
+        if len(outputs) == 1:  # one prompt: a plain backward (autograd's batching would only add copies)
+            gs = torch.autograd.grad(outputs[0], inputs, retain_graph=retain, allow_unused=True)
+            gs = [None if g is None else g[None] for g in gs]
+        else:
+            gs = torch.autograd.grad(
+                outputs, inputs, eye, retain_graph=retain, is_grads_batched=True, allow_unused=True
+            )
     except RuntimeError:  # an op without a batching rule: one backward per prompt
         per = [torch.autograd.grad(o, inputs, retain_graph=True, allow_unused=True) for o in outputs]
         gs = [None if all(p[i] is None for p in per) else torch.stack([p[i] for p in per]) for i in range(len(inputs))]
