@@ -17,12 +17,9 @@ from attention.vit.gpu import gpu
 from attention.vit.inputs import file_digest, visitor_scope
 from attention.vit.models import REGISTRY, check_allowed, is_loaded, load_vit
 from attention.vit.text.compute import TextRelevance, text_relevance
-from attention.vit.text.prompts import MAX_PROMPTS, check_prompts
+from attention.vit.text.prompts import check_prompts
 from attention.vit.text.tower import has_text_tower, text_model_of
 
-# One pass costs a forward, a batched backward (about one more, and a little per prompt) and the rows of A and
-# P dA (bench/bench_text_relevance.py). The compute budget of a forward is divided by this at MAX_PROMPTS.
-COST_OF_A_FORWARD = 3.5 + 0.25 * MAX_PROMPTS
 RESULTS: SharedCache[TextRelevance] = SharedCache(64 << 20, SETTINGS.state_ttl)
 """Every visitor's results together: 64 MB, least recently used out first (a result is its maps and the
 shown image: under 0.2 MB for 8 prompts on ViT-B/16 at 224 px)."""
@@ -48,7 +45,7 @@ def has_text(model: str) -> bool:
 def _compute(model: str, image: ImageSource, resolution, prompts: tuple[str, ...]) -> TextRelevance:
     vit = load_vit(model)
     device = str(next(vit.parameters()).device)
-    budget = SETTINGS.budget_gflop(device) / COST_OF_A_FORWARD
+    budget = SETTINGS.relevance_budget_gflop(device)  # a relevance job's, priced by `price.text_relevance_gflop`
     return text_relevance(vit, image, list(prompts), resolution=resolution, max_gflop=budget)
 
 
