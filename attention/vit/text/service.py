@@ -6,16 +6,14 @@ store of results shared by all, so redrawing (another rule, opacity, colours, pr
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
-from attention.admission import HEAVY, Visitor
+from attention.admission import Visitor
 from attention.cache import SharedCache
 from attention.config import SETTINGS
-from attention.errors import InputError
 from attention.images import ImageSource
 from attention.vit.gpu import gpu
 from attention.vit.inputs import file_digest, visitor_scope
-from attention.vit.models import REGISTRY, check_allowed, is_loaded, load_vit
+from attention.vit.models import REGISTRY, is_loaded, load_vit
+from attention.vit.relevance.service import checked, stored
 from attention.vit.text.compute import TextRelevance, text_relevance
 from attention.vit.text.prompts import check_prompts
 from attention.vit.text.tower import has_text_tower, text_model_of
@@ -62,21 +60,9 @@ def get_text_relevance(
     the store or computed once. shared: as a server (allow-list, compute budget). visitor: who asks, as for
     `relevance.service.get_relevance`: a new job takes its turn in the heavy lane (Busy at once past their
     share) and a picture that is not a shipped example is keyed to their session. Typed errors."""
-    if image is None or (isinstance(image, str) and not image):
-        raise InputError("No image: upload one (PNG, JPEG, WebP, GIF, BMP or TIFF) or pick an example.")
-    model = (model or "").strip()
-    if shared:
-        check_allowed(model)
-    vit = load_vit(model)
+    model, vit = checked(image, model, shared)
     clip = text_model_of(vit)
     items = tuple(check_prompts(prompts, clip))
     digest = file_digest(image)
     key = (digest, model, str(resolution), items, visitor_scope(digest, visitor))
-    if (kept := RESULTS.get(key)) is not None:
-        return kept
-
-    def compute() -> TextRelevance:
-        with HEAVY.turn(visitor) if shared and visitor is not None and visitor.keys else nullcontext():
-            return _compute(model, image, resolution, items)
-
-    return RESULTS.get_or_run(key, compute)
+    return stored(RESULTS, key, lambda: _compute(model, image, resolution, items), visitor if shared else None)
