@@ -127,7 +127,7 @@ def loss_of(logits: torch.Tensor, present: torch.Tensor, named: torch.Tensor, ot
 
 
 def train(
-    steps: int = 300, seed: int = 0, out: Path = Path("retrained"), device: str = "cpu", n: int = 8, init=None
+    steps: int = 250, seed: int = 0, out: Path = Path("retrained"), device: str = "cpu", n: int = 8, init=None
 ) -> dict:
     """Train, save weights and config into `out`, return the held-out accuracies (single digits; the
     top-2 captions of two-digit canvases). init: a digit_clip's weights to start from (.safetensors), else the
@@ -206,7 +206,7 @@ def evaluate(clip: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, seed: int 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m weights.train_digit_clip", description=__doc__.splitlines()[0])
     parser.add_argument("--init", type=Path, help="start from these digit_clip weights (.safetensors)")
-    parser.add_argument("--steps", type=int, default=300, help="optimiser steps (default %(default)s)")
+    parser.add_argument("--steps", type=int, default=250, help="optimiser steps (default %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="seed (default %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("retrained"), help="output folder (default retrained/)")
