@@ -10,8 +10,9 @@ sigmoid's logit, bias included).
     tr.ranking()             # [(prompt, logit, probability)], best first
 
 One forward with fused attention untouched (the engine's kernel hook keeps each layer's q, k, v, mask and
-its output), one backward for all prompts at once (autograd's batched grad over the prompts' logits) to
-every kernel output; then, from the top down, rows of A and of P dA = dO V^T a chunk at a time (`rows`).
+its output), one backward for all prompts at once (autograd's batched grad over the prompts' logits; for one
+prompt a plain backward) to every kernel output; then, from the top down, rows of A and of P dA = dO V^T a
+chunk at a time (`rows`).
 LeGrad's per-layer scores reach only their own layer's tail and head (a short backward each, its last
 `legrad_layers` blocks). Memory: O(layers x N x d + P x layers x N x d); no N x N matrix per layer.
 
