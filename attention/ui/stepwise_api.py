@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from attention.ui.components import image_path, number, queue_share, user_errors
+from attention.ui.components import image_path, queue_share, user_errors
+from attention.ui.endpoint import endpoint
 from attention.ui.stepwise_panel import export_view
 from attention.ui.vit_api import pass_for
 from attention.vit.draw import frames as vit_frames
@@ -51,7 +52,7 @@ def explain_row_fn(model_default: str):
             resolution: 'auto', 'native', 'dino480' or px.
         """
         key = vit_inputs.parse_query(key_row, key_col)
-        hd = vit_inputs.parse_index(head or 0, "Head")
+        hd = vit_inputs.parse_head(head)
         p, q, lay = pass_for(image, model, resolution, query_row, query_col, layer)
         s = stepwise.explain_row(
             p,
@@ -96,7 +97,7 @@ def export_view_fn(model_default: str, defaults: dict):
             temperature: the step by step's softmax temperature, 0.05 to 20.
             resolution: 'auto', 'native', 'dino480' or px.
         """
-        hd = vit_inputs.parse_index(head or 0, "Head")
+        hd = vit_inputs.parse_head(head)
         p, q, lay = pass_for(image, model, resolution, query_row, query_col, layer)
         v = vit_frames.ViewSpec(
             query=q,
@@ -114,28 +115,17 @@ def export_view_fn(model_default: str, defaults: dict):
 def build(model_default: str, defaults: dict) -> None:
     """Register /explain_row (JSON) and /export_view (an HTML file)."""
     with gr.Row(visible=False):
-        img = image_path(type="filepath", image_mode=None, label="image")
-        mdl = gr.Textbox(model_default, label="model")
-        lay, hd = number(-1, label="layer"), number(0, label="head")
-        qr, qc = number(None, label="query_row"), number(None, label="query_col")
-        k, temp = number(16, label="k"), number(1.0, label="temperature")
-        kr, kc = number(None, label="key_row"), number(None, label="key_col")
-        res, view = gr.Textbox("auto", label="resolution"), gr.Textbox(defaults["view"], label="view")
-        out, page = gr.JSON(label="steps"), gr.File(label="page")
-        b1, b2 = gr.Button("explain_row"), gr.Button("export_view")
-    b1.click(
-        explain_row_fn(model_default),
-        [img, mdl, lay, hd, qr, qc, k, temp, kr, kc, res],
-        out,
-        api_name="explain_row",
-        api_visibility="public",
-        validator=queue_share(),
-    )
-    b2.click(
-        export_view_fn(model_default, defaults),
-        [img, mdl, lay, hd, qr, qc, view, k, temp, res],
-        page,
-        api_name="export_view",
-        api_visibility="public",
-        validator=queue_share(),
-    )
+        endpoint(
+            explain_row_fn(model_default),
+            "explain_row",
+            image_path(type="filepath", image_mode=None, label="image"),
+            [gr.JSON(label="steps")],
+            validator=queue_share(),
+        )
+        endpoint(
+            export_view_fn(model_default, defaults),
+            "export_view",
+            image_path(type="filepath", image_mode=None, label="image"),
+            [gr.File(label="page")],
+            validator=queue_share(),
+        )
