@@ -6,14 +6,25 @@ from __future__ import annotations
 
 import gradio as gr
 
+from attention.ui.api_docs import with_models
 from attention.ui.components import image_path, queue_share, user_errors
 from attention.ui.endpoint import endpoint
 from attention.ui.stepwise_panel import export_view
 from attention.ui.vit_api import pass_for
 from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import views as vit_views
+from attention.vit.engine import query as vit_query
 from attention.vit.engine import stepwise
 from attention.vit.serve import inputs as vit_inputs
+
+
+def _knobs(k, temperature) -> dict:
+    """The step by step's k and temperature as sent, an empty one (None, NaN, blank) its default
+    (`stepwise.K`, `stepwise.TEMPERATURE`); the engine checks their ranges."""
+    return {
+        "k": stepwise.K if vit_query.is_empty(k) else k,
+        "temperature": stepwise.TEMPERATURE if vit_query.is_empty(temperature) else temperature,
+    }
 
 
 def explain_row_fn(model_default: str):
@@ -25,8 +36,8 @@ def explain_row_fn(model_default: str):
         head=0,
         query_row=None,
         query_col=None,
-        k=16,
-        temperature=1.0,
+        k=stepwise.K,
+        temperature=stepwise.TEMPERATURE,
         key_row=None,
         key_col=None,
         resolution="auto",
@@ -40,7 +51,7 @@ def explain_row_fn(model_default: str):
 
         Args:
             image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF).
-            model: a model alias (dino_vits16, dinov2_vits14_reg, dinov3_vits16, mnist_vit, ...).
+            model: {models}.
             layer: the layer: 0 = first, -1 = last.
             head: the head, from 0.
             query_row: the query patch's row; both empty = the model's own token (CLS).
@@ -54,18 +65,10 @@ def explain_row_fn(model_default: str):
         key = vit_inputs.parse_query(key_row, key_col)
         hd = vit_inputs.parse_head(head)
         p, q, lay = pass_for(image, model, resolution, query_row, query_col, layer)
-        s = stepwise.explain_row(
-            p,
-            query=q,
-            layer=lay,
-            head=hd,
-            k=16 if k is None else k,
-            key=key,
-            temperature=1.0 if temperature is None else temperature,
-        )
+        s = stepwise.explain_row(p, query=q, layer=lay, head=hd, key=key, **_knobs(k, temperature))
         return {"model": p.model, **s.to_json()}
 
-    return explain_row
+    return with_models(explain_row)
 
 
 def export_view_fn(model_default: str, defaults: dict):
@@ -78,8 +81,8 @@ def export_view_fn(model_default: str, defaults: dict):
         query_row=None,
         query_col=None,
         view=defaults["view"],
-        k=16,
-        temperature=1.0,
+        k=stepwise.K,
+        temperature=stepwise.TEMPERATURE,
         resolution="auto",
     ):
         """The view as one self-contained HTML file: the large map, every head's tile and the step by step of
@@ -87,7 +90,7 @@ def export_view_fn(model_default: str, defaults: dict):
 
         Args:
             image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF).
-            model: a model alias (dino_vits16, dinov2_vits14_reg, dinov3_vits16, mnist_vit, ...).
+            model: {models}.
             layer: the layer: 0 = first, -1 = last.
             head: the head, from 0.
             query_row: the query patch's row; both empty = the model's own token (CLS).
@@ -107,9 +110,9 @@ def export_view_fn(model_default: str, defaults: dict):
             alpha=defaults["alpha"],
             cmap=defaults["cmap"],
         )
-        return str(export_view(p, v, hd, 16 if k is None else k, 1.0 if temperature is None else temperature))
+        return str(export_view(p, v, hd, **_knobs(k, temperature)))
 
-    return export_view_api
+    return with_models(export_view_api)
 
 
 def build(model_default: str, defaults: dict) -> None:
