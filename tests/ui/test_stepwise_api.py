@@ -36,7 +36,7 @@ def test_explain_row_answers_the_packages_numbers_as_json(client):
 
 
 def test_empty_k_temperature_and_head_are_the_defaults_of_the_tab(client):
-    """null k, temperature, head (an API client's empty fields) answer as the tab's defaults: 16 patches, T = 1, head 0."""
+    """null k, temperature and head (an API client's empty fields): the tab's defaults, 16 patches, T = 1, head 0."""
     got = client.predict(
         handle_file(DIGIT), model="mnist_vit", head=None, k=None, temperature=None, api_name="/explain_row"
     )
