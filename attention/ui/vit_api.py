@@ -11,7 +11,7 @@ import gradio as gr
 
 from attention.ui.admit import who
 from attention.ui.api_docs import with_models
-from attention.ui.components import image_path, queue_share, user_errors
+from attention.ui.components import answer_outputs, image_path, queue_share, user_errors
 from attention.ui.endpoint import endpoint
 from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import outputs as vit_outputs
@@ -132,7 +132,7 @@ def build(model_default: str, defaults: dict) -> None:
             attention_maps_fn(model_default, defaults),
             "attention_maps",
             image_path(type="filepath", image_mode=None, label="image"),
-            [gr.Image(format="png", type="filepath", label="overlays"), gr.File(label="maps"), gr.JSON(label="info")],
+            answer_outputs("overlays"),
             validator=queue_share(),
         )
         endpoint(
