@@ -36,6 +36,17 @@ def _optional(value, name: str) -> float | None:
         raise InputError(f"{name} {value!r} is not a number; accepted: a positive number, or empty.") from None
 
 
+def _clip(layer, resolution, fps, seconds) -> dict:
+    """The request's layer, resolution, frame rate and length, read one way for the estimate and the run (so
+    the estimate refuses what the run would, and prices the same frames)."""
+    return {
+        "layer": vit_inputs.parse_layer(layer),
+        "resolution": resolution or "auto",
+        "fps": _optional(fps, "Frame rate"),
+        "seconds": _optional(seconds, "Length"),
+    }
+
+
 def estimate_of(video, model, layer, resolution, fps, seconds, side_by_side):
     """The cost of the video the Video tab would make (`video_estimate.Estimate`; None: no video), with
     every refusal the run itself would give (over the frame cap or the budget, not a video, ...)."""
@@ -50,10 +61,7 @@ def estimate_of(video, model, layer, resolution, fps, seconds, side_by_side):
         vit,
         video,
         side_by_side=bool(side_by_side),
-        layer=vit_inputs.parse_layer(layer),
-        resolution=resolution or "auto",
-        fps=_optional(fps, "Frame rate"),
-        seconds=_optional(seconds, "Length"),
+        **_clip(layer, resolution, fps, seconds),
         max_frames=SETTINGS.video_max_frames,
         max_gflop=SETTINGS.video_budget_gflop(str(next(vit.parameters()).device)),
     )
@@ -112,13 +120,10 @@ def attention_video_fn(model_default: str):
                 side_by_side=STACKED if side_by_side == STACKED else bool(side_by_side),
                 npz=bool(npz),
                 progress=report,
-                layer=vit_inputs.parse_layer(layer),
                 query=vit_inputs.parse_query(query_row, query_col),
-                resolution=resolution or "auto",
                 threshold=check_threshold(THRESHOLD if vit_query.is_empty(threshold) else threshold),
-                fps=_optional(fps, "Frame rate"),
-                seconds=_optional(seconds, "Length"),
                 visitor=visitor,
+                **_clip(layer, resolution, fps, seconds),
             )
 
     return with_models(attention_video)
