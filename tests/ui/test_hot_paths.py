@@ -25,8 +25,9 @@ def test_one_upload_and_five_changes_hash_once_check_once_per_answer_and_forward
     assert counts["sha1"] == 1 and counts["forwards"] == 1 and counts["relevance"] == 1
     # parsed once, at the edge: the main view's answer checks view, layer and head once per event; the
     # panels that follow it (compare, step by step) trust its accepted view (`vit_fields.on_screen`)
-    per_event = [dict(zip(("view", "layer", "head"), map(int, r[2:5]))) for r in rows if r and r[0] != "counts:"]
-    assert [e for e in per_event[:-1] if e != dict(view=1, layer=1, head=1)] == []
+    table = [r for r in rows if len(r) > 6 and all(x.isdigit() for x in r[-6:]) and r[0] != "total"]
+    per_event = [dict(zip(("view", "layer", "head"), map(int, r[-5:-2]))) for r in table]
+    assert len(per_event) == 6 and all(e == dict(view=1, layer=1, head=1) for e in per_event), per_event
     assert counts["view"] == counts["layer"] == counts["head"] == 6
     assert len(changes) >= 5
 
