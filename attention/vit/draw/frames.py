@@ -89,6 +89,11 @@ class ViewSpec:
             object.__setattr__(v, f.name, given.get(f.name, f.default))
         return v
 
+    def placed(self, query: Query | None, layer: int) -> ViewSpec:
+        """This checked view at a query and layer parsed by the caller (`inputs.view_request`, or mapped to
+        another pass): nothing checked again."""
+        return self.trusted(**vars(self) | dict(query=query, layer=layer))
+
 
 @dataclass(frozen=True)
 class _Drawn:
