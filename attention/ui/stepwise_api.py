@@ -10,7 +10,6 @@ from attention.ui.components import image_path, number, queue_share, user_errors
 from attention.ui.stepwise_panel import export_view
 from attention.ui.vit_api import pass_for
 from attention.vit.draw import frames as vit_frames
-from attention.vit.draw import views as vit_views
 from attention.vit.engine import stepwise
 from attention.vit.serve import inputs as vit_inputs
 
@@ -101,7 +100,7 @@ def export_view_fn(model_default: str, defaults: dict):
         v = vit_frames.ViewSpec(
             query=q,
             layer=lay,
-            view=vit_views.check_view(view),
+            view=view,  # checked once, by the ViewSpec
             threshold=defaults["threshold"],
             alpha=defaults["alpha"],
             cmap=defaults["cmap"],
