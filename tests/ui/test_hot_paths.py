@@ -1,8 +1,8 @@
 """What one visitor's changes cost: after an upload, a change of layer, head, view, query or
 threshold hashes nothing again (the main view and every panel that follows it find the pass by the key
-in the visitor's state), checks view, layer and head once per event (not again in the panels that follow it), and runs no forward
-(bench/bench_hot_paths.py, run here); the state's digest is used only for the very file it was made
-from."""
+in the visitor's state), checks view, layer and head once per event (not again in the panels that
+follow it), and runs no forward (bench/bench_hot_paths.py, run here); the state's digest is used only
+for the very file it was made from."""
 
 from __future__ import annotations
 
