@@ -42,6 +42,23 @@ def test_maps_writes_pngs_and_npz_per_image_and_reports_bad_files(tmp_path, caps
     assert not (out / "notes").exists()
 
 
+def test_maps_reads_its_style_once_before_any_image(tmp_path, capsys, monkeypatch):
+    from attention.vit.draw import views
+
+    a, b, out = digit_png(tmp_path / "a.png", 0), digit_png(tmp_path / "b.png", 1), tmp_path / "out"
+    code = main(["maps", str(a), str(b), "--model", "mnist_vit", "--out", str(out), "--cmap", "nope"])
+    assert code == 2 and capsys.readouterr().err.startswith("error: ") and not out.exists()
+    with pytest.raises(SystemExit):  # --threshold: the parser's
+        main(["maps", str(a), "--model", "mnist_vit", "--out", str(out), "--threshold", "7"])
+    assert "Threshold 7 is out of range" in capsys.readouterr().err
+    calls = []
+    for name in ("check_view", "check_style"):
+        f = getattr(views, name)
+        monkeypatch.setattr(views, name, lambda *a, f=f, **k: calls.append(a) or f(*a, **k))
+    assert main(["maps", str(a), str(b), "--model", "mnist_vit", "--out", str(out)]) == 0
+    assert calls == []  # read once for the command: not again per image or per picture
+
+
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_unknown_model_is_one_clear_line(tmp_path):

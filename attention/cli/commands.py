@@ -24,25 +24,28 @@ def query_arg(text: str | None):
 
 def write_maps_folder(res, out: Path, *, threshold: float, cmap: str) -> None:
     """The `maps` command's folder for one image (AttentionMaps `res`): img.png, head_XX.png, mean.png,
-    mask_XX.png (the app's tiles at full size) and attention.npz (`res.arrays`, compressed)."""
+    mask_XX.png (the app's tiles at full size) and attention.npz (`res.arrays`, compressed); `threshold`
+    and `cmap` checked by the caller (`maps`, once at the edge)."""
     import numpy as np
 
     from attention.render import png_bytes
-    from attention.vit.draw.views import tiles
+    from attention.vit.draw.views import drawn_tiles
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "img.png").write_bytes(png_bytes(np.asarray(res.image)))
-    for t in tiles(res, "heads", cmap=cmap) + tiles(res, "masks", threshold=threshold):
+    for t in drawn_tiles(res, "heads", cmap=cmap) + drawn_tiles(res, "masks", threshold=threshold):
         (out / f"{t.name}.png").write_bytes(png_bytes(t.image))
     np.savez_compressed(out / "attention.npz", **res.arrays(threshold))
 
 
 def maps(args) -> int:
+    from attention.render import colormap
     from attention.vit.engine.extract import attention_maps
     from attention.vit.models.loader import load_vit
 
     model = load_vit(args.model)
     query = query_arg(args.query)
+    colormap(args.cmap)  # read once, here (--threshold by the parser), not per image: what draws trusts them
     stems: dict[str, int] = {}
 
     def one(path: Path) -> str:

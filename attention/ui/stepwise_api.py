@@ -12,7 +12,6 @@ from attention.ui.endpoint import endpoint
 from attention.ui.stepwise_panel import export_view
 from attention.ui.vit_api import pass_for
 from attention.vit.draw import frames as vit_frames
-from attention.vit.draw import views as vit_views
 from attention.vit.engine import query as vit_query
 from attention.vit.engine import stepwise
 from attention.vit.serve import inputs as vit_inputs
@@ -105,7 +104,7 @@ def export_view_fn(model_default: str, defaults: dict):
         v = vit_frames.ViewSpec(
             query=q,
             layer=lay,
-            view=vit_views.check_view(view),
+            view=view,  # checked once, by the ViewSpec
             threshold=defaults["threshold"],
             alpha=defaults["alpha"],
             cmap=defaults["cmap"],

@@ -13,6 +13,7 @@ import gradio as gr
 from attention.errors import AttentionError
 from attention.render import png_bytes
 from attention.ui.components import queue_share, slider, user_errors
+from attention.ui.vit_fields import FITTED, on_screen
 from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import views as vit_views
 from attention.vit.draw.outputs import OUTPUT_ROOT, new_dir
@@ -106,25 +107,28 @@ class StepwisePanel:
     def inputs(self, m) -> list:
         return [self.open, m.image, m.model, m.resolution, m.qrow, m.qcol, m.layer, m.head, m.alpha, m.cmap]
 
-    def _steps(self, img, mdl, res, qr, qc, lay, hd, st, k, temp, key):
+    def _steps(self, img, mdl, res, qr, qc, lay, hd, st, k, temp, key, gd=None):
+        """The step by step of the main view's head; `gd`: its accepted view (`vit_fields.on_screen`), trusted
+        when it is the one of these fields' pass, else the fields are fitted (`fit`, parsing them)."""
         p = self.vit_pass(img, mdl, res, state=st)
-        lay, hd, qr, qc = self.fit(p, st, lay, hd, qr, qc)
+        seen = on_screen(gd, img, mdl, res)
+        lay, hd, qr, qc = self.fit(p, st, lay, hd, qr, qc) if seen is None else (seen[k] for k in FITTED)
         s, r = explain(p, qr, qc, lay, hd, k, temp, key)
         return p, s, r
 
-    def draw(self, is_open, img, mdl, res, qr, qc, lay, hd, al, cm, st, k, temp, key):
+    def draw(self, is_open, img, mdl, res, qr, qc, lay, hd, al, cm, st, k, temp, key, gd=None):
         """The panel's map and text (skipped while closed); a refusal (the pooling head's query) is shown in it."""
         if not is_open:
             return gr.skip(), gr.skip()
         try:
-            p, s, r = self._steps(img, mdl, res, qr, qc, lay, hd, st, k, temp, key)
+            p, s, r = self._steps(img, mdl, res, qr, qc, lay, hd, st, k, temp, key, gd)
         except AttentionError as e:
             return None, f"<p>⚠️ {e}</p>"
         return stepwise_map(r, s, al, cm), panel_html(s, p.model)
 
     def follow(self, events: list, m) -> None:
         """Redraw after each of `events` (the key back to the top patch), on the temperature, k, a click."""
-        ins = [*self.inputs(m), m.state, self.k, self.temperature, self.key]
+        ins = [*self.inputs(m), m.state, self.k, self.temperature, self.key, m.good]
         outs = [self.map, self.html]
         for ev in events:
             ev.success(lambda: None, None, self.key, queue=False, api_visibility="private").then(

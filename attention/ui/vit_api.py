@@ -15,7 +15,6 @@ from attention.ui.components import answer_outputs, image_path, queue_share, use
 from attention.ui.endpoint import endpoint
 from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import outputs as vit_outputs
-from attention.vit.draw import views as vit_views
 from attention.vit.draw.feature_views import write_feature_outputs
 from attention.vit.engine.query import Query
 from attention.vit.serve import inputs as vit_inputs
@@ -71,16 +70,17 @@ def attention_maps_fn(model_default: str, defaults: dict):
             discard_ratio: rollout view: the share of the lowest attention dropped in each layer, 0 to below 1.
             discard: rollout view: drop the lowest 'row' (in each row) or 'global' (whole matrix, CLS kept).
         """
-        view = vit_views.check_view(view)
         threshold = defaults["threshold"] if threshold is None else threshold
-        vit_views.check_style(threshold, defaults["alpha"], defaults["cmap"])
-        rollout = view == "rollout"  # q/k kept for it only
-        p, query, layer = pass_for(image, model, resolution, query_row, query_col, layer, one_query=True, qk=rollout)
         opts = dict(head_fusion=head_fusion, discard_ratio=0.0 if discard_ratio is None else discard_ratio)
-        v = vit_frames.ViewSpec(query, layer, view, threshold, rollout_options={**opts, "discard": discard})
+        rollout_options = {**opts, "discard": discard}
+        v = vit_inputs.view_request(
+            view, threshold, query_row=query_row, query_col=query_col, layer=layer, rollout_options=rollout_options
+        )  # parsed once, here: what follows trusts it
+        keep_qk = v.view == "rollout"  # q/k kept for it only
+        p = vit_passes.served_pass(image, model, resolution, who(), query=v.query, keep_qk=keep_qk)
         f = vit_frames.api_sheet(p, v)
         info = vit_outputs.describe(
-            f.res, f.outputs, model=p.model, device=p.device, view=view, threshold=threshold, render_seconds=f.seconds
+            f.res, f.outputs, model=p.model, device=p.device, view=v.view, threshold=threshold, render_seconds=f.seconds
         )
         return f.outputs.sheet, f.outputs.npz, info
 

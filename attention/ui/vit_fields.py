@@ -52,6 +52,19 @@ def vit_frame(p, qrow, qcol, layer: int, view, head: int, threshold, alpha, cmap
     return vit_frames.tab_frame(p, v, head=head), v
 
 
+FITTED = ("layer", "head", "qrow", "qcol")  # the fields `fit` fits to a pass
+
+
+def on_screen(gd, image, model, resolution, keys: tuple = FITTED) -> dict | None:
+    """The main view's last accepted view (`vit_refusals.accepted`, kept in the visitor's state `gd`) when
+    it is the view of (image, model, resolution) and holds `keys`: its layer and head are whole numbers
+    fitted to the pass, its view name and style were checked when the main view drew it (`fit`,
+    `view_spec`), so the panels that follow it trust them (nothing parsed again). None otherwise (no view
+    accepted yet, another image, or an example's view, which keeps no style): parse the fields then."""
+    same = gd is not None and (gd.get("image"), gd.get("model"), gd.get("resolution")) == (image, model, resolution)
+    return gd if same and all(k in gd for k in keys) else None
+
+
 def fit(p, st, lay, hd, qr, qc):
     """The visitor's layer, head and query fitted to pass `p`: a new model starts at its last
     layer, a new grid at CLS; otherwise (no state yet, as after an example) values are kept when

@@ -121,6 +121,7 @@ class ViTHandlers:
         except AttentionError as e:
             return refusal(self.t, e, kept, now, self.redraw)
         now["layer"] = fv[0].res.layer  # (-1: the last layer, as the slider shows it)
+        now["view"] = fv[1].view  # checked (`vit_fields.on_screen`: the panels that follow trust it)
         return self.shown(fv, p, now["image"], hd, now=now, kept=kept)
 
     def check_query(self, img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, *ro):
@@ -209,7 +210,7 @@ class ViTHandlers:
         fv = vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, ro)
         f = fv[0]
         head_up = gr.update(maximum=p.num_heads - 1, value=hd)
-        now = self.view_of(img, mdl, res, qr, qc, f.res.layer, vw, hd, thr, al, cm, *ro)
+        now = self.view_of(img, mdl, res, qr, qc, f.res.layer, fv[1].view, hd, thr, al, cm, *ro)
         return {
             **self.shown(fv, p, img, hd, now=now),
             self.t.image: img,

@@ -16,6 +16,7 @@ import gradio as gr
 from attention.errors import AttentionError
 from attention.ui import model_choices
 from attention.ui.components import error_note, kept_state, queue_share, tiles_gallery, user_errors
+from attention.ui.vit_fields import on_screen
 from attention.vit.draw import frames as vit_frames
 from attention.vit.draw.drawing import THUMB_SIDE, reduced
 from attention.vit.draw.feature_views import EXPLAIN, feature_pictures
@@ -26,6 +27,7 @@ VIT_NONE = "(none)"
 PCA_STYLES = [("min-max (DINOv2's demos)", "minmax"), ("DINOv3's notebook: foreground, whitened", "dinov3")]
 FAST = dict(show_progress="minimal", api_visibility="private")
 HEAVY = dict(FAST, validator=queue_share())  # may run a forward: within the visitor's share of the queue
+SEEN = ("qrow", "qcol", "layer", "view", "head", "threshold", "alpha", "cmap")  # what the compare panel follows
 
 
 @dataclass
@@ -45,6 +47,7 @@ class Main:
     state: gr.State
     qimg: gr.Image
     model: gr.Dropdown
+    good: gr.State | None = None  # the last accepted view (`vit_fields.on_screen`)
 
 
 class ComparePanel:
@@ -75,16 +78,25 @@ class ComparePanel:
             with gr.Accordion("Second model: every head", open=False, visible=False) as self.cacc:
                 self.cgallery = tiles_gallery("Second model", 4, "vit-compare-gallery")
 
-    def update(self, img, mdl, cmp, res, qr, qc, lay, vw, hd, thr, al, cm, st, cst, main, progress=gr.Progress()):
+    def update(
+        self, img, mdl, cmp, res, qr, qc, lay, vw, hd, thr, al, cm, st, cst, main, gd=None, progress=gr.Progress()
+    ):
+        """The second model's view of the main one's: read from the main view's accepted view `gd` when it
+        is the one on screen (checked when drawn: `vit_fields.on_screen`), else from the fields."""
         off = {self.cdetails: "", self.cgallery: [], self.cmain: None, self.cimg: None, self.cstate: None}
         if not cmp or cmp == VIT_NONE or st is None:
             return {**off, self.cpair: gr.update(visible=False), self.cacc: gr.update(visible=False)}
         try:
             c = self.vit_pass(img, cmp, res, progress, state=st)  # the upload's digest from the main view's state
+            seen = on_screen(gd, img, mdl, res, SEEN)
+            if seen is not None:
+                qr, qc, lay, vw, hd, thr, al, cm = (seen[k] for k in SEEN)
+            else:
+                lay, hd = vit_inputs.parse_layer(lay), vit_inputs.parse_head(hd)
             q = vit_passes.map_query(vit_inputs.parse_query(qr, qc), st.grid, c.base.grid)
-            lay_c = vit_passes.map_layer(vit_inputs.parse_layer(lay), st.num_layers, c.num_layers)
-            hd_c = min(vit_inputs.parse_head(hd), c.num_heads - 1)
-            v = vit_frames.ViewSpec(query=q, layer=lay_c, view=vw, threshold=thr, alpha=al, cmap=cm)
+            lay_c, hd_c = vit_passes.map_layer(lay, st.num_layers, c.num_layers), min(hd, c.num_heads - 1)
+            spec = vit_frames.ViewSpec if seen is None else vit_frames.ViewSpec.trusted
+            v = spec(query=q, layer=lay_c, view=vw, threshold=thr, alpha=al, cmap=cm)
             f = vit_frames.tab_frame(c, v, head=hd_c)
         except AttentionError as e:
             return {
@@ -106,7 +118,7 @@ class ComparePanel:
     def follow(self, events: list, m: Main) -> None:
         """Redraw after each of `events` succeeds, and when the second model is picked."""
         ins = [m.image, m.model, self.compare, m.resolution, m.qrow, m.qcol, m.layer, m.view, m.head, m.threshold]
-        ins += [m.alpha, m.cmap, m.state, self.cstate, m.qimg]
+        ins += [m.alpha, m.cmap, m.state, self.cstate, m.qimg, m.good]
         outs = [self.cdetails, self.cgallery, self.cmain, self.cimg, self.cstate, self.cpair, self.cacc]
         at = dict(show_progress_on=[self.cdetails])  # one progress indicator per job
         for ev in events:  # follows a job already within the visitor's share (a forward here takes a turn)

@@ -155,6 +155,7 @@ def build(demo: gr.Blocks | None = None) -> None:
         t.state,
         t.qimg,
         t.model,
+        t.good,
     )
     t.cmp.follow(changes, main)
     t.feats.follow(changes, main)

@@ -49,3 +49,13 @@ def test_layer_and_head_are_fitted_to_the_pass():
 def test_a_layer_that_is_not_a_whole_number_is_refused_by_name():
     with pytest.raises(InputError, match="Layer 'x'"):
         fit(_pass(), _state(), "x", 0, None, None)
+
+
+def test_the_panels_trust_the_accepted_view_only_when_it_is_the_one_on_screen():
+    from attention.ui.vit_fields import on_screen
+
+    gd = dict(image="a.png", model="m", resolution="auto", layer=3, head=1, qrow=None, qcol=None, view="mean")
+    assert on_screen(gd, "a.png", "m", "auto") is gd
+    assert on_screen(gd, "b.png", "m", "auto") is None  # another image: the fields are read then
+    assert on_screen(gd, "a.png", "other", "auto") is None and on_screen(None, "a.png", "m", "auto") is None
+    assert on_screen(gd, "a.png", "m", "auto", ("layer", "threshold")) is None  # an example's: no style kept

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +79,20 @@ class ViewSpec:
         (`views.check_style`); what draws a ViewSpec trusts it. InputError says what is accepted."""
         object.__setattr__(self, "view", check_view(self.view))
         check_style(self.threshold, self.alpha, self.cmap)
+
+    @classmethod
+    def trusted(cls, **given) -> ViewSpec:
+        """A view from fields a ViewSpec has checked already (the main view's, kept in the visitor's
+        state, with its query and layer mapped to another pass): nothing checked again."""
+        v = object.__new__(cls)
+        for f in fields(cls):
+            object.__setattr__(v, f.name, given.get(f.name, f.default))
+        return v
+
+    def placed(self, query: Query | None, layer: int) -> ViewSpec:
+        """This checked view at a query and layer parsed by the caller (`inputs.view_request`, or mapped to
+        another pass): nothing checked again."""
+        return self.trusted(**vars(self) | dict(query=query, layer=layer))
 
 
 @dataclass(frozen=True)

@@ -80,3 +80,25 @@ def test_file_digest_follows_content_not_identity(tmp_path):
     p = tmp_path / "a.png"
     Image.fromarray(a).save(p)
     assert file_digest(p) == file_digest(str(p)) == file_digest(p.read_bytes())
+
+
+def test_view_request_reads_a_view_once_in_the_order_of_its_fields(monkeypatch):
+    from attention.vit.draw import frames
+
+    v = inputs.view_request("Mean of heads", 0.5, query_row="2", query_col=3.0, layer="-1", rollout_options={})
+    want = frames.ViewSpec(query=(2, 3), layer=-1, view="mean", threshold=0.5, rollout_options={})
+    assert v == want and isinstance(v.query[0], int)
+    assert inputs.view_request("heads", 0.6, layer=None).layer == -1  # None: the last layer
+    # one fault named each, the view's name and style first, then the query, then the layer
+    with pytest.raises(InputError, match="Unknown view 'nope'"):
+        inputs.view_request("nope", 7, query_row=1, layer="x")
+    with pytest.raises(InputError, match="hreshold"):
+        inputs.view_request("heads", 7, query_row=1, layer="x")
+    with pytest.raises(InputError, match="[Qq]uery"):
+        inputs.view_request("heads", 0.6, query_row=1, layer="x")
+    with pytest.raises(InputError, match="Layer 'x' is not a whole number"):
+        inputs.view_request("heads", 0.6, layer="x")
+    checks = []
+    monkeypatch.setattr(frames, "check_view", lambda view: checks.append(view) or view)
+    inputs.view_request("mean", 0.6, query_row=1, query_col=1, layer=2)
+    assert checks == ["mean"]  # checked once: what follows (`ViewSpec.placed`) trusts it
