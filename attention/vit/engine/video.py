@@ -29,6 +29,7 @@ from attention import videos
 from attention.config import SETTINGS
 from attention.errors import BudgetError, InputError
 from attention.images import patch_tokens, target_size
+from attention.npzfile import save_npz
 from attention.render import colormap
 from attention.validate import check_opacity, check_seconds, check_threshold, layer_index
 from attention.vit.backbone import describe
@@ -42,6 +43,8 @@ from attention.vit.engine.query import tokens_of
 from attention.vit.engine.video_frames import (  # noqa: F401  (VIDEO_VIEWS, STACKED: read through this module too)
     MIN_SIDE,
     STACKED,
+    VIDEO_AXES,
+    VIDEO_UNITS,
     VIDEO_VIEWS,
     VideoFrameMaps,
     check_head,
@@ -244,11 +247,13 @@ def write_video(
     cmap: str = "inferno",
     side_by_side: bool | str = False,
     npz: str | os.PathLike | None = None,
+    model_name: str | None = None,
 ) -> dict:
     """Compute `run` and write it: an H.264 MP4 at `out` of `view` over each frame (`side_by_side`:
     the frame on the left; "stacked": the frame above), and with `npz` the raw maps of every output
     frame: maps (T, H, gh, gw) float32, mean (T, gh, gw), masks (T, H, gh, gw) bool, time (T,) s,
-    source_index (T,), and fps, layer, query (-1, -1 = CLS), threshold, patch_size, grid. Returns the
+    source_index (T,), and fps, layer, query (-1, -1 = a token), threshold, patch_size, grid, and the common
+    `meta` (`attention.npzfile`; its model is `model_name`, its axes and units `VIDEO_AXES`/`UNITS`). Returns the
     run's facts with the output's frames, fps, size and timings."""
     view = check_video_view(view)  # checked once for the whole video, the head too
     if view in ("head", "masks"):
@@ -273,20 +278,15 @@ def write_video(
     n = videos.write_mp4(out, pictures(), run.fps)
     if npz is not None:
         q = (-1, -1) if isinstance(run.query, str) else run.query  # a token (CLS, pool, a register): -1, -1
-        np.savez(
-            npz,
-            maps=np.stack(kept["maps"]).astype(np.float32),
-            mean=np.stack(kept["mean"]).astype(np.float32),
-            masks=np.stack(kept["masks"]),
-            time=np.array(kept["time"], np.float32),
-            source_index=np.array(kept["source_index"], np.int32),
-            fps=np.array(float(run.fps), np.float32),
-            layer=np.array(run.layer, np.int32),
-            query=np.array(q, np.int32),
-            threshold=np.array(run.threshold, np.float32),
-            patch_size=np.array(describe(run.model).patch_size, np.int32),
-            grid=np.array(run.grid, np.int32),
-        )
+        arrays = {k: np.stack(kept[k]).astype(np.float32) for k in ("maps", "mean")}
+        arrays |= {"masks": np.stack(kept["masks"]), "time": np.array(kept["time"], np.float32)}
+        arrays |= {"source_index": np.array(kept["source_index"], np.int32), "fps": np.array(run.fps, np.float32)}
+        arrays |= {"layer": np.array(run.layer, np.int32), "query": np.array(q, np.int32)}
+        arrays |= {"threshold": np.array(run.threshold, np.float32), "grid": np.array(run.grid, np.int32)}
+        arrays["patch_size"] = np.array(describe(run.model).patch_size, np.int32)
+        meta = {"kind": "video", "model": model_name, "layer": run.layer, "query": run.facts()["query"]}
+        meta |= {"grid": list(run.grid), "view": view, "axes": VIDEO_AXES, "units": VIDEO_UNITS}
+        save_npz(npz, arrays, meta=meta)
     return {
         **run.facts(),
         "view": view,

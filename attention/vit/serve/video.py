@@ -97,5 +97,5 @@ def _video_work(video, model: str, view, head, side_by_side, npz, progress: Prog
         check_npz(run, SETTINGS.video_npz_mb)
     d = new_dir(OUTPUT_ROOT / "videos")
     mp4, maps = d / "attention.mp4", (d / "attention_maps.npz" if npz else None)
-    facts = write_video(run, mp4, view=view, head=head, side_by_side=side_by_side, npz=maps)
+    facts = write_video(run, mp4, view=view, head=head, side_by_side=side_by_side, npz=maps, model_name=model.strip())
     return os.fspath(mp4), maps and os.fspath(maps), {"model": model.strip(), "device": device, **facts}
