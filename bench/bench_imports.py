@@ -53,6 +53,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "attention.vit.text.compute",
             "attention.vit.text.rows",
             "attention.vit.text.prompts",
+            "attention.vit.text.price",
             "attention.calculator",
             "attention.retrieval.lookup",
             "attention.retrieval.models",

@@ -3,6 +3,8 @@
 
     python -m bench.bench_text_relevance --device cuda     # times and peak memory (GPU: max_memory_allocated)
     python -m bench.bench_text_relevance                   # CPU, 1 thread: times; memory in fresh processes (RSS)
+    python -m bench.bench_text_relevance --time-only       # times only
+    python -m bench.bench_text_relevance --factor          # the measured factor over a forward against the price
 
 Model: open_clip CLIP with a timm image tower, `vit_base_patch16_clip_224` (12 blocks, 12 heads, width 768,
 class-token pool, linear projection to 512) and CLIP's text tower, random weights, fp32. (open_clip's native
@@ -99,11 +101,56 @@ def peak_mb(fn, device: str) -> float:
     return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
+def factor(model: str, sides: list[int], prompts: list[int], reps: int) -> None:
+    """Text relevance / plain forward measured at each side (square, px) and prompt count, beside the factor
+    `price.text_relevance_gflop` prices (over `cost.forward_gflop`): the server's budget check uses the price."""
+    import torch
+    import torch.nn.functional as F
+
+    from attention.vit.engine.cost import forward_gflop
+    from attention.vit.text.compute import text_relevance_rows
+    from attention.vit.text.price import text_relevance_gflop
+    from attention.vit.text.tower import ready
+    from bench.common import load_average
+
+    if model == "digit_clip":
+        from attention.vit.text.digit_clip import load_digit_clip
+
+        clip = load_digit_clip()
+    else:
+        clip = setup("cpu")
+    tower = ready(clip)
+    trunk, p = tower.trunk, tower.trunk.patch_embed.patch_size[0]
+    text = F.normalize(torch.randn(max(prompts), clip.text_projection.shape[-1]), dim=-1)
+    rows = []
+    for side in sides:
+        x = torch.randn(1, trunk.patch_embed.proj.in_channels, side, side)
+        tokens = (side // p) ** 2
+
+        def plain(x=x):
+            with torch.inference_mode():
+                clip.encode_image(x)
+
+        fns = {"plain": plain, **{k: (lambda x=x, k=k: text_relevance_rows(clip, tower, x, text[:k])) for k in prompts}}
+        t = interleaved_medians(fns, reps)
+        for k in prompts:
+            row = {"side": side, "tokens": tokens, "prompts": k, "measured": round(t[k] / t["plain"], 2)}
+            row["priced"] = round(text_relevance_gflop(trunk, tokens, k) / forward_gflop(trunk, tokens), 2)
+            print(json.dumps(row), flush=True)
+            rows.append([f"{side} px", f"{tokens:,}", str(k), f"{row['measured']}x", f"{row['priced']}x"])
+    print(f"{model}, CPU 1 thread, load average {load_average():.1f}")
+    print(markdown_table(["input", "patch tokens", "prompts", "measured / forward", "priced"], rows))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--sizes", default="224,448,896")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--time-only", action="store_true", help="times only (no memory: its fresh processes take minutes)")
+    ap.add_argument("--factor", action="store_true", help="the measured factor against the price")
+    ap.add_argument("--model", default="digit_clip", help="--factor: digit_clip or clip_b16 (random weights)")
+    ap.add_argument("--prompts", default="1,8", help="--factor: prompt counts")
     ap.add_argument("--child", nargs=3)
     args = ap.parse_args()
     if args.child:
@@ -114,6 +161,12 @@ def main() -> None:
 
     from tests.vit import text_reference as ref
 
+    if args.factor:
+        torch.set_num_threads(1)
+        default = "56,112,224" if args.model == "digit_clip" else "224,448"
+        sides = [int(s) for s in (args.sizes if args.sizes != "224,448,896" else default).split(",")]
+        factor(args.model, sides, [int(k) for k in args.prompts.split(",")], args.reps)
+        return
     if args.device == "cpu":
         torch.set_num_threads(1)
     clip = setup(args.device)
@@ -135,7 +188,9 @@ def main() -> None:
         row = {"px": size, "tokens": (size // 16) ** 2 + 1, **{f"{k}_ms": round(v * 1e3, 1) for k, v in t.items()}}
         row["ratio_1"] = round(t["ours_1"] / t["plain"], 2)
         row["ratio_4"] = round(t["ours_4"] / t["plain"], 2)
-        if args.device != "cpu":
+        if args.time_only:
+            pass
+        elif args.device != "cpu":
             row["plain_mb"] = round(peak_mb(fns["plain"], args.device))
             row["ours_1_mb"] = round(peak_mb(fns["ours_1"], args.device))
             row["ours_4_mb"] = round(peak_mb(fns["ours_4"], args.device))

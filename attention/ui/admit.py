@@ -70,3 +70,11 @@ def heavy_share(lane: Lane = HEAVY, validator: Callable | None = None) -> Callab
         return validator(*args) if validator is not None else [gr.validate(True, "")] * len(args)
 
     return share
+
+
+def heavy_endpoint(fn: Callable, name: str, inputs: list, outputs: list) -> None:
+    """Register `fn` as the public API endpoint /`name` in the heavy lane by a button (made where this is
+    called: inside a hidden row), its queue HEAVY_QUEUE and `heavy_share` admitting each visitor as they ask."""
+    gr.Button(name).click(
+        fn, inputs, outputs, api_name=name, api_visibility="public", validator=heavy_share(), **HEAVY_QUEUE
+    )

@@ -252,3 +252,9 @@ def tiles_gallery(label: str, columns: int, elem_id: str) -> gr.Gallery:
         elem_id=elem_id,
         elem_classes=["vit-tiles"],
     )
+
+
+def answer_outputs(picture: str = "picture") -> list:
+    """An endpoint's outputs when it answers with a picture (PNG path, labelled `picture`), a file of its
+    maps and a JSON summary; made where this is called (inside a hidden row)."""
+    return [gr.Image(format="png", type="filepath", label=picture), gr.File(label="maps"), gr.JSON(label="info")]

@@ -14,9 +14,9 @@ import numpy as np
 from attention.errors import AttentionError, html_text
 from attention.render import mark_patch
 from attention.serving.admission import HEAVY
-from attention.ui.admit import HEAVY_QUEUE, heavy_share, who
+from attention.ui.admit import heavy_endpoint, who
 from attention.ui.api_docs import with_models
-from attention.ui.components import error_note, image_path, number, picture, user_errors
+from attention.ui.components import answer_outputs, error_note, image_path, number, picture, user_errors
 from attention.vit.draw.drawing import QUERY_COLOR
 from attention.vit.relevance.labels import short_name
 from attention.vit.relevance.service import get_relevance, is_classifier
@@ -230,16 +230,4 @@ def build_api(model_default: str) -> None:
         r_model = gr.Textbox(model_default, label="model")
         r_target = gr.Textbox("", label="target")
         r_res = gr.Textbox("auto", label="resolution")
-        r_pic = gr.Image(format="png", type="filepath", label="picture")
-        r_file = gr.File(label="maps")
-        r_info = gr.JSON(label="info")
-        r_btn = gr.Button("relevance")
-    r_btn.click(
-        relevance_fn(model_default),
-        [r_img, r_model, r_target, r_res],
-        [r_pic, r_file, r_info],
-        api_name="relevance",
-        api_visibility="public",
-        validator=heavy_share(),
-        **HEAVY_QUEUE,
-    )
+        heavy_endpoint(relevance_fn(model_default), "relevance", [r_img, r_model, r_target, r_res], answer_outputs())

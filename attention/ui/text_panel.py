@@ -10,8 +10,8 @@ import gradio as gr
 
 from attention.errors import AttentionError, html_text
 from attention.serving.admission import HEAVY
-from attention.ui.admit import HEAVY_QUEUE, heavy_share, who
-from attention.ui.components import error_note, image_path, picture, tiles_gallery, user_errors
+from attention.ui.admit import heavy_endpoint, who
+from attention.ui.components import answer_outputs, error_note, image_path, picture, tiles_gallery, user_errors
 from attention.vit.text.prompts import MAX_PROMPT_CHARS, MAX_PROMPTS
 from attention.vit.text.service import get_text_relevance, has_text, text_models
 from attention.vit.text.views import RULE_NAMES, hex_colour, tiles, write_answer
@@ -168,19 +168,9 @@ def build_api(model_default: str = "digit_clip") -> None:
         t_model = gr.Textbox(model_default, label="model")
         t_res = gr.Textbox("auto", label="resolution")
         t_rule = gr.Textbox("chefer", label="rule")
-        t_pic = gr.Image(format="png", type="filepath", label="picture")
-        t_file = gr.File(label="maps")
-        t_info = gr.JSON(label="info")
-        t_btn = gr.Button("text_relevance")
-    t_btn.click(
-        text_fn(model_default),
-        [t_img, t_prompts, t_model, t_res, t_rule],
-        [t_pic, t_file, t_info],
-        api_name="text_relevance",
-        api_visibility="public",
-        validator=heavy_share(),
-        **HEAVY_QUEUE,
-    )
+        outputs = answer_outputs()
+        inputs = [t_img, t_prompts, t_model, t_res, t_rule]
+        heavy_endpoint(text_fn(model_default), "text_relevance", inputs, outputs)
 
 
 __all__ = ["TextPanel", "build_api", "text_fn", "text_models"]

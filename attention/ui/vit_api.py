@@ -11,7 +11,7 @@ import gradio as gr
 
 from attention.ui.admit import who
 from attention.ui.api_docs import with_models
-from attention.ui.components import image_path, number, queue_share, user_errors
+from attention.ui.components import answer_outputs, image_path, number, queue_share, user_errors
 from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import outputs as vit_outputs
 from attention.vit.draw import views as vit_views
@@ -138,14 +138,12 @@ def build(model_default: str, defaults: dict) -> None:
         a_fu = gr.Textbox("mean", label="head_fusion")
         a_dr = number(0.0, label="discard_ratio")
         a_du = gr.Textbox("row", label="discard")
-        a_sheet = gr.Image(format="png", type="filepath", label="overlays")
-        a_file = gr.File(label="maps")
-        a_info = gr.JSON(label="info")
+        a_out = answer_outputs("overlays")
         a_btn = gr.Button("attention_maps")
     a_btn.click(
         attention_maps_fn(model_default, defaults),
         [a_img, a_model, a_layer, a_res, a_view, a_thr, a_qr, a_qc, a_fu, a_dr, a_du],
-        [a_sheet, a_file, a_info],
+        a_out,
         api_name="attention_maps",
         api_visibility="public",
         validator=queue_share(),

@@ -80,7 +80,9 @@ def test_a_batch_of_prompts_equals_the_prompts_one_at_a_time(kind):
     tower = ready(clip)
     x = torch.randn(1, 3, 48, 64, generator=torch.Generator().manual_seed(2))
     text = encode_prompts(clip, PROMPTS)
-    together = text_relevance_rows(clip, tower, x, text, chunk_bytes=1 << 14)  # several chunks per layer
+    together = text_relevance_rows(
+        clip, tower, x, text, chunk_bytes=1 << 10
+    )  # a row or two per chunk: many chunks per layer
     for p in range(len(PROMPTS)):
         alone = text_relevance_rows(clip, tower, x, text[p : p + 1])
         for a, b in zip(together, alone):

@@ -9,7 +9,11 @@ their session, as passes are: no one else can time whether they sent it); a ship
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import nullcontext
+from typing import TypeVar
+
+import torch
 
 from attention.config import SETTINGS
 from attention.errors import InputError
@@ -23,6 +27,7 @@ from attention.vit.relevance.labels import check_classifier, class_index, class_
 from attention.vit.serve.gpu import gpu
 from attention.vit.serve.inputs import file_digest, visitor_scope
 
+T = TypeVar("T")
 RESULTS: SharedCache[Relevance] = SharedCache(64 << 20, SETTINGS.state_ttl)
 """Every visitor's results together: 64 MB, least recently used out first (a result is its maps and
 the shown image: ~0.2 MB for DeiT-S at 224 px)."""
@@ -59,24 +64,36 @@ def get_relevance(
     the heavy lane (Busy at once when they already have their share there) and a picture that is not a
     shipped example is keyed to their session. digest: `image`'s content digest when the caller knows it
     (`passes.known_digest`), else computed. Raises the engine's typed errors."""
+    model, vit = checked(image, model, shared)
+    check_classifier(vit)
+    t = resolve_target(model, target)
+    digest = file_digest(image) if digest is None else digest
+    key = (digest, model, str(resolution), t, visitor_scope(digest, visitor))
+    return stored(RESULTS, key, lambda: _compute(model, image, resolution, t), visitor if shared else None)
+
+
+def checked(image: ImageSource | None, model: str, shared: bool) -> tuple[str, torch.nn.Module]:
+    """(the model's name, stripped; the model loaded) for a job on `image`: InputError without an image, and
+    as a server (`shared`) a model off the allow-list refused (`check_allowed`)."""
     if image is None or (isinstance(image, str) and not image):
         raise InputError("No image: upload one (PNG, JPEG, WebP, GIF, BMP or TIFF) or pick an example.")
     model = (model or "").strip()
     if shared:
         check_allowed(model)
-    vit = load_vit(model)
-    check_classifier(vit)
-    t = resolve_target(model, target)
-    digest = file_digest(image) if digest is None else digest
-    key = (digest, model, str(resolution), t, visitor_scope(digest, visitor))
-    if (kept := RESULTS.get(key)) is not None:
+    return model, load_vit(model)
+
+
+def stored(results: SharedCache[T], key: tuple, compute: Callable[[], T], visitor: Visitor | None) -> T:
+    """`results`' entry at `key`, else `compute()` run once for all who ask at the same time, in `visitor`'s
+    turn in the heavy lane (`HEAVY.turn`; a visitor without keys, or None: no turn, as off a server)."""
+    if (kept := results.get(key)) is not None:
         return kept
 
-    def compute() -> Relevance:
-        with HEAVY.turn(visitor) if shared and visitor is not None and visitor.keys else nullcontext():
-            return _compute(model, image, resolution, t)
+    def job() -> T:
+        with HEAVY.turn(visitor) if visitor is not None and visitor.keys else nullcontext():
+            return compute()
 
-    return RESULTS.get_or_run(key, compute)
+    return results.get_or_run(key, job)
 
 
 def is_classifier(model: str) -> bool:

@@ -4,10 +4,11 @@ engine reads), at O(N) memory, and the small digit CLIP trained here.
 tower     the one adapter from an open_clip model's image side to the engine's timm ViT (`vision_tower`)
 prompts   prompts checked once (how many, how long) and tokenized by the model's own tokenizer
 rows      rows of A and of P prompts' dA a chunk at a time: Chefer et al.'s update, LeGrad's layer map
+price     the price of a job (GFLOP) for the compute budget, fitted to measured times
 compute   `text_relevance(model, image, prompts)`: one forward, one batched backward
 native    open_clip's own CLIP tower rebuilt as the timm ViT it is (timm's converter)
 load      `open_clip:hf-hub:org/repo` and the shipped digit_clip for `load_vit` (the image tower, the model attached)
-digit_clip, train_digit_clip   the small CLIP trained here on MNIST digits and captions
+digit_clip  the small CLIP trained here on MNIST digits and captions (weights/train_digit_clip.py)
 views, service, cli   pictures and answer files; a server's shared store and budget; `python -m attention text`
 """
 

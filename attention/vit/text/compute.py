@@ -10,8 +10,9 @@ sigmoid's logit, bias included).
     tr.ranking()             # [(prompt, logit, probability)], best first
 
 One forward with fused attention untouched (the engine's kernel hook keeps each layer's q, k, v, mask and
-its output), one backward for all prompts at once (autograd's batched grad over the prompts' logits) to
-every kernel output; then, from the top down, rows of A and of P dA = dO V^T a chunk at a time (`rows`).
+its output), one backward for all prompts at once (autograd's batched grad over the prompts' logits; for one
+prompt a plain backward) to every kernel output; then, from the top down, rows of A and of P dA = dO V^T a
+chunk at a time (`rows`).
 LeGrad's per-layer scores reach only their own layer's tail and head (a short backward each, its last
 `legrad_layers` blocks). Memory: O(layers x N x d + P x layers x N x d); no N x N matrix per layer.
 
@@ -32,6 +33,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import torch
@@ -42,8 +44,9 @@ from attention.errors import InputError
 from attention.images import MAX_TOKENS, ImageSource
 from attention.vit.engine.capture import Recorder, recording
 from attention.vit.engine.preprocess import prepare
+from attention.vit.text.price import text_relevance_gflop
 from attention.vit.text.prompts import check_prompts, tokenize
-from attention.vit.text.rows import CHUNK_BYTES, PromptRows
+from attention.vit.text.rows import CHUNK_BYTES, PromptRows, batched_grad
 from attention.vit.text.tower import Tower, ready, text_model_of
 
 RULES = ("chefer", "legrad", "similarity")
@@ -154,17 +157,6 @@ def _last_block(trunk: torch.nn.Module):
         _LAST.box = saved
 
 
-def _batched_grad(outputs: torch.Tensor, inputs: list, retain: bool) -> list:
-    """d outputs[p] / d inputs for every p at once: a list of (P, *input.shape) tensors (zeros where unused)."""
-    eye = torch.eye(len(outputs), device=outputs.device, dtype=outputs.dtype)
-    try:
-        gs = torch.autograd.grad(outputs, inputs, eye, retain_graph=retain, is_grads_batched=True, allow_unused=True)
-    except RuntimeError:  # an op without a batching rule: one backward per prompt
-        per = [torch.autograd.grad(o, inputs, retain_graph=True, allow_unused=True) for o in outputs]
-        gs = [None if all(p[i] is None for p in per) else torch.stack([p[i] for p in per]) for i in range(len(inputs))]
-    return [torch.zeros((len(outputs), *t.shape), device=t.device) if g is None else g for g, t in zip(gs, inputs)]
-
-
 def _logits(emb: torch.Tensor, text: torch.Tensor, scale: torch.Tensor, bias) -> torch.Tensor:
     """(B, E) image embeddings, (P, E) unit text embeddings -> (B, P): scale * cosine (+ bias)."""
     out = scale * (F.normalize(emb.float(), dim=-1) @ text.T)
@@ -199,7 +191,7 @@ def text_relevance_rows(
             tokens = trunk.forward_features(x.to(param.device, param.dtype).clone().requires_grad_(True))
             logits = _logits(tower.embed(tokens), text, scale, bias)[0]
         rec.blocks[n_blocks - 1] = last["out"]
-        grads = _batched_grad(logits, rec.out, retain=True)
+        grads = batched_grad(logits, rec.out, retain=True)
         legrad = _legrad(tower, rec, text, scale, legrad_layers, chunk_bytes)
     N = tokens.shape[1]
     P = len(text)
@@ -236,11 +228,11 @@ def _legrad(tower: Tower, rec: _Pass, text, scale, layers: int, chunk_bytes: int
             with recording(trunk, head):
                 v = trunk.attn_pool(z[:, tower.pool_offset :])
             s = _logits(tower.embed_pooled(v), text, scale, None)[0]
-            (g,) = _batched_grad(s, [head.out[-1]], retain=True)
+            (g,) = batched_grad(s, [head.out[-1]], retain=True)
             total[:, tower.pool_offset :] += PromptRows(head.kernel[-1], P, chunk_bytes).positive_grad(g[:, 0])
         else:  # CLIP: the mean of all tokens, final norm, head; block l's own attention
             s = _logits(tower.embed_pooled(trunk.norm(z.mean(1))), text, scale, None)[0]
-            (g,) = _batched_grad(s, [rec.out[layer]], retain=True)
+            (g,) = batched_grad(s, [rec.out[layer]], retain=True)
             total += PromptRows(rec.kernel[layer], P, chunk_bytes).positive_grad(g[:, 0])
     total[:, : tower.num_prefix_tokens] = 0
     patches = total[:, tower.num_prefix_tokens :]
@@ -274,12 +266,17 @@ def text_relevance(
     `load_vit` returns for a text model ("digit_clip", "siglip2_vitb16": its image tower, the text tower
     attached); NoTextTowerError for a model without one. prompts: a list, or one string of comma-separated
     prompts (`prompts.check_prompts`: at most MAX_PROMPTS, each 1 to MAX_PROMPT_CHARS characters).
-    resolution, max_tokens, max_gflop: as `attention_maps`. Thread-safe on a shared model.
+    resolution, max_tokens: as `attention_maps`. max_gflop: the budget of the whole job, priced by
+    `price.text_relevance_gflop` for these prompts, checked before it runs (BudgetError naming the largest
+    resolution that fits). Thread-safe on a shared model.
     """
     clip = text_model_of(model)
     tower = ready(clip)
     items = check_prompts(prompts, clip)
-    x, shown, grid = prepare(tower.trunk, image, resolution, max_tokens, max_gflop)
+    price = partial(text_relevance_gflop, prompts=len(items))
+    x, shown, grid = prepare(
+        tower.trunk, image, resolution, max_tokens, max_gflop, gflop=price, job="text relevance job"
+    )
     t0 = time.perf_counter()
     text = encode_prompts(clip, items)
     logits, chefer, legrad, sim = text_relevance_rows(clip, tower, x, text, legrad_layers=legrad_layers)

@@ -6,7 +6,7 @@ class-token pool, a linear projection to 32; text tower: open_clip's TextTransfo
 over a word vocabulary of the captions (`DigitTokenizer`); CLIP's scaled cosine as the score.
 
     clip = load_digit_clip()                  # from weights/digit_clip.{json,safetensors}
-    python -m attention.vit.text.train_digit_clip        # retrains it (seeded, minutes on 2 cores)
+    python -m weights.train_digit_clip                   # retrains it (seeded; weights/train_digit_clip.py)
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ for text relevance's two rules (no N x N matrix kept; float32 whatever the model
     rows = PromptRows(kernel, P)               # kernel: (q, k, v, mask, scale) of one layer, q (H, Nq, d)
     r = rows.chefer(dout, r, residual=True)    # Chefer et al.: r <- r + r mean_h((dA * A)^+), (P, Nk)
     m = rows.positive_grad(dout)               # LeGrad: mean over heads and rows of (dA)^+, (P, Nk)
+    dout = batched_grad(logits, [out])[0]       # d logits[p] / d out for each prompt p: (P, *out.shape)
 
 dA = dO V^T, dO the gradient at the kernel's output (P, H, Nq, dv): one row block of A and of dA costs
 two matmuls per chunk, so memory stays O(P x H x rows x N) for `chunk_bytes`.
@@ -57,3 +58,20 @@ class PromptRows:
         for s, e in self.spans:
             total += self.grad(dout, s, e).clamp_(min=0).sum((1, 2))
         return total / (self.q.shape[0] * self.q.shape[1])
+
+
+def batched_grad(outputs: torch.Tensor, inputs: list, retain: bool) -> list:
+    """d outputs[p] / d inputs for every p at once: a list of (P, *input.shape) tensors (zeros where unused)."""
+    eye = torch.eye(len(outputs), device=outputs.device, dtype=outputs.dtype)
+    try:
+        if len(outputs) == 1:  # one prompt: a plain backward (autograd's batching would only add copies)
+            gs = torch.autograd.grad(outputs[0], inputs, retain_graph=retain, allow_unused=True)
+            gs = [None if g is None else g[None] for g in gs]
+        else:
+            gs = torch.autograd.grad(
+                outputs, inputs, eye, retain_graph=retain, is_grads_batched=True, allow_unused=True
+            )
+    except RuntimeError:  # an op without a batching rule: one backward per prompt
+        per = [torch.autograd.grad(o, inputs, retain_graph=True, allow_unused=True) for o in outputs]
+        gs = [None if all(p[i] is None for p in per) else torch.stack([p[i] for p in per]) for i in range(len(inputs))]
+    return [torch.zeros((len(outputs), *t.shape), device=t.device) if g is None else g for g, t in zip(gs, inputs)]

@@ -6,24 +6,18 @@ store of results shared by all, so redrawing (another rule, opacity, colours, pr
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 from attention.config import SETTINGS
-from attention.errors import InputError
 from attention.images import ImageSource
-from attention.serving.admission import HEAVY
 from attention.serving.cache import SharedCache
 from attention.serving.visitors import Visitor
-from attention.vit.models.loader import REGISTRY, check_allowed, is_loaded, load_vit
+from attention.vit.models.loader import REGISTRY, is_loaded, load_vit
+from attention.vit.relevance.service import checked, stored
 from attention.vit.serve.gpu import gpu
 from attention.vit.serve.inputs import file_digest, visitor_scope
 from attention.vit.text.compute import TextRelevance, text_relevance
-from attention.vit.text.prompts import MAX_PROMPTS, check_prompts
+from attention.vit.text.prompts import check_prompts
 from attention.vit.text.tower import has_text_tower, text_model_of
 
-# One pass costs a forward, a batched backward (about one more, and a little per prompt) and the rows of A and
-# P dA (bench/bench_text_relevance.py). The compute budget of a forward is divided by this at MAX_PROMPTS.
-COST_OF_A_FORWARD = 3.5 + 0.25 * MAX_PROMPTS
 RESULTS: SharedCache[TextRelevance] = SharedCache(64 << 20, SETTINGS.state_ttl)
 """Every visitor's results together: 64 MB, least recently used out first (a result is its maps and the
 shown image: under 0.2 MB for 8 prompts on ViT-B/16 at 224 px)."""
@@ -49,7 +43,7 @@ def has_text(model: str) -> bool:
 def _compute(model: str, image: ImageSource, resolution, prompts: tuple[str, ...]) -> TextRelevance:
     vit = load_vit(model)
     device = str(next(vit.parameters()).device)
-    budget = SETTINGS.budget_gflop(device) / COST_OF_A_FORWARD
+    budget = SETTINGS.relevance_budget_gflop(device)  # a relevance job's, priced by `price.text_relevance_gflop`
     return text_relevance(vit, image, list(prompts), resolution=resolution, max_gflop=budget)
 
 
@@ -66,21 +60,9 @@ def get_text_relevance(
     the store or computed once. shared: as a server (allow-list, compute budget). visitor: who asks, as for
     `relevance.service.get_relevance`: a new job takes its turn in the heavy lane (Busy at once past their
     share) and a picture that is not a shipped example is keyed to their session. Typed errors."""
-    if image is None or (isinstance(image, str) and not image):
-        raise InputError("No image: upload one (PNG, JPEG, WebP, GIF, BMP or TIFF) or pick an example.")
-    model = (model or "").strip()
-    if shared:
-        check_allowed(model)
-    vit = load_vit(model)
+    model, vit = checked(image, model, shared)
     clip = text_model_of(vit)
     items = tuple(check_prompts(prompts, clip))
     digest = file_digest(image)
     key = (digest, model, str(resolution), items, visitor_scope(digest, visitor))
-    if (kept := RESULTS.get(key)) is not None:
-        return kept
-
-    def compute() -> TextRelevance:
-        with HEAVY.turn(visitor) if shared and visitor is not None and visitor.keys else nullcontext():
-            return _compute(model, image, resolution, items)
-
-    return RESULTS.get_or_run(key, compute)
+    return stored(RESULTS, key, lambda: _compute(model, image, resolution, items), visitor if shared else None)

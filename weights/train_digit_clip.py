@@ -1,0 +1,222 @@
+"""Train `digit_clip` on the shipped MNIST digits (seeded; ~20 minutes on 2 CPU cores).
+
+    python -m weights.train_digit_clip              # into retrained/
+    python -m weights.train_digit_clip --replace    # into weights/, replacing the shipped ones
+
+The image tower starts from mnist_vit's shipped weights (its classifier head dropped), the text tower and the
+projections from random. Each step sees a batch of canvases of one size (28 x 28 up to 84 x 84) holding 1 to
+3 digits of different classes (mnist_vit's jitter each) at random places (a cell of 28 px each, shifted by up
+to 6 px), and for each canvas its hard negative: the same canvas with one digit (the one a caption names)
+replaced by a digit of a class it lacks, in the same place. Two losses, over the ten digits' captions (a random
+template each, the text tower trained with them):
+- image to text: for each digit present, its caption against the captions of the digits absent (the other
+  digits present are left out, not pushed down): the image matches every caption naming a digit it holds;
+- caption to image: the named digit's caption prefers its canvas to the hard negative, and the new digit's
+  caption the hard negative: the score must come from that digit, in that place.
+Only the split's train digits are used; the held-out ones are the planted check's (bench/bench_digit_clip.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from attention import mnist
+from attention.config import WEIGHTS_DIR
+from attention.vit.models.mnist_vit import _augment, _digits
+from attention.vit.text import digit_clip as dc
+
+BACKGROUND = (0 - mnist.MEAN) / mnist.STD  # a blank pixel, normalised
+CELL = 28
+# (rows, cols) of 28 px cells per canvas size, and how often each is drawn: single digits keep the tower's
+# one-digit accuracy, the larger canvases teach it to tell digits apart by place
+SIZES = ((1, 1), (2, 2), (2, 3), (3, 2), (3, 3))
+SIZE_WEIGHTS = (0.3, 0.2, 0.4, 0.05, 0.05)
+SHIFT = 6  # px a digit moves off its cell's corner, each way
+
+
+def draw(x: torch.Tensor, y: torch.Tensor, cls: int, gen: torch.Generator, jitter: bool) -> torch.Tensor:
+    """One random digit of class `cls` from (x, y), (1, 28, 28), with mnist_vit's jitter if `jitter`."""
+    pool = (y == cls).nonzero()[:, 0]
+    digit = x[int(pool[int(torch.randint(len(pool), (1,), generator=gen))])]
+    return _augment(digit[None], gen)[0] if jitter else digit
+
+
+def canvases(x, y, n: int, gen: torch.Generator, cells=(2, 2), per=(2, 2), shift: int = 0, jitter: bool = False):
+    """n canvases (n, 1, 28 * rows, 28 * cols) from digits (x, y), each with k (per[0] to per[1]) digits of
+    different classes in random distinct cells, shifted by up to `shift` px (inside the canvas; overlaps keep the
+    brighter pixel). Returns (canvases, present (n, 10) bool, digits [(class, digit, top, left)] per canvas)."""
+    rows, cols = cells
+    H, W = CELL * rows, CELL * cols
+    out = torch.full((n, 1, H, W), BACKGROUND)
+    present = torch.zeros(n, 10, dtype=torch.bool)
+    placed = []
+    for i in range(n):
+        k = int(torch.randint(per[0], per[1] + 1, (1,), generator=gen))
+        where = torch.randperm(rows * cols, generator=gen)[:k].tolist()
+        classes = torch.randperm(10, generator=gen)[:k].tolist()
+        digits = []
+        for c, cls in zip(where, classes):
+            digit = draw(x, y, cls, gen, jitter)
+            r, q = divmod(c, cols)
+            dy, dx = (torch.randint(-shift, shift + 1, (2,), generator=gen).tolist()) if shift else (0, 0)
+            top, left = min(max(CELL * r + dy, 0), H - CELL), min(max(CELL * q + dx, 0), W - CELL)
+            paste(out[i], digit, top, left)
+            present[i, cls] = True
+            digits.append((cls, digit, top, left))
+        placed.append(digits)
+    return out, present, placed
+
+
+def paste(canvas: torch.Tensor, digit: torch.Tensor, top: int, left: int) -> None:
+    """Paste a (1, 28, 28) digit into a (1, H, W) canvas at (top, left), keeping the brighter pixel."""
+    view = canvas[:, top : top + CELL, left : left + CELL]
+    torch.maximum(view, digit, out=view)
+
+
+def hard_negatives(x, y, img, present, placed, gen, jitter: bool = True):
+    """For each canvas, one of its digits (the named one, its class `named`) replaced in the same place by a
+    digit of a class the canvas lacks (`other`): (negatives like img, their present, named (n,), other (n,))."""
+    neg, neg_present = img.clone(), present.clone()
+    named, other = torch.zeros(len(img), dtype=torch.long), torch.zeros(len(img), dtype=torch.long)
+    for i, digits in enumerate(placed):
+        cls, _, top, left = digits[int(torch.randint(len(digits), (1,), generator=gen))]
+        absent = (~present[i]).nonzero()[:, 0]
+        new = int(absent[int(torch.randint(len(absent), (1,), generator=gen))])
+        neg[i, :, top : top + CELL, left : left + CELL] = BACKGROUND  # the named digit out
+        for c2, d2, t2, l2 in digits:  # neighbours that overlapped its square back in
+            if c2 != cls:
+                paste(neg[i], d2, t2, l2)
+        paste(neg[i], draw(x, y, new, gen, jitter), top, left)
+        neg_present[i, cls], neg_present[i, new] = False, True
+        named[i], other[i] = cls, new
+    return neg, neg_present, named, other
+
+
+def batch(x, y, gen, size: tuple[int, int], n: int):
+    """One step's images (2n: n canvases of `size` cells, then their hard negatives), present (2n, 10), and the
+    named / other classes (n,) of each pair."""
+    per = (1, min(3, size[0] * size[1]))
+    img, present, placed = canvases(x, y, n, gen, size, per, SHIFT * (size != (1, 1)), jitter=True)
+    neg, neg_present, named, other = hard_negatives(x, y, img, present, placed, gen)
+    return torch.cat([img, neg]), torch.cat([present, neg_present]), named, other
+
+
+def loss_of(logits: torch.Tensor, present: torch.Tensor, named: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """logits (2n, 10) of canvases then their negatives: each present digit's caption against the absent ones',
+    plus each pair's two captions choosing their own canvas of the pair."""
+    n = len(named)
+    eye = torch.eye(10, dtype=torch.bool)
+    # (2n, 10 positives, 10): for positive d, the other present classes are left out
+    left_out = present[:, None, :] & ~eye[None]
+    z = logits[:, None, :].masked_fill(left_out, float("-inf"))
+    nll = -(z.log_softmax(-1).diagonal(dim1=1, dim2=2))  # (2n, 10)
+    i2t = nll[present].mean()
+    ar = torch.arange(n)
+    pos = torch.stack([logits[ar, named], logits[n + ar, named]], 1)  # named caption: canvas, negative
+    neg = torch.stack([logits[n + ar, other], logits[ar, other]], 1)  # new caption: negative, canvas
+    t2i = -(pos.log_softmax(-1)[:, 0].mean() + neg.log_softmax(-1)[:, 0].mean()) / 2
+    return i2t + t2i
+
+
+def train(
+    steps: int = 250, seed: int = 0, out: Path = Path("retrained"), device: str = "cpu", n: int = 8, init=None
+) -> dict:
+    """Train, save weights and config into `out`, return the held-out accuracies (single digits; the
+    top-2 captions of two-digit canvases). init: a digit_clip's weights to start from (.safetensors), else the
+    image tower from mnist_vit's and the rest from random."""
+    from safetensors.torch import load_file, save_file
+
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    x, y, tr, ho = _digits()
+    clip = dc.build()
+    if init is None:
+        own = load_file(WEIGHTS_DIR / "mnist_vit.safetensors")
+        clip.visual.trunk.load_state_dict({k: v for k, v in own.items() if not k.startswith("head.")})
+    else:
+        clip.load_state_dict(load_file(init))
+    clip = clip.to(device)
+    tok = clip.tokenizer
+    lr = 1e-3 if init is None else 5e-4  # from trained weights: a gentler fine-tune
+    opt = torch.optim.AdamW(clip.parameters(), lr=lr, weight_decay=0.05)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
+    xt, yt = x[tr], y[tr]
+    weights = torch.tensor(SIZE_WEIGHTS)
+    t0 = time.time()
+    for step in range(steps):
+        clip.train()
+        size = SIZES[int(torch.multinomial(weights, 1, generator=gen))]
+        img, present, named, other = batch(xt, yt, gen, size, n * 2 if size == (1, 1) else n)
+        templates = torch.randint(len(dc.TEMPLATES), (10,), generator=gen).tolist()
+        ids = tok([dc.caption(d, t) for d, t in enumerate(templates)]).to(device)
+        text = F.normalize(clip.encode_text(ids), dim=-1)
+        emb = F.normalize(clip.encode_image(img.to(device)), dim=-1)
+        loss = loss_of((clip.logit_scale.exp() * emb @ text.T).cpu(), present, named, other)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        with torch.no_grad():
+            clip.logit_scale.clamp_(0, np.log(100))
+        if step % 50 == 49 or step == steps - 1:
+            print(f"step {step + 1}/{steps} loss {loss.item():.3f} ({time.time() - t0:.0f}s)", flush=True)
+    clip = clip.cpu()
+    acc = evaluate(clip, x[ho], y[ho], seed)
+    out.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in clip.state_dict().items()}, out / f"{dc.ALIAS}.safetensors")
+    start = "mnist_vit" if init is None else f"{Path(init).name} (sha256 {_sha256(init)[:16]})"
+    train_meta = {"steps": steps, "seed": seed, "init": start, "device": device, "canvases_per_step": n}
+    meta = {**dc.CONFIG, "heldout": acc, "train": train_meta}
+    (out / f"{dc.ALIAS}.json").write_text(json.dumps(meta, indent=2) + "\n")
+    print(json.dumps(acc))
+    return acc
+
+
+def _sha256(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def evaluate(clip: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, seed: int = 0) -> dict:
+    """Held-out accuracy: single digits by their best caption; two-digit canvases (2 x 2 cells) by their two
+    best captions."""
+    clip.eval()
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        text = F.normalize(clip.encode_text(clip.tokenizer([dc.caption(d) for d in range(10)])), dim=-1)
+        single = (F.normalize(clip.encode_image(x), dim=-1) @ text.T).argmax(-1) == y
+        img, present, _ = canvases(x, y, 500, gen)
+        top2 = (F.normalize(clip.encode_image(img), dim=-1) @ text.T).topk(2, -1).indices
+        pair = present.gather(1, top2).all(-1)
+    return {
+        "single_digit_accuracy": round(single.float().mean().item(), 4),
+        "two_digit_canvas_accuracy": round(pair.float().mean().item(), 4),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m weights.train_digit_clip", description=__doc__.splitlines()[0])
+    parser.add_argument("--init", type=Path, help="start from these digit_clip weights (.safetensors)")
+    parser.add_argument("--steps", type=int, default=250, help="optimiser steps (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="seed (default %(default)s)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (default %(default)s)")
+    parser.add_argument("--out", type=Path, default=Path("retrained"), help="output folder (default retrained/)")
+    parser.add_argument("--device", default="cpu", help="torch device (default %(default)s)")
+    parser.add_argument("--replace", action="store_true", help="write into weights/, replacing the shipped weights")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    train(args.steps, args.seed, WEIGHTS_DIR if args.replace else args.out, args.device, init=args.init)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
