@@ -165,35 +165,25 @@ def extract(args) -> int:
 
 
 def video(args) -> int:
+    from functools import partial
+
     from tqdm.auto import tqdm
 
     from attention.vit.engine.video import attention_video, write_video
     from attention.vit.models.loader import load_vit
 
-    bars = []  # made at the first batch, so an error up front prints no bar
-
-    def report(frac: float, desc: str) -> None:
-        if not bars:
-            bars.append(tqdm(total=1.0, bar_format="{bar:30}| {desc}", file=sys.stderr))
-        bars[0].n = frac
-        bars[0].set_description_str(desc)
-
-    try:
-        run = attention_video(
-            load_vit(args.model),
-            args.input,
-            **_map_options(args, args.resize),
-            fps=args.fps,
-            seconds=args.seconds,
-            batch_size=args.batch_size,
-            max_frames=args.max_frames,
-            progress=report,
-        )
-        options = _pick(args, "view", "head", "alpha", "cmap", "side_by_side", "npz")
-        facts = write_video(run, args.out, **options, model_name=args.model)
-    finally:
-        for b in bars:
-            b.close()
+    run = attention_video(
+        load_vit(args.model),
+        args.input,
+        **_map_options(args, args.resize),
+        fps=args.fps,
+        seconds=args.seconds,
+        batch_size=args.batch_size,
+        max_frames=args.max_frames,
+        bar=partial(tqdm, file=sys.stderr),  # the engine's bar, one tick per frame
+    )
+    options = _pick(args, "view", "head", "alpha", "cmap", "side_by_side", "npz")
+    facts = write_video(run, args.out, **options, model_name=args.model)
     o = facts["output"]
     extra = f" and {args.npz}" if args.npz else ""
     print(f"{args.input}: {o['frames']} frames, {o['width']}x{o['height']} px at {o['fps']:g} fps -> {args.out}{extra}")

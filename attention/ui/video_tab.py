@@ -113,7 +113,7 @@ def build(startup: Startup | None = None) -> None:
 
     handler = video_api.attention_video_fn(startup.model)
 
-    def make(v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, sure, width=0, progress=gr.Progress()):
+    def make(v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, sure, width=0, progress=gr.Progress(track_tqdm=True)):
         est = video_api.estimate_of(v, m, lay, res, f, sec, sbs)
         if est is not None and est.needs_confirmation and not sure:
             warning(f"This video would take {est.text().split('about ')[-1]}: tick 'Run it anyway' to make it.")

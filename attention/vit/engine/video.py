@@ -21,9 +21,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import partial
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from attention import videos
 from attention.config import SETTINGS
@@ -51,7 +53,6 @@ from attention.vit.engine.video_frames import (  # noqa: F401  (VIDEO_VIEWS, STA
     check_video_view,
 )
 
-Progress = Callable[[float, str], None]  # (fraction 0..1, description)
 BATCH = 8  # frames per forward
 
 
@@ -75,7 +76,7 @@ class VideoRun:
     batch_size: int = BATCH
     max_frames: int = SETTINGS.video_max_frames
     max_gflop: float | None = None  # enforced while running too: a stream can hold more than its headers say
-    progress: Progress | None = None
+    bar: Callable[..., tqdm] | None = None  # the progress: a tqdm class (None: tqdm's, shown on a terminal only)
     seconds_forward: float = 0.0  # measured during the last iteration: forwards only
     prep: Preprocess | None = None  # the frames' preprocessing (built once, by `attention_video`)
     ramp: bool = False  # batches of 1, 2, 4, ... up to `batch_size`: the first frame's progress comes at once
@@ -90,6 +91,7 @@ class VideoRun:
         done = forwards = 0
         per_frame = self.gflop / max(1, self.forwards)
         size = 1 if self.ramp else self.batch_size  # the batch now
+        bar = (self.bar or partial(tqdm, disable=None))(total=self.frames, unit="frame", desc="frames")
 
         def flush() -> Iterator[VideoFrameMaps]:
             nonlocal done, forwards
@@ -113,8 +115,7 @@ class VideoRun:
                 j = uniq[fr.source_index]
                 yield VideoFrameMaps(fr.index, fr.time, fr.source_index, maps[j], items[j].shown, self.threshold)
                 done += 1
-                if self.progress is not None:  # each frame, as it is drawn
-                    self.progress(min(1.0, done / max(1, self.frames)), f"Frame {done} of about {self.frames}")
+                bar.update(1)  # each frame, as it is drawn
             pending.clear()
             if self.between is not None:
                 self.between()
@@ -129,6 +130,7 @@ class VideoRun:
                 size = min(self.batch_size, 2 * size)
         if pending:
             yield from flush()
+        bar.close()
 
     def facts(self) -> dict:
         """JSON-ready facts of the run: the source, the plan, the model's grid and the estimate."""
@@ -159,7 +161,7 @@ def attention_video(
     batch_size: int = BATCH,
     max_frames: int = SETTINGS.video_max_frames,
     max_gflop: float | None = None,
-    progress: Progress | None = None,
+    bar: Callable[..., tqdm] | None = None,
 ) -> VideoRun:
     """Check and price an attention video of `video` (a path) through `model`; iterate the result
     for each output frame's maps (`VideoFrameMaps`), computed `batch_size` source frames per forward.
@@ -170,7 +172,8 @@ def attention_video(
     Raises at once, before any forward: VideoError (not a video, no frames, corrupt), BudgetError
     when the frames are more than `max_frames` or their estimated compute is over `max_gflop`
     (the message names the longest length, the lowest rate and the largest resolution that fit),
-    InputError for bad layer, query, threshold or batch size.
+    InputError for bad layer, query, threshold or batch size. bar: the progress, a tqdm class made with
+    (total=frames, unit, desc) and advanced once per frame as it is computed (None: tqdm's, on a terminal only).
     """
     info = videos.probe(video)
     rate = videos.check_fps(fps, info)
@@ -228,7 +231,7 @@ def attention_video(
         )
     return VideoRun(
         model, os.fspath(video), info, rate, seconds, frames, forwards, res, grid, gflop, layer, query, threshold,
-        batch_size, max_frames, max_gflop, progress, prep=prep,
+        batch_size, max_frames, max_gflop, bar, prep=prep,
     )  # fmt: skip
 
 
