@@ -59,7 +59,7 @@ def show_retrain(model_name, epochs, seed, state, progress=gr.Progress()):
         on_step=lambda step, total: progress((step, total), desc=f"training {model_name}"),
     )
     for msg, losses, new_state in steps:
-        plot = gr.skip() if losses is None else trained_panels.lossplot(losses)
+        plot = gr.skip() if losses is None else trained_panels.loss_plot(losses)
         yield msg, plot, gr.skip() if new_state is None else new_state
 
 
