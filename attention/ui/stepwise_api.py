@@ -6,13 +6,25 @@ from __future__ import annotations
 
 import gradio as gr
 
-from attention.ui.components import image_path, number, queue_share, user_errors
+from attention.ui.api_docs import with_models
+from attention.ui.components import image_path, queue_share, user_errors
+from attention.ui.endpoint import endpoint
 from attention.ui.stepwise_panel import export_view
 from attention.ui.vit_api import pass_for
 from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import views as vit_views
+from attention.vit.engine import query as vit_query
 from attention.vit.engine import stepwise
 from attention.vit.serve import inputs as vit_inputs
+
+
+def _knobs(k, temperature) -> dict:
+    """The step by step's k and temperature as sent, an empty one (None, NaN, blank) its default
+    (`stepwise.K`, `stepwise.TEMPERATURE`); the engine checks their ranges."""
+    return {
+        "k": stepwise.K if vit_query.is_empty(k) else k,
+        "temperature": stepwise.TEMPERATURE if vit_query.is_empty(temperature) else temperature,
+    }
 
 
 def explain_row_fn(model_default: str):
@@ -24,8 +36,8 @@ def explain_row_fn(model_default: str):
         head=0,
         query_row=None,
         query_col=None,
-        k=16,
-        temperature=1.0,
+        k=stepwise.K,
+        temperature=stepwise.TEMPERATURE,
         key_row=None,
         key_col=None,
         resolution="auto",
@@ -39,7 +51,7 @@ def explain_row_fn(model_default: str):
 
         Args:
             image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF).
-            model: a model alias (dino_vits16, dinov2_vits14_reg, dinov3_vits16, mnist_vit, ...).
+            model: {models}.
             layer: the layer: 0 = first, -1 = last.
             head: the head, from 0.
             query_row: the query patch's row; both empty = the model's own token (CLS).
@@ -51,20 +63,12 @@ def explain_row_fn(model_default: str):
             resolution: 'auto', 'native', 'dino480' or px.
         """
         key = vit_inputs.parse_query(key_row, key_col)
-        hd = vit_inputs.parse_index(head or 0, "Head")
+        hd = vit_inputs.parse_head(head)
         p, q, lay = pass_for(image, model, resolution, query_row, query_col, layer)
-        s = stepwise.explain_row(
-            p,
-            query=q,
-            layer=lay,
-            head=hd,
-            k=16 if k is None else k,
-            key=key,
-            temperature=1.0 if temperature is None else temperature,
-        )
+        s = stepwise.explain_row(p, query=q, layer=lay, head=hd, key=key, **_knobs(k, temperature))
         return {"model": p.model, **s.to_json()}
 
-    return explain_row
+    return with_models(explain_row)
 
 
 def export_view_fn(model_default: str, defaults: dict):
@@ -77,8 +81,8 @@ def export_view_fn(model_default: str, defaults: dict):
         query_row=None,
         query_col=None,
         view=defaults["view"],
-        k=16,
-        temperature=1.0,
+        k=stepwise.K,
+        temperature=stepwise.TEMPERATURE,
         resolution="auto",
     ):
         """The view as one self-contained HTML file: the large map, every head's tile and the step by step of
@@ -86,7 +90,7 @@ def export_view_fn(model_default: str, defaults: dict):
 
         Args:
             image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF).
-            model: a model alias (dino_vits16, dinov2_vits14_reg, dinov3_vits16, mnist_vit, ...).
+            model: {models}.
             layer: the layer: 0 = first, -1 = last.
             head: the head, from 0.
             query_row: the query patch's row; both empty = the model's own token (CLS).
@@ -96,7 +100,7 @@ def export_view_fn(model_default: str, defaults: dict):
             temperature: the step by step's softmax temperature, 0.05 to 20.
             resolution: 'auto', 'native', 'dino480' or px.
         """
-        hd = vit_inputs.parse_index(head or 0, "Head")
+        hd = vit_inputs.parse_head(head)
         p, q, lay = pass_for(image, model, resolution, query_row, query_col, layer)
         v = vit_frames.ViewSpec(
             query=q,
@@ -106,36 +110,25 @@ def export_view_fn(model_default: str, defaults: dict):
             alpha=defaults["alpha"],
             cmap=defaults["cmap"],
         )
-        return str(export_view(p, v, hd, 16 if k is None else k, 1.0 if temperature is None else temperature))
+        return str(export_view(p, v, hd, **_knobs(k, temperature)))
 
-    return export_view_api
+    return with_models(export_view_api)
 
 
 def build(model_default: str, defaults: dict) -> None:
     """Register /explain_row (JSON) and /export_view (an HTML file)."""
     with gr.Row(visible=False):
-        img = image_path(type="filepath", image_mode=None, label="image")
-        mdl = gr.Textbox(model_default, label="model")
-        lay, hd = number(-1, label="layer"), number(0, label="head")
-        qr, qc = number(None, label="query_row"), number(None, label="query_col")
-        k, temp = number(16, label="k"), number(1.0, label="temperature")
-        kr, kc = number(None, label="key_row"), number(None, label="key_col")
-        res, view = gr.Textbox("auto", label="resolution"), gr.Textbox(defaults["view"], label="view")
-        out, page = gr.JSON(label="steps"), gr.File(label="page")
-        b1, b2 = gr.Button("explain_row"), gr.Button("export_view")
-    b1.click(
-        explain_row_fn(model_default),
-        [img, mdl, lay, hd, qr, qc, k, temp, kr, kc, res],
-        out,
-        api_name="explain_row",
-        api_visibility="public",
-        validator=queue_share(),
-    )
-    b2.click(
-        export_view_fn(model_default, defaults),
-        [img, mdl, lay, hd, qr, qc, view, k, temp, res],
-        page,
-        api_name="export_view",
-        api_visibility="public",
-        validator=queue_share(),
-    )
+        endpoint(
+            explain_row_fn(model_default),
+            "explain_row",
+            image_path(type="filepath", image_mode=None, label="image"),
+            [gr.JSON(label="steps")],
+            validator=queue_share(),
+        )
+        endpoint(
+            export_view_fn(model_default, defaults),
+            "export_view",
+            image_path(type="filepath", image_mode=None, label="image"),
+            [gr.File(label="page")],
+            validator=queue_share(),
+        )

@@ -81,14 +81,14 @@ class StepwisePanel:
                     self.temperature = slider(
                         0.05,
                         5.0,
-                        value=1.0,
+                        value=stepwise.TEMPERATURE,
                         step=0.05,
                         label="Softmax temperature",
                         info="1 = the model; lower sharpens, higher flattens",
                         elem_id="vit-steps-temperature",
                     )
                     self.k = slider(
-                        1, stepwise.MAX_K, value=16, step=1, label="Top patches kept", elem_id="vit-steps-k"
+                        1, stepwise.MAX_K, value=stepwise.K, step=1, label="Top patches kept", elem_id="vit-steps-k"
                     )
                     self.calc_btn = gr.Button("Open in the calculator", size="sm", elem_id="vit-steps-calc")
                     self.export_btn = gr.Button(
@@ -161,7 +161,9 @@ class StepwisePanel:
         self.main = m
 
 
-def export_view(p, v: vit_frames.ViewSpec, head: int, k: int = 16, temperature: float = 1.0, key=None) -> Path:
+def export_view(
+    p, v: vit_frames.ViewSpec, head: int, k: int = stepwise.K, temperature: float = stepwise.TEMPERATURE, key=None
+) -> Path:
     """One self-contained HTML file of view `v` of pass `p` (the large map, the tiles as the tab shows them)
     and head `head`'s step by step (left out, with a note, for a query that has none: the pooling head's)."""
     f = vit_frames.tab_frame(p, v, head=head)

@@ -15,7 +15,8 @@ from attention.errors import InputError
 from attention.serving.admission import HEAVY
 from attention.ui.admit import HEAVY_QUEUE, heavy_share, who
 from attention.ui.api_docs import with_models
-from attention.ui.components import number, user_errors
+from attention.ui.components import user_errors
+from attention.ui.endpoint import endpoint
 from attention.validate import THRESHOLD, check_threshold
 from attention.vit.engine import query as vit_query
 from attention.vit.engine.video import STACKED, VIDEO_VIEWS, check_video_view
@@ -35,6 +36,17 @@ def _optional(value, name: str) -> float | None:
         raise InputError(f"{name} {value!r} is not a number; accepted: a positive number, or empty.") from None
 
 
+def _clip(layer, resolution, fps, seconds) -> dict:
+    """The request's layer, resolution, frame rate and length, read one way for the estimate and the run (so
+    the estimate refuses what the run would, and prices the same frames)."""
+    return {
+        "layer": vit_inputs.parse_layer(layer),
+        "resolution": resolution or "auto",
+        "fps": _optional(fps, "Frame rate"),
+        "seconds": _optional(seconds, "Length"),
+    }
+
+
 def estimate_of(video, model, layer, resolution, fps, seconds, side_by_side):
     """The cost of the video the Video tab would make (`video_estimate.Estimate`; None: no video), with
     every refusal the run itself would give (over the frame cap or the budget, not a video, ...)."""
@@ -49,10 +61,7 @@ def estimate_of(video, model, layer, resolution, fps, seconds, side_by_side):
         vit,
         video,
         side_by_side=bool(side_by_side),
-        layer=vit_inputs.parse_index(-1 if vit_query.is_empty(layer) else layer, "Layer"),
-        resolution=resolution or "auto",
-        fps=_optional(fps, "Frame rate"),
-        seconds=_optional(seconds, "Length"),
+        **_clip(layer, resolution, fps, seconds),
         max_frames=SETTINGS.video_max_frames,
         max_gflop=SETTINGS.video_budget_gflop(str(next(vit.parameters()).device)),
     )
@@ -107,17 +116,14 @@ def attention_video_fn(model_default: str):
                 video,
                 model,
                 view=check_video_view(view),
-                head=vit_inputs.parse_index(0 if vit_query.is_empty(head) else head, "Head"),
+                head=vit_inputs.parse_head(head),
                 side_by_side=STACKED if side_by_side == STACKED else bool(side_by_side),
                 npz=bool(npz),
                 progress=report,
-                layer=vit_inputs.parse_index(-1 if vit_query.is_empty(layer) else layer, "Layer"),
                 query=vit_inputs.parse_query(query_row, query_col),
-                resolution=resolution or "auto",
                 threshold=check_threshold(THRESHOLD if vit_query.is_empty(threshold) else threshold),
-                fps=_optional(fps, "Frame rate"),
-                seconds=_optional(seconds, "Length"),
                 visitor=visitor,
+                **_clip(layer, resolution, fps, seconds),
             )
 
     return with_models(attention_video)
@@ -126,28 +132,11 @@ def attention_video_fn(model_default: str):
 def build(model_default: str) -> None:
     """Register /attention_video (hidden inputs, so every parameter after `video` has a default)."""
     with gr.Row(visible=False):
-        v_in = gr.File(type="filepath", label="video")
-        v_model = gr.Textbox(model_default, label="model")
-        v_layer = number(-1, label="layer")
-        v_head = number(0, label="head")
-        v_view = gr.Textbox("mean", label="view", info=", ".join(VIDEO_VIEWS))
-        v_thr = number(0.6, label="threshold")
-        v_res = gr.Textbox("auto", label="resolution")
-        v_fps = number(None, label="fps")
-        v_sec = number(None, label="seconds")
-        v_sbs = gr.Checkbox(False, label="side_by_side")
-        v_npz = gr.Checkbox(False, label="npz")
-        v_qr = number(None, label="query_row")
-        v_qc = number(None, label="query_col")
-        v_out = gr.Video(label="video", format=None)
-        v_file = gr.File(label="maps")
-        v_info = gr.JSON(label="info")
-        v_btn = gr.Button("attention_video")
-    v_btn.click(
-        attention_video_fn(model_default),
-        [v_in, v_model, v_layer, v_head, v_view, v_thr, v_res, v_fps, v_sec, v_sbs, v_npz, v_qr, v_qc],
-        [v_out, v_file, v_info],
-        api_name="attention_video",
-        api_visibility="public",
-        **CONCURRENCY,
-    )
+        endpoint(
+            attention_video_fn(model_default),
+            "attention_video",
+            gr.File(type="filepath", label="video"),
+            [gr.Video(label="video", format=None), gr.File(label="maps"), gr.JSON(label="info")],
+            options={"view": {"info": ", ".join(VIDEO_VIEWS)}},
+            **CONCURRENCY,
+        )

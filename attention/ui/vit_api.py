@@ -11,7 +11,8 @@ import gradio as gr
 
 from attention.ui.admit import who
 from attention.ui.api_docs import with_models
-from attention.ui.components import answer_outputs, image_path, number, queue_share, user_errors
+from attention.ui.components import answer_outputs, image_path, queue_share, user_errors
+from attention.ui.endpoint import endpoint
 from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import outputs as vit_outputs
 from attention.vit.draw import views as vit_views
@@ -28,7 +29,7 @@ def pass_for(
     for the visitor of the event, `who()`; the query, None = the model's own token; the layer index, None =
     the last). one_query: the forward records that query's rows only (one request, one query); qk: q and k kept."""
     query = vit_inputs.parse_query(query_row, query_col)
-    layer = vit_inputs.parse_index(-1 if layer is None else layer, "Layer")
+    layer = vit_inputs.parse_layer(layer)
     p = vit_passes.served_pass(image, model, resolution, who(), query=query if one_query else None, keep_qk=qk)
     return p, query, layer
 
@@ -125,47 +126,23 @@ def feature_maps_fn(model_default: str, defaults: dict):
 
 
 def build(model_default: str, defaults: dict) -> None:
-    """Register /attention_maps (hidden inputs, so every parameter after `image` has a default)."""
+    """Register /attention_maps and /feature_maps (hidden inputs, so every parameter after `image` has a default)."""
     with gr.Row(visible=False):
-        a_img = image_path(type="filepath", image_mode=None, label="image")
-        a_model = gr.Textbox(model_default, label="model")
-        a_layer = number(-1, label="layer")
-        a_res = gr.Textbox(defaults["resolution"], label="resolution")
-        a_view = gr.Textbox(defaults["view"], label="view")
-        a_thr = number(defaults["threshold"], label="threshold")
-        a_qr = number(None, label="query_row")
-        a_qc = number(None, label="query_col")
-        a_fu = gr.Textbox("mean", label="head_fusion")
-        a_dr = number(0.0, label="discard_ratio")
-        a_du = gr.Textbox("row", label="discard")
-        a_out = answer_outputs("overlays")
-        a_btn = gr.Button("attention_maps")
-    a_btn.click(
-        attention_maps_fn(model_default, defaults),
-        [a_img, a_model, a_layer, a_res, a_view, a_thr, a_qr, a_qc, a_fu, a_dr, a_du],
-        a_out,
-        api_name="attention_maps",
-        api_visibility="public",
-        validator=queue_share(),
-    )
-    with gr.Row(visible=False):
-        f_img = image_path(type="filepath", image_mode=None, label="image")
-        f_model = gr.Textbox(model_default, label="model")
-        f_layer = number(-1, label="layer")
-        f_res = gr.Textbox(defaults["resolution"], label="resolution")
-        f_qr = number(None, label="query_row")
-        f_qc = number(None, label="query_col")
-        f_bg = number(0.0, label="pca_background")
-        f_style = gr.Textbox("minmax", label="pca")
-        f_pic = gr.Image(format="png", type="filepath", label="picture")
-        f_file = gr.File(label="features")
-        f_info = gr.JSON(label="info")
-        f_btn = gr.Button("feature_maps")
-    f_btn.click(
-        feature_maps_fn(model_default, defaults),
-        [f_img, f_model, f_layer, f_res, f_qr, f_qc, f_bg, f_style],
-        [f_pic, f_file, f_info],
-        api_name="feature_maps",
-        api_visibility="public",
-        validator=queue_share(),
-    )
+        endpoint(
+            attention_maps_fn(model_default, defaults),
+            "attention_maps",
+            image_path(type="filepath", image_mode=None, label="image"),
+            answer_outputs("overlays"),
+            validator=queue_share(),
+        )
+        endpoint(
+            feature_maps_fn(model_default, defaults),
+            "feature_maps",
+            image_path(type="filepath", image_mode=None, label="image"),
+            [
+                gr.Image(format="png", type="filepath", label="picture"),
+                gr.File(label="features"),
+                gr.JSON(label="info"),
+            ],
+            validator=queue_share(),
+        )

@@ -56,7 +56,7 @@ def fit(p, st, lay, hd, qr, qc):
     """The visitor's layer, head and query fitted to pass `p`: a new model starts at its last
     layer, a new grid at CLS; otherwise (no state yet, as after an example) values are kept when
     they fit, so the first change after an example is not thrown away."""
-    lay, hd = vit_inputs.parse_index(lay, "Layer"), vit_inputs.parse_index(hd or 0, "Head")
+    lay, hd = vit_inputs.parse_layer(lay), vit_inputs.parse_head(hd)
     if st is not None and p.key[1] != st.key[1]:
         lay = p.num_layers - 1
     if st is not None and p.base.grid != st.grid:

@@ -203,7 +203,7 @@ class ViTHandlers:
         res, vw = link.resolution or d["resolution"], link.view or d["view"]
         qr, qc = link.query if isinstance(link.query, tuple) else (None, None)
         p = vit_pass(img, mdl, res, progress)
-        lay, hd, qr, qc = fit(p, None, -1 if link.layer is None else link.layer, link.head or 0, qr, qc)
+        lay, hd, qr, qc = fit(p, None, link.layer, link.head, qr, qc)
         thr, al, cm = (d[k] if v is None else v for k, v in zip(STYLE, (link.threshold, link.alpha, link.cmap)))
         ro = tuple(ROLLOUT[i] if v is None else v for i, v in enumerate((link.fusion, link.discard, link.rule)))
         fv = vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, ro)
@@ -237,8 +237,8 @@ class ViTHandlers:
             example=permalink.example_name(img),
             model=(mdl or "").strip() or None,
             resolution=str(res),
-            layer=vit_inputs.parse_index(lay, "Layer"),
-            head=vit_inputs.parse_index(hd or 0, "Head"),
+            layer=vit_inputs.parse_layer(lay),
+            head=vit_inputs.parse_head(hd),
             view=vit_views.check_view(vw),
             query=q,
             cls=None if cls is None else int(cls),

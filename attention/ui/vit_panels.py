@@ -82,8 +82,8 @@ class ComparePanel:
         try:
             c = self.vit_pass(img, cmp, res, progress, state=st)  # the upload's digest from the main view's state
             q = vit_passes.map_query(vit_inputs.parse_query(qr, qc), st.grid, c.base.grid)
-            lay_c = vit_passes.map_layer(vit_inputs.parse_index(lay, "Layer"), st.num_layers, c.num_layers)
-            hd_c = min(vit_inputs.parse_index(hd or 0, "Head"), c.num_heads - 1)
+            lay_c = vit_passes.map_layer(vit_inputs.parse_layer(lay), st.num_layers, c.num_layers)
+            hd_c = min(vit_inputs.parse_head(hd), c.num_heads - 1)
             v = vit_frames.ViewSpec(query=q, layer=lay_c, view=vw, threshold=thr, alpha=al, cmap=cm)
             f = vit_frames.tab_frame(c, v, head=hd_c)
         except AttentionError as e:

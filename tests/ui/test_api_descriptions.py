@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from attention.errors import InputError
-from attention.ui import relevance_panel, video_api, vit_api
+from attention.ui import relevance_panel, stepwise_api, video_api, vit_api
 from attention.vit.models import loader as models
 from tests.conftest import DIGIT
 
@@ -23,6 +23,8 @@ def handlers() -> dict:
         "attention_maps": vit_api.attention_maps_fn("dino_vits16", DEFAULTS),
         "feature_maps": vit_api.feature_maps_fn("dino_vits16", DEFAULTS),
         "attention_video": video_api.attention_video_fn("dino_vits16"),
+        "explain_row": stepwise_api.explain_row_fn("dino_vits16"),
+        "export_view": stepwise_api.export_view_fn("dino_vits16", DEFAULTS),
     }
 
 

@@ -35,6 +35,16 @@ def test_explain_row_answers_the_packages_numbers_as_json(client):
     assert got["top_share"] == pytest.approx(want.top_share) and got["entropy_bits"] == pytest.approx(want.entropy)
 
 
+def test_empty_k_temperature_and_head_are_the_defaults_of_the_tab(client):
+    """null k, temperature and head (an API client's empty fields): the tab's defaults, 16 patches, T = 1, head 0."""
+    got = client.predict(
+        handle_file(DIGIT), model="mnist_vit", head=None, k=None, temperature=None, api_name="/explain_row"
+    )
+    want = stepwise.explain_row(passes.get_pass(DIGIT, "mnist_vit", "auto"), head=0, k=16, temperature=1.0)
+    assert got["head"] == 0 and got["temperature"] == 1.0 and got["keys"] == list(want.names)
+    np.testing.assert_allclose(got["map"], want.map, atol=1e-7)
+
+
 @pytest.mark.parametrize(
     "kw, says",
     [({"k": 0}, "from 1 to 64"), ({"temperature": -1}, "temperature"), ({"head": 9}, "0 to 3")],

@@ -38,6 +38,15 @@ def test_attention_video_answers_the_mp4_the_npz_and_the_facts(client):
     assert info["model"] == "mnist_vit" and info["source"]["fps"] == 10.0 and info["view"] == "fig3"
 
 
+def test_the_tabs_estimate_reads_the_request_as_the_run_does(client):
+    """The Video tab's estimate (`estimate_of`) prices the frames the run makes, empty fields read alike."""
+    from attention.ui.video_api import estimate_of
+
+    est = estimate_of(DIGITS_CLIP, "mnist_vit", None, "native", float("nan"), 1.5, False)
+    video, maps, info = call(client, layer=None, fps=None, seconds=1.5)
+    assert est.frames == info["output"]["frames"] == 15 and list(est.grid) == list(info["grid"])
+
+
 def test_no_npz_unless_asked(client):
     video, maps, info = call(client, seconds=1)
     assert maps is None and info["output"]["frames"] == 10

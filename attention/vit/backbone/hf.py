@@ -27,7 +27,6 @@ from attention.vit.backbone.spec import (
     IMAGENET_STD,
     Backbone,
     check_square,
-    mlp_width,
     served_rules,
 )
 
@@ -130,7 +129,6 @@ def describe(model: torch.nn.Module) -> Backbone:
         input_size=(size, size),
         **served_rules(outer),
         pool=pool,
-        mlp_width=mlp_width(getattr(layers[0], "mlp", None), width),
         classifier=bool(head_of),
         extra={"readout": "token"},
     )

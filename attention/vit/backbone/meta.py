@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from attention.errors import UnsupportedModelError
-from attention.vit.backbone.spec import IMAGENET_MEAN, IMAGENET_STD, Backbone, check_square, mlp_width, served_rules
+from attention.vit.backbone.spec import IMAGENET_MEAN, IMAGENET_STD, Backbone, check_square, served_rules
 
 
 def flat_blocks(blocks) -> list[torch.nn.Module]:
@@ -94,5 +94,4 @@ def describe(model: torch.nn.Module) -> Backbone:
         std=IMAGENET_STD,
         input_size=img,  # type: ignore[arg-type]
         **served_rules(model, crop=crop, resize="bilinear", auto_resolution=auto),
-        mlp_width=mlp_width(getattr(blocks[0], "mlp", None), width),
     )

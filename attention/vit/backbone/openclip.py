@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from attention.errors import UnsupportedModelError
-from attention.vit.backbone.spec import CLIP_MEAN, CLIP_STD, Backbone, check_square, mlp_width, served_rules
+from attention.vit.backbone.spec import CLIP_MEAN, CLIP_STD, Backbone, check_square, served_rules
 
 
 def _size(v) -> tuple[int, int]:
@@ -69,7 +69,6 @@ def describe(model: torch.nn.Module) -> Backbone:
         input_size=size,
         fixed=size,
         **served_rules(model),
-        mlp_width=mlp_width(getattr(blocks[0], "mlp", None), width),
     )
 
 

@@ -20,6 +20,7 @@ open_clip), q and k recomputed exactly from its input and `in_proj` weights.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -62,9 +63,14 @@ class Backbone:
     resize: str = "bicubic"  # the resize filter (`images.RESIZES`): the family's own (bilinear for DINO's script)
     auto_resolution: int | None = None  # what resolution "auto" means; None: input_size's
     pool: bool = False  # pools by attention: the query "pool" is layer L's one query
-    mlp_width: int = 0  # a plain two-layer MLP's width with the same multiply-adds (cost); 0: 4D
     classifier: bool = False  # run(x, head=True) returns class logits (B, C) read from the class token
     extra: dict = field(default_factory=dict, repr=False)
+
+    @functools.cached_property
+    def mlp_width(self) -> int:
+        """A plain two-layer MLP's width with the multiply-adds of the first block's `mlp` (`cost`;
+        `plain_mlp_width`); 4D when it has none."""
+        return plain_mlp_width(getattr(self.blocks[0], "mlp", None), self.width)
 
     @property
     def depth(self) -> int:
@@ -107,7 +113,7 @@ def check_square(name: str, patch) -> tuple[int, int]:
     return ph, pw
 
 
-def mlp_width(mlp: torch.nn.Module | None, width: int) -> int:
+def plain_mlp_width(mlp: torch.nn.Module | None, width: int) -> int:
     """A plain two-layer MLP's width with the multiply-adds of `mlp`'s Linear layers (`cost`): their
     weights / 2D (a SwiGLU's three: 1.5x its hidden width); 4D when it has none."""
     lin = [] if mlp is None else [m for m in mlp.modules() if isinstance(m, torch.nn.Linear)]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from attention.errors import UnsupportedModelError
-from attention.vit.backbone.spec import IMAGENET_MEAN, IMAGENET_STD, Backbone, check_square, mlp_width, served_rules
+from attention.vit.backbone.spec import IMAGENET_MEAN, IMAGENET_STD, Backbone, check_square, served_rules
 
 # Blocks the engine refuses by class name, and why.
 REFUSED_BLOCKS = {
@@ -128,7 +128,6 @@ def describe(model: torch.nn.Module) -> Backbone:
         fixed=fixed,  # type: ignore[arg-type]
         **served_rules(model),
         pool=has_pool,
-        mlp_width=mlp_width(getattr(blocks[0], "mlp", None), width),
         classifier=int(getattr(model, "num_classes", 0) or 0) > 0,
         extra={"readout": getattr(model, "global_pool", "token")},
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from attention.errors import UnsupportedModelError
-from attention.vit.backbone.spec import IMAGENET_MEAN, IMAGENET_STD, Backbone, check_square, mlp_width, served_rules
+from attention.vit.backbone.spec import IMAGENET_MEAN, IMAGENET_STD, Backbone, check_square, served_rules
 
 
 def describe(model: torch.nn.Module) -> Backbone:
@@ -42,7 +42,6 @@ def describe(model: torch.nn.Module) -> Backbone:
         input_size=size,
         fixed=size,
         **served_rules(model, resize="bilinear"),
-        mlp_width=mlp_width(getattr(blocks[0], "mlp", None), width),
         classifier=True,
         extra={"readout": "token"},
     )

@@ -31,6 +31,7 @@ from attention.vit.engine.query import Query, parse, token_name
 from attention.vit.engine.query import to_json as query_json
 
 MAX_K = 64  # top patches a step-by-step keeps (the calculator takes at most 64 rows)
+K, TEMPERATURE = 16, 1.0  # the step by step's defaults everywhere (tab, API, export): top patches kept, softmax T
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.05, 20.0
 
 
@@ -158,9 +159,9 @@ def explain_row(
     query: Query | None = None,
     layer: int = -1,
     head: int = 0,
-    k: int = 16,
+    k: int = K,
     key: Query | None = None,
-    temperature: float = 1.0,
+    temperature: float = TEMPERATURE,
 ) -> RowSteps:
     """Head `head`'s row of `query` at `layer`, step by step, from pass `p` (a `passes.Pass` or
     `AttentionMaps` extracted with keep_qk=True): no new forward.

@@ -3,6 +3,7 @@ identity (a content digest, and whether it is one of the shipped examples).
 
     parse_query(2, 3) == (2, 3); parse_query(None, None) is None     # None: the model's own token
     parse_index("-1", "Layer") == -1
+    parse_layer(None) == -1; parse_head("") == 0                      # empty: the last layer, the first head
     file_digest("cat.jpg") in example_digests()                       # a shipped example?
 """
 
@@ -18,7 +19,7 @@ import numpy as np
 from attention.config import EXAMPLES_DIR
 from attention.errors import InputError, as_whole
 from attention.images import ImageSource
-from attention.vit.engine.query import Query, from_fields
+from attention.vit.engine.query import Query, from_fields, is_empty
 
 
 def parse_query(row: float | int | None, col: float | int | None, token: str | None = None) -> Query | None:
@@ -36,6 +37,16 @@ def parse_index(value: float | int | str, what: str = "Layer") -> int:
     if v is None:
         raise InputError(f"{what} {value!r} is not a whole number; accepted: 0, 1, 2, ... or -1 for the last.")
     return v
+
+
+def parse_layer(value: float | int | str | None) -> int:
+    """A layer index (`parse_index`); empty (None, NaN, blank: `query.is_empty`) means the last, -1."""
+    return -1 if is_empty(value) else parse_index(value, "Layer")  # type: ignore[arg-type]
+
+
+def parse_head(value: float | int | str | None) -> int:
+    """A head index (`parse_index`); empty (None, NaN, blank: `query.is_empty`) means the first, 0."""
+    return 0 if is_empty(value) else parse_index(value, "Head")  # type: ignore[arg-type]
 
 
 def file_digest(src: ImageSource) -> str:

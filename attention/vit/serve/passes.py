@@ -170,31 +170,12 @@ recomputed when its visitor next needs it."""
 
 
 def served_pass(
-    image: ImageSource | None,
-    model: str,
-    resolution: int | str | None,
-    visitor: str | Visitor | None,
-    *,
-    query: Query | None = None,
-    keep_qk: bool = True,
-    progress: Progress | None = None,
-    digest: str | None = None,
+    image: ImageSource | None, model: str, resolution: int | str | None, visitor: str | Visitor | None, **options
 ) -> Pass:
     """`get_pass` as the server answers a visitor: from the server's store (`PASSES`), within the model
     allow-list, the compute budget and the visitor's turn and share (`shared=True`, `visitor`).
-    digest: the image's digest when known (`known_digest`)."""
-    return get_pass(
-        image,
-        model,
-        resolution,
-        progress=progress,
-        query=query,
-        keep_qk=keep_qk,
-        cache=PASSES,
-        shared=True,
-        visitor=visitor,
-        digest=digest,
-    )
+    options: `get_pass`'s own (query, keep_qk, progress, digest), passed on as they are."""
+    return get_pass(image, model, resolution, cache=PASSES, shared=True, visitor=visitor, **options)
 
 
 def map_query(query: Query | None, src: tuple[int, int], dst: tuple[int, int]) -> Query | None:

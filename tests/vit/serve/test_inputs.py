@@ -50,6 +50,21 @@ def test_parse_index():
         inputs.parse_index(float("inf"), "Layer")
 
 
+@pytest.mark.parametrize("empty", [None, float("nan"), "", "  "])
+def test_an_empty_layer_is_the_last_and_an_empty_head_the_first(empty):
+    """One rule for every endpoint and tab (the video API, /attention_maps, /explain_row, the tab's head)."""
+    assert inputs.parse_layer(empty) == -1 and inputs.parse_head(empty) == 0
+
+
+def test_layer_and_head_otherwise_parse_as_indices_naming_themselves():
+    assert inputs.parse_layer("2") == 2 and inputs.parse_layer(-3.0) == -3 and inputs.parse_head(0) == 0
+    assert inputs.parse_head(5) == 5
+    with pytest.raises(InputError, match="Layer 1.5 is not a whole number"):
+        inputs.parse_layer(1.5)
+    with pytest.raises(InputError, match="Head 'x' is not a whole number"):
+        inputs.parse_head("x")
+
+
 def test_file_digest_follows_content_not_identity(tmp_path):
     from PIL import Image
 
