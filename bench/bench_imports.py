@@ -29,6 +29,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "attention.video_container",
             "attention.render",
             "attention.mnist",
+            "attention.npzfile",
         ),
     ),
     ("vit.backbone", ("attention.vit.backbone",)),  # what a model is: its description, read from the module tree

@@ -149,7 +149,7 @@ def offline_dino(prefix: str = "bench", force: bool = False) -> tuple[Path | Non
     """Makes `load_vit("dino_vits16")` work here: the real weights when cached (unless `force`), else a
     temporary HF_HOME (this process's and its children's, HF_HUB_OFFLINE=1) holding random weights of
     the same architecture (same cost). Returns (that home or None, a line saying which weights)."""
-    from attention.vit.models.loader import is_cached
+    from attention.vit.models.sources import is_cached
 
     if not force and is_cached(DINO_S16):
         return None, f"real {DINO_S16_REPO} weights from the HF cache"

@@ -165,7 +165,7 @@ def check(name: str) -> Verdict:
     deviation on a square and a non-square input (exact when within TOLERANCE)."""
     import timm
 
-    from attention.vit.models.loader import VIT_MODULES
+    from attention.vit.models.registry import VIT_MODULES
 
     if not timm.models.is_model_in_modules(name, VIT_MODULES):
         return Verdict(name, False, why=f"not a model of {', '.join(VIT_MODULES)} (load_vit refuses it by name)")

@@ -82,7 +82,7 @@ def test_features_writes_the_three_views_the_model_view_and_the_arrays(tmp_path,
     names = {p.name for p in (out / "a").iterdir()}
     assert names == {"pca.png", "similarity.png", "norms.png", "model_view.png", "features.npz"}
     with np.load(out / "a" / "features.npz") as z:
-        assert sorted(z.files) == ["grid", "image", "norms", "pca", "similarity"]
+        assert sorted(z.files) == ["grid", "image", "meta", "norms", "pca", "similarity"]
         want = get_pass(str(a), "mnist_vit", "auto").feature_maps("cls", -1)
         for k in ("pca", "similarity", "norms"):
             np.testing.assert_array_equal(z[k], want[k])

@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from attention.vit.models.loader import DEFAULT_MODEL, REGISTRY
+from attention.vit.models.loader import DEFAULT_MODEL
+from attention.vit.models.registry import REGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

@@ -22,20 +22,23 @@ def query_arg(text: str | None):
         raise AttentionError(f"--query {text!r} is not accepted; use {ACCEPTED}.") from None
 
 
-def write_maps_folder(res, out: Path, *, threshold: float, cmap: str) -> None:
+def write_maps_folder(res, out: Path, *, model: str, threshold: float, cmap: str) -> None:
     """The `maps` command's folder for one image (AttentionMaps `res`): img.png, head_XX.png, mean.png,
-    mask_XX.png (the app's tiles at full size) and attention.npz (`res.arrays`, compressed); `threshold`
-    and `cmap` checked by the caller (`maps`, once at the edge)."""
+    mask_XX.png (the app's tiles at full size) and attention.npz (`res.arrays`, compressed, with the common
+    `meta` of `outputs.maps_meta`); `threshold` and `cmap` checked by the caller (`maps`, once at the edge)."""
     import numpy as np
 
+    from attention.npzfile import save_npz
     from attention.render import png_bytes
+    from attention.vit.draw.outputs import maps_meta
     from attention.vit.draw.views import drawn_tiles
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "img.png").write_bytes(png_bytes(np.asarray(res.image)))
     for t in drawn_tiles(res, "heads", cmap=cmap) + drawn_tiles(res, "masks", threshold=threshold):
         (out / f"{t.name}.png").write_bytes(png_bytes(t.image))
-    np.savez_compressed(out / "attention.npz", **res.arrays(threshold))
+    meta = maps_meta(res, model=model, view=None)
+    save_npz(out / "attention.npz", res.arrays(threshold), meta=meta, compress=True)
 
 
 def maps(args) -> int:
@@ -52,7 +55,7 @@ def maps(args) -> int:
         res = attention_maps(model, path, layer=args.layer, query=query, resolution=args.resolution)
         n = stems[path.stem] = stems.get(path.stem, 0) + 1
         out = args.out / (path.stem if n == 1 else f"{path.stem}_{n}")
-        write_maps_folder(res, out, threshold=args.threshold, cmap=args.cmap)
+        write_maps_folder(res, out, model=args.model, threshold=args.threshold, cmap=args.cmap)
         return f"{res.maps.shape[0]} heads, grid {res.grid[0]}x{res.grid[1]} -> {out}/"
 
     return each_image(args.images, args.out, one)
@@ -75,10 +78,9 @@ def each_image(images: list[Path], out: Path, one) -> int:
 
 
 def features(args) -> int:
-    import numpy as np
 
     from attention.render import png_bytes
-    from attention.vit.draw.feature_views import feature_pictures
+    from attention.vit.draw.feature_views import feature_pictures, save_features
     from attention.vit.draw.modelview import model_view
     from attention.vit.engine.features import check_pca_style
     from attention.vit.serve.passes import get_pass
@@ -97,7 +99,7 @@ def features(args) -> int:
             (out / f"{t.name}.png").write_bytes(png_bytes(t.image))
         (out / "model_view.png").write_bytes(png_bytes(model_view(p, query, cmap=args.cmap)))
         res = p.at(query, args.layer)
-        np.savez(out / "features.npz", **arrays, image=np.asarray(res.image), grid=np.array(res.grid))
+        save_features(out / "features.npz", p.model, res, arrays)
         return f"layer {res.layer}, grid {res.grid[0]}x{res.grid[1]} -> {out}/"
 
     return each_image(args.images, args.out, one)
@@ -165,34 +167,25 @@ def extract(args) -> int:
 
 
 def video(args) -> int:
+    from functools import partial
+
     from tqdm.auto import tqdm
 
     from attention.vit.engine.video import attention_video, write_video
     from attention.vit.models.loader import load_vit
 
-    bars = []  # made at the first batch, so an error up front prints no bar
-
-    def report(frac: float, desc: str) -> None:
-        if not bars:
-            bars.append(tqdm(total=1.0, bar_format="{bar:30}| {desc}", file=sys.stderr))
-        bars[0].n = frac
-        bars[0].set_description_str(desc)
-
-    try:
-        run = attention_video(
-            load_vit(args.model),
-            args.input,
-            **_map_options(args, args.resize),
-            fps=args.fps,
-            seconds=args.seconds,
-            batch_size=args.batch_size,
-            max_frames=args.max_frames,
-            progress=report,
-        )
-        facts = write_video(run, args.out, **_pick(args, "view", "head", "alpha", "cmap", "side_by_side", "npz"))
-    finally:
-        for b in bars:
-            b.close()
+    run = attention_video(
+        load_vit(args.model),
+        args.input,
+        **_map_options(args, args.resize),
+        fps=args.fps,
+        seconds=args.seconds,
+        batch_size=args.batch_size,
+        max_frames=args.max_frames,
+        bar=partial(tqdm, file=sys.stderr),  # the engine's bar, one tick per frame
+    )
+    options = _pick(args, "view", "head", "alpha", "cmap", "side_by_side", "npz")
+    facts = write_video(run, args.out, **options, model_name=args.model)
     o = facts["output"]
     extra = f" and {args.npz}" if args.npz else ""
     print(f"{args.input}: {o['frames']} frames, {o['width']}x{o['height']} px at {o['fps']:g} fps -> {args.out}{extra}")

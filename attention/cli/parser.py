@@ -8,8 +8,8 @@ import argparse
 from pathlib import Path
 
 from attention.errors import AttentionError
-from attention.vit.models.loader import default_model
 from attention.vit.models.own_checkpoint import checkpoint_args
+from attention.vit.models.registry import default_model
 from attention.vit.text import cli as text_cli
 
 RESOLUTION_HELP = "shorter side in px (DINOv3: the height), 'auto', 'native' or 'dino480'"

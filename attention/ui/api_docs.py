@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from attention.vit.models.loader import REGISTRY
+from attention.vit.models.registry import REGISTRY
 
 
 def _listed(names: list[str]) -> str:

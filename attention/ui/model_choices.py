@@ -16,6 +16,8 @@ import logging
 
 from attention.errors import AttentionError, ModelLoadError
 from attention.vit.models import loader as models
+from attention.vit.models import registry as model_registry
+from attention.vit.models import sources as model_sources
 from attention.vit.models.sources import Startup
 
 log = logging.getLogger(__name__)
@@ -25,8 +27,8 @@ REASON = "its weights are not downloaded on this server, which is offline"
 
 
 def unavailable(name: str) -> bool:
-    """True when `name` cannot load here now (`models.available`: not cached, not shipped, hub not reachable)."""
-    return not models.available(name)
+    """True when `name` cannot load here now (`model_sources.available`: not cached, not shipped, hub not reachable)."""
+    return not model_sources.available(name)
 
 
 def label(alias: str) -> str:
@@ -52,7 +54,7 @@ def visitor_text(e: AttentionError, model: str | None = None) -> str:
         log.info("model %r refused to a visitor: %s", name, e)
         return (
             f"{name} cannot run here: {REASON}. Pick a model that is not marked '{UNAVAILABLE}', "
-            f"e.g. {models.OFFLINE_MODEL}."
+            f"e.g. {model_registry.OFFLINE_MODEL}."
         )
     return str(e)
 
@@ -70,7 +72,7 @@ def visitor_notice(s: Startup) -> str | None:
 def log_operator_notice(s: Startup) -> None:
     """The start-up notice with the operator's fix, in the log (once per build)."""
     if s.notice is not None:
-        repo = models.hub_id(models.DEFAULT_MODEL)
+        repo = model_sources.hub_id(models.DEFAULT_MODEL)
         log.warning(
             "%s To serve it: `hf download %s` where the hub is reachable, then run with the same HF_HOME.",
             s.notice,
@@ -85,7 +87,7 @@ def digits_only_note(model: str | None, image, digest: str | None = None) -> str
     from attention.vit.serve.inputs import example_digests
     from attention.vit.serve.permalink import example_name
 
-    if (model or "").strip() != models.OFFLINE_MODEL or image is None:
+    if (model or "").strip() != model_registry.OFFLINE_MODEL or image is None:
         return None
     try:
         name = example_name(image) if digest is None else example_digests().get(digest)
@@ -94,7 +96,7 @@ def digits_only_note(model: str | None, image, digest: str | None = None) -> str
     if name is not None and name.startswith("digit_"):
         return None
     return (
-        f"⚠️ {models.OFFLINE_MODEL} was trained only on handwritten digits (white on black, 28×28 px): on "
+        f"⚠️ {model_registry.OFFLINE_MODEL} was trained only on handwritten digits (white on black, 28×28 px): on "
         "any other picture its maps and its class say little. For photos, pick a model not marked "
         f"'{UNAVAILABLE}'."
     )

@@ -85,7 +85,7 @@ def attention_video_fn(model_default: str):
         npz=False,
         query_row=None,
         query_col=None,
-        progress=gr.Progress(),
+        progress=gr.Progress(track_tqdm=True),
     ):
         """Attention video of a vision transformer (DINO, DINOv2, any timm ViT): every frame's attention, drawn over it.
 

@@ -16,6 +16,7 @@ from attention.ui.components import error, number, queue_share, warning
 from attention.vit.engine.video import STACKED, VIDEO_VIEWS
 from attention.vit.engine.video_estimate import CONFIRM_S
 from attention.vit.models import loader as vit_models
+from attention.vit.models import registry as model_registry
 from attention.vit.models import sources as vit_weights
 from attention.vit.models.sources import Startup
 
@@ -106,14 +107,14 @@ def build(startup: Startup | None = None) -> None:
 
     with examples:  # mnist_vit's layer-2 head 3 follows a digit anywhere in the frame (tests/vit/engine/test_video.py)
         # (56 px: the clip's own size, so the next upload is not run at its native size by mnist_vit)
-        rows = [[DIGITS_CLIP, vit_models.OFFLINE_MODEL, "56", 2, "head", 3]]
+        rows = [[DIGITS_CLIP, model_registry.OFFLINE_MODEL, "56", 2, "head", 3]]
         if startup.default_available:
             rows.insert(0, [PHOTO_CLIP, vit_models.default_model(), "auto", -1, "mean", 0])
         gr.Examples(rows, [video, model, resolution, layer, view, head], label="Examples", cache_examples=False)
 
     handler = video_api.attention_video_fn(startup.model)
 
-    def make(v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, sure, width=0, progress=gr.Progress()):
+    def make(v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, sure, width=0, progress=gr.Progress(track_tqdm=True)):
         est = video_api.estimate_of(v, m, lay, res, f, sec, sbs)
         if est is not None and est.needs_confirmation and not sure:
             warning(f"This video would take {est.text().split('about ')[-1]}: tick 'Run it anyway' to make it.")

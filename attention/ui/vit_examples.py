@@ -16,6 +16,7 @@ from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_refusals import accepted
 from attention.vit.draw.views import check_view
 from attention.vit.models import loader as vit_models
+from attention.vit.models import registry as model_registry
 from attention.vit.models.sources import Startup
 
 VIT_PHOTOS = [
@@ -68,7 +69,7 @@ def build(t, startup: Startup, example: Callable, shown: list, vit_pass: Callabl
     ex_in = [t.image, t.model, t.resolution, t.view, t.threshold, t.alpha, t.cmap]
     d = VIT_DEFAULTS
     row = [d["resolution"], d["view"], d["threshold"], d["alpha"], d["cmap"]]
-    digits = [[str(EXAMPLES_DIR / "digits" / f"digit_{i}.png"), vit_models.OFFLINE_MODEL, *row] for i in range(10)]
+    digits = [[str(EXAMPLES_DIR / "digits" / f"digit_{i}.png"), model_registry.OFFLINE_MODEL, *row] for i in range(10)]
     photos = [[str(EXAMPLES_DIR / "photos" / f"{n}.jpg"), vit_models.default_model(), *row] for n in VIT_PHOTOS]
     sets = [("Digits · mnist_vit (ships with the app)", digits, "vit_digit_examples")]
     if startup.default_available:

@@ -20,7 +20,7 @@ from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import views as vit_views
 from attention.vit.draw.modelview import model_view
 from attention.vit.engine import query as vit_query
-from attention.vit.models import loader as vit_models
+from attention.vit.models import registry as model_registry
 from attention.vit.serve import inputs as vit_inputs
 from attention.vit.serve import permalink
 
@@ -200,7 +200,7 @@ class ViTHandlers:
             link = permalink.Link()
         img = str(permalink.examples()[link.example]) if link.example else self.first_image
         digit = link.example is not None and link.example.startswith("digit_")
-        mdl = link.model or (vit_models.OFFLINE_MODEL if digit else self.s.model)
+        mdl = link.model or (model_registry.OFFLINE_MODEL if digit else self.s.model)
         res, vw = link.resolution or d["resolution"], link.view or d["view"]
         qr, qc = link.query if isinstance(link.query, tuple) else (None, None)
         p = vit_pass(img, mdl, res, progress)

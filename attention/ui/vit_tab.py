@@ -19,7 +19,7 @@ from attention.ui.vit_handlers import ViTHandlers
 from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_panels import Main
 from attention.ui.vit_tour import build as build_tour
-from attention.vit.models import loader as vit_models
+from attention.vit.models import registry as model_registry
 from attention.vit.models import sources as vit_weights
 
 FAULT = ["vit-fault"]  # the class (vit_tab.css) of an input whose value could not be used
@@ -171,5 +171,5 @@ def build(demo: gr.Blocks | None = None) -> None:
     t.find.follow([*changes, *adopted], main)
     vit_api.build(s.model, VIT_DEFAULTS)
     build_stepwise_api(s.model, VIT_DEFAULTS)
-    relevance_panel.build_api(vit_models.OFFLINE_MODEL)
+    relevance_panel.build_api(model_registry.OFFLINE_MODEL)
     text_panel.build_api("digit_clip")

@@ -26,18 +26,17 @@ from attention.vit.engine.query import Query, tokens_of
 from attention.vit.engine.rows import query_rows
 from attention.vit.engine.stepwise import RowSteps, explain_row
 from attention.vit.engine.video import VideoFrameMaps, VideoRun, attention_video, write_video
-from attention.vit.models.loader import (
+from attention.vit.models.loader import default_device, load_vit
+from attention.vit.models.own_checkpoint import register_checkpoint
+from attention.vit.models.registry import (
     FAMILIES,
     OFFLINE_MODEL,
     REGISTRY,
     ModelSpec,
-    available,
-    default_device,
     default_model,
-    load_vit,
+    default_model_attribute,
 )
-from attention.vit.models.own_checkpoint import register_checkpoint
-from attention.vit.models.registry import default_model_attribute
+from attention.vit.models.sources import available
 
 __all__ = [
     "Backbone",

@@ -18,7 +18,7 @@ def features(client, **kw):
 def test_feature_maps_answers_one_picture_one_npz_and_the_facts(client):
     pic, arrays, info = features(client, model="mnist_vit", query_row=3, query_col=2)
     assert pic.endswith(".png")
-    assert sorted(arrays.files) == ["grid", "image", "norms", "pca", "similarity"]
+    assert sorted(arrays.files) == ["grid", "image", "meta", "norms", "pca", "similarity"]
     assert arrays["pca"].shape == (7, 7, 3) and arrays["pca"].dtype == np.float32
     assert arrays["similarity"].shape == arrays["norms"].shape == (7, 7)
     assert arrays["similarity"][3, 2] == pytest.approx(1.0, abs=1e-6)
@@ -43,7 +43,7 @@ def test_pca_background_drops_the_low_patches_as_the_package_does(client):
 def test_dinov3_pca_style_answers_the_packages_view_and_its_foreground(client):
     _, arrays, info = features(client, model="mnist_vit", pca="dinov3")
     want = passes.get_pass(DIGIT, "mnist_vit", "auto").feature_maps("cls", -1, pca_style="dinov3")
-    assert sorted(arrays.files) == ["foreground", "grid", "image", "norms", "pca", "similarity"]
+    assert sorted(arrays.files) == ["foreground", "grid", "image", "meta", "norms", "pca", "similarity"]
     np.testing.assert_array_equal(arrays["pca"], want["pca"])
     np.testing.assert_array_equal(arrays["foreground"], want["foreground"])
     assert (arrays["pca"][~arrays["foreground"]] == 0).all() and info["pca_style"] == "dinov3"

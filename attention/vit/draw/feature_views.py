@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attention.npzfile import save_npz
 from attention.render import colorize, grid, mark_patch, overlay, png_bytes, upsample
 from attention.vit.draw.drawing import QUERY_COLOR, reduced
 from attention.vit.draw.outputs import OUTPUT_ROOT, SHEET_TILE, Tile, new_dir
@@ -99,9 +100,7 @@ def write_feature_outputs(
     sheet_path.write_bytes(
         png_bytes(grid([reduced(t.image, SHEET_TILE) for t in tiles], ncols=3, labels=[t.caption for t in tiles]))
     )
-    npz_path = d / "features.npz"
-    arrays = {**maps, "image": np.asarray(res.image.convert("RGB")), "grid": np.array(res.grid)}
-    np.savez(npz_path, **arrays)
+    npz_path = save_features(d / "features.npz", p.model, res, maps)
     n = maps["norms"]
     facts = {
         "model": p.model,
@@ -118,4 +117,30 @@ def write_feature_outputs(
         "forward_ms": round(res.seconds * 1000, 1),
         "render_ms": round((time.perf_counter() - t0) * 1000, 1),
     }
-    return str(sheet_path), str(npz_path), facts
+    return str(sheet_path), npz_path, facts
+
+
+FEATURE_AXES = {
+    "pca": "rows, cols, rgb",
+    "similarity": "rows, cols",
+    "norms": "rows, cols",
+    "foreground": "rows, cols",
+    "image": "height, width, rgb",
+    "grid": "rows, cols",
+}
+FEATURE_UNITS = {
+    "pca": "first three principal components scaled to 0..1",
+    "similarity": "cosine similarity to the query's feature",
+    "norms": "L2 norm of each patch token",
+    "foreground": "True on the foreground (DINOv3 style)",
+    "image": "uint8 RGB, the pixels the model saw",
+}
+
+
+def save_features(path: str | os.PathLike, model: str, res, maps: dict[str, np.ndarray]) -> str:
+    """The features' .npz at `path` (`attention.npzfile` layout, kind "features"): `maps` (`feature_pictures`'
+    arrays), image (H, W, 3) uint8 and grid (2,) of `res` (the pass's AttentionMaps at the layer and query)."""
+    arrays = {**maps, "image": np.asarray(res.image.convert("RGB")), "grid": np.array(res.grid)}
+    q = res.query if isinstance(res.query, str) else list(res.query)
+    meta = {"kind": "features", "model": model, "layer": res.layer, "query": q, "grid": list(res.grid)}
+    return save_npz(path, arrays, meta={**meta, "axes": FEATURE_AXES, "units": FEATURE_UNITS})

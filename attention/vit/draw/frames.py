@@ -25,6 +25,7 @@ from attention.vit.draw.outputs import (
     Outputs,
     Tile,
     maps_arrays,
+    maps_meta,
     npz_name,
     write_download,
     write_gallery,
@@ -102,10 +103,10 @@ class _Drawn:
     rollout: np.ndarray | None  # (gh, gw), the rollout view's map
     tiles: list[Tile]
 
-    def arrays(self, model: str, threshold: float) -> tuple[dict[str, np.ndarray], str]:
-        """The download's raw arrays (`outputs.maps_arrays`) and its file name."""
+    def arrays(self, model: str, threshold: float) -> tuple[dict[str, np.ndarray], str, dict]:
+        """The download's raw arrays (`outputs.maps_arrays`), its file name and its meta (`outputs.maps_meta`)."""
         arrays = maps_arrays(self.res, model=model, view=self.view, threshold=threshold, rollout=self.rollout)
-        return arrays, npz_name(self.res, model, self.view)
+        return arrays, npz_name(self.res, model, self.view), maps_meta(self.res, model=model, view=self.view)
 
 
 def _draw(p: MapsSource, v: ViewSpec, for_sheet: bool = False) -> _Drawn:

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 import uuid
-import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from attention.config import SETTINGS
+from attention.npzfile import save_npz
 from attention.render import grid, jpeg_bytes, png_bytes
 from attention.serving.cache import sweep
 from attention.vit.draw.drawing import reduced
@@ -87,20 +86,44 @@ def maps_arrays(
     return arrays
 
 
-def save_npz(
-    path: str | os.PathLike, arrays: dict[str, np.ndarray], pngs: dict[str, bytes], readme: str | None = None
-) -> str:
-    """Write one .npz that is also a zip of PNGs: `np.load(path)[name]` gives each array
-    (no pickle needed); members `png/<name>.png` are the pictures (`unzip path` extracts them,
-    `np.load(path)["png/<name>.png"]` returns their bytes); README.txt is `readme` (default: the maps')."""
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as z:  # floats and PNGs barely deflate
-        for name, a in arrays.items():
-            with z.open(f"{name}.npy", "w", force_zip64=True) as f:
-                np.lib.format.write_array(f, np.asanyarray(a), allow_pickle=False)
-        for name, data in pngs.items():
-            z.writestr(zipfile.ZipInfo(f"png/{name}.png", time.localtime()[:6]), data, compress_type=zipfile.ZIP_STORED)
-        z.writestr("README.txt", README_NPZ if readme is None else readme)
-    return os.fspath(path)
+MAPS_AXES = {
+    "maps": "heads, rows, cols",
+    "mean": "rows, cols",
+    "layers": "layers, heads, rows, cols",
+    "scores": "layers, heads, tokens",
+    "weights": "layers, heads, tokens",
+    "prefix_share": "layers, heads",
+    "masks": "heads, rows, cols",
+    "image": "height, width, rgb",
+    "query": "row, col (-1, -1: a token, named by query_token)",
+    "rollout": "rows, cols",
+}
+MAPS_UNITS = {
+    "maps": "attention weight (softmax: a query's row sums to 1 over all tokens)",
+    "mean": "attention weight, mean over heads",
+    "layers": "attention weight",
+    "scores": "raw score q.k * scale, before the softmax",
+    "weights": "attention weight",
+    "prefix_share": "attention weight summed over the prefix tokens",
+    "masks": "True where a head's map reaches threshold x its maximum",
+    "image": "uint8 RGB, the pixels the model saw",
+    "rollout": "attention rollout weight",
+}
+
+
+def maps_meta(res: AttentionMaps, *, model: str, view: str | None, kind: str = "maps") -> dict:
+    """The `meta` of a file of `res.arrays` (`attention.npzfile`): kind, model, layer, query, grid, view
+    and the axes and units of the arrays `maps_arrays` can hold (`save_npz` keeps those the file has)."""
+    return {
+        "kind": kind,
+        "model": model,
+        "layer": res.layer,
+        "query": res.query if isinstance(res.query, str) else list(res.query),
+        "grid": list(res.grid),
+        "view": view,
+        "axes": MAPS_AXES,
+        "units": MAPS_UNITS,
+    }
 
 
 README_NPZ = """Attention Explorer download.
@@ -108,7 +131,8 @@ Arrays (numpy: d = np.load(this_file)): maps (H, gh, gw) float32, the query's at
 at the selected layer; mean (gh, gw); layers (L, H, gh, gw); scores and weights (L, H, N) over all N
 tokens (prefix tokens first: CLS, then registers), raw scores and their softmax; prefix_share (L, H);
 masks (H, gh, gw) bool; image (gh*p, gw*p, 3) uint8; query (2,) row, col (-1, -1 = CLS); layer;
-patch_size; num_prefix_tokens; threshold; model; view; rollout (gh, gw) when the view is rollout.
+patch_size; num_prefix_tokens; threshold; model; view; rollout (gh, gw) when the view is rollout;
+meta: JSON (json.loads(str(d["meta"]))): model, layer, query, grid, view, each array's shape, axes, units.
 Pictures (in the app's download): png/*.png (unzip this file), exactly the overlays shown.
 """
 
@@ -135,11 +159,16 @@ def write_gallery(ts: list[Tile], *, side: int, jpeg: bool = False, root: str | 
 
 
 def write_download(
-    ts: list[Tile], arrays: dict[str, np.ndarray], name: str, *, root: str | os.PathLike | None = None
+    ts: list[Tile],
+    arrays: dict[str, np.ndarray],
+    name: str,
+    meta: dict | None = None,
+    *,
+    root: str | os.PathLike | None = None,
 ) -> Outputs:
     """The tab's download, in a fresh folder under `root` (as `write_gallery`): each tile as a PNG file
-    at full size, and the .npz `name` holding `arrays` (`maps_arrays`) and the same PNG bytes (each tile
-    is encoded once). `Outputs.thumbs` are the PNGs themselves."""
+    at full size, and the .npz `name` holding `arrays` (`maps_arrays`), `meta` (`maps_meta`) and the same
+    PNG bytes (each tile is encoded once). `Outputs.thumbs` are the PNGs themselves."""
     d = new_dir(Path(root) if root else OUTPUT_ROOT)
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:  # zlib releases the GIL
         encoded = dict(zip((t.name for t in ts), pool.map(png_bytes, (t.image for t in ts))))
@@ -148,20 +177,25 @@ def write_download(
         p = d / f"{tile}.png"
         p.write_bytes(data)
         paths.append(os.fspath(p))
-    npz = save_npz(d / name, arrays, encoded)
+    npz = save_npz(d / name, arrays, encoded, README_NPZ, meta=meta)
     return Outputs(paths, [t.caption for t in ts], [t.name for t in ts], npz, None, list(paths))
 
 
 def write_sheet(
-    ts: list[Tile], arrays: dict[str, np.ndarray], name: str, *, root: str | os.PathLike | None = None
+    ts: list[Tile],
+    arrays: dict[str, np.ndarray],
+    name: str,
+    meta: dict | None = None,
+    *,
+    root: str | os.PathLike | None = None,
 ) -> Outputs:
     """An API answer, in a fresh folder under `root` (as `write_gallery`): one contact-sheet PNG
-    (`sheet`) and the .npz `name` of the raw arrays alone (`maps_arrays`), from which every overlay can
-    be remade exactly (`render.overlay(d["image"], d["maps"][h])`)."""
+    (`sheet`) and the .npz `name` of the raw arrays alone (`maps_arrays`, `meta` as `maps_meta`), from which
+    every overlay can be remade exactly (`render.overlay(d["image"], d["maps"][h])`)."""
     d = new_dir(Path(root) if root else OUTPUT_ROOT)
     sheet_path = d / "sheet.png"
     sheet_path.write_bytes(png_bytes(sheet(ts), threads=min(4, os.cpu_count() or 1)))
-    npz = save_npz(d / name, arrays, {})
+    npz = save_npz(d / name, arrays, {}, README_NPZ, meta=meta)
     return Outputs([], [t.caption for t in ts], [t.name for t in ts], npz, os.fspath(sheet_path), [])
 
 

@@ -21,14 +21,17 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import partial
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from attention import videos
 from attention.config import SETTINGS
 from attention.errors import BudgetError, InputError
 from attention.images import patch_tokens, target_size
+from attention.npzfile import save_npz
 from attention.render import colormap
 from attention.validate import check_opacity, check_seconds, check_threshold, layer_index
 from attention.vit.backbone import describe
@@ -42,13 +45,14 @@ from attention.vit.engine.query import tokens_of
 from attention.vit.engine.video_frames import (  # noqa: F401  (VIDEO_VIEWS, STACKED: read through this module too)
     MIN_SIDE,
     STACKED,
+    VIDEO_AXES,
+    VIDEO_UNITS,
     VIDEO_VIEWS,
     VideoFrameMaps,
     check_head,
     check_video_view,
 )
 
-Progress = Callable[[float, str], None]  # (fraction 0..1, description)
 BATCH = 8  # frames per forward
 
 
@@ -72,7 +76,7 @@ class VideoRun:
     batch_size: int = BATCH
     max_frames: int = SETTINGS.video_max_frames
     max_gflop: float | None = None  # enforced while running too: a stream can hold more than its headers say
-    progress: Progress | None = None
+    bar: Callable[..., tqdm] | None = None  # the progress: a tqdm class (None: tqdm's, shown on a terminal only)
     seconds_forward: float = 0.0  # measured during the last iteration: forwards only
     prep: Preprocess | None = None  # the frames' preprocessing (built once, by `attention_video`)
     ramp: bool = False  # batches of 1, 2, 4, ... up to `batch_size`: the first frame's progress comes at once
@@ -87,6 +91,7 @@ class VideoRun:
         done = forwards = 0
         per_frame = self.gflop / max(1, self.forwards)
         size = 1 if self.ramp else self.batch_size  # the batch now
+        bar = (self.bar or partial(tqdm, disable=None))(total=self.frames, unit="frame", desc="frames")
 
         def flush() -> Iterator[VideoFrameMaps]:
             nonlocal done, forwards
@@ -110,8 +115,7 @@ class VideoRun:
                 j = uniq[fr.source_index]
                 yield VideoFrameMaps(fr.index, fr.time, fr.source_index, maps[j], items[j].shown, self.threshold)
                 done += 1
-                if self.progress is not None:  # each frame, as it is drawn
-                    self.progress(min(1.0, done / max(1, self.frames)), f"Frame {done} of about {self.frames}")
+                bar.update(1)  # each frame, as it is drawn
             pending.clear()
             if self.between is not None:
                 self.between()
@@ -126,6 +130,7 @@ class VideoRun:
                 size = min(self.batch_size, 2 * size)
         if pending:
             yield from flush()
+        bar.close()
 
     def facts(self) -> dict:
         """JSON-ready facts of the run: the source, the plan, the model's grid and the estimate."""
@@ -156,7 +161,7 @@ def attention_video(
     batch_size: int = BATCH,
     max_frames: int = SETTINGS.video_max_frames,
     max_gflop: float | None = None,
-    progress: Progress | None = None,
+    bar: Callable[..., tqdm] | None = None,
 ) -> VideoRun:
     """Check and price an attention video of `video` (a path) through `model`; iterate the result
     for each output frame's maps (`VideoFrameMaps`), computed `batch_size` source frames per forward.
@@ -167,7 +172,8 @@ def attention_video(
     Raises at once, before any forward: VideoError (not a video, no frames, corrupt), BudgetError
     when the frames are more than `max_frames` or their estimated compute is over `max_gflop`
     (the message names the longest length, the lowest rate and the largest resolution that fit),
-    InputError for bad layer, query, threshold or batch size.
+    InputError for bad layer, query, threshold or batch size. bar: the progress, a tqdm class made with
+    (total=frames, unit, desc) and advanced once per frame as it is computed (None: tqdm's, on a terminal only).
     """
     info = videos.probe(video)
     rate = videos.check_fps(fps, info)
@@ -225,7 +231,7 @@ def attention_video(
         )
     return VideoRun(
         model, os.fspath(video), info, rate, seconds, frames, forwards, res, grid, gflop, layer, query, threshold,
-        batch_size, max_frames, max_gflop, progress, prep=prep,
+        batch_size, max_frames, max_gflop, bar, prep=prep,
     )  # fmt: skip
 
 
@@ -244,11 +250,13 @@ def write_video(
     cmap: str = "inferno",
     side_by_side: bool | str = False,
     npz: str | os.PathLike | None = None,
+    model_name: str | None = None,
 ) -> dict:
     """Compute `run` and write it: an H.264 MP4 at `out` of `view` over each frame (`side_by_side`:
     the frame on the left; "stacked": the frame above), and with `npz` the raw maps of every output
     frame: maps (T, H, gh, gw) float32, mean (T, gh, gw), masks (T, H, gh, gw) bool, time (T,) s,
-    source_index (T,), and fps, layer, query (-1, -1 = CLS), threshold, patch_size, grid. Returns the
+    source_index (T,), and fps, layer, query (-1, -1 = a token), threshold, patch_size, grid, and the common
+    `meta` (`attention.npzfile`; its model is `model_name`, its axes and units `VIDEO_AXES`/`UNITS`). Returns the
     run's facts with the output's frames, fps, size and timings."""
     view = check_video_view(view)  # checked once for the whole video, the head too
     if view in ("head", "masks"):
@@ -273,20 +281,15 @@ def write_video(
     n = videos.write_mp4(out, pictures(), run.fps)
     if npz is not None:
         q = (-1, -1) if isinstance(run.query, str) else run.query  # a token (CLS, pool, a register): -1, -1
-        np.savez(
-            npz,
-            maps=np.stack(kept["maps"]).astype(np.float32),
-            mean=np.stack(kept["mean"]).astype(np.float32),
-            masks=np.stack(kept["masks"]),
-            time=np.array(kept["time"], np.float32),
-            source_index=np.array(kept["source_index"], np.int32),
-            fps=np.array(float(run.fps), np.float32),
-            layer=np.array(run.layer, np.int32),
-            query=np.array(q, np.int32),
-            threshold=np.array(run.threshold, np.float32),
-            patch_size=np.array(describe(run.model).patch_size, np.int32),
-            grid=np.array(run.grid, np.int32),
-        )
+        arrays = {k: np.stack(kept[k]).astype(np.float32) for k in ("maps", "mean")}
+        arrays |= {"masks": np.stack(kept["masks"]), "time": np.array(kept["time"], np.float32)}
+        arrays |= {"source_index": np.array(kept["source_index"], np.int32), "fps": np.array(run.fps, np.float32)}
+        arrays |= {"layer": np.array(run.layer, np.int32), "query": np.array(q, np.int32)}
+        arrays |= {"threshold": np.array(run.threshold, np.float32), "grid": np.array(run.grid, np.int32)}
+        arrays["patch_size"] = np.array(describe(run.model).patch_size, np.int32)
+        meta = {"kind": "video", "model": model_name, "layer": run.layer, "query": run.facts()["query"]}
+        meta |= {"grid": list(run.grid), "view": view, "axes": VIDEO_AXES, "units": VIDEO_UNITS}
+        save_npz(npz, arrays, meta=meta)
     return {
         **run.facts(),
         "view": view,

@@ -23,6 +23,23 @@ VIDEO_VIEWS: dict[str, str] = {
     "masks": "One head's threshold mask",
     "fig3": "All masks (DINO Fig. 3)",
 }
+VIDEO_AXES = {  # the .npz of `video.write_video`: each array's axes and units (`attention.npzfile`)
+    "maps": "frames, heads, rows, cols",
+    "mean": "frames, rows, cols",
+    "masks": "frames, heads, rows, cols",
+    "time": "frames",
+    "source_index": "frames",
+    "query": "row, col (-1, -1: a token, named in meta's query)",
+    "grid": "rows, cols",
+}
+VIDEO_UNITS = {
+    "maps": "attention weight (softmax: a query's row sums to 1 over all tokens)",
+    "mean": "attention weight, mean over heads",
+    "masks": "True where a head's map reaches threshold x its maximum",
+    "time": "seconds into the source",
+    "source_index": "the source frame's index",
+    "fps": "output frames per second",
+}
 STACKED = "stacked"  # side_by_side's other layout: the frame above its attention (a phone's narrow page)
 MIN_SIDE = 224  # px: smaller frames (a digit clip) are drawn enlarged by a whole factor
 

@@ -25,26 +25,15 @@ from attention.config import SETTINGS
 from attention.errors import ModelLoadError
 from attention.serving import net
 from attention.vit.models import posembed
-from attention.vit.models.registry import (  # noqa: F401  (the registry's names, read through this module too)
+from attention.vit.models.registry import (
     FAMILIES,
-    FIXED_SIZE,
-    IMAGENET,
-    OFFLINE_MODEL,
     REGISTRY,
-    VIT_MODULES,
-    Family,
     ModelSpec,
     default_model,
     family_of,
     set_default_model,
 )
-from attention.vit.models.sources import (  # noqa: F401  (read through this module too)
-    available,
-    hub_id,
-    is_cached,
-    resolve,
-)
-from attention.vit.models.weights import hub_reachable  # noqa: F401
+from attention.vit.models.sources import is_cached, resolve
 
 
 class _Module(types.ModuleType):

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
+from attention.npzfile import save_npz
 from attention.render import overlay, png_bytes
-from attention.vit.draw.outputs import OUTPUT_ROOT, Tile, new_dir, save_npz, sheet
+from attention.vit.draw.outputs import OUTPUT_ROOT, Tile, new_dir, sheet
 from attention.vit.relevance.compute import Relevance
 from attention.vit.relevance.labels import short_name
 
@@ -57,6 +58,32 @@ def describe(rel: Relevance, *, model: str, k: int = 5) -> dict:
     }
 
 
+AXES = {
+    "chefer": "rows, cols",
+    "grad_rollout": "rows, cols",
+    "attention": "rows, cols",
+    "chefer_row": "tokens",
+    "grad_rollout_row": "tokens",
+    "attention_rows": "layers, heads, tokens",
+    "logits": "classes",
+    "probs": "classes",
+    "image": "height, width, rgb",
+}
+UNITS = {
+    "chefer": "relevance for the target class (Chefer et al. 2021)",
+    "grad_rollout": "grad-rollout relevance (vit-explain)",
+    "attention": "attention weight of CLS, last layer, mean of heads",
+    "probs": "softmax probability",
+    "image": "uint8 RGB, the pixels the model saw",
+}
+
+
+def relevance_meta(rel: Relevance, model: str, arrays: dict[str, np.ndarray]) -> dict:
+    """The common `meta` of the answer's .npz (`attention.npzfile`): kind "relevance", every layer, CLS's query."""
+    grid = list(arrays["chefer"].shape)
+    return {"kind": "relevance", "model": model, "query": "cls", "grid": grid, "axes": AXES, "units": UNITS}
+
+
 def write_answer(rel: Relevance, *, model: str, alpha: float = 0.6, cmap: str = "inferno") -> tuple[str, str, dict]:
     """(the captioned sheet PNG's path, the .npz's path, the facts) in a fresh folder, swept with the others."""
     ts = tiles(rel, alpha=alpha, cmap=cmap)
@@ -64,5 +91,6 @@ def write_answer(rel: Relevance, *, model: str, alpha: float = 0.6, cmap: str = 
     pic = d / "relevance.png"
     pic.write_bytes(png_bytes(sheet(ts, ncols=3)))
     arrays = {**rel.arrays(), "model": np.array(model)}
-    npz = save_npz(d / "relevance.npz", arrays, {t.name: png_bytes(t.image) for t in ts}, readme=README_NPZ)
+    pngs = {t.name: png_bytes(t.image) for t in ts}
+    npz = save_npz(d / "relevance.npz", arrays, pngs, README_NPZ, meta=relevance_meta(rel, model, arrays))
     return str(pic), npz, describe(rel, model=model)

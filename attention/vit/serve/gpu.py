@@ -11,6 +11,7 @@ them a GPU for the call (`spaces.GPU`); anywhere else it changes nothing.
 
 from __future__ import annotations
 
+import io
 import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -54,6 +55,25 @@ def gpu(fn: Callable | None = None, *, duration: int = GPU_SECONDS):
 
 
 Progress = Callable[[float, str], None]  # (fraction 0..1, description)
+
+
+def bar_to(progress: Progress, what: str = "Frame") -> type:
+    """A tqdm class that tells `progress` (fraction, "<what> n of about total") at each update and prints
+    nothing: how an engine loop's tqdm (`engine.video.VideoRun.bar`) reaches a `streamed` job's events, whose
+    thread (or, on ZeroGPU, process) Gradio's `track_tqdm` does not see."""
+    from tqdm.auto import tqdm
+
+    class Bar(tqdm):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "file": io.StringIO(), "disable": False})
+
+        def update(self, n: float | None = 1) -> bool | None:
+            shown = super().update(n)
+            total = max(1, self.total or 0)
+            progress(min(1.0, self.n / total), f"{what} {self.n} of about {total}")
+            return shown
+
+    return Bar
 
 
 def streamed(job: Callable[[Progress], T]) -> Iterator[tuple]:

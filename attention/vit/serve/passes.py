@@ -35,7 +35,8 @@ from attention.serving.visitors import Visitor
 from attention.vit.engine import features
 from attention.vit.engine.extract import AttentionMaps, attention_maps
 from attention.vit.engine.query import Query
-from attention.vit.models.loader import REGISTRY, check_allowed, is_loaded, load_vit
+from attention.vit.models.loader import check_allowed, is_loaded, load_vit
+from attention.vit.models.registry import REGISTRY
 from attention.vit.serve.gpu import gpu
 from attention.vit.serve.inputs import file_digest, source_stamp, visitor_scope
 from attention.vit.serve.pass_memo import Pass, PassKey, Ref  # noqa: F401  (read through this module too)

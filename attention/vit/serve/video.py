@@ -16,9 +16,9 @@ from attention.errors import BudgetError
 from attention.serving.admission import HEAVY
 from attention.serving.visitors import Visitor
 from attention.vit.draw.outputs import OUTPUT_ROOT, new_dir
-from attention.vit.engine.video import Progress, VideoRun, attention_video, write_video
+from attention.vit.engine.video import VideoRun, attention_video, write_video
 from attention.vit.models.loader import check_allowed, load_vit
-from attention.vit.serve.gpu import VIDEO_GPU_SECONDS, drain, gpu, streamed, zerogpu
+from attention.vit.serve.gpu import VIDEO_GPU_SECONDS, Progress, bar_to, drain, gpu, streamed, zerogpu
 
 
 def npz_bytes(run: VideoRun) -> int:
@@ -88,7 +88,7 @@ def _video_work(video, model: str, view, head, side_by_side, npz, progress: Prog
         video,
         max_frames=SETTINGS.video_max_frames,
         max_gflop=SETTINGS.video_budget_gflop(device),
-        progress=progress,
+        bar=bar_to(progress),
         **options,
     )
     run.ramp = True  # a visitor sees the first frame's progress after one frame's forward, not a batch's
@@ -97,5 +97,5 @@ def _video_work(video, model: str, view, head, side_by_side, npz, progress: Prog
         check_npz(run, SETTINGS.video_npz_mb)
     d = new_dir(OUTPUT_ROOT / "videos")
     mp4, maps = d / "attention.mp4", (d / "attention_maps.npz" if npz else None)
-    facts = write_video(run, mp4, view=view, head=head, side_by_side=side_by_side, npz=maps)
+    facts = write_video(run, mp4, view=view, head=head, side_by_side=side_by_side, npz=maps, model_name=model.strip())
     return os.fspath(mp4), maps and os.fspath(maps), {"model": model.strip(), "device": device, **facts}

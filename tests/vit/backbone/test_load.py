@@ -14,7 +14,8 @@ from PIL import Image
 from attention.errors import ModelLoadError
 from attention.vit.backbone import describe
 from attention.vit.engine.extract import attention_maps
-from attention.vit.models.loader import check_allowed, load_vit, resolve
+from attention.vit.models.loader import check_allowed, load_vit
+from attention.vit.models.sources import resolve
 from tests.hub_cache import temporary_hf_home
 from tests.vit.backbone_oracle import SMALL, hf_oracle, hf_tiny, input_of, peak
 

@@ -13,8 +13,10 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
+from attention import npzfile
 from attention.render import overlay, upsample
 from attention.serving import cache
 from attention.vit.draw import outputs, views
@@ -125,3 +127,73 @@ def test_the_gallery_gets_tiles_reduced_to_its_size_and_the_download_keeps_them_
     np.testing.assert_array_equal(np.asarray(Image.open(same.thumbs[0])), ts[0].image)
     photos = outputs.write_gallery(ts, side=400, jpeg=True, root=tmp_path)  # photos: JPEG
     assert all(p.endswith("_small.jpg") for p in photos.thumbs)
+
+
+def _layout(path) -> dict:
+    """Check the one layout (`attention.npzfile`) of the .npz at `path` against the file itself: every member
+    an array or a PNG, the meta entry's common keys, and its description of each array (shape and dtype read
+    back by numpy, not from the writer). Returns the meta."""
+    with np.load(path) as d:
+        arrays = {n: d[n] for n in d.files if not n.startswith("png/") and n != "README.txt"}
+    meta = json.loads(str(arrays.pop("meta")))
+    assert meta["format"] == npzfile.FORMAT
+    assert set(npzfile.COMMON) <= set(meta) and "axes" not in meta and "units" not in meta
+    assert sorted(meta["arrays"]) == sorted(arrays)
+    for name, a in arrays.items():
+        assert meta["arrays"][name]["shape"] == list(a.shape) and meta["arrays"][name]["dtype"] == str(a.dtype)
+    return meta
+
+
+def test_every_npz_the_app_and_the_command_line_write_has_the_one_layout(digit_pass, tmp_path):
+    from attention.__main__ import main
+    from attention.vit.draw.feature_views import write_feature_outputs
+    from attention.vit.draw.frames import ViewSpec, download_maps
+    from attention.vit.engine.video import attention_video, write_video
+    from attention.vit.models.loader import load_vit
+    from attention.vit.relevance import relevance
+    from attention.vit.relevance.views import write_answer
+    from tests.conftest import DIGIT
+    from tests.video_clips import moving_digit
+
+    view = download_maps(digit_pass, ViewSpec((4, 1), 2, "heads"), root=tmp_path).outputs.npz
+    m = _layout(view)
+    assert (m["kind"], m["model"], m["layer"], m["query"], m["grid"], m["view"]) == (
+        "maps", "mnist_vit", 2, [4, 1], [7, 7], "heads"
+    )  # fmt: skip
+    assert m["arrays"]["maps"]["axes"] == "heads, rows, cols" and "softmax" in m["arrays"]["maps"]["units"]
+    assert m["arrays"]["query_token"].keys() == {"shape", "dtype"}  # no axes told: none written
+
+    assert main(["maps", DIGIT, "--model", "mnist_vit", "--query", "cls", "--out", str(tmp_path / "cli")]) == 0
+    m = _layout(tmp_path / "cli" / "digit_3" / "attention.npz")
+    assert (m["kind"], m["model"], m["layer"], m["query"], m["view"]) == ("maps", "mnist_vit", 3, "cls", None)
+    with zipfile.ZipFile(tmp_path / "cli" / "digit_3" / "attention.npz") as z:  # compressed, as before
+        assert z.getinfo("masks.npy").compress_type == zipfile.ZIP_DEFLATED
+
+    assert main(["features", DIGIT, "--model", "mnist_vit", "--out", str(tmp_path / "f")]) == 0
+    _, api, _ = write_feature_outputs(digit_pass, (2, 3), 1, root=tmp_path)
+    for path in (tmp_path / "f" / "digit_3" / "features.npz", api):
+        m = _layout(path)
+        assert (m["kind"], m["model"], m["grid"]) == ("features", "mnist_vit", [7, 7])
+        assert m["arrays"]["pca"]["axes"] == "rows, cols, rgb"
+    assert (m["layer"], m["query"]) == (1, [2, 3])
+
+    moving_digit(tmp_path / "in.mp4", n=4, fps=4)
+    run = attention_video(load_vit("mnist_vit"), tmp_path / "in.mp4", layer=1, resolution="native")
+    write_video(run, tmp_path / "o.mp4", view="head", head=2, npz=tmp_path / "v.npz", model_name="mnist_vit")
+    m = _layout(tmp_path / "v.npz")
+    assert (m["kind"], m["model"], m["layer"], m["query"], m["view"]) == ("video", "mnist_vit", 1, "cls", "head")
+    assert m["arrays"]["maps"]["axes"] == "frames, heads, rows, cols" and m["arrays"]["maps"]["shape"][0] == 4
+
+    _, rel, _ = write_answer(relevance(load_vit("mnist_vit"), DIGIT, 3), model="mnist_vit")
+    m = _layout(rel)
+    assert (m["kind"], m["model"], m["query"], m["grid"]) == ("relevance", "mnist_vit", "cls", [7, 7])
+
+
+def test_the_writer_refuses_an_array_named_like_its_own_entry_and_writes_to_a_buffer():
+    buf = io.BytesIO()
+    npzfile.save_npz(buf, {"x": np.zeros((2, 3), np.float32)}, meta={"kind": "k", "axes": {"x": "a, b", "y": "-"}})
+    buf.seek(0)
+    meta = npzfile.read_meta(buf)
+    assert meta["arrays"] == {"x": {"shape": [2, 3], "dtype": "float32", "axes": "a, b"}} and meta["model"] is None
+    with pytest.raises(ValueError, match="meta"):
+        npzfile.save_npz(io.BytesIO(), {"meta": np.zeros(1)})

@@ -92,7 +92,7 @@ def _unnormalised(x: torch.Tensor) -> np.ndarray:
 def test_the_family_says_the_resize_and_the_normalisation():
     """One resize per family, read from it: DINO's families resize bilinear (torchvision's Resize on a PIL
     image) and normalise with ImageNet's mean and std; timm models keep bicubic and their own."""
-    from attention.vit.models.loader import FAMILIES
+    from attention.vit.models.registry import FAMILIES
 
     for name in ("dino", "dinov2", "dinov2_reg", "dinov3"):
         assert FAMILIES[name].resize == "bilinear", name

@@ -17,7 +17,8 @@ from attention.images import load_image, to_tensor
 from attention.vit.engine import rows
 from attention.vit.engine.extract import attention_maps
 from attention.vit.engine.query import tokens_of
-from attention.vit.models.loader import is_cached, load_vit
+from attention.vit.models.loader import load_vit
+from attention.vit.models.sources import is_cached
 from bench import compat
 from tests.hub_cache import safetensors_bytes, temporary_hf_home
 

@@ -26,7 +26,8 @@ from PIL import Image
 
 from attention.vit.engine.extract import attention_maps
 from attention.vit.models import posembed
-from attention.vit.models.loader import family_of, load_vit
+from attention.vit.models.loader import load_vit
+from attention.vit.models.registry import family_of
 from tests.hub_cache import safetensors_bytes, temporary_hf_home
 
 pytestmark = pytest.mark.slow  # every test loads a real-size model (ViT-S) and runs it at 224-518 px

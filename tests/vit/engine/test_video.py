@@ -162,3 +162,31 @@ def test_a_stream_holding_more_than_its_headers_said_stops_at_the_budget(mnist, 
         for f in lied:
             got.append(f.index)
     assert got == [0, 1, 2, 3]  # the first batch of 4 fit; the second would pass 6 frames' compute
+
+
+def test_the_progress_is_one_tqdm_made_with_the_planned_frames_and_advanced_once_per_frame(mnist, clip):
+    from tqdm import tqdm
+
+    made = []
+
+    class Recording(tqdm):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "disable": True})
+            self.kwargs, self.seen = kwargs, []
+            made.append(self)
+
+        def update(self, n=1):
+            self.seen.append((n, len(got)))  # frames handed out before this tick
+            return super().update(n)
+
+        def close(self):
+            self.seen.append(("closed", len(got)))
+            return super().close()
+
+    run = attention_video(mnist, clip[0], resolution="native", fps=5, batch_size=3, bar=Recording)
+    got = []
+    for f in run:
+        got.append(f)
+    assert len(made) == 1 and made[0].kwargs["total"] == run.frames == len(got) == 10
+    assert made[0].seen[:11] == [(1, k) for k in range(1, 11)] + [("closed", 10)]  # a tick per frame drawn, closed
+    made.clear()  # gone before Gradio's track_tqdm patches tqdm (the UI's import) in this process

@@ -21,6 +21,7 @@ from PIL import Image
 from attention.errors import CheckpointError, ModelLoadError
 from attention.vit.engine.extract import attention_maps
 from attention.vit.models import loader as models
+from attention.vit.models import sources as model_sources
 from attention.vit.models.loader import load_vit
 from attention.vit.models.own_checkpoint import register_checkpoint
 from bench.common import answers, free_port
@@ -179,7 +180,7 @@ def test_a_visitors_model_name_is_never_read_as_a_path(tmp_path, weights, regist
             passes.get_pass(photo(), name, "auto", shared=True)
     alias = register_checkpoint(path, ARCH, default=True)  # the operator's: a registry entry, the default
     assert alias == "ckpt:checkpoint" and models.DEFAULT_MODEL == alias and models.check_allowed(alias) == alias
-    assert models.is_cached(alias) and models.available(alias) and models.hub_id(alias) is None
+    assert models.is_cached(alias) and model_sources.available(alias) and model_sources.hub_id(alias) is None
 
 
 @pytest.mark.slow

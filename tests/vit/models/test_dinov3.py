@@ -14,7 +14,8 @@ from PIL import Image
 
 from attention.vit.engine import features
 from attention.vit.models import posembed
-from attention.vit.models.loader import FAMILIES, REGISTRY, default_resolution, family_of, load_vit
+from attention.vit.models.loader import default_resolution, load_vit
+from attention.vit.models.registry import FAMILIES, REGISTRY, family_of
 from tests.hub_cache import DINOV3_REPO, add_tiny_dinov3, temporary_hf_home
 
 DINOV3 = {"dinov3_vits16": (384, 6), "dinov3_vits16plus": (384, 6), "dinov3_vitb16": (768, 12)}  # width, heads
@@ -114,7 +115,7 @@ def test_every_view_runs_on_a_dinov3(dinov3, tmp_path, monkeypatch):
 def test_the_registry_alias_loads_dinov3_s16_from_timms_hub_repo_offline(tmp_path):
     """`dinov3_vits16` -> timm vit_small_patch16_dinov3.lvd1689m -> hub repo timm/vit_small_patch16_dinov3.lvd1689m:
     full-size random weights in the Hub cache's layout, loaded through the registry with HF_HUB_OFFLINE=1."""
-    from attention.vit.models.loader import available, is_cached
+    from attention.vit.models.sources import available, is_cached
     from tests.hub_cache import safetensors_bytes
 
     torch.manual_seed(3)

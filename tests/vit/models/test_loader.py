@@ -12,17 +12,9 @@ import torch
 
 from attention import mnist
 from attention.errors import InputError, ModelLoadError
-from attention.vit.models.loader import (
-    REGISTRY,
-    available,
-    default_device,
-    default_dtype,
-    default_resolution,
-    family_of,
-    is_cached,
-    load_vit,
-    resolve,
-)
+from attention.vit.models.loader import default_device, default_dtype, default_resolution, load_vit
+from attention.vit.models.registry import REGISTRY, family_of
+from attention.vit.models.sources import available, is_cached, resolve
 from tests.hub_cache import safetensors_bytes, temporary_hf_home
 
 TINY = {  # a timm hub config.json: a 2-layer ViT with patch 8
@@ -175,7 +167,7 @@ def test_malformed_hub_ids_are_refused_before_any_lookup(name):
 
 
 def test_each_family_has_its_crop_and_resampling_rule_in_the_registry():
-    from attention.vit.models.loader import FAMILIES
+    from attention.vit.models.registry import FAMILIES
 
     rules = {a: (s.crop, s.pos_embed) for a, s in REGISTRY.items()}
     assert rules["dino_vits16"] == rules["dino_vitb8"] == ("top-left", "dino")
