@@ -61,23 +61,24 @@ FAMILIES: dict[str, Family] = {
 
 
 def family_of(name: str) -> str:
-    """The family of a timm name or `hf-hub:org/repo`, from its name: a DINOv3 name -> "dinov3"; a
-    DINOv2 name (with `reg<n>`: registers) -> "dinov2"/"dinov2_reg"; a `dino` tag or word
+    """The family of a timm name, `hf-hub:org/repo` or `hf:org/repo`, from its name: a DINOv3 name -> "dinov3"; a
+    DINOv2 name (with `reg<n>` or `with-registers`: registers) -> "dinov2"/"dinov2_reg"; a `dino` tag or word
     (`vit_small_patch16_224.dino`, `..._dino`) -> "dino"; anything else -> "timm"."""
     base = name.strip().lower().removeprefix("hf-hub:").rsplit("/", 1)[-1]
     if "dinov3" in base:
         return "dinov3"
-    if "dinov2" in base:
-        return "dinov2_reg" if re.search(r"reg\d", base) else "dinov2"
+    if "dinov2" in base:  # timm's `reg4`, transformers' `dinov2-with-registers-small`
+        return "dinov2_reg" if re.search(r"reg\d|with-registers", base) else "dinov2"
     return "dino" if re.search(r"(^|[._-])dino($|[._-])", base) else "timm"
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """One entry of the registry: a short alias for a timm tag (or the shipped model)."""
+    """One entry of the registry: a short alias for a timm tag, an `hf:`/`open_clip:` name (or the shipped model)."""
 
     alias: str
-    timm_name: str  # timm tag, or "local" for weights shipped in weights/ (the architecture, for a checkpoint)
+    timm_name: str  # timm tag, `hf:org/repo` (transformers), `open_clip:...`, or "local" for weights shipped in
+    # weights/ (the architecture, for a checkpoint)
     description: str
     resolution: int | None  # what "auto" resolution means for this model (shorter side, px; None: trained size)
     family: str = "timm"  # a key of FAMILIES: how its own code crops and resamples position embeddings
@@ -85,11 +86,13 @@ class ModelSpec:
     checkpoint_key: str | None = None  # where in that file the weights sit (DINO's --checkpoint_key)
     classifier: bool = False  # has a classifier head read from its class token (class relevance: "Why this class?")
     text: bool = False  # has a text tower (CLIP, SigLIP: text relevance, "Find in image"); timm_name "open_clip:..."
+    gated: bool = False  # its Hub repo asks for the licence to be accepted: a Space's image cannot preload it
 
     @property
     def hub_id(self) -> str | None:
-        if self.timm_name.startswith("open_clip:hf-hub:"):
-            return self.timm_name[len("open_clip:hf-hub:") :]
+        for prefix in ("open_clip:hf-hub:", "hf:"):
+            if self.timm_name.startswith(prefix):
+                return self.timm_name[len(prefix) :]
         return None if self.timm_name == "local" or self.checkpoint else f"timm/{self.timm_name}"
 
     @property
@@ -123,6 +126,24 @@ REGISTRY: dict[str, ModelSpec] = {
         ModelSpec("dinov3_vits16", "vit_small_patch16_dinov3.lvd1689m", "DINOv3 ViT-S/16", 768, "dinov3"),
         ModelSpec("dinov3_vits16plus", "vit_small_plus_patch16_dinov3.lvd1689m", "DINOv3 ViT-S+/16", 768, "dinov3"),
         ModelSpec("dinov3_vitb16", "vit_base_patch16_dinov3.lvd1689m", "DINOv3 ViT-B/16", 768, "dinov3"),
+        # the same families in transformers' format (facebook's own repos, `backbone.hf`): fed by the family's
+        # rules as the timm entries above; positions resampled by transformers' interpolate_pos_encoding
+        ModelSpec("dinov2_vits14_hf", "hf:facebook/dinov2-small", "DINOv2 ViT-S/14 (transformers)", 480, "dinov2"),
+        ModelSpec(
+            "dinov2_vits14_reg_hf",
+            "hf:facebook/dinov2-with-registers-small",
+            "DINOv2 ViT-S/14 with 4 registers (transformers)",
+            480,
+            "dinov2_reg",
+        ),
+        ModelSpec(  # gated on the Hub (the DINOv3 licence): an HF_TOKEN that accepted it, or a cache holding it
+            "dinov3_vits16_hf",
+            "hf:facebook/dinov3-vits16-pretrain-lvd1689m",
+            "DINOv3 ViT-S/16 (transformers)",
+            768,
+            "dinov3",
+            gated=True,
+        ),
         ModelSpec("mnist_vit", "local", "ViT trained here on MNIST digits (ships with the app)", 28, classifier=True),
         ModelSpec("deit_small", "deit_small_patch16_224.fb_in1k", "DeiT-S ImageNet classifier", 224, classifier=True),
         # models with a text tower, through open_clip (attention.vit.text): text relevance, "Find in image"
