@@ -30,7 +30,8 @@ attack prints NOT MEASURED, neither PASS nor FAIL):
 Goals: honest p95 <= 3x quiet during new_sessions, live_flood and the computing attacks; under video_slot,
 relevance_flood and mixed_sessions an honest relevance and an honest 1 s video each within 3x their quiet
 time plus one attacker job (the longest kind of heavy job the attack sends, each kind timed quiet); RSS
---settle s after within 10% of before; large_passes: RSS <= ATTENTION_STATE_MB + the RSS before, and the other visitor's pass alive.
+--settle s after within 10% of before; large_passes: RSS <= ATTENTION_STATE_MB + the RSS before, and the
+other visitor's pass alive.
 Ends with the attacks as a Markdown block (docs/security.md's table sets a run without the guard beside one with it).
 """
 
