@@ -95,19 +95,20 @@ JOBS = {  # the kinds of heavy job each attack sends: its "one bounded job" is t
 }
 
 
-def quiet_heavy(url: str) -> str:
-    """Times the honest relevance and video calls, and one attacker job of each kind (JOB_KINDS, each from a
-    client of its own, a picture no attack sends), with nothing else running."""
+def quiet_heavy(url: str, attacks: list[str]) -> str:
+    """Times the honest relevance and video calls, and one attacker job of each kind `attacks` send (JOBS; each
+    from a client of its own, a picture no attack sends), with nothing else running."""
     _URL[0] = url
     honest_relevance()
     QUIET["relevance"] = min(honest_relevance() for _ in range(2))
     QUIET["video"] = min(honest_video() for _ in range(2))
-    for k, kind in enumerate(JOB_KINDS):
+    kinds = [kind for kind in JOB_KINDS if any(kind in JOBS.get(a, ()) for a in attacks)]
+    for k, kind in enumerate(kinds):
         args, kwargs = _job_args(kind, 4242 + k)
         t = time.perf_counter()
         _client(f"10.0.0.{99 - k}").predict(*args, **kwargs)
         QUIET[kind] = time.perf_counter() - t
-    jobs = ", ".join(f"{kind} {QUIET[kind]:.2f} s" for kind in JOB_KINDS)
+    jobs = ", ".join(f"{kind} {QUIET[kind]:.2f} s" for kind in kinds)
     return (
         f"quiet: honest relevance {QUIET['relevance']:.2f} s, honest 1 s video {QUIET['video']:.2f} s; one attacker "
         f"job: {jobs} (video: the digits clip)"
@@ -151,10 +152,10 @@ def _honest_during(attack, name: str) -> tuple[dict, str, bool]:
     timed: dict[str, float | str] = {}
     for _ in range(2):
         try:
-            name, v = out.get(timeout=600)
+            call, v = out.get(timeout=600)
         except queue.Empty:
             break
-        timed[name] = v
+        timed[call] = v
     proc.join(30)
     if proc.is_alive():
         proc.kill()
