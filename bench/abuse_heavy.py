@@ -2,13 +2,15 @@
 
 Each attack is `(app, page, n, max_seconds) -> (what the attacker got, a note)`; the ones on the heavy lane
 also time one honest relevance call and one honest short video (another visitor) while they run, against
-the same calls timed quiet (`quiet_heavy`), and say whether each is within 3x quiet plus one attacker job.
+the same calls timed quiet (`quiet_heavy`), and say whether each is within 3x quiet plus one attacker job:
+the longest, timed quiet, of the kinds of heavy job that attack sends (`JOBS`).
 
   video_slot      n /attention_video jobs of the digits clip at 30 fps from one client over 4 sessions
   canvas_gif      n GIFs of 1x1 frames on a 16000x16000 canvas (a few kB each) to /attention_video
   relevance_flood n /relevance calls at 256 px (4,096 tokens) from one client over 4 sessions
   mixed_sessions  n calls (maps, relevance, video in turn) from 20 sessions of one client
-  mcp_clients     8 MCP clients side by side (addresses of their own) calling the attention_maps tool
+  mcp_clients     8 MCP clients side by side (addresses of their own) calling the attention_maps tool (the round
+                  sent again until the honest visitor made --min-honest calls)
   mcp_data        n MCP calls each with its own 1 MB data: PNG, from one client: the upload folder just after
                   and --settle s after (goal: Gradio's MCP copies swept, one tracked copy of each file left)
   forged_headers  n new-session calls at once, each with a forged X-Forwarded-For entry left of the proxy's
@@ -37,7 +39,7 @@ from bench.common import ROOT
 ATTACKER = "10.66.0.1"
 HONEST_HEAVY = "10.0.0.3"  # the visitor whose relevance and video calls are timed
 CLIP = str(ROOT / "examples" / "videos" / "digits.mp4")
-QUIET: dict[str, float] = {}  # honest relevance / video seconds, quiet; an attacker's video job, quiet
+QUIET: dict[str, float] = {}  # honest relevance / video seconds, quiet; each kind of attacker job (JOBS), quiet
 _MCP_DATA: dict[str, float] = {}  # mcp_data's upload folder MB before, MB of files sent, calls
 
 
@@ -75,25 +77,47 @@ def honest_video() -> float:
     return time.perf_counter() - t
 
 
-def quiet_heavy(url: str) -> str:
-    """Times the honest relevance and video calls, and one attacker video job, with nothing else running."""
+def _job_args(kind: str, i: int) -> tuple[tuple, dict]:
+    """(args, kwargs) of one attacker job of `kind` (a key of JOB_KINDS); `i` picks its picture."""
     from gradio_client import handle_file
 
+    if kind == "video at 30 fps":
+        return (handle_file(CLIP), "mnist_vit"), {"fps": 30, "api_name": "/attention_video"}
+    side = int(kind.split()[-2])  # "relevance at 256 px"
+    return (handle_file(_noise(i, side)), "mnist_vit", "", str(side)), {"api_name": "/relevance"}
+
+
+JOB_KINDS = ("video at 30 fps", "relevance at 256 px", "relevance at 128 px")
+JOBS = {  # the kinds of heavy job each attack sends: its "one bounded job" is the longest of them, timed quiet
+    "video_slot": ("video at 30 fps",),
+    "relevance_flood": ("relevance at 256 px",),
+    "mixed_sessions": ("video at 30 fps", "relevance at 128 px"),
+}
+
+
+def quiet_heavy(url: str, attacks: list[str]) -> str:
+    """Times the honest relevance and video calls, and one attacker job of each kind `attacks` send (JOBS; each
+    from a client of its own, a picture no attack sends), with nothing else running."""
     _URL[0] = url
     honest_relevance()
     QUIET["relevance"] = min(honest_relevance() for _ in range(2))
     QUIET["video"] = min(honest_video() for _ in range(2))
-    t = time.perf_counter()
-    _client("10.0.0.99").predict(handle_file(CLIP), "mnist_vit", fps=30, api_name="/attention_video")
-    QUIET["job"] = time.perf_counter() - t
-    t = time.perf_counter()
-    _client("10.0.0.98").predict(handle_file(_noise(4242, 256)), "mnist_vit", "", "256", api_name="/relevance")
-    QUIET["relevance_job"] = time.perf_counter() - t
+    kinds = [kind for kind in JOB_KINDS if any(kind in JOBS.get(a, ()) for a in attacks)]
+    for k, kind in enumerate(kinds):
+        args, kwargs = _job_args(kind, 4242 + k)
+        t = time.perf_counter()
+        _client(f"10.0.0.{99 - k}").predict(*args, **kwargs)
+        QUIET[kind] = time.perf_counter() - t
+    jobs = ", ".join(f"{kind} {QUIET[kind]:.2f} s" for kind in kinds)
     return (
         f"quiet: honest relevance {QUIET['relevance']:.2f} s, honest 1 s video {QUIET['video']:.2f} s; one attacker "
-        f"video job (digits clip at 30 fps) {QUIET['job']:.2f} s, one attacker relevance at 256 px "
-        f"{QUIET['relevance_job']:.2f} s"
+        f"job: {jobs} (video: the digits clip)"
     )
+
+
+def one_job(attack: str) -> tuple[str, float]:
+    """The longest kind of heavy job `attack` sends and its quiet seconds: the "one bounded job" of its goal."""
+    return max(((kind, QUIET[kind]) for kind in JOBS[attack]), key=lambda kv: kv[1])
 
 
 def _honest_heavy(url: str, images: str, ready, go, out) -> None:
@@ -114,10 +138,10 @@ def _honest_heavy(url: str, images: str, ready, go, out) -> None:
             out.put((name, f"{type(e).__name__}: {str(e)[:80]}"))
 
 
-def _honest_during(attack, job: str = "job") -> tuple[dict, str, bool]:
+def _honest_during(attack, name: str) -> tuple[dict, str, bool]:
     """Runs `attack()` while the honest heavy visitor makes one relevance and one video call (after 1 s, from
-    `_honest_heavy`'s process); goal: each within 3x its quiet time plus one attacker job (`QUIET[job]`: the
-    attack's longest kind of job)."""
+    `_honest_heavy`'s process); goal: each within 3x its quiet time plus one attacker job (`one_job(name)`: the
+    longest kind of job attack `name` sends, timed quiet)."""
     ctx = multiprocessing.get_context("spawn")
     ready, go, out = ctx.Event(), ctx.Event(), ctx.Queue()
     proc = ctx.Process(target=_honest_heavy, args=(_URL[0], bl.TEMP[5], ready, go, out), daemon=True)
@@ -128,25 +152,26 @@ def _honest_during(attack, job: str = "job") -> tuple[dict, str, bool]:
     timed: dict[str, float | str] = {}
     for _ in range(2):
         try:
-            name, v = out.get(timeout=600)
+            call, v = out.get(timeout=600)
         except queue.Empty:
             break
-        timed[name] = v
+        timed[call] = v
     proc.join(30)
     if proc.is_alive():
         proc.kill()
     ok = True
+    kind, job_s = one_job(name)
     parts = []
-    for name in ("relevance", "video"):
-        v = timed.get(name, "not done")
+    for call in ("relevance", "video"):
+        v = timed.get(call, "not done")
         if isinstance(v, float):
-            bound = 3 * QUIET.get(name, v) + QUIET.get(job, 0)
+            bound = 3 * QUIET[call] + job_s
             ok &= v <= bound
-            parts.append(f"honest {name} {v:.1f} s (goal <= {bound:.1f} s)")
+            parts.append(f"honest {call} {v:.1f} s (goal <= 3 x {QUIET[call]:.2f} + {job_s:.2f} s = {bound:.1f} s)")
         else:
             ok = False
-            parts.append(f"honest {name}: {v}")
-    return got, "; ".join(parts), ok
+            parts.append(f"honest {call}: {v}")
+    return got, "; ".join(parts) + f"; one job: the attack's longest, {kind}", ok
 
 
 def _submit_all(calls, max_s: float) -> dict:
@@ -175,13 +200,9 @@ def _sessions(ip: str, k: int):
 
 
 def video_slot(app, page, n, max_s):
-    from gradio_client import handle_file
-
     cs = _sessions(ATTACKER, 4)
-    calls = [
-        (cs[i % 4], (handle_file(CLIP), "mnist_vit"), {"fps": 30, "api_name": "/attention_video"}) for i in range(n)
-    ]
-    got, note, ok = _honest_during(lambda: _submit_all(calls, max_s))
+    calls = [(cs[i % 4], *_job_args("video at 30 fps", i)) for i in range(n)]
+    got, note, ok = _honest_during(lambda: _submit_all(calls, max_s), "video_slot")
     return got, note + (" [goal met]" if ok else " [GOAL MISSED]")
 
 
@@ -199,13 +220,9 @@ def canvas_gif(app, page, n, max_s):
 
 
 def relevance_flood(app, page, n, max_s):
-    from gradio_client import handle_file
-
     cs = _sessions(ATTACKER, 4)
-    calls = [
-        (cs[i % 4], (handle_file(_noise(i, 256)), "mnist_vit", "", "256"), {"api_name": "/relevance"}) for i in range(n)
-    ]
-    got, note, ok = _honest_during(lambda: _submit_all(calls, max_s), "relevance_job")
+    calls = [(cs[i % 4], *_job_args("relevance at 256 px", i)) for i in range(n)]
+    got, note, ok = _honest_during(lambda: _submit_all(calls, max_s), "relevance_flood")
     return got, note + (" [goal met]" if ok else " [GOAL MISSED]")
 
 
@@ -215,11 +232,11 @@ def mixed_sessions(app, page, n, max_s):
     cs = _sessions(ATTACKER, 20)
     kinds = [
         ((handle_file(bl.DIGITS[3]), "mnist_vit"), {"api_name": "/attention_maps"}),
-        ((handle_file(_noise(900, 128)), "mnist_vit", "", "128"), {"api_name": "/relevance"}),
-        ((handle_file(CLIP), "mnist_vit"), {"fps": 30, "api_name": "/attention_video"}),
+        _job_args("relevance at 128 px", 900),
+        _job_args("video at 30 fps", 0),
     ]
     calls = [(cs[i % 20], *kinds[i % 3]) for i in range(n)]
-    got, note, ok = _honest_during(lambda: _submit_all(calls, max_s))
+    got, note, ok = _honest_during(lambda: _submit_all(calls, max_s), "mixed_sessions")
     return got, note + (" [goal met]" if ok else " [GOAL MISSED]")
 
 
@@ -346,4 +363,4 @@ ATTACKS = {
     "forged_headers": (forged_headers, 40),
     "big_body": (big_body, 10),
 }
-HEAVY_TIMED = {"video_slot", "relevance_flood", "mixed_sessions"}
+HEAVY_TIMED = set(JOBS)

@@ -14,7 +14,8 @@ own X-Forwarded-For, which uvicorn honours from loopback (FORWARDED_ALLOW_IPS); 
 client. ATTENTION_GUARD=0 in the environment runs the same attacks without the guard (the "before").
 
 Attacks (counts times --scale; each also stops at --max-seconds; a flood over before the honest visitor made
---min-honest calls is sent again, so that its p95 is of enough calls):
+--min-honest calls is sent again, so that its p95 is of enough calls; a goal with no honest call during its
+attack prints NOT MEASURED, neither PASS nor FAIL):
   new_sessions   3,000 live-route calls from 32 threads, each with a fresh session id (Gradio builds a session's state
                  for each before it looks up the function); before it, with the visitor paused: the server's
                  CPU ms per such request vs the same call from a known session
@@ -28,8 +29,9 @@ Attacks (counts times --scale; each also stops at --max-seconds; a flood over be
   mixed_sessions, mcp_clients, mcp_data, forged_headers, big_body: see its doc).
 Goals: honest p95 <= 3x quiet during new_sessions, live_flood and the computing attacks; under video_slot,
 relevance_flood and mixed_sessions an honest relevance and an honest 1 s video each within 3x their quiet
-time plus one attacker job (timed quiet); RSS --settle s after within 10% of
-before; large_passes: RSS <= ATTENTION_STATE_MB + the RSS before, and the other visitor's pass alive.
+time plus one attacker job (the longest kind of heavy job the attack sends, each kind timed quiet); RSS
+--settle s after within 10% of before; large_passes: RSS <= ATTENTION_STATE_MB + the RSS before, and the
+other visitor's pass alive.
 Ends with the attacks as a Markdown block (docs/security.md's table sets a run without the guard beside one with it).
 """
 
@@ -59,7 +61,8 @@ from bench.expected import pixels
 from bench.page import Browser
 
 HONEST, ATTACKER, VISITOR = "10.0.0.1", "10.66.0.1", "10.0.0.2"  # X-Forwarded-For of each client
-REPEATABLE = {"new_sessions", "live_flood", "big_session"}  # floods repeated until the visitor's p95 means something
+# floods repeated until the visitor's p95 means something (mcp_clients: 8 calls, over before the visitor's next call)
+REPEATABLE = {"new_sessions", "live_flood", "big_session", "mcp_clients"}
 LIGHT = ["new_sessions", "live_flood", "big_session", "large_passes", "upload_flood"]
 ATTACKS = LIGHT + list(heavy.ATTACKS)  # bench.abuse_heavy's: the computing endpoints (issue 32)
 
@@ -301,7 +304,7 @@ def main() -> None:
         counts = dict(new_sessions=3000, live_flood=20_000, big_session=300, large_passes=60, upload_flood=400)
         counts.update({k: n for k, (_, n) in heavy.ATTACKS.items()})
         if any(a in heavy.HEAVY_TIMED for a in args.only.split(",")):
-            lines.append(heavy.quiet_heavy(app.url))
+            lines.append(heavy.quiet_heavy(app.url, args.only.split(",")))
             print(lines[-1], flush=True)
         if "new_sessions" in args.only:
             cost = session_cost(app, page, honest)
@@ -319,12 +322,12 @@ def main() -> None:
                 while name in REPEATABLE and honest.stats(start)[2] < args.min_honest:
                     if time.time() - start > args.max_seconds:
                         break
-                    more, note = globals()[name](app, page, n, args.max_seconds)
+                    more, note = attack(app, page, n, args.max_seconds)
                     got = {k: got.get(k, 0) + more.get(k, 0) for k in {*got, *more}}
             during = honest.stats(start, time.time())
             time.sleep(args.settle)
             after = bl.rss_mb(app)
-            ratio = during[1] / quiet[1]
+            ratio = during[1] / quiet[1]  # nan when the visitor made no call during it: not measured
             lines += [
                 f"{name} (n={n}): attacker got {got}",
                 f"  honest p50 {during[0]:.3f} s, p95 {during[1]:.3f} s ({during[2]} calls, {during[3]} failed); "
@@ -335,7 +338,7 @@ def main() -> None:
             print("\n".join(lines[-4 if note else -3 :]), flush=True)
             rows.append(Attack(name, n, got, ratio, during[2], during[3], before, peak.peak, after))
             if name in ("new_sessions", "live_flood", *heavy.ATTACKS):
-                verdicts.append((f"{name}: honest p95 <= 3x quiet", ratio <= 3))
+                verdicts.append((f"{name}: honest p95 <= 3x quiet", None if during[2] == 0 else bool(ratio <= 3)))
             if name in heavy.HEAVY_TIMED:
                 verdicts.append((f"{name}: honest relevance and video within 3x quiet + one job", "[goal met]" in note))
             verdicts.append((f"{name}: RSS {args.settle:.0f} s after within 10% of before", after <= 1.1 * before))
@@ -365,7 +368,7 @@ def main() -> None:
     print(f"app log: {tail.count('Traceback')} tracebacks, {len(tail) / 1000:.0f} kB")
     print("\n".join(lines))
     for name, ok in verdicts:
-        print(f"{'PASS' if ok else 'FAIL'}  {name}")
+        print(f"{verdict(ok)}  {name}")
     print(readme_block("bench_abuse", "attacks", attacks_table(rows, guarded, args.settle)))
 
 
@@ -381,6 +384,11 @@ class Attack(NamedTuple):
     rss_before: float
     rss_peak: float
     rss_after: float
+
+
+def verdict(ok: bool | None) -> str:
+    """A goal's verdict: PASS, FAIL, or NOT MEASURED (None: no honest call during the attack, a nan p95)."""
+    return "NOT MEASURED (0 honest calls during it)" if ok is None else ("PASS" if ok else "FAIL")
 
 
 def got(counts: dict) -> str:
@@ -399,7 +407,7 @@ def attacks_table(rows: list[Attack], guard: str, settle: float) -> str:
             (
                 f"{a.name} ({a.n:,})",
                 got(a.got),
-                f"{a.p95_ratio:.1f}x",
+                f"{a.p95_ratio:.1f}x" if a.calls else "not measured",
                 f"{a.failed} of {a.calls}",
                 f"peak +{a.rss_peak - a.rss_before:.0f} MB; {settle:.0f} s after {a.rss_after - a.rss_before:+.0f} MB "
                 f"({100 * (a.rss_after - a.rss_before) / a.rss_before:+.1f}%)",

@@ -168,3 +168,24 @@ def test_the_block_a_bench_prints_is_what_the_pages_test_reads(monkeypatch):
     found = BLOCK.fullmatch(common.readme_block("bench_video", "speed", table))
     assert found is not None
     assert found.groups() == ("bench_video", "speed", "python -m bench.bench_video --quick", "bench_video", table)
+
+
+def test_an_attack_with_no_honest_call_reads_not_measured_never_pass_or_fail():
+    m = importlib.import_module("bench.bench_abuse")
+    assert (m.verdict(True), m.verdict(False)) == ("PASS", "FAIL")
+    assert m.verdict(None).startswith("NOT MEASURED") and "PASS" not in m.verdict(None)
+    row = m.Attack("mcp_clients", 8, {"ok": 8, "sent": 8}, float("nan"), 0, 0, 1000.0, 1078.0, 1039.0)
+    last = m.attacks_table([row], "on", 60).splitlines()[-1]
+    assert cells(last)[2] == "not measured" and "nan" not in last
+    assert "mcp_clients" in m.REPEATABLE  # its 8 calls are sent again until the visitor made enough calls
+
+
+def test_each_heavy_attacks_one_job_is_the_longest_kind_it_sends_timed_quiet(monkeypatch):
+    m = importlib.import_module("bench.abuse_heavy")
+    assert set(m.JOBS) == m.HEAVY_TIMED and {k for kinds in m.JOBS.values() for k in kinds} == set(m.JOB_KINDS)
+    assert set(m.JOBS["mixed_sessions"]) == {"video at 30 fps", "relevance at 128 px"}  # both heavy kinds it sends
+    quiet = {"video at 30 fps": 0.66, "relevance at 256 px": 4.97, "relevance at 128 px": 0.9}
+    monkeypatch.setattr(m, "QUIET", quiet)
+    assert m.one_job("mixed_sessions") == ("relevance at 128 px", 0.9)
+    assert m.one_job("video_slot") == ("video at 30 fps", 0.66)
+    assert m.one_job("relevance_flood") == ("relevance at 256 px", 4.97)

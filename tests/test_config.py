@@ -3,6 +3,8 @@ value stops start-up with a message naming the variable and what is accepted."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from attention.config import ConfigError, Settings
@@ -35,6 +37,7 @@ def test_settings_are_read_from_the_environment(monkeypatch):
     [
         ("ATTENTION_MAX_MODELS", "many"),
         ("ATTENTION_MAX_MODELS", "0"),
+        ("ATTENTION_HEAVY_THREADS", "0"),
         ("ATTENTION_STATE_MB", "-1"),
         ("ATTENTION_STATE_IDLE", "0"),
         ("ATTENTION_MALLOC_ARENAS", "-2"),
@@ -89,3 +92,11 @@ def test_the_guards_limits_have_stated_defaults_and_come_from_the_environment(mo
     monkeypatch.setenv("ATTENTION_MAX_BODY_KB", "0")
     with pytest.raises(ConfigError, match="ATTENTION_MAX_BODY_KB='0' is out of range"):
         Settings.from_env()
+
+
+def test_heavy_threads_leave_the_light_lane_a_core(monkeypatch):
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.delenv("ATTENTION_HEAVY_THREADS", raising=False)
+    assert Settings.from_env().heavy_threads == Settings().heavy_threads == max(1, cores - 1)
+    monkeypatch.setenv("ATTENTION_HEAVY_THREADS", "3")
+    assert Settings.from_env().heavy_threads == 3

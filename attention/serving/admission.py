@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 
 from attention.config import SETTINGS
 from attention.errors import BudgetError
+from attention.serving.threads import torch_threads
 from attention.serving.visitors import Busy, Visitor
 
 
@@ -95,10 +96,12 @@ class Lane:
         max_waiting: int = 16,
         bound_s: float = 120.0,
         reserve_ttl: float = 30.0,
+        threads: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.name, self.slots, self.running, self.queued = name, max(1, slots), max(1, running), max(0, queued)
         self.max_waiting, self.bound_s, self.reserve_ttl, self._clock = max(0, max_waiting), bound_s, reserve_ttl, clock
+        self.threads = threads  # torch threads of the thread inside a `turn` (None: left as they are)
         self._cond = threading.Condition()
         self._running: dict[str, int] = {}  # key -> jobs computing
         self._reserved: dict[Visitor, deque[float]] = {}  # visitor -> when each unclaimed reservation was made
@@ -213,7 +216,8 @@ class Lane:
             self._enqueue(ticket)
             self._wait(ticket)
         try:
-            yield Turn(self, ticket)
+            with torch_threads(self.threads):
+                yield Turn(self, ticket)
         finally:
             with self._cond:
                 self._release_slot(ticket)
@@ -272,7 +276,9 @@ HEAVY = Lane(
     queued=SETTINGS.visitor_queued,
     max_waiting=SETTINGS.heavy_waiting,
     bound_s=SETTINGS.job_seconds,
+    threads=SETTINGS.heavy_threads,
 )
 """Relevance and attention videos: ATTENTION_HEAVY_SLOTS at once (1), shared round-robin between visitors;
 per visitor 1 running and ATTENTION_VISITOR_QUEUED waiting (2); ATTENTION_HEAVY_WAITING waiting in all
-(16); each job holds its slot at most ATTENTION_JOB_SECONDS (a video between its chunks)."""
+(16); each job holds its slot at most ATTENTION_JOB_SECONDS (a video between its chunks), computing with
+ATTENTION_HEAVY_THREADS torch threads on the CPU (cores - 1: the light lane keeps a core)."""

@@ -175,3 +175,41 @@ def test_a_job_is_stopped_past_its_bound_and_hands_its_slot_on_between_chunks():
         order.append("A2")
     t.join(5)
     assert order == ["A1", "B", "A2"]
+
+
+def test_a_turn_computes_with_the_lanes_torch_threads_restored_after_and_other_threads_untouched():
+    """torch.set_num_threads is per thread: the job's thread (a reused worker, as Gradio's) computes with the
+    lane's `threads`, gets its own value back after, and the main thread keeps its value meanwhile."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("on CUDA the heavy lane leaves torch's threads as they are")
+    lane = Lane("heavy", threads=1)
+    main = torch.get_num_threads()
+    inside, release = threading.Event(), threading.Event()
+
+    def job() -> tuple[int, int, int]:
+        torch.set_num_threads(3)  # the worker's own value, which the turn must give back
+        with lane.turn(A):
+            during = torch.get_num_threads()
+            inside.set()
+            release.wait(10)
+        return 3, during, torch.get_num_threads()
+
+    with ThreadPoolExecutor(1) as worker:
+        fut = worker.submit(job)
+        assert inside.wait(10)
+        assert torch.get_num_threads() == main  # the main thread's, while the job computes
+        release.set()
+        assert fut.result(10) == (3, 1, 3)
+        assert worker.submit(torch.get_num_threads).result(10) == 3  # the reused worker's value, restored
+    assert torch.get_num_threads() == main
+    plain = Lane("forward")  # no threads: a turn leaves the thread's value as it is
+    with plain.turn(A):
+        assert torch.get_num_threads() == main
+
+
+def test_the_heavy_lane_uses_the_heavy_threads_setting():
+    from attention.config import SETTINGS
+    from attention.serving.admission import HEAVY
+
+    assert HEAVY.threads == SETTINGS.heavy_threads >= 1

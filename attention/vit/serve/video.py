@@ -14,6 +14,7 @@ from attention import videos
 from attention.config import SETTINGS
 from attention.errors import BudgetError
 from attention.serving.admission import HEAVY
+from attention.serving.threads import torch_threads
 from attention.serving.visitors import Visitor
 from attention.vit.draw.outputs import OUTPUT_ROOT, new_dir
 from attention.vit.engine.video import VideoRun, attention_video, write_video
@@ -73,10 +74,14 @@ def visitor_video(
 @gpu(duration=VIDEO_GPU_SECONDS)
 def _video_job(video, model: str, view: str, head: int, side_by_side: bool, npz: bool, options: dict, between=None):
     """`visitor_video`'s work where the GPU is (ZeroGPU lends one for the call): a generator of its
-    progress and then its result (`gpu.streamed`), so its progress reaches the visitor's bar."""
-    yield from streamed(
-        lambda progress: _video_work(video, model, view, head, side_by_side, npz, progress, options, between)
-    )
+    progress and then its result (`gpu.streamed`), so its progress reaches the visitor's bar. The work runs in
+    `streamed`'s thread, with the heavy lane's torch threads (ATTENTION_HEAVY_THREADS) on the CPU."""
+
+    def work(progress: Progress) -> tuple:
+        with torch_threads(HEAVY.threads):
+            return _video_work(video, model, view, head, side_by_side, npz, progress, options, between)
+
+    yield from streamed(work)
 
 
 def _video_work(video, model: str, view, head, side_by_side, npz, progress: Progress, options: dict, between) -> tuple:

@@ -95,3 +95,24 @@ def test_batch_maps_records_only_the_layer_it_keeps_and_the_kernels_scale(monkey
     every = batch.batch_maps(model, xs, layer=1, every_layer=True)
     np.testing.assert_allclose(one[0].scores[0], every[0].scores[1], rtol=1e-6)
     assert one[0].scale == pytest.approx(computed[0]) == pytest.approx(model.blocks[1].attn.head_dim ** -0.5)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on CUDA the heavy lane leaves torch's threads as they are")
+def test_the_video_computes_in_its_own_thread_with_the_heavy_lanes_torch_threads(clip, monkeypatch):
+    import threading
+
+    from attention.serving.admission import HEAVY
+
+    main = torch.get_num_threads()
+    monkeypatch.setattr(HEAVY, "threads", main + 1)  # neither the main thread's nor a new thread's default
+    seen = []
+    real = visitor.write_video
+
+    def spy(*args, **kwargs):  # where the frames are decoded and their forwards run, in the job's thread
+        seen.append((threading.current_thread().name, torch.get_num_threads()))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(visitor, "write_video", spy)
+    visitor.visitor_video(clip, "mnist_vit", batch_size=4)
+    assert seen == [("gpu-job", main + 1)]
+    assert torch.get_num_threads() == main
