@@ -51,12 +51,6 @@ def _read(name: str, default: float, kind: type = float, lo: float = 0.0, hi: fl
     return value
 
 
-def _cores_but_one() -> int:
-    """The cores this process may use, less one (the light lane's), at least 1."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cores - 1)
-
-
 _YES, _NO = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
 
@@ -138,8 +132,9 @@ class Settings:
     heavy_waiting: int = 16
     job_seconds: float = 120.0
     # torch's intra-op threads of the thread computing a heavy job (relevance, text relevance, a video) on the
-    # CPU, so the light lane keeps a core: ATTENTION_HEAVY_THREADS (default: cores - 1, at least 1)
-    heavy_threads: int = field(default_factory=_cores_but_one)
+    # CPU: ATTENTION_HEAVY_THREADS (0, the default: as torch has them; 1 on 2 cores did not help the light lane:
+    # docs/admission.md)
+    heavy_threads: int = 0
     relevance_gflop_cpu: float = (
         1500.0  # estimated compute of one relevance job on a CPU: ATTENTION_RELEVANCE_MAX_GFLOP_CPU
     )
@@ -224,7 +219,7 @@ class Settings:
             visitor_queued=int(_read("ATTENTION_VISITOR_QUEUED", cls.visitor_queued, int, 0, 64)),
             heavy_waiting=int(_read("ATTENTION_HEAVY_WAITING", cls.heavy_waiting, int, 0, 1024)),
             job_seconds=_read("ATTENTION_JOB_SECONDS", cls.job_seconds, float, 1),
-            heavy_threads=int(_read("ATTENTION_HEAVY_THREADS", _cores_but_one(), int, 1, 1024)),
+            heavy_threads=int(_read("ATTENTION_HEAVY_THREADS", cls.heavy_threads, int, 0, 1024)),
             relevance_gflop_cpu=_read("ATTENTION_RELEVANCE_MAX_GFLOP_CPU", cls.relevance_gflop_cpu, float, 0.001),
             relevance_gflop_gpu=_read("ATTENTION_RELEVANCE_MAX_GFLOP_GPU", cls.relevance_gflop_gpu, float, 0.001),
             video_decode_pixels=int(_read("ATTENTION_VIDEO_DECODE_PIXELS", cls.video_decode_pixels, int, 1)),

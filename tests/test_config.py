@@ -3,8 +3,6 @@ value stops start-up with a message naming the variable and what is accepted."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from attention.config import ConfigError, Settings
@@ -37,7 +35,7 @@ def test_settings_are_read_from_the_environment(monkeypatch):
     [
         ("ATTENTION_MAX_MODELS", "many"),
         ("ATTENTION_MAX_MODELS", "0"),
-        ("ATTENTION_HEAVY_THREADS", "0"),
+        ("ATTENTION_HEAVY_THREADS", "-1"),
         ("ATTENTION_STATE_MB", "-1"),
         ("ATTENTION_STATE_IDLE", "0"),
         ("ATTENTION_MALLOC_ARENAS", "-2"),
@@ -94,9 +92,8 @@ def test_the_guards_limits_have_stated_defaults_and_come_from_the_environment(mo
         Settings.from_env()
 
 
-def test_heavy_threads_leave_the_light_lane_a_core(monkeypatch):
-    cores = len(os.sched_getaffinity(0))
+def test_heavy_threads_are_torchs_own_unless_set(monkeypatch):
     monkeypatch.delenv("ATTENTION_HEAVY_THREADS", raising=False)
-    assert Settings.from_env().heavy_threads == Settings().heavy_threads == max(1, cores - 1)
+    assert Settings.from_env().heavy_threads == Settings().heavy_threads == 0  # 0: as torch has them
     monkeypatch.setenv("ATTENTION_HEAVY_THREADS", "3")
     assert Settings.from_env().heavy_threads == 3
