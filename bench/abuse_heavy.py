@@ -199,11 +199,22 @@ def _sessions(ip: str, k: int):
     return [Client(_URL[0], verbose=False, headers={"X-Forwarded-For": ip}) for _ in range(k)]
 
 
-def video_slot(app, page, n, max_s):
-    cs = _sessions(ATTACKER, 4)
-    calls = [(cs[i % 4], *_job_args("video at 30 fps", i)) for i in range(n)]
-    got, note, ok = _honest_during(lambda: _submit_all(calls, max_s), "video_slot")
-    return got, note + (" [goal met]" if ok else " [GOAL MISSED]")
+def _one_kind(kind: str, name: str):
+    """An attack of n jobs of one `kind` (`_job_args`) from one client over 4 sessions, sent at once while the
+    honest heavy visitor calls (`_honest_during`: its goal's job is the attack's, `name`)."""
+
+    def attack(app, page, n, max_s):
+        cs = _sessions(ATTACKER, 4)
+        calls = [(cs[i % 4], *_job_args(kind, i)) for i in range(n)]
+        got, note, ok = _honest_during(lambda: _submit_all(calls, max_s), name)
+        return got, note + (" [goal met]" if ok else " [GOAL MISSED]")
+
+    attack.__name__ = name
+    return attack
+
+
+video_slot = _one_kind("video at 30 fps", "video_slot")
+relevance_flood = _one_kind("relevance at 256 px", "relevance_flood")
 
 
 def canvas_gif(app, page, n, max_s):
@@ -217,13 +228,6 @@ def canvas_gif(app, page, n, max_s):
     calls = [(cs[0], (handle_file(path), "mnist_vit"), {"fps": 0.1, "api_name": "/attention_video"}) for _ in range(n)]
     got = _submit_all(calls, max_s)
     return got, f"{os.path.getsize(path) / 1000:.0f} kB GIF; all answered in {time.perf_counter() - t:.1f} s"
-
-
-def relevance_flood(app, page, n, max_s):
-    cs = _sessions(ATTACKER, 4)
-    calls = [(cs[i % 4], *_job_args("relevance at 256 px", i)) for i in range(n)]
-    got, note, ok = _honest_during(lambda: _submit_all(calls, max_s), "relevance_flood")
-    return got, note + (" [goal met]" if ok else " [GOAL MISSED]")
 
 
 def mixed_sessions(app, page, n, max_s):

@@ -2,7 +2,7 @@
 frame (`tab_frame`: the gallery, the large clickable map, the texts), the tab's download
 (`download_maps`: full-size tile PNGs and the .npz) and an API answer (`api_sheet`: one contact
 sheet and the raw arrays). Each draws the view's tiles the same way (`views.tiles`) and writes
-only its own files (`outputs.write_gallery`, `write_download`, `write_sheet`).
+only its own files (`outputs.write_gallery`, `write_files`).
 
     v = ViewSpec(query=(2, 3), layer=-1, view="heads")
     f = tab_frame(p, v, head=0)                  # f.outputs.thumbs, f.query_png, f.details, ...
@@ -27,9 +27,8 @@ from attention.vit.draw.outputs import (
     maps_arrays,
     maps_meta,
     npz_name,
-    write_download,
+    write_files,
     write_gallery,
-    write_sheet,
 )
 from attention.vit.draw.source import MapsSource
 from attention.vit.draw.texts import details, legend_html, query_label, rollout_caption, scores_table
@@ -171,18 +170,18 @@ def tab_frame(
 
 def download_maps(p: MapsSource, v: ViewSpec = ViewSpec(), *, root: str | os.PathLike | None = None) -> Render:
     """The tab's download of view `v` of `p`: every tile as a full-size PNG and the .npz of the raw
-    maps with the same PNGs (`outputs.write_download`). InputError as `tab_frame`."""
+    maps with the same PNGs (`outputs.write_files`). InputError as `tab_frame`."""
     t0 = time.perf_counter()
     d = _draw(p, v)
-    out = write_download(d.tiles, *d.arrays(p.model, v.threshold), root=root)
+    out = write_files(d.tiles, *d.arrays(p.model, v.threshold), root=root)
     return Render(d.res, out, time.perf_counter() - t0)
 
 
 def api_sheet(p: MapsSource, v: ViewSpec = ViewSpec(), *, root: str | os.PathLike | None = None) -> Render:
     """An API answer for view `v` of `p`: one captioned contact sheet, its tiles drawn small, and the
-    .npz of the raw arrays (`outputs.write_sheet`); `Render.seconds` is its render_ms. InputError as
+    .npz of the raw arrays (`outputs.write_files(..., as_sheet=True)`); `Render.seconds` is its render_ms. InputError as
     `tab_frame`."""
     t0 = time.perf_counter()
     d = _draw(p, v, for_sheet=True)
-    out = write_sheet(d.tiles, *d.arrays(p.model, v.threshold), root=root)
+    out = write_files(d.tiles, *d.arrays(p.model, v.threshold), root=root, as_sheet=True)
     return Render(d.res, out, time.perf_counter() - t0)

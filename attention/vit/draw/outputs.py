@@ -6,8 +6,8 @@ arrays); and the render's facts as JSON-ready data.
     ts = views.tiles(res, "heads")                            # [Tile(image, caption, name), ...]
     gal = write_gallery(ts, side=400)                         # gal.thumbs: what the tab shows
     arrays = maps_arrays(res, model="mnist_vit", view="heads", threshold=0.6)     # the .npz's raw arrays
-    out = write_download(ts, arrays, npz_name(res, "mnist_vit", "heads"))        # out.pngs, out.npz
-    api = write_sheet(ts, arrays, npz_name(res, "mnist_vit", "heads"))           # api.sheet, api.npz
+    out = write_files(ts, arrays, npz_name(res, "mnist_vit", "heads"))            # out.pngs, out.npz
+    api = write_files(ts, arrays, npz_name(res, "mnist_vit", "heads"), as_sheet=True)  # api.sheet, api.npz
     describe(res, api, model=..., device=..., view=..., threshold=...)   # dict: grid, layer, query, tiles, ms
 """
 
@@ -65,13 +65,13 @@ def new_dir(root: Path) -> Path:
 
 @dataclass(frozen=True)
 class Outputs:
-    """Files of one render (in tile order): what `write_gallery`, `write_download` or `write_sheet` wrote."""
+    """Files of one render (in tile order): what `write_gallery` or `write_files` wrote."""
 
-    pngs: list[str]  # full-size tile PNGs (`write_download`), else empty
+    pngs: list[str]  # full-size tile PNGs (`write_files`), else empty
     captions: list[str]
     names: list[str]  # file-safe tile names: the .npz holds png/<name>.png
     npz: str | None  # None for the gallery (`write_gallery`)
-    sheet: str | None = None  # the contact sheet (`write_sheet`)
+    sheet: str | None = None  # the contact sheet (`write_files(..., as_sheet=True)`)
     thumbs: list[str] | None = None  # the tiles at gallery size (`write_gallery`), else the pngs themselves
 
 
@@ -158,45 +158,37 @@ def write_gallery(ts: list[Tile], *, side: int, jpeg: bool = False, root: str | 
     return Outputs([], [t.caption for t in ts], [t.name for t in ts], None, None, thumbs)
 
 
-def write_download(
+def write_files(
     ts: list[Tile],
     arrays: dict[str, np.ndarray],
     name: str,
     meta: dict | None = None,
     *,
     root: str | os.PathLike | None = None,
+    as_sheet: bool = False,
 ) -> Outputs:
-    """The tab's download, in a fresh folder under `root` (as `write_gallery`): each tile as a PNG file
-    at full size, and the .npz `name` holding `arrays` (`maps_arrays`), `meta` (`maps_meta`) and the same
-    PNG bytes (each tile is encoded once). `Outputs.thumbs` are the PNGs themselves."""
+    """The files of a render, in a fresh folder under `root` (as `write_gallery`), with the .npz `name`
+    holding `arrays` (`maps_arrays`) and `meta` (`maps_meta`). The tab's download (as_sheet False): each tile
+    as a PNG file at full size, the same PNG bytes in the .npz (each tile encoded once); `Outputs.thumbs`
+    are the PNGs themselves. An API answer (as_sheet True): one contact-sheet PNG (`Outputs.sheet`) and the
+    .npz of the raw arrays alone, from which every overlay can be remade exactly
+    (`render.overlay(d["image"], d["maps"][h])`)."""
     d = new_dir(Path(root) if root else OUTPUT_ROOT)
+    captions, names = [t.caption for t in ts], [t.name for t in ts]
+    if as_sheet:
+        sheet_path = d / "sheet.png"
+        sheet_path.write_bytes(png_bytes(sheet(ts), threads=min(4, os.cpu_count() or 1)))
+        npz = save_npz(d / name, arrays, {}, README_NPZ, meta=meta)
+        return Outputs([], captions, names, npz, os.fspath(sheet_path), [])
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:  # zlib releases the GIL
-        encoded = dict(zip((t.name for t in ts), pool.map(png_bytes, (t.image for t in ts))))
+        encoded = dict(zip(names, pool.map(png_bytes, (t.image for t in ts))))
     paths = []
     for tile, data in encoded.items():
         p = d / f"{tile}.png"
         p.write_bytes(data)
         paths.append(os.fspath(p))
     npz = save_npz(d / name, arrays, encoded, README_NPZ, meta=meta)
-    return Outputs(paths, [t.caption for t in ts], [t.name for t in ts], npz, None, list(paths))
-
-
-def write_sheet(
-    ts: list[Tile],
-    arrays: dict[str, np.ndarray],
-    name: str,
-    meta: dict | None = None,
-    *,
-    root: str | os.PathLike | None = None,
-) -> Outputs:
-    """An API answer, in a fresh folder under `root` (as `write_gallery`): one contact-sheet PNG
-    (`sheet`) and the .npz `name` of the raw arrays alone (`maps_arrays`, `meta` as `maps_meta`), from which
-    every overlay can be remade exactly (`render.overlay(d["image"], d["maps"][h])`)."""
-    d = new_dir(Path(root) if root else OUTPUT_ROOT)
-    sheet_path = d / "sheet.png"
-    sheet_path.write_bytes(png_bytes(sheet(ts), threads=min(4, os.cpu_count() or 1)))
-    npz = save_npz(d / name, arrays, {}, README_NPZ, meta=meta)
-    return Outputs([], [t.caption for t in ts], [t.name for t in ts], npz, os.fspath(sheet_path), [])
+    return Outputs(paths, captions, names, npz, None, list(paths))
 
 
 def describe(

@@ -28,7 +28,7 @@ def test_download_has_raw_float32_maps_and_the_same_pngs(digit_pass, tmp_path):
     res = digit_pass.at((4, 1), 2)
     ts = views.tiles(res, "heads")
     arrays = outputs.maps_arrays(res, model="mnist_vit", view="heads", threshold=0.6)
-    out = outputs.write_download(ts, arrays, outputs.npz_name(res, "mnist_vit", "heads"), root=tmp_path)
+    out = outputs.write_files(ts, arrays, outputs.npz_name(res, "mnist_vit", "heads"), root=tmp_path)
     assert Path(out.npz).name == "attention_mnist_vit_L2_r4c1_heads.npz"
     assert [Path(x).name for x in out.pngs] == [f"{t.name}.png" for t in ts] and out.captions == [t.caption for t in ts]
     d = np.load(out.npz)  # no pickle needed
@@ -63,7 +63,7 @@ def test_outputs_for_an_api_call_are_the_sheet_and_the_raw_arrays(digit_pass, tm
     res = digit_pass.at((2, 2), -1)
     ts = views.tiles(res, "heads", alpha=0.5, cmap="magma")
     arrays = outputs.maps_arrays(res, model="mnist_vit", view="heads", threshold=0.6)
-    out = outputs.write_sheet(ts, arrays, "maps.npz", root=tmp_path)
+    out = outputs.write_files(ts, arrays, "maps.npz", root=tmp_path, as_sheet=True)
     assert out.pngs == [] and sorted(f.name for f in Path(out.npz).parent.iterdir()) == [
         Path(out.npz).name,
         "sheet.png",
@@ -102,10 +102,10 @@ def test_outputs_older_than_an_hour_are_swept_at_most_once_a_minute(digit_pass, 
     old = stale_folder()
     cache._sweep_gates.pop(tmp_path, None)  # not swept yet
     arrays = outputs.maps_arrays(res, model="m", view="mean", threshold=0.6)
-    outputs.write_download(ts, arrays, "maps.npz", root=tmp_path)
+    outputs.write_files(ts, arrays, "maps.npz", root=tmp_path)
     assert not old.exists()
     old = stale_folder()
-    fresh = outputs.write_download(ts, arrays, "maps.npz", root=tmp_path)
+    fresh = outputs.write_files(ts, arrays, "maps.npz", root=tmp_path)
     assert old.exists() and Path(fresh.npz).exists()  # swept a moment ago: not again within the minute
 
 
@@ -114,7 +114,7 @@ def test_the_gallery_gets_tiles_reduced_to_its_size_and_the_download_keeps_them_
     ts = [outputs.Tile(img, "head 0", "head_00"), outputs.Tile(img[::-1].copy(), "mean of heads", "mean")]
     res = digit_pass.at()  # the arrays of the .npz (the tiles' size does not depend on them)
     gallery = outputs.write_gallery(ts, side=400, root=tmp_path)
-    out = outputs.write_download(
+    out = outputs.write_files(
         ts, outputs.maps_arrays(res, model="m", view="heads", threshold=0.6), "maps.npz", root=tmp_path
     )
     assert gallery.npz is None and gallery.pngs == [] and out.thumbs == out.pngs
