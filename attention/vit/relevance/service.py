@@ -98,7 +98,8 @@ def stored(results: SharedCache[T], key: tuple, compute: Callable[[], T], visito
 
 def is_classifier(model: str) -> bool:
     """Whether `model` (a name) is loaded or offered with a classifier head (no load for unknown names)."""
-    from attention.vit.models.loader import REGISTRY, is_loaded
+    from attention.vit.models.loader import is_loaded
+    from attention.vit.models.registry import REGISTRY
 
     spec = REGISTRY.get((model or "").strip())
     if spec is not None:

@@ -10,7 +10,8 @@ from attention.config import SETTINGS
 from attention.images import ImageSource
 from attention.serving.cache import SharedCache
 from attention.serving.visitors import Visitor
-from attention.vit.models.loader import REGISTRY, is_loaded, load_vit
+from attention.vit.models.loader import is_loaded, load_vit
+from attention.vit.models.registry import REGISTRY
 from attention.vit.relevance.service import checked, stored
 from attention.vit.serve.gpu import gpu
 from attention.vit.serve.inputs import file_digest, visitor_scope
