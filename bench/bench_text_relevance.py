@@ -5,6 +5,8 @@
     python -m bench.bench_text_relevance                   # CPU, 1 thread: times; memory in fresh processes (RSS)
     python -m bench.bench_text_relevance --time-only       # times only
     python -m bench.bench_text_relevance --factor          # the measured factor over a forward against the price
+    python -m bench.bench_text_relevance --time-only --clock thread --compare   # CPU seconds of the one torch
+                                      # thread; beside the path before backward.FusedRows (one prompt)
 
 Model: open_clip CLIP with a timm image tower, `vit_base_patch16_clip_224` (12 blocks, 12 heads, width 768,
 class-token pool, linear projection to 512) and CLIP's text tower, random weights, fp32. (open_clip's native
@@ -84,10 +86,20 @@ def runners(clip, x, text):
         with torch.inference_mode():
             return clip.encode_image(x)
 
+    def unfused():  # one prompt by the path before backward.FusedRows: torch's kernel backward, then the rows
+        from attention.vit.text import record
+
+        fits, record.fits = record.fits, lambda *a: False
+        try:
+            return text_relevance_rows(clip, tower, x, text[:1])
+        finally:
+            record.fits = fits
+
     return {
         "plain": plain,
         "ours_1": lambda: text_relevance_rows(clip, tower, x, text[:1]),
         "ours_4": lambda: text_relevance_rows(clip, tower, x, text),
+        "unfused_1": unfused,
     }
 
 
@@ -158,6 +170,7 @@ def main() -> None:
         default="wall",
         help="CPU: thread = the calling thread's CPU seconds (torch runs on it alone), for a shared machine",
     )
+    ap.add_argument("--compare", action="store_true", help="also one prompt by the path before FusedRows (CPU)")
     ap.add_argument("--child", nargs=3)
     args = ap.parse_args()
     if args.child:
@@ -188,6 +201,8 @@ def main() -> None:
         if args.device != "cpu":
             fns = {k: cuda_synced(f) for k, f in fns.items()}
         big_cpu = size >= 896 and args.device == "cpu"  # at most 2 calls each, 1 prompt only: minutes per call
+        if not args.compare:
+            fns.pop("unfused_1")
         if big_cpu:
             fns.pop("ours_4")
         clock = time.thread_time if args.clock == "thread" and args.device == "cpu" else time.perf_counter
@@ -200,6 +215,8 @@ def main() -> None:
         row = {"px": size, "tokens": (size // 16) ** 2 + 1, **{f"{k}_ms": round(v * 1e3, 1) for k, v in t.items()}}
         row["ratio_1"] = round(t["ours_1"] / t["plain"], 2)
         row["ratio_4"] = round(t["ours_4"] / t["plain"], 2)
+        if "unfused_1" in t:
+            row["ratio_unfused_1"] = round(t["unfused_1"] / t["plain"], 2)
         if args.time_only:
             pass
         elif args.device != "cpu":
