@@ -82,7 +82,11 @@ def test_the_text_relevance_tool_describes_every_parameter(app_url):
     assert "text prompts" in tool["description"]
     props = tool["inputSchema"]["properties"]
     assert set(props) == {"image", "prompts", "model", "resolution", "rule"}
-    assert "digit_clip" in props["model"]["description"] and "comma-separated" in props["prompts"]["description"]
+    assert "comma-separated" in props["prompts"]["description"]
+    from attention.vit.models.registry import REGISTRY
+
+    texts = [a for a, s in REGISTRY.items() if s.text]  # from the registry, not typed by hand
+    assert len(texts) >= 3 and all(a in props["model"]["description"] for a in texts)
 
 
 def test_the_cli_writes_the_picture_the_arrays_and_the_ranking(tmp_path, two_digits, capsys):
