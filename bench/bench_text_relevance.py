@@ -243,6 +243,8 @@ def main() -> None:
         results.append(row)
     header = ["input", "tokens N", "plain forward", "text relevance, 1 prompt", "4 prompts"]
     header += ["peak: plain", "ours (1)", "ours (4)", "full-matrix reference"]
+    if args.compare:
+        header.insert(4, "1 prompt, path before FusedRows")
     print(markdown_table(header, [table_row(r) for r in results]))
 
 
@@ -255,6 +257,8 @@ def table_row(r: dict) -> list[str]:
 
     four = "-" if r["ours_4_ms"] != r["ours_4_ms"] else f"{r['ours_4_ms']} ms ({r['ratio_4']}x)"  # NaN: not run
     times = [f"{r['plain_ms']} ms", f"{r['ours_1_ms']} ms ({r['ratio_1']}x)", four]
+    if "unfused_1_ms" in r:
+        times.insert(2, f"{r['unfused_1_ms']} ms ({r['ratio_unfused_1']}x)")
     mems = [mb(k) for k in ("plain_mb", "ours_1_mb", "ours_4_mb", "reference_mb")]
     return [f"{r['px']} px", f"{r['tokens']:,}", *times, *mems]
 
