@@ -106,7 +106,7 @@ class Lane:
         self.name, self.slots, self.running, self.queued = name, max(1, slots), max(1, running), max(0, queued)
         self.max_waiting, self.bound_s, self.reserve_ttl, self._clock = max(0, max_waiting), bound_s, reserve_ttl, clock
         self.threads = threads  # torch threads of the thread inside a `turn` (None: left as they are)
-        self.pool = NicedThreads(nice, name=name.split()[0])  # the threads its jobs are handed to (`call`)
+        self.pool = NicedThreads(nice)  # the threads its jobs are handed to (`call`)
         self._cond = threading.Condition()
         self._running: dict[str, int] = {}  # key -> jobs computing
         self._reserved: dict[Visitor, deque[float]] = {}  # visitor -> when each unclaimed reservation was made
