@@ -115,3 +115,14 @@ def test_the_heavy_lane_uses_the_heavy_nice_setting_and_its_handlers_run_there()
     handler = in_lane(relevance, lane)
     assert handler("x.png") == ("x.png", "mnist_vit", 4)
     assert handler.__doc__ == relevance.__doc__ and handler.__wrapped__ is relevance  # Gradio's signature
+
+
+def test_where_cuda_is_available_no_thread_is_niced(monkeypatch):
+    """With CUDA the heavy work is the GPU's: a niced launching thread could only starve it."""
+    from attention.serving.threads import niced
+
+    assert niced(10) == 10 and niced(25) == 19 and niced(0) == 0
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    pool = NicedThreads(10)
+    assert niced(10) == 0 and pool.nice == 0
+    assert pool.call(lambda: (threading.get_ident(), thread_nice())) == (threading.get_ident(), 0)
