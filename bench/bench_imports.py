@@ -52,6 +52,8 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "attention.vit.relevance.compute",
             "attention.vit.text.compute",
             "attention.vit.text.rows",
+            "attention.vit.text.backward",
+            "attention.vit.text.record",
             "attention.vit.text.prompts",
             "attention.vit.text.price",
             "attention.calculator",

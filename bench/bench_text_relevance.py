@@ -5,6 +5,8 @@
     python -m bench.bench_text_relevance                   # CPU, 1 thread: times; memory in fresh processes (RSS)
     python -m bench.bench_text_relevance --time-only       # times only
     python -m bench.bench_text_relevance --factor          # the measured factor over a forward against the price
+    python -m bench.bench_text_relevance --time-only --clock thread --compare   # CPU seconds of the one torch
+                                      # thread; beside the path before backward.FusedRows (one prompt)
 
 Model: open_clip CLIP with a timm image tower, `vit_base_patch16_clip_224` (12 blocks, 12 heads, width 768,
 class-token pool, linear projection to 512) and CLIP's text tower, random weights, fp32. (open_clip's native
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 
 from bench.common import cuda_synced, interleaved_medians, markdown_table
 
@@ -83,10 +86,20 @@ def runners(clip, x, text):
         with torch.inference_mode():
             return clip.encode_image(x)
 
+    def unfused():  # one prompt by the path before backward.FusedRows: torch's kernel backward, then the rows
+        from attention.vit.text import record
+
+        fits, record.fits = record.fits, lambda *a: False
+        try:
+            return text_relevance_rows(clip, tower, x, text[:1])
+        finally:
+            record.fits = fits
+
     return {
         "plain": plain,
         "ours_1": lambda: text_relevance_rows(clip, tower, x, text[:1]),
         "ours_4": lambda: text_relevance_rows(clip, tower, x, text),
+        "unfused_1": unfused,
     }
 
 
@@ -151,6 +164,13 @@ def main() -> None:
     ap.add_argument("--factor", action="store_true", help="the measured factor against the price")
     ap.add_argument("--model", default="digit_clip", help="--factor: digit_clip or clip_b16 (random weights)")
     ap.add_argument("--prompts", default="1,8", help="--factor: prompt counts")
+    ap.add_argument(
+        "--clock",
+        choices=("wall", "thread"),
+        default="wall",
+        help="CPU: thread = the calling thread's CPU seconds (torch runs on it alone), for a shared machine",
+    )
+    ap.add_argument("--compare", action="store_true", help="also one prompt by the path before FusedRows (CPU)")
     ap.add_argument("--child", nargs=3)
     args = ap.parse_args()
     if args.child:
@@ -171,7 +191,7 @@ def main() -> None:
         torch.set_num_threads(1)
     clip = setup(args.device)
     text = F.normalize(torch.randn(4, 512, device=args.device), dim=-1)
-    dev = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU, 1 thread"
+    dev = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"CPU, 1 thread, {args.clock} clock"
     print(f"torch {torch.__version__}, {dev}, CLIP ViT-B/16 (timm tower {TIMM}), random weights, fp32")
     explicit = ref.explicit(clip) if args.device != "cpu" else None  # the reference's model, copied once
     results = []
@@ -180,14 +200,23 @@ def main() -> None:
         fns = runners(clip, x, text)
         if args.device != "cpu":
             fns = {k: cuda_synced(f) for k, f in fns.items()}
-        big_cpu = size >= 896 and args.device == "cpu"  # one call each, no warm-up, 1 prompt only: minutes per call
+        big_cpu = size >= 896 and args.device == "cpu"  # at most 2 calls each, 1 prompt only: minutes per call
+        if not args.compare:
+            fns.pop("unfused_1")
         if big_cpu:
             fns.pop("ours_4")
-        t = interleaved_medians(fns, 1 if big_cpu else args.reps, warmup=not big_cpu)
+        clock = time.thread_time if args.clock == "thread" and args.device == "cpu" else time.perf_counter
+        if big_cpu:  # first-call costs paid at a small size
+            small = torch.randn(1, 3, 224, 224)
+            for fn in runners(clip, small, text).values():
+                fn()
+        t = interleaved_medians(fns, min(args.reps, 2) if big_cpu else args.reps, warmup=not big_cpu, clock=clock)
         t.setdefault("ours_4", float("nan"))
         row = {"px": size, "tokens": (size // 16) ** 2 + 1, **{f"{k}_ms": round(v * 1e3, 1) for k, v in t.items()}}
         row["ratio_1"] = round(t["ours_1"] / t["plain"], 2)
         row["ratio_4"] = round(t["ours_4"] / t["plain"], 2)
+        if "unfused_1" in t:
+            row["ratio_unfused_1"] = round(t["unfused_1"] / t["plain"], 2)
         if args.time_only:
             pass
         elif args.device != "cpu":

@@ -163,24 +163,36 @@ def offline_dino(prefix: str = "bench", force: bool = False) -> tuple[Path | Non
 
 
 # ----- timing --------------------------------------------------------------------------------
-def interleaved_times(fns: Sequence[Callable[[], object]], repeats: int, warmup: bool = True) -> list[list[float]]:
+def interleaved_times(
+    fns: Sequence[Callable[[], object]],
+    repeats: int,
+    warmup: bool = True,
+    clock: Callable[[], float] = time.perf_counter,
+) -> list[list[float]]:
     """Wall seconds of each fn over `repeats` rounds, calls interleaved (a, b, a, b, ...) so drifting
-    load hits all alike; one untimed call each first (model load, first-call costs) unless not `warmup`."""
+    load hits all alike; one untimed call each first (model load, first-call costs) unless not `warmup`.
+    clock: `time.thread_time` counts the calling thread's CPU seconds instead (torch on 1 thread on a shared
+    machine: the time the work took, not the time it waited for a core)."""
     if warmup:
         for fn in fns:
             fn()
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeats):
         for fn, ts in zip(fns, times):
-            t = time.perf_counter()
+            t = clock()
             fn()
-            ts.append(time.perf_counter() - t)
+            ts.append(clock() - t)
     return times
 
 
-def interleaved_medians(fns: dict[str, Callable[[], object]], repeats: int, warmup: bool = True) -> dict[str, float]:
-    """{name: median wall seconds} of `interleaved_times` over the named fns."""
-    times = interleaved_times(list(fns.values()), repeats, warmup)
+def interleaved_medians(
+    fns: dict[str, Callable[[], object]],
+    repeats: int,
+    warmup: bool = True,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, float]:
+    """{name: median seconds by `clock` (wall by default)} of `interleaved_times` over the named fns."""
+    times = interleaved_times(list(fns.values()), repeats, warmup, clock)
     return {name: statistics.median(ts) for name, ts in zip(fns, times)}
 
 

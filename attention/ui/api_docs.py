@@ -28,8 +28,28 @@ def classifiers_text() -> str:
     return _listed([f"{s.alias} ({s.description})" for s in REGISTRY.values() if s.classifier])
 
 
+ARGS = {  # the parameters several endpoints share, described once: "{image}" in a docstring's Args
+    "image": "the image (PNG, JPEG, WebP, GIF, BMP or TIFF; EXIF orientation honoured)",
+    "layer": "the layer whose attention is shown: 0 = first, -1 = last (negative counts from the end)",
+    "head": "the head, from 0",
+    "resolution": "'auto' (480 px for DINO, 768 px high for DINOv3), 'native', 'dino480' (480x480), or px",
+    "query_row": "the query patch's row on the patch grid; both empty = the model's own token (CLS)",
+    "query_col": "the query patch's column on the patch grid (give both, or neither for the model's own token)",
+}
+
+
+def text_models_text() -> str:
+    """The registry's models with a text tower with what they are: "digit_clip (...) or siglip2_vitb16 (...)"."""
+    return _listed([f"{s.alias} ({s.description})" for s in REGISTRY.values() if s.text])
+
+
 def with_models(fn: Callable) -> Callable:
-    """`fn` with "{models}" and "{classifiers}" in its docstring replaced by the registry's lists now."""
-    doc = fn.__doc__ or ""
-    fn.__doc__ = doc.replace("{models}", models_text()).replace("{classifiers}", classifiers_text())
+    """`fn` with "{models}", "{classifiers}" and "{text_models}" in its docstring replaced by the registry's
+    lists now, and
+    each "{name}" of ARGS by its shared description."""
+    doc = (fn.__doc__ or "").replace("{models}", models_text()).replace("{classifiers}", classifiers_text())
+    doc = doc.replace("{text_models}", text_models_text())
+    for name, text in ARGS.items():
+        doc = doc.replace("{" + name + "}", text)
+    fn.__doc__ = doc
     return fn

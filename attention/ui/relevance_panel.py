@@ -207,7 +207,7 @@ def relevance_fn(model_default: str):
         and the image; a dict of the facts (target, top 5 classes with probabilities, grid, captions).
 
         Args:
-            image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF; EXIF orientation honoured).
+            image: {image}.
             model: a classifier: {classifiers}.
             target: the class to explain: an index or a name ('tabby', '3'); empty = the top class.
             resolution: 'auto' (the model's own size), 'native', or the shorter side in px.

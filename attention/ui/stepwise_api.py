@@ -49,17 +49,17 @@ def explain_row_fn(model_default: str):
         (rows x cols), the top share, the entropy (bits) and the row restricted to the kept keys (weights, output).
 
         Args:
-            image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF).
+            image: {image}.
             model: {models}.
-            layer: the layer: 0 = first, -1 = last.
-            head: the head, from 0.
-            query_row: the query patch's row; both empty = the model's own token (CLS).
-            query_col: the query patch's column.
+            layer: {layer}.
+            head: {head}.
+            query_row: {query_row}.
+            query_col: {query_col}.
             k: the top patches kept, 1 to 64.
             temperature: softmax(scores / temperature), 0.05 to 20; 1 = the model.
             key_row: the selected key's row (its products are returned); both empty = the top patch.
             key_col: the selected key's column.
-            resolution: 'auto', 'native', 'dino480' or px.
+            resolution: {resolution}.
         """
         key = vit_inputs.parse_query(key_row, key_col)
         hd = vit_inputs.parse_head(head)
@@ -88,16 +88,16 @@ def export_view_fn(model_default: str, defaults: dict):
         the head, every picture inline (no server needed to open it).
 
         Args:
-            image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF).
+            image: {image}.
             model: {models}.
-            layer: the layer: 0 = first, -1 = last.
-            head: the head, from 0.
-            query_row: the query patch's row; both empty = the model's own token (CLS).
-            query_col: the query patch's column.
+            layer: {layer}.
+            head: {head}.
+            query_row: {query_row}.
+            query_col: {query_col}.
             view: 'heads', 'mean', 'masks', 'fig3' or 'rollout'.
             k: the top patches kept in the step by step, 1 to 64.
             temperature: the step by step's softmax temperature, 0.05 to 20.
-            resolution: 'auto', 'native', 'dino480' or px.
+            resolution: {resolution}.
         """
         hd = vit_inputs.parse_head(head)
         p, q, lay = pass_for(image, model, resolution, query_row, query_col, layer)

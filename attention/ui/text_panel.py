@@ -11,6 +11,7 @@ import gradio as gr
 from attention.errors import AttentionError, html_text
 from attention.serving.admission import HEAVY
 from attention.ui.admit import heavy_endpoint, in_lane, who
+from attention.ui.api_docs import with_models
 from attention.ui.components import answer_outputs, error_note, image_path, picture, tiles_gallery, user_errors
 from attention.vit.text.prompts import MAX_PROMPT_CHARS, MAX_PROMPTS
 from attention.vit.text.service import get_text_relevance, has_text, text_models
@@ -142,9 +143,9 @@ def text_fn(model_default: str):
         image; a dict of the facts (the prompts ranked with their scores, the grid, the colours).
 
         Args:
-            image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF; EXIF orientation honoured).
+            image: {image}.
             prompts: what to find, comma-separated ('a cat, a remote'): 1 to 8 prompts of up to 100 characters.
-            model: a model with a text tower: digit_clip (MNIST digits, ships with the app), siglip2_vitb16.
+            model: a model with a text tower: {text_models}.
             resolution: 'auto' (the model's own size), 'native', or the shorter side in px.
             rule: 'chefer' (Chefer et al. 2021), 'legrad' (LeGrad) or 'similarity' (raw patch-text similarity).
         """
@@ -157,7 +158,7 @@ def text_fn(model_default: str):
             tr = get_text_relevance(image, model, resolution, prompts, visitor=visitor)
         return write_answer(tr, model=(model or "").strip(), rule=rule)
 
-    return text_relevance
+    return with_models(text_relevance)
 
 
 def build_api(model_default: str = "digit_clip") -> None:

@@ -96,7 +96,7 @@ def attention_video_fn(model_default: str):
         Args:
             video: the video (MP4, WebM, MOV, MKV, AVI or GIF; rotation metadata honoured, audio dropped).
             model: {models}.
-            layer: the layer whose attention is shown: 0 = first, -1 = last (negative counts from the end).
+            layer: {layer}.
             head: the head of the 'head' and 'masks' views (0 = first).
             view: 'mean' (mean of heads, DINO's video), 'head', 'masks' (one head's threshold mask) or 'fig3'.
             threshold: the share of attention each mask keeps, in (0, 1] (the masks and fig3 views).

@@ -58,14 +58,14 @@ def attention_maps_fn(model_default: str, defaults: dict):
         tiles with captions, forward_ms, render_ms).
 
         Args:
-            image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF; EXIF orientation honoured).
+            image: {image}.
             model: {models}.
-            layer: the layer whose attention is shown: 0 = first, -1 = last (negative counts from the end).
-            resolution: 'auto' (480 px for DINO, 768 px high for DINOv3), 'native', 'dino480' (480x480), or px.
+            layer: {layer}.
+            resolution: {resolution}.
             view: 'heads', 'mean', 'masks' (DINO's thresholded masks), 'fig3' (coloured masks) or 'rollout'.
             threshold: the share of attention each mask keeps, in (0, 1] (the masks and fig3 views).
-            query_row: the query patch's row on the patch grid; both empty = the model's own token (CLS).
-            query_col: the query patch's column on the patch grid (give both, or neither for the model's own token).
+            query_row: {query_row}.
+            query_col: {query_col}.
             head_fusion: rollout view: how each layer's heads are fused, 'mean', 'max' or 'min'.
             discard_ratio: rollout view: the share of the lowest attention dropped in each layer, 0 to below 1.
             discard: rollout view: drop the lowest 'row' (in each row) or 'global' (whole matrix, CLS kept).
@@ -108,10 +108,10 @@ def feature_maps_fn(model_default: str, defaults: dict):
         a dict of the facts (model, grid, layer, query, the high-norm patches, what each view shows).
 
         Args:
-            image: the image (PNG, JPEG, WebP, GIF, BMP or TIFF; EXIF orientation honoured).
+            image: {image}.
             model: {models}.
             layer: whose output tokens: 0 = first block, -1 = last (after the final norm, as forward_features).
-            resolution: 'auto' (480 px for DINO, 768 px high for DINOv3), 'native', 'dino480' (480x480), or px.
+            resolution: {resolution}.
             query_row: the row of the patch whose similarity to every patch is shown; both empty = CLS.
             query_col: the column of that patch (give both, or neither for the model's own token).
             pca_background: 0 keeps every patch in the PCA; in (0, 1), drops patches whose first component is below it.

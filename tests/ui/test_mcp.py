@@ -43,6 +43,24 @@ def test_the_attention_map_tool_describes_every_parameter(app_url):
     assert "CLS" in props["query_row"]["description"] and "dino480" in props["resolution"]["description"]
 
 
+def test_shared_parameters_are_described_alike_and_no_placeholder_is_left(app_url):
+    """A parameter several tools share (`api_docs.ARGS`) reads the same in each; no "{name}" is left."""
+    from attention.ui.api_docs import ARGS
+
+    tools = schema(app_url)
+    texts = [t["description"] for t in tools.values()]
+    texts += [p.get("description", "") for t in tools.values() for p in t["inputSchema"]["properties"].values()]
+    left = [t for t in texts if any("{" + name + "}" in t for name in (*ARGS, "models", "text_models"))]
+    assert not left
+    assert {"attention_maps", "explain_row"} <= set(tools), sorted(tools)
+    shared = [n for n in tools if n.startswith(("attention_maps", "explain_row", "export_view"))]
+    assert len(shared) == 3, sorted(tools)
+    for name in shared:
+        props = tools[name]["inputSchema"]["properties"]
+        for arg in ("layer", "query_row", "query_col", "resolution"):
+            assert props[arg]["description"].startswith(ARGS[arg]), (name, arg)
+
+
 def test_private_ui_events_are_not_tools(app_url):
     tools = schema(app_url)
     assert not any(name.startswith(("update", "click", "pick_head", "first_screen", "lambda")) for name in tools)

@@ -82,7 +82,11 @@ def test_the_text_relevance_tool_describes_every_parameter(app_url):
     assert "text prompts" in tool["description"]
     props = tool["inputSchema"]["properties"]
     assert set(props) == {"image", "prompts", "model", "resolution", "rule"}
-    assert "digit_clip" in props["model"]["description"] and "comma-separated" in props["prompts"]["description"]
+    assert "comma-separated" in props["prompts"]["description"]
+    from attention.vit.models.registry import REGISTRY
+
+    texts = [a for a, s in REGISTRY.items() if s.text]  # from the registry, not typed by hand
+    assert len(texts) >= 3 and all(a in props["model"]["description"] for a in texts)
 
 
 def test_the_cli_writes_the_picture_the_arrays_and_the_ranking(tmp_path, two_digits, capsys):
@@ -93,7 +97,11 @@ def test_the_cli_writes_the_picture_the_arrays_and_the_ranking(tmp_path, two_dig
     assert (folder / "text_relevance.png").exists()
     info = json.loads((folder / "text_relevance.json").read_text())
     assert {r["prompt"] for r in info["ranking"]} == {"a handwritten seven", "a handwritten three"}
-    assert np.load(folder / "text_relevance.npz")["chefer"].shape == (2, 14, 21)
+    npz = np.load(folder / "text_relevance.npz")
+    assert npz["chefer"].shape == (2, 14, 21)
+    meta = json.loads(str(npz["meta"]))  # the common layout's meta (attention.npzfile), as every answer's file
+    assert meta["kind"] == "text_relevance" and meta["model"] == "digit_clip" and meta["grid"] == [14, 21]
+    assert meta["prompts"] == PROMPTS.split(", ") and meta["arrays"]["chefer"]["axes"] == "prompts, rows, cols"
     assert "best match:" in capsys.readouterr().out
     assert main(["text", two_digits, "--prompts", "", "--out", str(out)]) == 2
     assert main(["text", two_digits, "--prompts", "a seven", "--model", "mnist_vit", "--out", str(out)]) == 2

@@ -135,3 +135,50 @@ def test_a_model_without_a_text_tower_is_refused_by_type():
     vit = timm.create_model("test_vit", num_classes=0)
     with pytest.raises(NoTextTowerError, match="pick a model that has one: .*digit_clip"):
         text_relevance(vit, Image.new("RGB", (64, 64)), "a cat")
+
+
+@pytest.mark.parametrize("kind", ["clip", "avg"])
+@pytest.mark.parametrize("size", [(64, 64), (48, 80)])
+def test_one_prompt_runs_chefers_update_inside_the_backward_and_equals_the_reference(kind, size, monkeypatch):
+    """One prompt on the CPU: blocks L-1..1 run as `backward.FusedRows`, whose backward builds each chunk of
+    A and dA once for the kernel's gradients and Chefer's update (a few rows per chunk here)."""
+    from attention.vit.text import backward
+
+    calls = []
+    rows = backward.backward_rows
+    monkeypatch.setattr(backward, "CHUNK_BYTES", 1 << 11)
+    monkeypatch.setattr(backward, "backward_rows", lambda *a, **k: calls.append(a[-1] is not None) or rows(*a, **k))
+    clip = tiny(kind)
+    tower = ready(clip)
+    x = torch.randn(1, 3, *size, generator=torch.Generator().manual_seed(1))
+    text = encode_prompts(clip, PROMPTS[1:2])
+    logits, chefer, legrad, sim = text_relevance_rows(clip, tower, x, text, legrad_layers=3)
+    assert calls == [True] * (len(clip.visual.trunk.blocks) - 1)
+    row, s = ref.chefer(clip, x, text[0])
+    T = tower.num_prefix_tokens
+    assert abs(float(logits[0]) - s) < 1e-4 * max(1, abs(s))
+    _peak_close(chefer[0, T:], row[T:])
+    _peak_close(legrad[0, T:], ref.legrad(clip, x, text[0], 3))
+    _peak_close(sim[0, T:], ref.similarity(clip, x, text[0]))
+
+
+def test_the_fused_backwards_gradients_are_the_kernels():
+    """`backward.backward_rows` against autograd through torch's own fused kernel, and its row update against
+    r (I + mean_h((dA * A)^+)) with the full A and dA."""
+    from attention.vit.text.backward import backward_rows
+
+    g = torch.Generator().manual_seed(4)
+    H, N, d = 3, 37, 8
+    q, k, v, do = (torch.randn(H, N, d, generator=g) * 2 for _ in range(4))
+    r = torch.rand(N, generator=g)
+    qs, ks, vs = (t.clone().requires_grad_(True) for t in (q, k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, scale=0.3)
+    want = torch.autograd.grad(out, (qs, ks, vs), do)
+    a = torch.softmax(q @ k.mT * 0.3, -1)
+    da = do @ v.mT
+    want_r = r + r @ (da * a).clamp(min=0).mean(0)
+    lse = torch.logsumexp(q @ k.mT * 0.3, -1)
+    got = backward_rows(q, k, v, out.detach(), lse, do, 0.3, r, chunk_bytes=4 * H * N * 5)  # 5 rows a chunk
+    for ours, theirs in zip(got[:3], want):
+        _peak_close(ours, theirs, 1e-5)
+    _peak_close(got[3], want_r, 1e-5)

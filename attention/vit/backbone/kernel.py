@@ -61,6 +61,11 @@ def kernel_args(args: tuple, kwargs: dict) -> Kernel:
     return q, k, v, mask, float(scale) if scale is not None else 1.0 / math.sqrt(q.shape[-1])
 
 
+def dropout(args: tuple, kwargs: dict) -> float:
+    """The dropout probability of a `scaled_dot_product_attention` call (0.0 when not given)."""
+    return float((dict(zip(_SDPA_ARGS, args, strict=False)) | kwargs).get("dropout_p") or 0.0)
+
+
 _MHA_ARGS = (
     "query key value embed_dim_to_check num_heads in_proj_weight in_proj_bias bias_k bias_v add_zero_attn "
     "dropout_p out_proj_weight out_proj_bias training key_padding_mask need_weights attn_mask "

@@ -53,6 +53,12 @@ class Recorder:
         v: (B, H, N, dv); mask: additive float tensor broadcastable to (B, H, Nq, N), or None
         (bool masks and is_causal converted to 0/-inf); scale: the kernel's (d ** -0.5 when it got None)."""
 
+    def replace_kernel(self, layer: int, q, k, v, mask, scale: float) -> torch.Tensor | None:
+        """The kernel's output (B, H, Nq, dv) computed in its place (the same values; e.g. with a backward of
+        one's own), or None: the kernel runs. Asked only of a `scaled_dot_product_attention` call without
+        dropout; the first recorder that answers wins."""
+        return None
+
     def on_output(self, layer: int, out: torch.Tensor) -> None:
         """The kernel's output (B, H, Nq, dv); under torch.enable_grad a subclass may call
         out.register_hook(...)."""
@@ -73,6 +79,7 @@ class _Entry:
     model_id: int
     recorder: Recorder
     kernel: bool  # the recorder wants kernel calls (on_kernel or on_output)
+    replaces: bool  # the recorder may compute the kernel call itself (replace_kernel)
     runs: dict[int, int] = field(default_factory=dict)  # layer -> attention-module forwards
     calls: dict[int, int] = field(default_factory=dict)  # layer -> kernel calls
 
@@ -96,6 +103,16 @@ class _KernelMode(TorchFunctionMode):
             e.calls[self.layer] = e.calls.get(self.layer, 0) + 1
             e.recorder.on_kernel(self.layer, q, k, v, mask, scale)
 
+    def _replaced(self, kern, args, kwargs) -> torch.Tensor | None:
+        """A recorder's own computation of this kernel call (`Recorder.replace_kernel`), or None."""
+        if not any(e.replaces for e in self.entries) or kernel.dropout(args, kwargs):
+            return None
+        for e in self.entries:
+            out = e.recorder.replace_kernel(self.layer, *kern) if e.replaces else None
+            if out is not None:
+                return out
+        return None
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is kernel.MHA:
@@ -118,8 +135,11 @@ class _KernelMode(TorchFunctionMode):
                 for e in self.entries:
                     e.recorder.on_output(self.layer, done[5])
             return out
-        self._hand(*kernel.kernel_args(args, kwargs))
-        out = func(*args, **kwargs)
+        kern = kernel.kernel_args(args, kwargs)
+        self._hand(*kern)
+        out = self._replaced(kern, args, kwargs)
+        if out is None:
+            out = func(*args, **kwargs)
         for e in self.entries:
             e.recorder.on_output(self.layer, out)
         return out
@@ -196,7 +216,9 @@ def recording(model: torch.nn.Module, recorder: Recorder) -> Iterator[Recorder]:
     each pass. On leaving without error, raises UnsupportedModelError when an attention module ran
     without exactly one kernel call per forward (custom code the check could not see)."""
     _install(model)
-    entry = _Entry(id(model), recorder, _overrides(recorder, "on_kernel") or _overrides(recorder, "on_output"))
+    replaces = _overrides(recorder, "replace_kernel")
+    wants = replaces or _overrides(recorder, "on_kernel") or _overrides(recorder, "on_output")
+    entry = _Entry(id(model), recorder, wants, replaces)
     token = _ACTIVE.set((*_ACTIVE.get(), entry))
     try:
         yield recorder

@@ -29,9 +29,7 @@ mean over heads), positive part, summed over layers, min-max scaled per prompt. 
 
 from __future__ import annotations
 
-import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 
@@ -42,10 +40,11 @@ from PIL import Image
 
 from attention.errors import InputError
 from attention.images import MAX_TOKENS, ImageSource
-from attention.vit.engine.capture import Recorder, recording
+from attention.vit.engine.capture import recording
 from attention.vit.engine.preprocess import prepare
 from attention.vit.text.price import text_relevance_gflop
 from attention.vit.text.prompts import check_prompts, tokenize
+from attention.vit.text.record import Pass, last_block
 from attention.vit.text.rows import CHUNK_BYTES, PromptRows, batched_grad
 from attention.vit.text.tower import Tower, ready, text_model_of
 
@@ -110,53 +109,6 @@ class TextRelevance:
         }
 
 
-class _Pass(Recorder):
-    """Each layer's kernel inputs (q, k, v, mask, scale) and output (in the graph), each block's output."""
-
-    def __init__(self, n: int):
-        self.kernel: list[tuple | None] = [None] * n
-        self.out: list[torch.Tensor | None] = [None] * n
-        self.blocks: dict[int, torch.Tensor] = {}
-
-    def on_kernel(self, layer: int, q, k, v, mask, scale: float) -> None:
-        m = None if mask is None else mask.detach()
-        if m is not None:
-            m = m.reshape((1,) * (4 - m.dim()) + tuple(m.shape))[0]
-        self.kernel[layer] = (q[0].detach(), k[0].detach(), v[0].detach(), m, float(scale))
-
-    def on_output(self, layer: int, out: torch.Tensor) -> None:
-        self.out[layer] = out
-
-    def on_block(self, layer: int, x: torch.Tensor) -> None:
-        self.blocks[layer] = x
-
-
-_HOOK_LOCK = threading.Lock()
-_LAST = threading.local()
-
-
-@contextmanager
-def _last_block(trunk: torch.nn.Module):
-    """The last block's own output (before the final norm), kept for this thread's passes in the context."""
-    if not getattr(trunk, "_text_last_hook", False):
-        with _HOOK_LOCK:
-            if not getattr(trunk, "_text_last_hook", False):
-
-                def keep(module, args, out):
-                    box = getattr(_LAST, "box", None)
-                    if box is not None and box.get("trunk") is trunk:
-                        box["out"] = out
-
-                trunk.blocks[-1].register_forward_hook(keep)
-                trunk._text_last_hook = True
-    saved = getattr(_LAST, "box", None)
-    _LAST.box = box = {"trunk": trunk}
-    try:
-        yield box
-    finally:
-        _LAST.box = saved
-
-
 def _logits(emb: torch.Tensor, text: torch.Tensor, scale: torch.Tensor, bias) -> torch.Tensor:
     """(B, E) image embeddings, (P, E) unit text embeddings -> (B, P): scale * cosine (+ bias)."""
     out = scale * (F.normalize(emb.float(), dim=-1) @ text.T)
@@ -185,17 +137,23 @@ def text_relevance_rows(
     scale = clip.logit_scale.detach().float().exp()
     bias = None if getattr(clip, "logit_bias", None) is None else clip.logit_bias.detach().float()
     pooled = tower.pool == "map"
-    rec = _Pass(n_blocks + pooled)
+    P = len(text)
+    start = None if pooled or P > 1 else (lambda n: tower.start_row(n, param.device))
+    rec = Pass(n_blocks + pooled, n_blocks, start)
     with torch.inference_mode(False), torch.enable_grad():
-        with recording(trunk, rec), _last_block(trunk) as last:
+        with recording(trunk, rec), last_block(trunk) as last:
             tokens = trunk.forward_features(x.to(param.device, param.dtype).clone().requires_grad_(True))
             logits = _logits(tower.embed(tokens), text, scale, bias)[0]
         rec.blocks[n_blocks - 1] = last["out"]
-        grads = batched_grad(logits, rec.out, retain=True)
+        # fused: blocks L-1..1 do Chefer's update in their own backward (`backward.FusedRows`), block 0 below
+        grads = batched_grad(logits, rec.out[:1] if rec.fused else rec.out, retain=True)
         legrad = _legrad(tower, rec, text, scale, legrad_layers, chunk_bytes)
     N = tokens.shape[1]
-    P = len(text)
-    if pooled:  # the pooling head's cross-attention: its cam is the pooled row over the tokens it reads
+    if rec.fused:
+        if rec.state.layers != list(range(n_blocks - 1, 0, -1)):
+            raise RuntimeError(f"Chefer's update ran for layers {rec.state.layers}, not {n_blocks - 1} down to 1.")
+        r = PromptRows(rec.kernel[0], P, chunk_bytes).chefer(grads[0][:, 0], rec.state.r[None])
+    elif pooled:  # the pooling head's cross-attention: its cam is the pooled row over the tokens it reads
         r_pool = PromptRows(rec.kernel[-1], P, chunk_bytes).chefer(
             grads[-1][:, 0], torch.ones(P, 1, device=param.device), residual=False
         )
@@ -203,7 +161,7 @@ def text_relevance_rows(
         r[:, tower.pool_offset :] = r_pool
     else:
         r = tower.start_row(N, param.device).expand(P, N).clone()
-    for layer in reversed(range(n_blocks)):
+    for layer in [] if rec.fused else reversed(range(n_blocks)):
         r = PromptRows(rec.kernel[layer], P, chunk_bytes).chefer(grads[layer][:, 0], r)
         rec.kernel[layer] = None  # free as we go
     with torch.no_grad():
@@ -213,7 +171,7 @@ def text_relevance_rows(
     return logits.detach().float().cpu(), r.float().cpu(), legrad.cpu(), sim.float().cpu()
 
 
-def _legrad(tower: Tower, rec: _Pass, text, scale, layers: int, chunk_bytes: int) -> torch.Tensor:
+def _legrad(tower: Tower, rec: Pass, text, scale, layers: int, chunk_bytes: int) -> torch.Tensor:
     """LeGrad's map (P, N) over all tokens, min-max scaled per prompt over the patch tokens."""
     trunk = tower.trunk
     n_blocks = len(trunk.blocks)
@@ -224,7 +182,7 @@ def _legrad(tower: Tower, rec: _Pass, text, scale, layers: int, chunk_bytes: int
     for layer in range(n_blocks - layers, n_blocks):
         z = rec.blocks[layer]
         if tower.pool == "map":  # the pooling head on this block's tokens, its own attention
-            head = _Pass(n_blocks + 1)
+            head = Pass(n_blocks + 1)
             with recording(trunk, head):
                 v = trunk.attn_pool(z[:, tower.pool_offset :])
             s = _logits(tower.embed_pooled(v), text, scale, None)[0]

@@ -41,6 +41,39 @@ image uint8 (gh*p, gw*p, 3).
 """
 
 
+AXES = {
+    **dict.fromkeys(RULES, "prompts, rows, cols"),
+    "segmentation": "rows, cols",
+    "logits": "prompts",
+    "probs": "prompts",
+    "prompts": "prompts",
+    "image": "height, width, rgb",
+}
+UNITS = {
+    "chefer": "relevance for the image-text logit (Chefer et al. 2021)",
+    "legrad": "LeGrad relevance, min-max scaled per prompt",
+    "similarity": "each patch's own image-text logit",
+    "segmentation": "index into prompts",
+    "image": "uint8 RGB, the pixels the model saw",
+}
+
+
+def text_meta(tr: TextRelevance, model: str, rule: str) -> dict:
+    """The common `meta` of the answer's .npz (`attention.npzfile`): kind "text_relevance", the grid, the rule
+    of the segmentation, the prompts, the score's kind, LeGrad's layers; no layer or query (every layer)."""
+    return {
+        "kind": "text_relevance",
+        "model": model,
+        "grid": list(tr.grid),
+        "rule": rule,
+        "prompts": list(tr.prompts),
+        "score": tr.kind,
+        "legrad_layers": tr.legrad_layers,
+        "axes": AXES,
+        "units": UNITS,
+    }
+
+
 def hex_colour(i: int) -> str:
     """Prompt i's colour in the segmentation, as #rrggbb."""
     return "#" + "".join(f"{int(c):02x}" for c in PALETTE[i % len(PALETTE)])
@@ -112,5 +145,6 @@ def write_answer(
     pic = d / "text_relevance.png"
     pic.write_bytes(png_bytes(sheet(ts, ncols=min(4, len(ts)))))
     data = {**arrays(tr, rule), "model": np.array(model)}
-    npz = save_npz(d / "text_relevance.npz", data, {t.name: png_bytes(t.image) for t in ts}, readme=README_NPZ)
+    pngs = {t.name: png_bytes(t.image) for t in ts}
+    npz = save_npz(d / "text_relevance.npz", data, pngs, readme=README_NPZ, meta=text_meta(tr, model, rule))
     return str(pic), npz, describe(tr, model=model, rule=rule)
