@@ -36,6 +36,7 @@ def test_settings_are_read_from_the_environment(monkeypatch):
         ("ATTENTION_MAX_MODELS", "many"),
         ("ATTENTION_MAX_MODELS", "0"),
         ("ATTENTION_HEAVY_THREADS", "-1"),
+        ("ATTENTION_HEAVY_NICE", "20"),  # over the lowest priority Linux has
         ("ATTENTION_STATE_MB", "-1"),
         ("ATTENTION_STATE_IDLE", "0"),
         ("ATTENTION_MALLOC_ARENAS", "-2"),
@@ -97,3 +98,10 @@ def test_heavy_threads_are_torchs_own_unless_set(monkeypatch):
     assert Settings.from_env().heavy_threads == Settings().heavy_threads == 0  # 0: as torch has them
     monkeypatch.setenv("ATTENTION_HEAVY_THREADS", "3")
     assert Settings.from_env().heavy_threads == 3
+
+
+def test_heavy_jobs_run_niced_unless_set_to_zero(monkeypatch):
+    monkeypatch.delenv("ATTENTION_HEAVY_NICE", raising=False)
+    assert Settings.from_env().heavy_nice == Settings().heavy_nice == 10
+    monkeypatch.setenv("ATTENTION_HEAVY_NICE", "0")
+    assert Settings.from_env().heavy_nice == 0  # off: heavy jobs in the threads they ran in before

@@ -33,11 +33,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from attention.config import SETTINGS
 from attention.errors import BudgetError
-from attention.serving.threads import torch_threads
+from attention.serving.threads import NicedThreads, torch_threads
 from attention.serving.visitors import Busy, Visitor
+
+T = TypeVar("T")
 
 
 class _Ticket:
@@ -97,11 +100,13 @@ class Lane:
         bound_s: float = 120.0,
         reserve_ttl: float = 30.0,
         threads: int | None = None,
+        nice: int = 0,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.name, self.slots, self.running, self.queued = name, max(1, slots), max(1, running), max(0, queued)
         self.max_waiting, self.bound_s, self.reserve_ttl, self._clock = max(0, max_waiting), bound_s, reserve_ttl, clock
         self.threads = threads  # torch threads of the thread inside a `turn` (None: left as they are)
+        self.pool = NicedThreads(nice)  # the threads its jobs are handed to (`call`)
         self._cond = threading.Condition()
         self._running: dict[str, int] = {}  # key -> jobs computing
         self._reserved: dict[Visitor, deque[float]] = {}  # visitor -> when each unclaimed reservation was made
@@ -224,6 +229,12 @@ class Lane:
                 if inside:
                     self._hold(visitor, 1)
 
+    def call(self, fn: Callable[..., T], *args, **kwargs) -> T:
+        """`fn(*args, **kwargs)` run in one of the lane's threads, at its `nice` (`NicedThreads`; nice 0, or
+        where CUDA is available: in this thread), in a copy of this thread's context; its value, or its
+        exception raised here. A handler that takes its `turn` inside `fn` waits for it in that thread."""
+        return self.pool.call(fn, *args, **kwargs)
+
     # ----- the round (the caller holds the lock) --------------------------------------------------
     def _enqueue(self, ticket: _Ticket) -> None:
         self._queue.setdefault(ticket.visitor.turn_key, deque()).append(ticket)
@@ -277,8 +288,10 @@ HEAVY = Lane(
     max_waiting=SETTINGS.heavy_waiting,
     bound_s=SETTINGS.job_seconds,
     threads=SETTINGS.heavy_threads,
+    nice=SETTINGS.heavy_nice,
 )
 """Relevance and attention videos: ATTENTION_HEAVY_SLOTS at once (1), shared round-robin between visitors;
 per visitor 1 running and ATTENTION_VISITOR_QUEUED waiting (2); ATTENTION_HEAVY_WAITING waiting in all
 (16); each job holds its slot at most ATTENTION_JOB_SECONDS (a video between its chunks), computing with
-ATTENTION_HEAVY_THREADS torch threads on the CPU (0, the default: as torch has them)."""
+ATTENTION_HEAVY_THREADS torch threads on the CPU (0, the default: as torch has them), in threads at nice
+ATTENTION_HEAVY_NICE on the CPU (`call`; the video's job thread: `gpu.streamed`), below the light lane's forwards."""

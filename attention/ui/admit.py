@@ -14,6 +14,7 @@ visitor writes makes no one else of them, whether the guard stands in front or n
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import gradio as gr
@@ -72,9 +73,21 @@ def heavy_share(lane: Lane = HEAVY, validator: Callable | None = None) -> Callab
     return share
 
 
+def in_lane(fn: Callable, lane: Lane = HEAVY) -> Callable:
+    """`fn` (a handler, not a generator) run in `lane`'s threads (`Lane.call`: at ATTENTION_HEAVY_NICE on the CPU,
+    below the light lane's forwards), its turn taken there; Gradio sees `fn`'s signature and docstring."""
+
+    @functools.wraps(fn)
+    def handler(*args, **kwargs):
+        return lane.call(fn, *args, **kwargs)
+
+    return handler
+
+
 def heavy_endpoint(fn: Callable, name: str, inputs: list, outputs: list) -> None:
     """Register `fn` as the public API endpoint /`name` in the heavy lane by a button (made where this is
-    called: inside a hidden row), its queue HEAVY_QUEUE and `heavy_share` admitting each visitor as they ask."""
+    called: inside a hidden row), its queue HEAVY_QUEUE and `heavy_share` admitting each visitor as they ask;
+    `fn` runs in the lane's threads (`in_lane`)."""
     gr.Button(name).click(
-        fn, inputs, outputs, api_name=name, api_visibility="public", validator=heavy_share(), **HEAVY_QUEUE
+        in_lane(fn), inputs, outputs, api_name=name, api_visibility="public", validator=heavy_share(), **HEAVY_QUEUE
     )

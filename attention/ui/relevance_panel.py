@@ -14,7 +14,7 @@ import numpy as np
 from attention.errors import AttentionError, html_text
 from attention.render import mark_patch
 from attention.serving.admission import HEAVY
-from attention.ui.admit import heavy_endpoint, who
+from attention.ui.admit import heavy_endpoint, in_lane, who
 from attention.ui.api_docs import with_models
 from attention.ui.components import answer_outputs, error_note, image_path, number, picture, user_errors
 from attention.vit.draw.drawing import QUERY_COLOR
@@ -168,7 +168,7 @@ class RelevancePanel:
         click on the relevance map has set the query fields."""
         ins = [main.image, main.model, main.resolution, self.target, self.rule, main.qrow, main.qcol]
         ins += [main.alpha, main.cmap, self.chosen_for, compare if compare is not None else gr.State(None), main.state]
-        draw = user_errors(self.draw)
+        draw = in_lane(user_errors(self.draw))  # in the heavy lane's threads, at ATTENTION_HEAVY_NICE
         for ev in events:
             ev.success(draw, ins, self.outputs, **FAST)
         self.rule.input(draw, ins, self.outputs, **FAST)

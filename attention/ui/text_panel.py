@@ -10,7 +10,7 @@ import gradio as gr
 
 from attention.errors import AttentionError, html_text
 from attention.serving.admission import HEAVY
-from attention.ui.admit import heavy_endpoint, who
+from attention.ui.admit import heavy_endpoint, in_lane, who
 from attention.ui.api_docs import with_models
 from attention.ui.components import answer_outputs, error_note, image_path, picture, tiles_gallery, user_errors
 from attention.vit.text.prompts import MAX_PROMPT_CHARS, MAX_PROMPTS
@@ -115,7 +115,7 @@ class TextPanel:
     def follow(self, events: list, main) -> None:
         """Redraw after each of `events` succeeds, on Find, Enter in the prompts, a rule change, a tile click."""
         ins = [main.image, main.model, main.resolution, self.prompts, self.rule, self.chosen, main.alpha, main.cmap]
-        draw = user_errors(self.draw)
+        draw = in_lane(user_errors(self.draw))  # in the heavy lane's threads, at ATTENTION_HEAVY_NICE
         for ev in events:
             ev.success(draw, ins, self.outputs, **FAST)
         gr.on([self.go.click, self.prompts.submit], lambda: 0, None, self.chosen, queue=False, **FAST).then(

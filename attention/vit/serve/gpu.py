@@ -17,6 +17,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
+from attention.serving.threads import NicedThreads
+
 T = TypeVar("T")
 
 # ZeroGPU gives shorter requests priority, so the duration fits the measured work (bench/bench_gpu.py,
@@ -76,9 +78,10 @@ def bar_to(progress: Progress, what: str = "Frame") -> type:
     return Bar
 
 
-def streamed(job: Callable[[Progress], T]) -> Iterator[tuple]:
-    """Run `job(progress)` in a thread of this process and yield what it reports as it comes:
-    ("progress", fraction, description) tuples, then ("done", its value); its exception is raised here.
+def streamed(job: Callable[[Progress], T], pool: NicedThreads | None = None) -> Iterator[tuple]:
+    """Run `job(progress)` in a thread of this process (one of `pool`'s, at its nice, when it has one) and yield
+    what it reports as it comes: ("progress", fraction, description) tuples, then ("done", its value); its
+    exception is raised here.
 
     What a `@gpu` job returns to report progress: ZeroGPU runs the job in a worker process and passes
     back what a generator yields (pickled), while a callback (a Gradio progress bar) cannot cross over.
@@ -91,7 +94,10 @@ def streamed(job: Callable[[Progress], T]) -> Iterator[tuple]:
         except BaseException as e:  # raised again in the generator's thread
             events.put(("error", e))
 
-    threading.Thread(target=run, daemon=True, name="gpu-job").start()
+    if pool is not None and pool.nice:
+        pool.submit(run)
+    else:
+        threading.Thread(target=run, daemon=True, name="gpu-job").start()
     while True:
         event = events.get()
         if event[0] == "error":

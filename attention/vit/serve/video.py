@@ -75,13 +75,14 @@ def visitor_video(
 def _video_job(video, model: str, view: str, head: int, side_by_side: bool, npz: bool, options: dict, between=None):
     """`visitor_video`'s work where the GPU is (ZeroGPU lends one for the call): a generator of its
     progress and then its result (`gpu.streamed`), so its progress reaches the visitor's bar. The work runs in
-    `streamed`'s thread, with the heavy lane's torch threads (ATTENTION_HEAVY_THREADS) on the CPU."""
+    `streamed`'s thread, one of the heavy lane's (at ATTENTION_HEAVY_NICE, below the light lane's forwards), with
+    its torch threads (ATTENTION_HEAVY_THREADS) on the CPU."""
 
     def work(progress: Progress) -> tuple:
         with torch_threads(HEAVY.threads):
             return _video_work(video, model, view, head, side_by_side, npz, progress, options, between)
 
-    yield from streamed(work)
+    yield from streamed(work, HEAVY.pool)
 
 
 def _video_work(video, model: str, view, head, side_by_side, npz, progress: Progress, options: dict, between) -> tuple:

@@ -98,21 +98,28 @@ def test_batch_maps_records_only_the_layer_it_keeps_and_the_kernels_scale(monkey
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on CUDA the heavy lane leaves torch's threads as they are")
-def test_the_video_computes_in_its_own_thread_with_the_heavy_lanes_torch_threads(clip, monkeypatch):
+@pytest.mark.parametrize("nice", [0, 6])
+def test_the_video_computes_in_its_own_thread_with_the_heavy_lanes_torch_threads_and_nice(clip, monkeypatch, nice):
+    """ATTENTION_HEAVY_NICE 0: a thread of its own per job, as before; else one of the heavy lane's threads at that
+    nice (its progress told as before)."""
     import threading
 
     from attention.serving.admission import HEAVY
+    from attention.serving.threads import NicedThreads, thread_nice
 
     main = torch.get_num_threads()
     monkeypatch.setattr(HEAVY, "threads", main + 1)  # neither the main thread's nor a new thread's default
+    monkeypatch.setattr(HEAVY, "pool", NicedThreads(nice))
     seen = []
     real = visitor.write_video
 
     def spy(*args, **kwargs):  # where the frames are decoded and their forwards run, in the job's thread
-        seen.append((threading.current_thread().name, torch.get_num_threads()))
+        seen.append((threading.current_thread().name, torch.get_num_threads(), thread_nice()))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(visitor, "write_video", spy)
-    visitor.visitor_video(clip, "mnist_vit", batch_size=4)
-    assert seen == [("gpu-job", main + 1)]
-    assert torch.get_num_threads() == main
+    told = []
+    visitor.visitor_video(clip, "mnist_vit", batch_size=4, progress=lambda f, d: told.append(f))
+    assert seen == [("gpu-job" if nice == 0 else f"heavy-nice{nice}-1", main + 1, nice)]
+    assert torch.get_num_threads() == main and thread_nice() == 0
+    assert told[-1] == 1.0
