@@ -3,6 +3,7 @@ own ways to get attention, at 224, 518 and 784 px, in one run:
 
     python -m bench.bench_backbones              # the three sizes (several minutes on 2 cores)
     python -m bench.bench_backbones --px 224     # one size
+    python -m bench.bench_backbones --overhead   # the engine's per-layer cost where Python dominates (below)
 
 - fused:  the model's own forward under attn_implementation="sdpa" (no attention returned)
 - ours:   `query_rows` on that same object: every layer's CLS row, read at its fused kernel
@@ -11,6 +12,12 @@ own ways to get attention, at 224, 518 and 784 px, in one run:
 Times: median of interleaved repeats in one process, relative to fused (goal: ours <= 1.1x).
 Peak extra memory: each method in its own fresh subprocess, peak RSS (CPU) or
 torch.cuda.max_memory_allocated (CUDA) minus the level before the call (goal: ours O(N), like fused).
+
+--overhead: a CPU stand-in for a launch-bound GPU forward, where the engine's per-layer Python and
+extra kernels are what a pass adds. One thread, batch 1, a tiny input (--px, default 28: 5 tokens),
+transformers' DINOv2-S/14 and timm's ViT-S/16 (random weights; --narrow: the same 12 layers at width
+24, so that the model's own matmuls cost next to nothing), fused forward and `query_rows` interleaved
+(median of --reps): ours / fused and the microseconds the engine adds per layer.
 """
 
 from __future__ import annotations
@@ -52,6 +59,38 @@ def runner(method: str, model, eager, x):
     raise ValueError(method)
 
 
+def overhead(px: int, reps: int, narrow: bool) -> None:
+    """Print, per model, the fused forward, `query_rows`, their ratio and the engine's us per layer."""
+    import timm
+    import torch
+    import transformers as T
+
+    from attention.vit.engine.rows import query_rows
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    hf_kw = dict(hidden_size=24, num_attention_heads=2, intermediate_size=96) if narrow else {}
+    cfg = T.Dinov2Config(image_size=518, **(DINOV2_S14 | hf_kw))
+    hf = T.Dinov2Model(cfg).eval()
+    hf.set_attn_implementation("sdpa")
+    tm_kw = dict(embed_dim=24, num_heads=2) if narrow else dict(embed_dim=384, num_heads=6)
+    tm = timm.models.VisionTransformer(patch_size=16, depth=12, num_classes=0, dynamic_img_size=True, **tm_kw).eval()
+    print(f"torch {torch.__version__}, 1 thread, batch 1, {px} px, {'width 24' if narrow else 'ViT-S widths'}")
+    for name, model, fused, p in (
+        ("transformers Dinov2Model S/14", hf, lambda x: hf(pixel_values=x), 14),
+        ("timm VisionTransformer S/16", tm, lambda x: tm.forward_features(x), 16),
+    ):
+        x = torch.randn(1, 3, max(p, px // p * p), max(p, px // p * p))
+        with torch.inference_mode():
+            t = interleaved_medians({"fused": lambda: fused(x), "ours": lambda: query_rows(model, x, 0)}, reps)
+        per_layer = (t["ours"] - t["fused"]) / 12 * 1e6
+        print(
+            f"{name}: fused {t['fused'] * 1e3:.2f} ms, ours {t['ours'] * 1e3:.2f} ms, "
+            f"ours / fused {t['ours'] / t['fused']:.2f}x, +{per_layer:.0f} us per layer",
+            flush=True,
+        )
+
+
 def synced(fn, device: str):
     """fn, followed by a CUDA synchronize when the bench runs on `device` "cuda"."""
     return cuda_synced(fn) if device == "cuda" else fn
@@ -82,7 +121,12 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when there is one)")
     ap.add_argument("--child", nargs=3)
+    ap.add_argument("--overhead", action="store_true", help="the per-layer cost where Python dominates (CPU)")
+    ap.add_argument("--narrow", action="store_true", help="with --overhead: width 24, the model's matmuls ~free")
     args = ap.parse_args()
+    if args.overhead:
+        overhead(args.px or 28, args.reps if args.reps != 5 else 300, args.narrow)
+        return
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
