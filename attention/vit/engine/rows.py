@@ -1,5 +1,5 @@
 """The engine: one fused forward pass of a batch, recording each sample's query row in every layer
-from what the attention kernel gets (`capture`): (q_i * scale) @ k^T + bias_i, O(layers x heads x N).
+from what the attention kernel gets (`capture`): scale * (q_i @ k^T) + bias_i, O(layers x heads x N).
 
     scores, qk = query_rows(model, x, [0, 5, 11], keep_qk=True)   # x (3, C, H, W): (3, L, H, N)
 
