@@ -17,7 +17,8 @@ torch.cuda.max_memory_allocated (CUDA) minus the level before the call (goal: ou
 extra kernels are what a pass adds. One thread, batch 1, a tiny input (--px, default 28: 5 tokens),
 transformers' DINOv2-S/14 and timm's ViT-S/16 (random weights; --narrow: the same 12 layers at width
 24, so that the model's own matmuls cost next to nothing), fused forward and `query_rows` interleaved
-(median of --reps): ours / fused and the microseconds the engine adds per layer.
+(median of --reps): ours / fused and the microseconds the engine adds per layer; then, with the model on
+the `meta` device, the aten ops (kernels on a GPU: views and allocations left out) a pass adds per layer.
 """
 
 from __future__ import annotations
@@ -59,6 +60,38 @@ def runner(method: str, model, eager, x):
     raise ValueError(method)
 
 
+def added_ops(model, fused, x) -> tuple[float, float]:
+    """(aten ops (not views, allocations or detaches), host<->device copies) `run_pass` adds to `fused(x)`,
+    per layer of 12, counted on the meta device (the model is moved there)."""
+    from collections import Counter
+
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    from attention.vit.engine.rows import run_pass
+
+    skip = {torch.ops.aten.empty, torch.ops.aten.empty_strided, torch.ops.aten.detach, torch.ops.aten.alias}
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            devices = {t.device for t in tree_flatten((args, kwargs, out))[0] if isinstance(t, torch.Tensor)}
+            n["copies"] += len(devices) > 1
+            n["ops"] += not func.is_view and func.overloadpacket not in skip
+            return out
+
+    model.to("meta")
+    x = torch.empty(x.shape, device="meta")
+    counts = []
+    for f in (lambda: fused(x), lambda: run_pass(model, x, 0, False)):
+        n: Counter = Counter()
+        with torch.inference_mode(), Count():
+            f()
+        counts.append(n)
+    return (counts[1]["ops"] - counts[0]["ops"]) / 12, (counts[1]["copies"] - counts[0]["copies"]) / 12
+
+
 def overhead(px: int, reps: int, narrow: bool) -> None:
     """Print, per model, the fused forward, `query_rows`, their ratio and the engine's us per layer."""
     import timm
@@ -82,11 +115,13 @@ def overhead(px: int, reps: int, narrow: bool) -> None:
     ):
         x = torch.randn(1, 3, max(p, px // p * p), max(p, px // p * p))
         with torch.inference_mode():
-            t = interleaved_medians({"fused": lambda: fused(x), "ours": lambda: query_rows(model, x, 0)}, reps)
+            fns = {"fused": lambda f=fused, x=x: f(x), "ours": lambda m=model, x=x: query_rows(m, x, 0)}
+            t = interleaved_medians(fns, reps)
         per_layer = (t["ours"] - t["fused"]) / 12 * 1e6
         print(
             f"{name}: fused {t['fused'] * 1e3:.2f} ms, ours {t['ours'] * 1e3:.2f} ms, "
-            f"ours / fused {t['ours'] / t['fused']:.2f}x, +{per_layer:.0f} us per layer",
+            f"ours / fused {t['ours'] / t['fused']:.2f}x, +{per_layer:.0f} us per layer; per layer on meta: "
+            "+{:.2f} aten ops, +{:.2f} host<->device copies".format(*added_ops(model, fused, x)),
             flush=True,
         )
 

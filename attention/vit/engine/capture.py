@@ -18,9 +18,15 @@ attention stays on and the model's outputs are unchanged; nothing is kept unless
 
 Why a mode scoped to the attention module rather than a global wrapper of F.scaled_dot_product_attention:
 no process-wide patching (other code calling the kernel, or holding its own reference, is unaffected),
-and it works whoever imported the function how. Cost, measured here (2 cores, torch 2.14): 2.6 us per
-torch call inside the mode against 0.9 us without, 10 calls in a plain ViT attention module, 36 in
-DINOv3's: about 17-60 us per layer, under 1 ms per pass for a 12-layer ViT-S, on top of the row itself.
+and it works whoever imported the function how.
+
+Cost, measured here (2 cores, torch 2.14, one thread, `bench_backbones --overhead --narrow`): the mode's
+own dispatch is 1-2 us per torch call inside it (10 calls in a timm attention module, 21 in
+transformers', 36 in DINOv3's), about 20-30 us per layer, which no code of ours can remove short of
+not entering the mode; on top of it a set lookup per call (calls that cannot begin an attention
+pass straight through) and, from `rows`, one kernel per layer. Nothing inside the forward copies
+between host and device or reads a value back to the host (`tests/vit/engine/test_device_copies.py`):
+on a GPU either would wait for the stream once per layer.
 
 Layers: 0..L-1 are the blocks; a model that pools by attention (`attn_pool`, SigLIP and `*_map`
 ViTs) has its pool head's kernel call as layer L (q (B, H, 1, d): the pool's query).

@@ -46,9 +46,7 @@ class Rows(Recorder):
     """What one forward pass records: each sample's query row in each layer (and q, k, the kernel's
     additive bias, if asked). Activated by `capture.recording` in the calling context only."""
 
-    def __init__(
-        self, index: int | torch.Tensor, keep_qk: bool, n_layers: int, layers: tuple[int, ...] | None = None
-    ):
+    def __init__(self, index: int | torch.Tensor, keep_qk: bool, n_layers: int, layers: tuple[int, ...] | None = None):
         # the query token: one int for every sample, or (B,) long on the model's device (`batch_scores`)
         self.index, self.keep_qk = index, keep_qk
         self.layers = tuple(range(n_layers)) if layers is None else tuple(layers)  # the layers whose rows are kept

@@ -77,7 +77,9 @@ def unfused(model: torch.nn.Module) -> torch.nn.Module:
 
 def torchvision_vit() -> torch.nn.Module:
     tv = pytest.importorskip("torchvision")
-    return tv.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=16, mlp_dim=32)
+    return tv.models.VisionTransformer(
+        image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=16, mlp_dim=32
+    )
 
 
 MODELS = {  # (model, input px): every way a kernel call is read, with and without a mask and a pool head
