@@ -19,6 +19,8 @@ transformers' DINOv2-S/14 and timm's ViT-S/16 (random weights; --narrow: the sam
 24, so that the model's own matmuls cost next to nothing), fused forward and `query_rows` interleaved
 (median of --reps): ours / fused and the microseconds the engine adds per layer; then, with the model on
 the `meta` device, the aten ops (kernels on a GPU: views and allocations left out) a pass adds per layer.
+--against COMMIT: the engine as it was at COMMIT too, in the same process and the same interleaving
+(its `attention` package from `git archive`, imported as `attention_then` on a copy of the model).
 """
 
 from __future__ import annotations
@@ -92,14 +94,41 @@ def added_ops(model, fused, x) -> tuple[float, float]:
     return (counts[1]["ops"] - counts[0]["ops"]) / 12, (counts[1]["copies"] - counts[0]["copies"]) / 12
 
 
-def overhead(px: int, reps: int, narrow: bool) -> None:
-    """Print, per model, the fused forward, `query_rows`, their ratio and the engine's us per layer."""
+def engine_at(commit: str):
+    """`query_rows` of this repository's engine as it was at `commit`, importable beside today's: its
+    `attention` package extracted with `git archive` into a temporary folder as `attention_then`."""
+    import atexit
+    import importlib
+    import re
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    root = Path(tempfile.mkdtemp(prefix="engine_then_"))
+    atexit.register(shutil.rmtree, root, True)
+    tar = subprocess.run(["git", "archive", commit, "attention"], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(root)], input=tar, check=True)
+    (root / "attention").rename(root / "attention_then")
+    for f in (root / "attention_then").rglob("*.py"):
+        f.write_text(re.sub(r"\b(from|import) attention\b", r"\1 attention_then", f.read_text()))
+    sys.path.insert(0, str(root))
+    return importlib.import_module("attention_then.vit.engine.rows").query_rows
+
+
+def overhead(px: int, reps: int, narrow: bool, against: str | None = None) -> None:
+    """Print, per model, the fused forward, `query_rows`, their ratio and the engine's us per layer
+    (and the engine's at commit `against`, on a copy of the model, in the same interleaving)."""
+    import copy
+
     import timm
     import torch
     import transformers as T
 
     from attention.vit.engine.rows import query_rows
 
+    then = engine_at(against) if against else None
     torch.set_num_threads(1)
     torch.manual_seed(0)
     hf_kw = dict(hidden_size=24, num_attention_heads=2, intermediate_size=96) if narrow else {}
@@ -116,7 +145,14 @@ def overhead(px: int, reps: int, narrow: bool) -> None:
         x = torch.randn(1, 3, max(p, px // p * p), max(p, px // p * p))
         with torch.inference_mode():
             fns = {"fused": lambda f=fused, x=x: f(x), "ours": lambda m=model, x=x: query_rows(m, x, 0)}
+            if then is not None:  # its own copy: each engine installs its hooks once per model
+                fns["then"] = lambda m=copy.deepcopy(model), x=x: then(m, x, 0)
             t = interleaved_medians(fns, reps)
+        if then is not None:
+            print(
+                f"{name} at {against}: ours / fused {t['then'] / t['fused']:.2f}x, "
+                f"+{(t['then'] - t['fused']) / 12 * 1e6:.0f} us per layer"
+            )
         per_layer = (t["ours"] - t["fused"]) / 12 * 1e6
         print(
             f"{name}: fused {t['fused'] * 1e3:.2f} ms, ours {t['ours'] * 1e3:.2f} ms, "
@@ -158,9 +194,10 @@ def main() -> None:
     ap.add_argument("--child", nargs=3)
     ap.add_argument("--overhead", action="store_true", help="the per-layer cost where Python dominates (CPU)")
     ap.add_argument("--narrow", action="store_true", help="with --overhead: width 24, the model's matmuls ~free")
+    ap.add_argument("--against", help="with --overhead: the engine at this git commit too, interleaved")
     args = ap.parse_args()
     if args.overhead:
-        overhead(args.px or 28, args.reps if args.reps != 5 else 300, args.narrow)
+        overhead(args.px or 28, args.reps if args.reps != 5 else 300, args.narrow, args.against)
         return
     import torch
 
