@@ -8,6 +8,8 @@ from what the attention kernel gets (`capture`): scale * (q_i @ k^T) + bias_i, O
 
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from attention.errors import InputError, UnsupportedModelError
@@ -27,7 +29,8 @@ def batch_scores(
     device before it), and on a float32 q with no mask one kernel (the scale folded into the matmul)."""
     B, H, Nq, d = q.shape
     N = k.shape[-2]
-    if isinstance(index, int):
+    if not isinstance(index, torch.Tensor):
+        index = operator.index(index)  # an int (or a numpy integer)
         qi = q[:, :, index : index + 1]  # (B, H, 1, d): a view
         mi = None if mask is None else mask.expand(B, H, Nq, N)[:, :, index : index + 1]
     else:
