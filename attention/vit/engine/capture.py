@@ -18,9 +18,15 @@ attention stays on and the model's outputs are unchanged; nothing is kept unless
 
 Why a mode scoped to the attention module rather than a global wrapper of F.scaled_dot_product_attention:
 no process-wide patching (other code calling the kernel, or holding its own reference, is unaffected),
-and it works whoever imported the function how. Cost, measured here (2 cores, torch 2.14): 2.6 us per
-torch call inside the mode against 0.9 us without, 10 calls in a plain ViT attention module, 36 in
-DINOv3's: about 17-60 us per layer, under 1 ms per pass for a 12-layer ViT-S, on top of the row itself.
+and it works whoever imported the function how.
+
+Cost, measured here (2 cores, torch 2.14, one thread, `bench_backbones --overhead --narrow`): the mode's
+own dispatch is 1-2 us per torch call inside it (10 calls in a timm attention module, 21 in
+transformers', 36 in DINOv3's), about 20-30 us per layer, which no code of ours can remove short of
+not entering the mode; on top of it a set lookup per call (calls that cannot begin an attention
+pass straight through) and, from `rows`, one kernel per layer. Nothing inside the forward copies
+between host and device or reads a value back to the host (`tests/vit/engine/test_device_copies.py`):
+on a GPU either would wait for the stream once per layer.
 
 Layers: 0..L-1 are the blocks; a model that pools by attention (`attn_pool`, SigLIP and `*_map`
 ViTs) has its pool head's kernel call as layer L (q (B, H, 1, d): the pool's query).
@@ -79,7 +85,8 @@ class _Entry:
     model_id: int
     recorder: Recorder
     kernel: bool  # the recorder wants kernel calls (on_kernel or on_output)
-    replaces: bool  # the recorder may compute the kernel call itself (replace_kernel)
+    output: bool = False  # it overrides on_output
+    replaces: bool = False  # it may compute the kernel call itself (replace_kernel)
     runs: dict[int, int] = field(default_factory=dict)  # layer -> attention-module forwards
     calls: dict[int, int] = field(default_factory=dict)  # layer -> kernel calls
 
@@ -87,21 +94,35 @@ class _Entry:
 _ACTIVE: ContextVar[tuple[_Entry, ...]] = ContextVar("attention_capture", default=())
 _LOCK = threading.Lock()
 _MODES = threading.local()  # per thread: the stack of modes the pre-hooks entered (None: none entered)
+# the calls that can begin an attention computation (`kernel.Explicit` follows one from its q @ k^T, or a
+# 4-D q scaled before it); while none is being followed, every other call passes straight through
+_WATCHED = frozenset({kernel.SDPA, kernel.MHA, *kernel.MUL, *kernel.MATMUL})
 
 
 class _KernelMode(TorchFunctionMode):
     """Passes every torch call through; hands the attention computation's q, k, v, mask, scale and its
-    output to `entries`, however the module computes it (`backbone.kernel`)."""
+    output to `entries`, however the module computes it (`backbone.kernel`).
+
+    It runs for every torch call inside an attention module (10 in timm's, 21 in transformers'): the
+    common call costs one set lookup on top of the mode's own dispatch, and nothing here copies between
+    host and device or waits for one (the recorders' work is queued on the model's device)."""
 
     def __init__(self, layer: int, entries: list[_Entry]):
         super().__init__()
         self.layer, self.entries = layer, entries
+        self.outputs = [e.recorder for e in entries if e.output]
         self.explicit = kernel.Explicit()
 
-    def _hand(self, q, k, v, mask, scale) -> None:
+    def _hand(self, kern: tuple) -> None:
+        """On each recorder: on_kernel(layer, q, k, v, mask, scale), counted."""
+        layer = self.layer
         for e in self.entries:
-            e.calls[self.layer] = e.calls.get(self.layer, 0) + 1
-            e.recorder.on_kernel(self.layer, q, k, v, mask, scale)
+            e.calls[layer] = e.calls.get(layer, 0) + 1
+            e.recorder.on_kernel(layer, *kern)
+
+    def _out(self, out: torch.Tensor) -> None:
+        for r in self.outputs:
+            r.on_output(self.layer, out)
 
     def _replaced(self, kern, args, kwargs) -> torch.Tensor | None:
         """A recorder's own computation of this kernel call (`Recorder.replace_kernel`), or None."""
@@ -114,34 +135,33 @@ class _KernelMode(TorchFunctionMode):
         return None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func not in _WATCHED and self.explicit.state is None:  # the common call: nothing to follow
+            return func(*args, **kwargs) if kwargs else func(*args)
         kwargs = kwargs or {}
         if func is kernel.MHA:
             got = kernel.mha_kernel(args, kwargs)
             if got is None:  # counted as no call: refused after the forward
                 return func(*args, **kwargs)
             kern, a = got
-            self._hand(*kern)
+            self._hand(kern)
             if a.get("need_weights", True):
                 return func(*args, **kwargs)
             o, out = kernel.mha_output(kern, a)
-            for e in self.entries:
-                e.recorder.on_output(self.layer, o)
+            self._out(o)
             return out, None
         if func is not kernel.SDPA:
             out = func(*args, **kwargs)
             done = self.explicit.step(func, args, kwargs, out)
             if done is not None:
-                self._hand(*done[:5])
-                for e in self.entries:
-                    e.recorder.on_output(self.layer, done[5])
+                self._hand(done[:5])
+                self._out(done[5])
             return out
         kern = kernel.kernel_args(args, kwargs)
-        self._hand(*kern)
+        self._hand(kern)
         out = self._replaced(kern, args, kwargs)
         if out is None:
             out = func(*args, **kwargs)
-        for e in self.entries:
-            e.recorder.on_output(self.layer, out)
+        self._out(out)
         return out
 
 
@@ -216,18 +236,18 @@ def recording(model: torch.nn.Module, recorder: Recorder) -> Iterator[Recorder]:
     each pass. On leaving without error, raises UnsupportedModelError when an attention module ran
     without exactly one kernel call per forward (custom code the check could not see)."""
     _install(model)
+    out = _overrides(recorder, "on_output")
     replaces = _overrides(recorder, "replace_kernel")
-    wants = replaces or _overrides(recorder, "on_kernel") or _overrides(recorder, "on_output")
-    entry = _Entry(id(model), recorder, wants, replaces)
+    entry = _Entry(id(model), recorder, _overrides(recorder, "on_kernel") or out or replaces, out, replaces)
     token = _ACTIVE.set((*_ACTIVE.get(), entry))
     try:
         yield recorder
     finally:
         _ACTIVE.reset(token)
     if entry.kernel:
-        mods = attention_modules(model)
         for i, runs in entry.runs.items():
             if entry.calls.get(i, 0) != runs:
+                mods = attention_modules(model)
                 raise UnsupportedModelError(
                     f"{type(mods[i]).__name__} (layer {i}) made {entry.calls.get(i, 0)} attention-kernel calls in "
                     f"{runs} forward(s); the engine reads attention modules that make exactly one attention "

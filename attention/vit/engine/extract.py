@@ -34,7 +34,7 @@ from attention.vit.engine.query import Query
 from attention.vit.engine.query import default as default_query
 from attention.vit.engine.query import index as query_index_of
 from attention.vit.engine.query import parse as parse_query
-from attention.vit.engine.rows import on_cpu, query_rows, run_pass, sample_bias
+from attention.vit.engine.rows import batch_scores, on_cpu, query_rows, run_pass, sample_bias
 
 __all__ = ["AttentionMaps", "attention_maps", "query_rows", "query_scores", "threshold_masks"]
 
@@ -186,14 +186,9 @@ def norm_query(query: Query | None) -> Query | None:
 def query_scores(
     q: torch.Tensor, k: torch.Tensor, i: int, scale: float, bias: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Raw scores of token i against all tokens, in fp32. q, k: (H, N, d) -> (H, N).
-
-    As timm's unfused path: (q_i * scale) @ k^T (+ bias_i, the kernel's additive mask (H or 1, N or 1, N)).
-    """
-    s = ((q[:, i : i + 1].float() * scale) @ k.float().transpose(-2, -1))[:, 0]
-    if bias is not None:
-        s = s + bias[:, i if bias.shape[1] > 1 else 0].float()
-    return s
+    """Raw scores of token i against all tokens, in fp32. q, k: (H, N, d) -> (H, N): the pass's own
+    rule (`rows.batch_scores`), scale * (q_i @ k^T) (+ bias_i, the kernel's additive mask (H or 1, N or 1, N))."""
+    return batch_scores(q[None], k[None], i, scale, None if bias is None else bias[None])[0]
 
 
 def attention_maps(

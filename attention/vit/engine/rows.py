@@ -1,5 +1,5 @@
 """The engine: one fused forward pass of a batch, recording each sample's query row in every layer
-from what the attention kernel gets (`capture`): (q_i * scale) @ k^T + bias_i, O(layers x heads x N).
+from what the attention kernel gets (`capture`): scale * (q_i @ k^T) + bias_i, O(layers x heads x N).
 
     scores, qk = query_rows(model, x, [0, 5, 11], keep_qk=True)   # x (3, C, H, W): (3, L, H, N)
 
@@ -7,6 +7,8 @@ from what the attention kernel gets (`capture`): (q_i * scale) @ k^T + bias_i, O
 """
 
 from __future__ import annotations
+
+import operator
 
 import torch
 
@@ -16,27 +18,40 @@ from attention.vit.engine.capture import Recorder, recording
 
 
 def batch_scores(
-    q: torch.Tensor, k: torch.Tensor, index: torch.Tensor, scale: float, mask: torch.Tensor | None
+    q: torch.Tensor, k: torch.Tensor, index: int | torch.Tensor, scale: float, mask: torch.Tensor | None
 ) -> torch.Tensor:
     """Raw scores of token index[b] against all tokens of sample b, in fp32, as the kernel sees them:
-    (q_i * scale) @ k^T + mask_i. q: (B, H, Nq, d), k: (B, H, N, d), index: (B,) long,
-    mask: additive, broadcastable to (B, H, Nq, N), or None -> (B, H, N)."""
-    B, H, Nq, _ = q.shape
-    b = torch.arange(B, device=q.device)
-    idx = index.to(q.device)
-    qi = q[b, :, idx].float() * scale  # (B, H, d)
-    s = (qi.unsqueeze(-2) @ k.float().transpose(-2, -1))[:, :, 0]
-    if mask is not None:
-        s = s + mask.expand(B, H, Nq, k.shape[-2])[b, :, idx].float()
-    return s
+    scale * (q_i @ k^T) + mask_i. q: (B, H, Nq, d), k: (B, H, N, d); index: one token for every sample
+    (an int: q's row is a view) or (B,) long on q's device (one per sample: gathered); mask: additive,
+    broadcastable to (B, H, Nq, N), or None -> (B, H, N) float32.
+
+    Runs inside the forward: no host<->device copy or sync (`run_pass` moves the indices to the
+    device before it), and on a float32 q with no mask one kernel (the scale folded into the matmul)."""
+    B, H, Nq, d = q.shape
+    N = k.shape[-2]
+    if not isinstance(index, torch.Tensor):
+        index = operator.index(index)  # an int (or a numpy integer)
+        qi = q[:, :, index : index + 1]  # (B, H, 1, d): a view
+        mi = None if mask is None else mask.expand(B, H, Nq, N)[:, :, index : index + 1]
+    else:
+        at = index.view(B, 1, 1, 1)
+        qi = q.gather(2, at.expand(B, H, 1, d))
+        mi = None if mask is None else mask.expand(B, H, Nq, N).gather(2, at.expand(B, H, 1, N))
+    s = torch.empty(B * H, 1, N, dtype=torch.float32, device=q.device)
+    if mi is not None:
+        s.view(B, H, 1, N).copy_(mi)  # the bias row, converted: a copy, never the model's mask itself
+    kt = k.float().transpose(-2, -1).reshape(B * H, d, N)
+    s.baddbmm_(qi.float().reshape(B * H, 1, d), kt, beta=0.0 if mi is None else 1.0, alpha=scale)
+    return s.view(B, H, N)
 
 
 class Rows(Recorder):
     """What one forward pass records: each sample's query row in each layer (and q, k, the kernel's
     additive bias, if asked). Activated by `capture.recording` in the calling context only."""
 
-    def __init__(self, index: torch.Tensor, keep_qk: bool, n_layers: int, layers: tuple[int, ...] | None = None):
-        self.index, self.keep_qk = index, keep_qk  # (B,) query token indices
+    def __init__(self, index: int | torch.Tensor, keep_qk: bool, n_layers: int, layers: tuple[int, ...] | None = None):
+        # the query token: one int for every sample, or (B,) long on the model's device (`batch_scores`)
+        self.index, self.keep_qk = index, keep_qk
         self.layers = tuple(range(n_layers)) if layers is None else tuple(layers)  # the layers whose rows are kept
         self.seen = [False] * n_layers  # which layers' kernels ran (every one must)
         self.rows: list[torch.Tensor | None] = [None] * n_layers  # per kept layer (B, H, N) raw scores
@@ -52,7 +67,7 @@ class Rows(Recorder):
 
     def on_kernel(self, layer, q, k, v, mask, scale) -> None:
         if layer >= len(self.rows):  # the attention-pooling head (layer L): its one query
-            row = batch_scores(q, k, torch.zeros_like(self.index), scale, mask)
+            row = batch_scores(q, k, 0, scale, mask)
             self.pool = (row, compact(q), compact(k), scale) if self.keep_qk else (row, q, k, scale)
             return
         self.seen[layer] = True
@@ -107,17 +122,19 @@ def run_pass(
     if x.dim() != 4:
         raise InputError(f"Input of shape {tuple(x.shape)} is not accepted; expected a batch (B, C, H, W).")
     B = x.shape[0]
-    idx = torch.as_tensor(query_index, dtype=torch.long).reshape(-1)
-    if idx.numel() == 1:
-        idx = idx.expand(B)
-    if idx.numel() != B:
-        raise InputError(f"{idx.numel()} query indices for a batch of {B}; give one int or one per sample.")
+    idx = [int(i) for i in torch.as_tensor(query_index, dtype=torch.long).reshape(-1).tolist()]
+    if len(idx) == 1:
+        idx = idx * B
+    if len(idx) != B:
+        raise InputError(f"{len(idx)} query indices for a batch of {B}; give one int or one per sample.")
     bb = describe(model)
     n = bb.tokens(x.shape[2], x.shape[3])
-    if B and not bool(((idx >= 0) & (idx < n)).all()):
-        raise InputError(f"Query index {idx.tolist()} is out of range; accepted: 0 to {n - 1} (the {n} tokens).")
+    if any(i < 0 or i >= n for i in idx):
+        raise InputError(f"Query index {idx} is out of range; accepted: 0 to {n - 1} (the {n} tokens).")
     param = next(model.parameters())
-    rec = Rows(idx.clone(), keep_qk, bb.depth, layers)
+    # on the device before the forward: the hooks inside it copy nothing between host and device
+    index = idx[0] if len(set(idx)) == 1 else torch.tensor(idx, dtype=torch.long, device=param.device)
+    rec = Rows(index, keep_qk, bb.depth, layers)
     with recording(model, rec):
         bb.run(x.to(param.device, param.dtype), pool and bb.pool)
     if not all(rec.seen) or (pool and bb.pool and rec.pool is None):

@@ -185,7 +185,7 @@ def explain_row(
     kk, t = check_k(k), check_temperature(temperature)
     qs, ks = res.qk[layer]
     bias = res.layer_bias[layer]
-    scores = query_scores(qs, ks, i, res.scale, bias)[h]  # (N,) as the kernel: (q_i * scale) . k_j + bias
+    scores = query_scores(qs, ks, i, res.scale, bias)[h]  # (N,) as the kernel: scale * (q_i . k_j) + bias
     P, n_patch = res.num_prefix_tokens, res.grid[0] * res.grid[1]
     top = np.argsort(-scores[P:].numpy(), kind="stable")[: min(kk, n_patch)] + P
     index = [*range(P), *top.tolist()]
