@@ -99,6 +99,7 @@ def engine_at(commit: str):
     `attention` package extracted with `git archive` into a temporary folder as `attention_then`."""
     import atexit
     import importlib
+    import importlib.util
     import re
     import shutil
     import subprocess
@@ -113,7 +114,12 @@ def engine_at(commit: str):
     (root / "attention").rename(root / "attention_then")
     for f in (root / "attention_then").rglob("*.py"):
         f.write_text(re.sub(r"\b(from|import) attention\b", r"\1 attention_then", f.read_text()))
-    sys.path.insert(0, str(root))
+    pkg = root / "attention_then"  # imported as a package by its location (no import path edited)
+    spec = importlib.util.spec_from_file_location(
+        "attention_then", pkg / "__init__.py", submodule_search_locations=[str(pkg)]
+    )
+    sys.modules["attention_then"] = module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return importlib.import_module("attention_then.vit.engine.rows").query_rows
 
 
