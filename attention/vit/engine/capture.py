@@ -111,6 +111,7 @@ class _KernelMode(TorchFunctionMode):
         super().__init__()
         self.layer, self.entries = layer, entries
         self.outputs = [e.recorder for e in entries if e.output]
+        self.replacers = [e.recorder for e in entries if e.replaces]
         self.explicit = kernel.Explicit()
 
     def _hand(self, kern: tuple) -> None:
@@ -126,10 +127,10 @@ class _KernelMode(TorchFunctionMode):
 
     def _replaced(self, kern, args, kwargs) -> torch.Tensor | None:
         """A recorder's own computation of this kernel call (`Recorder.replace_kernel`), or None."""
-        if not any(e.replaces for e in self.entries) or kernel.dropout(args, kwargs):
+        if not self.replacers or kernel.dropout(args, kwargs):
             return None
-        for e in self.entries:
-            out = e.recorder.replace_kernel(self.layer, *kern) if e.replaces else None
+        for r in self.replacers:
+            out = r.replace_kernel(self.layer, *kern)
             if out is not None:
                 return out
         return None

@@ -33,12 +33,11 @@ class CheferState:
     layers: list[int] = field(default_factory=list)
 
 
-def fits(q: torch.Tensor, k: torch.Tensor, mask, prompts: int) -> bool:
-    """Whether a kernel call can run as `FusedRows`: one sample, one prompt, float32 on the CPU, no mask,
-    as many key as query heads."""
+def fits(q: torch.Tensor, k: torch.Tensor, mask) -> bool:
+    """Whether a kernel call can run as `FusedRows`: one sample, float32 on the CPU, no mask, as many key as
+    query heads (one prompt: the caller's to decide, it alone knows how many)."""
     return (
-        prompts == 1
-        and mask is None
+        mask is None
         and q.device.type == "cpu"
         and q.dtype == torch.float32
         and q.dim() == 4

@@ -149,21 +149,22 @@ def text_relevance_rows(
         grads = batched_grad(logits, rec.out[:1] if rec.fused else rec.out, retain=True)
         legrad = _legrad(tower, rec, text, scale, legrad_layers, chunk_bytes)
     N = tokens.shape[1]
-    if rec.fused:
+    if rec.fused:  # blocks L-1..1 done in the backward; block 0's rows here
         if rec.state.layers != list(range(n_blocks - 1, 0, -1)):
             raise RuntimeError(f"Chefer's update ran for layers {rec.state.layers}, not {n_blocks - 1} down to 1.")
         r = PromptRows(rec.kernel[0], P, chunk_bytes).chefer(grads[0][:, 0], rec.state.r[None])
-    elif pooled:  # the pooling head's cross-attention: its cam is the pooled row over the tokens it reads
-        r_pool = PromptRows(rec.kernel[-1], P, chunk_bytes).chefer(
-            grads[-1][:, 0], torch.ones(P, 1, device=param.device), residual=False
-        )
-        r = torch.zeros(P, N, device=param.device)
-        r[:, tower.pool_offset :] = r_pool
     else:
-        r = tower.start_row(N, param.device).expand(P, N).clone()
-    for layer in [] if rec.fused else reversed(range(n_blocks)):
-        r = PromptRows(rec.kernel[layer], P, chunk_bytes).chefer(grads[layer][:, 0], r)
-        rec.kernel[layer] = None  # free as we go
+        if pooled:  # the pooling head's cross-attention: its cam is the pooled row over the tokens it reads
+            r_pool = PromptRows(rec.kernel[-1], P, chunk_bytes).chefer(
+                grads[-1][:, 0], torch.ones(P, 1, device=param.device), residual=False
+            )
+            r = torch.zeros(P, N, device=param.device)
+            r[:, tower.pool_offset :] = r_pool
+        else:
+            r = tower.start_row(N, param.device).expand(P, N).clone()
+        for layer in reversed(range(n_blocks)):
+            r = PromptRows(rec.kernel[layer], P, chunk_bytes).chefer(grads[layer][:, 0], r)
+            rec.kernel[layer] = None  # free as we go
     with torch.no_grad():
         each = tower.embed_each(tokens[0].detach())  # (N, E)
         sim = _logits(each, text, scale, bias).T  # (P, N)

@@ -22,8 +22,8 @@ from attention.vit.text.backward import CheferState, FusedRows, fits
 
 class Pass(Recorder):
     """Each layer's kernel inputs (q, k, v, mask, scale) and output (in the graph), each block's output.
-    n: the layers recorded (the blocks, then a pooling head's); with `start` (n -> (N,) float32 row),
-    blocks 0..blocks-1 run as FusedRows when `backward.fits` (one prompt, CPU float32, no mask)."""
+    n: the layers recorded (the blocks, then a pooling head's); with `start` (n -> (N,) float32 row; given
+    for one prompt only), blocks 0..blocks-1 run as FusedRows when `backward.fits` (CPU float32, no mask)."""
 
     def __init__(self, n: int, blocks: int | None = None, start: Callable[[int], torch.Tensor] | None = None):
         self.kernel: list[tuple | None] = [None] * n
@@ -45,7 +45,7 @@ class Pass(Recorder):
         self.kernel[layer] = (q[0].detach(), k[0].detach(), v[0].detach(), m, float(scale))
 
     def replace_kernel(self, layer: int, q, k, v, mask, scale: float) -> torch.Tensor | None:
-        if self.start is None or layer >= self.n_blocks or not torch.is_grad_enabled() or not fits(q, k, mask, 1):
+        if self.start is None or layer >= self.n_blocks or not torch.is_grad_enabled() or not fits(q, k, mask):
             return None
         if self.state is None:
             self.state = CheferState(self.start(k.shape[-2]))
