@@ -182,3 +182,24 @@ def test_the_fused_backwards_gradients_are_the_kernels():
     for ours, theirs in zip(got[:3], want):
         _peak_close(ours, theirs, 1e-5)
     _peak_close(got[3], want_r, 1e-5)
+
+
+def test_one_prompt_passes_on_a_shared_model_from_several_threads_get_their_solo_answers():
+    """Each thread's pass records its own kernels and Chefer state (`record.Pass`, `backward.CheferState`):
+    threads running at once on one model object give each the answer it gets alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    clip = tiny("clip")
+    tower = ready(clip)
+    text = encode_prompts(clip, PROMPTS)
+    xs = [torch.randn(1, 3, 48, 64, generator=torch.Generator().manual_seed(10 + i)) for i in range(6)]
+
+    def one(i):
+        return text_relevance_rows(clip, tower, xs[i], text[i % 3 : i % 3 + 1])
+
+    alone = [one(i) for i in range(6)]
+    with ThreadPoolExecutor(6) as pool:
+        together = list(pool.map(one, range(6)))
+    for a, b in zip(together, alone):
+        for x, y in zip(a, b):
+            _peak_close(x, y, 1e-6)
