@@ -17,75 +17,38 @@ A job is admitted in two steps when a queue stands in front (Gradio's): `reserve
 (refused at once, nothing queued), then `held` around its handler, which claims that reservation (a
 `turn` inside it is not admitted again; a handler that needs no turn, a stored answer, gives its place
 back on leaving). A reservation no handler claims within `reserve_ttl` seconds (a job dropped before it
-ran) lapses.
+ran) lapses. An asyncio task waits for its turn with `aturn` (the same round as the threads': the grant
+wakes it), leaving the queue if it is cancelled while waiting. The round itself (who gets a free slot,
+`Turn`): `attention.serving.rounds`.
 
     HEAVY = Lane("heavy", slots=1, queued=2, max_waiting=16, bound_s=120)
     HEAVY.reserve(Visitor("sess", "10.0.0.1"))          # in the queue's validator: Busy at once if over
     with HEAVY.turn(Visitor("sess", "10.0.0.1")) as t:   # in the handler: waits for its round-robin turn
         for chunk in chunks:
             t.check(); compute(chunk); t.pause()
+    async with MCP.aturn(Visitor("mcp-10.0.0.2", "10.0.0.2")):   # an MCP tool call, in the event loop
+        ...
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TypeVar
 
 from attention.config import SETTINGS
-from attention.errors import BudgetError
+from attention.serving.rounds import Round, Ticket, Turn, waker
 from attention.serving.threads import NicedThreads, torch_threads
 from attention.serving.visitors import Busy, Visitor
 
 T = TypeVar("T")
 
 
-class _Ticket:
-    __slots__ = ("visitor", "granted")
-
-    def __init__(self, visitor: Visitor):
-        self.visitor, self.granted = visitor, False
-
-
-class Turn:
-    """A running job's hold on its slot (see `Lane.turn`)."""
-
-    def __init__(self, lane: Lane, ticket: _Ticket):
-        self._lane, self._ticket = lane, ticket
-        self.started = lane._clock()
-        self.held = 0.0  # seconds the slot was held before the last pause
-
-    def seconds(self) -> float:
-        """Seconds this job has held a slot so far (waits between chunks not counted)."""
-        return self.held + (self._lane._clock() - self.started)
-
-    def check(self) -> None:
-        """BudgetError when the job has held its slot over the lane's `bound_s` (its stated upper bound)."""
-        if self.seconds() > self._lane.bound_s:
-            raise BudgetError(
-                f"This job ran over its bound of {self._lane.bound_s:,.0f} s on this server and was stopped; "
-                "accepted: a smaller request (a shorter length, a lower frame rate or resolution)."
-            )
-
-    def pause(self) -> None:
-        """Between chunks: if another visitor is waiting, hand them the slot and queue again at the back of
-        the round; return when it is this job's turn again (at once when no one waits)."""
-        lane = self._lane
-        with lane._cond:
-            if not any(q for k, q in lane._queue.items() if k != self._ticket.visitor.turn_key):
-                return
-            self.held += lane._clock() - self.started
-            self._ticket.granted = False
-            lane._enqueue(self._ticket)  # queued before the slot is freed: it keeps its place as just served
-            lane._release_slot(self._ticket)
-            lane._wait(self._ticket)
-            self.started = lane._clock()
-
-
-class Lane:
+class Lane(Round):
     """A kind of work with `slots` jobs computing at once, shared round-robin between visitors (see the
     module's doc). Thread-safe; every table is bounded by the jobs admitted."""
 
@@ -103,16 +66,16 @@ class Lane:
         nice: int = 0,
         clock: Callable[[], float] = time.monotonic,
     ):
-        self.name, self.slots, self.running, self.queued = name, max(1, slots), max(1, running), max(0, queued)
-        self.max_waiting, self.bound_s, self.reserve_ttl, self._clock = max(0, max_waiting), bound_s, reserve_ttl, clock
+        super().__init__(slots, running, bound_s, clock)
+        self.name, self.queued, self.max_waiting, self.reserve_ttl = (
+            name,
+            max(0, queued),
+            max(0, max_waiting),
+            reserve_ttl,
+        )
         self.threads = threads  # torch threads of the thread inside a `turn` (None: left as they are)
         self.pool = NicedThreads(nice)  # the threads its jobs are handed to (`call`)
-        self._cond = threading.Condition()
-        self._running: dict[str, int] = {}  # key -> jobs computing
         self._reserved: dict[Visitor, deque[float]] = {}  # visitor -> when each unclaimed reservation was made
-        self._queue: dict[str, deque[_Ticket]] = {}  # turn key -> its waiting jobs, in the order keys came
-        self._served: dict[str, int] = {}  # turn key -> when its last job was granted (while it has jobs)
-        self._busy, self._grants = 0, 0
         self._holding: dict[Visitor, int] = {}  # visitor -> admitted jobs inside `held` and not in a turn
         self._local = threading.local()  # the Visitor whose admitted job this thread's handler holds
 
@@ -211,7 +174,7 @@ class Lane:
         """Hold a slot of the lane while inside: claims `visitor`'s reservation (or admits the job now, Busy
         if over; not again inside `held`), waits for its round-robin turn, then runs; the slot goes to the
         next visitor on leaving."""
-        ticket = _Ticket(visitor)
+        ticket = Ticket(visitor)
         inside = getattr(self._local, "visitor", None) == visitor
         with self._cond:
             if inside:
@@ -229,56 +192,34 @@ class Lane:
                 if inside:
                     self._hold(visitor, 1)
 
+    @contextlib.asynccontextmanager
+    async def aturn(self, visitor: Visitor) -> AsyncIterator[Turn]:
+        """`turn` for an asyncio task, in the same round as the threads' turns: admitted now (Busy at once if
+        over), then awaits its round-robin turn (the event loop is not blocked), then runs; the slot goes to
+        the next visitor on leaving. Cancelled while waiting, the job leaves the queue; after its grant, its
+        slot is freed."""
+        event = asyncio.Event()
+        ticket = Ticket(visitor, waker(asyncio.get_running_loop(), event))
+        with self._cond:
+            self._claim(visitor)
+            self._enqueue(ticket)
+        try:
+            await event.wait()  # set by the grant (at once, in `_enqueue`, when a slot is free and it is its turn)
+        except BaseException:
+            with self._cond:
+                self._withdraw(ticket)  # granted meanwhile: the slot released; else the place given up
+            raise
+        try:
+            yield Turn(self, ticket)
+        finally:
+            with self._cond:
+                self._release_slot(ticket)
+
     def call(self, fn: Callable[..., T], *args, **kwargs) -> T:
         """`fn(*args, **kwargs)` run in one of the lane's threads, at its `nice` (`NicedThreads`; nice 0, or
         where CUDA is available: in this thread), in a copy of this thread's context; its value, or its
         exception raised here. A handler that takes its `turn` inside `fn` waits for it in that thread."""
         return self.pool.call(fn, *args, **kwargs)
-
-    # ----- the round (the caller holds the lock) --------------------------------------------------
-    def _enqueue(self, ticket: _Ticket) -> None:
-        self._queue.setdefault(ticket.visitor.turn_key, deque()).append(ticket)
-        self._dispatch()
-
-    def _wait(self, ticket: _Ticket) -> None:
-        while not ticket.granted:
-            self._cond.wait()
-
-    def _release_slot(self, ticket: _Ticket) -> None:
-        self._busy -= 1
-        for key in ticket.visitor.keys:
-            self._running[key] -= 1
-            if not self._running[key]:
-                del self._running[key]
-        turn_key = ticket.visitor.turn_key
-        if turn_key not in self._queue and not self._running.get(turn_key):
-            self._served.pop(turn_key, None)  # no job left: a new one queues as a newcomer
-        self._dispatch()
-
-    def _may_run(self, visitor: Visitor) -> bool:
-        return all(self._running.get(k, 0) < self.running for k in visitor.keys)
-
-    def _dispatch(self) -> None:
-        """Grant free slots round-robin: of the visitors whose next job may run (none of their counters at
-        `running`), the one served longest ago (never: first; then in the order they came) gets it."""
-        granted = False
-        while self._busy < self.slots:
-            ready = [k for k, q in self._queue.items() if q and self._may_run(q[0].visitor)]
-            if not ready:
-                break
-            key = min(ready, key=lambda k: self._served.get(k, -1))  # min keeps the first of equals
-            q = self._queue[key]
-            ticket = q.popleft()
-            if not q:
-                del self._queue[key]
-            self._grants += 1
-            self._served[key] = self._grants
-            ticket.granted, granted = True, True
-            self._busy += 1
-            for k in ticket.visitor.keys:
-                self._running[k] = self._running.get(k, 0) + 1
-        if granted:
-            self._cond.notify_all()
 
 
 HEAVY = Lane(
@@ -295,3 +236,16 @@ per visitor 1 running and ATTENTION_VISITOR_QUEUED waiting (2); ATTENTION_HEAVY_
 (16); each job holds its slot at most ATTENTION_JOB_SECONDS (a video between its chunks), computing with
 ATTENTION_HEAVY_THREADS torch threads on the CPU (0, the default: as torch has them), in threads at nice
 ATTENTION_HEAVY_NICE on the CPU (`call`; the video's job thread: `gpu.streamed`), below the light lane's forwards."""
+
+
+MCP = Lane(
+    "MCP tool calls",
+    slots=SETTINGS.mcp_slots,
+    queued=SETTINGS.visitor_queued,
+    max_waiting=SETTINGS.heavy_waiting,
+    bound_s=60,
+)
+"""MCP tool calls of the light endpoints, whole (Gradio's loopback upload, queue and result included:
+`attention.ui.admit.gate_mcp_calls`): ATTENTION_MCP_SLOTS at once (1) for every MCP caller together, shared
+round-robin between callers (`aturn`); per caller 1 running and ATTENTION_VISITOR_QUEUED waiting (2);
+ATTENTION_HEAVY_WAITING waiting in all (16). A crowd of agents never takes the page's visitors' share."""
