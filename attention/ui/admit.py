@@ -7,9 +7,12 @@ the queue through Gradio's own loopback client, one session for every MCP client
 the MCP caller's address and MCP session into the `VISITOR_HEADER` of that call (`attention.serving.guard`), so
 each MCP client is its own visitor here. The signature is checked here again (`mcp_caller`): a header a
 visitor writes makes no one else of them, whether the guard stands in front or not (ATTENTION_GUARD=0).
+An MCP tool call of a light endpoint is held whole in the MCP lane (`gate_mcp_calls`, around Gradio's MCP
+server's tool-call handler): a crowd of agents never takes the page's visitors' share.
 
     event(fn, inputs, outputs, validator=heavy_share(HEAVY), concurrency_id="heavy", ...)
     with HEAVY.turn(who()) as turn: ...   # in the handler
+    gate_mcp_calls(blocks.mcp_server_obj)  # at launch (attention.ui.server.gate_mcp)
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from collections.abc import Callable
 import gradio as gr
 
 from attention.config import SETTINGS
-from attention.serving.admission import HEAVY, Lane
+from attention.serving.admission import HEAVY, MCP, Lane
 from attention.serving.clients import VISITOR_HEADER, verify
 from attention.serving.visitors import Busy, Visitor
 
@@ -91,3 +94,52 @@ def heavy_endpoint(fn: Callable, name: str, inputs: list, outputs: list) -> None
     gr.Button(name).click(
         in_lane(fn), inputs, outputs, api_name=name, api_visibility="public", validator=heavy_share(), **HEAVY_QUEUE
     )
+
+
+def gate_mcp_calls(mcp_server_obj, lane: Lane = MCP) -> None:
+    """Every MCP tool call of a light endpoint held whole in `lane` (Gradio's loopback upload, its queue and the
+    result's postprocessing included): `mcp_server_obj` (Gradio's GradioMCPServer) gets its CallToolRequest
+    handler wrapped, which serves both MCP transports. The caller is `visitor_of` the MCP request (the caller
+    the guard signed; without the guard, its peer address); a call over its caller's share or the lane's
+    waiting room is answered at once with `Busy`'s message as a tool error. Tools of heavy endpoints (Gradio's
+    `concurrency_id` of HEAVY_QUEUE) pass: the heavy lane admits them by the same caller. Installing twice
+    wraps once. RuntimeError (at start-up) if Gradio's MCP server no longer has what this reads."""
+    import mcp.types as types
+
+    server = getattr(mcp_server_obj, "mcp_server", None)
+    handlers = getattr(server, "request_handlers", None)
+    handle = handlers.get(types.CallToolRequest) if isinstance(handlers, dict) else None
+    tools, block_fn = (
+        getattr(mcp_server_obj, "tool_to_endpoint", None),
+        getattr(mcp_server_obj, "get_block_fn_from_endpoint_name", None),
+    )
+    if (
+        handle is None
+        or not isinstance(tools, dict)
+        or block_fn is None
+        or not hasattr(type(server), "request_context")
+    ):
+        raise RuntimeError(
+            f"gradio {gr.__version__}'s MCP server has no CallToolRequest handler, tool_to_endpoint, "
+            "get_block_fn_from_endpoint_name or request_context where attention.ui.admit.gate_mcp_calls wraps "
+            "its tool calls (the MCP lane would not hold them)."
+        )
+    if getattr(handle, "lane", None) is not None:
+        return
+    heavy = {
+        t for t, e in tools.items() if getattr(block_fn(e), "concurrency_id", None) == HEAVY_QUEUE["concurrency_id"]
+    }
+
+    async def gated(req: types.CallToolRequest) -> types.ServerResult:
+        if req.params.name in heavy:
+            return await handle(req)
+        try:
+            async with lane.aturn(visitor_of(server.request_context.request)):
+                return await handle(req)
+        except Busy as e:
+            return types.ServerResult(
+                types.CallToolResult(isError=True, content=[types.TextContent(type="text", text=str(e))])
+            )
+
+    gated.lane = lane
+    handlers[types.CallToolRequest] = gated

@@ -1,17 +1,20 @@
 """What `launch()` is given besides the Blocks: the guard in front of Gradio's app (`attention.serving.guard`),
+the MCP lane around its MCP server's tool calls (`attention.ui.admit.gate_mcp_calls`, installed by a lifespan),
 the sweep of the folders Gradio's cache deletion leaves and of the `data:` files its MCP server writes;
 and the serving process's upkeep of its memory (`memory_upkeep`): few malloc arenas, the stores' clocks
 applied, freed memory handed back.
 
 `launch_kwargs(...)` is a mapping whose `app_kwargs` is built anew at each read: Gradio writes into the
 `app_kwargs` dict it is given (its lifespan, which holds that launch's MCP server), so one dict shared
-by two launches in a process (tests) would start the first launch's server again in the second.
+by two launches in a process (tests) would start the first launch's server again in the second. Gradio
+runs our lifespan (`gate_mcp`) inside its own, after it made that launch's MCP server.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,7 @@ from attention.serving.clients import Proxies
 from attention.serving.guard import Guard
 from attention.serving.limits import GuardLimits
 from attention.serving.memory import Janitor, at_most_every, limit_arenas
+from attention.ui.admit import gate_mcp_calls
 from attention.ui.components import pending_jobs
 from attention.vit.relevance.service import RESULTS
 from attention.vit.serve.passes import PASSES
@@ -175,12 +179,35 @@ def memory_upkeep(s: Settings) -> Janitor:
     return Janitor(s.memory_every, [PASSES.sweep, RESULTS.sweep, empty_dirs, mcp_copies]).start()
 
 
+def gate_mcp(blocks: gr.Blocks):
+    """A lifespan (`app_kwargs`) that puts the MCP tool calls of `blocks`' launch in the MCP lane
+    (`attention.ui.admit.gate_mcp_calls`) before the app serves; nothing when it serves no MCP."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app) -> AsyncIterator[None]:
+        if getattr(blocks, "mcp_server_obj", None) is not None:
+            gate_mcp_calls(blocks.mcp_server_obj)
+        yield
+
+    return lifespan
+
+
+def check_mcp_gate(blocks: gr.Blocks) -> None:
+    """RuntimeError now (at start-up) if Gradio's MCP server no longer has what `gate_mcp_calls` wraps: tried on
+    a server of `blocks` made for the check (a failure in the lifespan would only show as Gradio's port search)."""
+    import gradio.mcp
+
+    gate_mcp_calls(gradio.mcp.GradioMCPServer(blocks))
+
+
 class LaunchKwargs(Mapping):
-    """launch()'s keyword arguments: `fixed`, and a fresh `app_kwargs` (the guard) at every read."""
+    """launch()'s keyword arguments: `fixed`, and a fresh `app_kwargs` (the guard, the MCP lane) at every read."""
 
     def __init__(self, settings: Settings, blocks: gr.Blocks, **fixed: Any):
         pending_jobs(blocks)  # Gradio's count of a visitor's queued jobs is there (else RuntimeError, at start-up)
         route_mcp_copies(Path(get_upload_folder()))  # MCP data: files where the janitor sweeps them
+        if fixed.get("mcp_server"):
+            check_mcp_gate(blocks)  # the MCP lane can hold the tool calls (else RuntimeError, at start-up)
         self._settings, self._blocks, self._fixed = settings, blocks, fixed
 
     def __getitem__(self, key: str) -> Any:
@@ -188,7 +215,7 @@ class LaunchKwargs(Mapping):
             # uvicorn would take X-Forwarded-For from loopback peers (FORWARDED_ALLOW_IPS, read when Gradio starts
             # it): it trusts none, so that the guard alone resolves the client (ATTENTION_TRUSTED_PROXIES, _HOPS)
             os.environ["FORWARDED_ALLOW_IPS"] = ""
-            return {"middleware": middleware(self._settings, self._blocks)}
+            return {"middleware": middleware(self._settings, self._blocks), "lifespan": gate_mcp(self._blocks)}
         return self._fixed[key]
 
     def __iter__(self) -> Iterator[str]:

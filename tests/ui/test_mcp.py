@@ -1,5 +1,7 @@
 """MCP: the app serves its API endpoints as tools, each parameter described for the assistant; the `data:`
-files of MCP calls are swept."""
+files of MCP calls are swept; tool calls of light endpoints are held whole in the MCP lane (at most
+ATTENTION_MCP_SLOTS at once for every caller together, per caller 1 running and ATTENTION_VISITOR_QUEUED
+waiting, the rest refused at once as a tool error), heavy ones are not."""
 
 from __future__ import annotations
 
@@ -7,18 +9,25 @@ import base64
 import io
 import json
 import os
+import threading
 import time
 import urllib.request
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import gradio as gr
 import httpx
 import numpy as np
+import pytest
 from gradio.utils import get_upload_folder
 from PIL import Image
 
-from attention.ui import server
+from attention.config import SETTINGS
+from attention.serving.admission import MCP
+from attention.ui import admit, server
+from attention.ui.admit import HEAVY_QUEUE
+from bench.common import answers
 
 
 def schema(app_url: str) -> dict[str, dict]:
@@ -92,10 +101,10 @@ def _files(folder: Path) -> set[Path]:
 
 
 def test_sixty_mcp_data_files_are_swept_so_each_leaves_only_gradios_tracked_upload(app_url):
-    """60 MCP calls from one client, each with its own `data:` PNG (4 at a time: most are refused as busy,
-    after Gradio has written and uploaded the file). Gradio writes each to the swept folder
-    (`server.MCP_COPIES`, none elsewhere), and once older than MCP_COPY_AGE the sweep deletes them all: what
-    stays of each is one file, the loopback upload Gradio tracks and deletes at ATTENTION_FILE_TTL like
+    """60 MCP calls from one client, each with its own `data:` PNG (3 at a time: 1 running and 2 waiting in
+    the MCP lane, so none is refused before Gradio has written and uploaded the file). Gradio writes each to
+    the swept folder (`server.MCP_COPIES`, none elsewhere), and once older than MCP_COPY_AGE the sweep deletes
+    them all: what stays of each is one file, the loopback upload Gradio tracks and deletes at ATTENTION_FILE_TTL like
     every visitor's (before: a second, untracked copy of every call's file, kept for good)."""
     folder = Path(get_upload_folder())
     copies = folder / server.MCP_COPIES
@@ -109,7 +118,7 @@ def test_sixty_mcp_data_files_are_swept_so_each_leaves_only_gradios_tracked_uplo
         headers = {"Accept": "application/json, text/event-stream", "X-Forwarded-For": "10.77.0.1"}
         return httpx.post(app_url + "gradio_api/mcp/", json=body, headers=headers, timeout=300).status_code
 
-    with ThreadPoolExecutor(4) as pool:
+    with ThreadPoolExecutor(1 + SETTINGS.visitor_queued) as pool:
         codes = list(pool.map(call, range(60)))
     assert codes == [200] * 60, codes
     new = _files(folder) - before
@@ -122,3 +131,141 @@ def test_sixty_mcp_data_files_are_swept_so_each_leaves_only_gradios_tracked_uplo
     assert not _files(copies)
     kept = Counter(p.read_bytes() for p in written if p.exists())
     assert len(kept) == 60 and max(kept.values()) == 1, sorted(kept.values())
+
+
+class Tools:
+    """A light tool (`light`: counts how many of its calls are inside at once, waits for `hold`) and a heavy one
+    (`heavy`, in Gradio's heavy concurrency group), each event letting 16 run at once: only the MCP lane
+    holds them back."""
+
+    def __init__(self):
+        self.lock, self.hold = threading.Lock(), threading.Event()
+        self.hold.set()
+        self.inside = self.most = self.calls = 0
+
+    def light(self, text: str) -> str:
+        """Echo the text after a short pause (a light tool).
+
+        Args:
+            text: any text, sent back as it came
+        """
+        with self.lock:
+            self.inside, self.calls = self.inside + 1, self.calls + 1
+            self.most = max(self.most, self.inside)
+        try:
+            time.sleep(0.2)
+            self.hold.wait(60)
+        finally:
+            with self.lock:
+                self.inside -= 1
+        return text
+
+    def heavy(self, text: str) -> str:
+        """Echo the text (a heavy tool: the heavy lane admits it by its caller, not the MCP lane).
+
+        Args:
+            text: any text, sent back as it came
+        """
+        return text
+
+
+@pytest.fixture(scope="module")
+def tools():
+    """(url, Tools) of a small app with those two tools, launched as the app is (`server.LaunchKwargs`: the
+    guard signing each MCP caller, the MCP lane installed at launch)."""
+    t = Tools()
+    with gr.Blocks() as blocks:
+        box, out = gr.Textbox(), gr.Textbox()
+        gr.Button().click(t.light, box, out, api_name="light", concurrency_limit=16)
+        heavy = HEAVY_QUEUE["concurrency_id"]
+        gr.Button().click(t.heavy, box, out, api_name="heavy", concurrency_id=heavy, concurrency_limit=16)
+    blocks.queue()
+    launch = server.LaunchKwargs(SETTINGS, blocks, mcp_server=True)
+    _, url, _ = blocks.launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **launch)
+    assert answers(url.rstrip("/") + "/gradio_api/info", 60, 0.2)
+    yield url, t
+    blocks.close()
+
+
+def mcp_call(url: str, tool: str, text: str, client: str) -> dict:
+    """The result of MCP tool `tool` called with `text` by a caller at address `client` (named as the trusted
+    proxy on loopback names it, as `bench.abuse_heavy._mcp_call`'s clients are told apart)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {"text": text}}}
+    headers = {"Accept": "application/json, text/event-stream", "X-Forwarded-For": client}
+    r = httpx.post(url + "gradio_api/mcp/", json=body, headers=headers, timeout=120)
+    assert r.status_code == 200, r.text
+    data = [json.loads(line[5:]) for line in r.text.splitlines() if line.startswith("data:")]
+    return data[-1]["result"]
+
+
+def _until(cond, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not cond():
+        assert time.monotonic() < deadline, "not reached in time"
+        time.sleep(0.02)
+
+
+def test_eight_mcp_callers_at_once_are_all_answered_at_most_the_lanes_slots_at_a_time(tools):
+    url, t = tools
+    t.most = t.calls = 0
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda i: mcp_call(url, "light", f"hi {i}", f"10.66.0.{i + 1}"), range(8)))
+    assert [r.get("isError") for r in results] == [False] * 8, results  # 8 callers: 8 visitors, none refused
+    assert [r["content"][0]["text"] for r in results] == [f"hi {i}" for i in range(8)]
+    assert t.calls == 8 and t.most == MCP.slots == SETTINGS.mcp_slots, (t.calls, t.most)
+    assert MCP.waiting() == 0 and MCP._busy == 0
+
+
+def test_a_callers_calls_over_one_running_and_its_queue_are_refused_at_once_as_a_tool_error(tools):
+    url, t = tools
+    t.hold.clear()
+    try:
+        with ThreadPoolExecutor(1 + SETTINGS.visitor_queued) as pool:
+            admitted = [pool.submit(mcp_call, url, "light", f"a{i}", "10.66.1.1") for i in range(pool._max_workers)]
+            _until(lambda: t.inside == 1 and MCP.waiting() == SETTINGS.visitor_queued)
+            started = time.monotonic()
+            refused = mcp_call(url, "light", "one too many", "10.66.1.1")
+            assert time.monotonic() - started < 5  # at once, not after the others
+            assert refused["isError"] is True
+            text = refused["content"][0]["text"]
+            assert text.startswith("Not queued:") and "Try again in about" in text and "Traceback" not in text
+            t.hold.set()
+            assert [f.result(60)["isError"] for f in admitted] == [False] * len(admitted)
+    finally:
+        t.hold.set()
+    _until(lambda: MCP.waiting() == 0 and MCP._busy == 0)
+
+
+def test_a_heavy_tool_is_not_held_by_the_mcp_lane(tools):
+    """The only MCP slot is held by a light call; a heavy call of another caller is answered meanwhile."""
+    url, t = tools
+    t.hold.clear()
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            light = pool.submit(mcp_call, url, "light", "slow", "10.66.2.1")
+            _until(lambda: t.inside == 1 and MCP._busy == MCP.slots == 1)
+            heavy = mcp_call(url, "heavy", "fast", "10.66.2.2")
+            assert heavy["isError"] is False and heavy["content"][0]["text"] == "fast"
+            assert not light.done()
+            t.hold.set()
+            assert light.result(60)["isError"] is False
+    finally:
+        t.hold.set()
+
+
+def test_the_gate_is_installed_once_and_refuses_a_gradio_without_what_it_wraps(tools):
+    from types import SimpleNamespace
+
+    import gradio.mcp
+    import mcp.types
+
+    with gr.Blocks() as blocks:
+        box = gr.Textbox()
+        box.submit(Tools().light, box, box, api_name="light")
+    obj = gradio.mcp.GradioMCPServer(blocks)
+    admit.gate_mcp_calls(obj)
+    gated = obj.mcp_server.request_handlers[mcp.types.CallToolRequest]
+    admit.gate_mcp_calls(obj)
+    assert obj.mcp_server.request_handlers[mcp.types.CallToolRequest] is gated and gated.lane is MCP
+    with pytest.raises(RuntimeError, match="gate_mcp_calls"):
+        admit.gate_mcp_calls(SimpleNamespace(mcp_server=SimpleNamespace(request_handlers={})))
