@@ -4,6 +4,7 @@ bounded and its slot handed on between chunks. Threads at once throughout."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -213,3 +214,145 @@ def test_the_heavy_lane_uses_the_heavy_threads_setting():
     from attention.serving.admission import HEAVY
 
     assert HEAVY.threads == SETTINGS.heavy_threads >= 0
+
+
+# ----- the async turn (`Lane.aturn`: MCP tool calls, in the event loop) ------------------------------------
+
+
+async def _queued(lane: Lane, tasks: list, coro) -> None:
+    """Start `coro` as a task and let it reach the lane's queue before the next one comes."""
+    tasks.append(asyncio.ensure_future(coro))
+    for _ in range(3):
+        await asyncio.sleep(0.01)
+
+
+def _run(main) -> None:
+    """`main` in a new event loop, failing after 20 s (a task never woken would hang otherwise)."""
+    asyncio.run(asyncio.wait_for(main, 20))
+
+
+def _empty(lane: Lane) -> bool:
+    return lane.waiting() == 0 and lane._busy == 0 and not lane._running and not lane._queue and not lane._served
+
+
+def test_async_turns_go_round_robin_between_visitors_in_the_same_round_as_threads():
+    """The arrivals of `test_the_round_goes_to_whoever_was_served_longest_ago`, as asyncio tasks (and one
+    client's second job from a thread): the same order, the threads' and the tasks' turns in one round."""
+    lane = Lane("mcp", slots=1, queued=3, max_waiting=32)
+    order: list[str] = []
+
+    async def job(v: Visitor, name: str) -> None:
+        async with lane.aturn(v):
+            order.append(name)
+            await asyncio.sleep(0.01)
+
+    def threaded(v: Visitor, name: str) -> None:
+        with lane.turn(v):
+            order.append(name)
+
+    async def main() -> None:
+        first = lane.aturn(Visitor("x", "10.0.0.9"))
+        await first.__aenter__()  # holds the only slot while the others queue
+        tasks: list = []
+        await _queued(lane, tasks, job(A, "a1"))
+        t = threading.Thread(target=threaded, args=(A2, "a2"))
+        t.start()
+        await asyncio.sleep(0.05)
+        for v, name in ((A, "a3"), (B, "b1"), (B, "b2"), (C, "c1")):
+            await _queued(lane, tasks, job(v, name))
+        await first.__aexit__(None, None, None)
+        await asyncio.gather(*tasks)
+        await asyncio.to_thread(t.join, 10)
+
+    _run(main())
+    assert order == ["a1", "b1", "c1", "a2", "b2", "a3"], order
+    assert _empty(lane)
+
+
+def test_an_async_call_over_its_visitors_share_is_refused_at_once():
+    lane = Lane("mcp", slots=1, queued=1, bound_s=60)
+
+    async def main() -> None:
+        held = lane.aturn(A)
+        await held.__aenter__()
+        tasks: list = []
+        await _queued(lane, tasks, held_until(lane, A2, asyncio.Event()))  # A's client: its one waiting
+        started = time.monotonic()
+        with pytest.raises(
+            Busy, match=r"your address already has 1 job running and 1 waiting.*Try again in about 60 s"
+        ):
+            async with lane.aturn(Visitor("a3", A.client)):
+                pass
+        assert time.monotonic() - started < 0.5
+        tasks[0].cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await held.__aexit__(None, None, None)
+
+    _run(main())
+    assert _empty(lane)
+
+
+async def held_until(lane: Lane, v: Visitor, release: asyncio.Event) -> None:
+    async with lane.aturn(v):
+        await release.wait()
+
+
+def test_a_call_cancelled_while_waiting_leaves_nothing_behind():
+    """A task waiting for its turn is cancelled (its MCP client went away): its place is given up (the counts
+    back to zero once the rest finish), its visitor is a newcomer again, and the next visitor is granted."""
+    lane = Lane("mcp", slots=1, queued=2)
+    order: list[str] = []
+
+    async def job(v: Visitor, name: str) -> None:
+        async with lane.aturn(v):
+            order.append(name)
+
+    async def main() -> None:
+        holder = lane.aturn(Visitor("x", "10.0.0.9"))
+        await holder.__aenter__()
+        tasks: list = []
+        await _queued(lane, tasks, job(A, "a1"))
+        await _queued(lane, tasks, job(A2, "a2"))
+        assert lane.waiting() == 2
+        tasks[0].cancel()
+        tasks[1].cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        assert lane.waiting() == 0 and not lane._queue and set(lane._served) == {"c:10.0.0.9"}
+        b = asyncio.ensure_future(job(B, "b1"))
+        await asyncio.sleep(0.01)
+        await holder.__aexit__(None, None, None)
+        await asyncio.wait_for(b, 5)
+
+    _run(main())
+    assert order == ["b1"] and _empty(lane)
+
+
+def test_a_call_cancelled_after_its_grant_frees_the_slot():
+    """Cancelled inside its turn, or granted and cancelled before it resumed: either way the slot goes on."""
+    lane = Lane("mcp", slots=1, queued=2)
+    order: list[str] = []
+
+    async def job(v: Visitor, name: str) -> None:
+        async with lane.aturn(v):
+            order.append(name)
+
+    async def main() -> None:
+        inside = asyncio.ensure_future(held_until(lane, A, asyncio.Event()))  # never released: cancelled inside
+        await asyncio.sleep(0.01)
+        assert lane._busy == 1
+        inside.cancel()
+        await asyncio.gather(inside, return_exceptions=True)
+        assert _empty(lane)
+
+        holder = lane.aturn(Visitor("x", "10.0.0.9"))
+        await holder.__aenter__()
+        tasks: list = []
+        await _queued(lane, tasks, job(A, "a1"))
+        await _queued(lane, tasks, job(B, "b1"))
+        await holder.__aexit__(None, None, None)  # grants a1, which has not run yet ...
+        assert lane._busy == 1 and "c:10.0.0.1" in lane._running
+        tasks[0].cancel()  # ... and is cancelled before it resumes
+        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 5)
+
+    _run(main())
+    assert order == ["b1"] and _empty(lane)
