@@ -298,8 +298,9 @@ async def held_until(lane: Lane, v: Visitor, release: asyncio.Event) -> None:
 
 
 def test_a_call_cancelled_while_waiting_leaves_nothing_behind():
-    """A task waiting for its turn is cancelled (its MCP client went away): its place is given up (the counts
-    back to zero once the rest finish), its visitor is a newcomer again, and the next visitor is granted."""
+    """A task waiting for its turn is cancelled (its MCP client went away) after its client was served: its
+    place is given up, its client forgotten by the round (a newcomer again), the counts back to zero once the
+    rest finish, and the next visitor is granted."""
     lane = Lane("mcp", slots=1, queued=2)
     order: list[str] = []
 
@@ -308,23 +309,24 @@ def test_a_call_cancelled_while_waiting_leaves_nothing_behind():
             order.append(name)
 
     async def main() -> None:
-        holder = lane.aturn(Visitor("x", "10.0.0.9"))
-        await holder.__aenter__()
+        holder = lane.aturn(A)
+        await holder.__aenter__()  # A's client served
         tasks: list = []
-        await _queued(lane, tasks, job(A, "a1"))
+        release_b = asyncio.Event()
         await _queued(lane, tasks, job(A2, "a2"))
-        assert lane.waiting() == 2
-        tasks[0].cancel()
-        tasks[1].cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        assert lane.waiting() == 0 and not lane._queue and set(lane._served) == {"c:10.0.0.9"}
-        b = asyncio.ensure_future(job(B, "b1"))
+        await _queued(lane, tasks, held_until(lane, B, release_b))
+        await holder.__aexit__(None, None, None)  # B, never served, before A's second job
         await asyncio.sleep(0.01)
-        await holder.__aexit__(None, None, None)
-        await asyncio.wait_for(b, 5)
+        assert lane._busy == 1 and "c:10.0.0.2" in lane._running and lane.waiting() == 1
+        tasks[0].cancel()  # a2 leaves the queue
+        await asyncio.gather(tasks[0], return_exceptions=True)
+        assert lane.waiting() == 0 and not lane._queue and set(lane._served) == {"c:10.0.0.2"}
+        await _queued(lane, tasks, job(C, "c1"))
+        release_b.set()
+        await asyncio.gather(*tasks[1:])
 
     _run(main())
-    assert order == ["b1"] and _empty(lane)
+    assert order == ["c1"] and _empty(lane)
 
 
 def test_a_call_cancelled_after_its_grant_frees_the_slot():
