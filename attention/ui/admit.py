@@ -141,5 +141,5 @@ def gate_mcp_calls(mcp_server_obj, lane: Lane = MCP) -> None:
                 types.CallToolResult(isError=True, content=[types.TextContent(type="text", text=str(e))])
             )
 
-    gated.lane = lane
+    gated.lane, gated.heavy = lane, frozenset(heavy)  # what it does, for a look (tests)
     handlers[types.CallToolRequest] = gated
