@@ -226,6 +226,13 @@ async def _queued(lane: Lane, tasks: list, coro) -> None:
         await asyncio.sleep(0.01)
 
 
+async def _job(lane: Lane, v: Visitor, name: str, order: list[str]) -> None:
+    """A job of `v` that notes its `name` in `order` when its turn comes."""
+    async with lane.aturn(v):
+        order.append(name)
+        await asyncio.sleep(0.01)
+
+
 def _run(main) -> None:
     """`main` in a new event loop, failing after 20 s (a task never woken would hang otherwise)."""
     asyncio.run(asyncio.wait_for(main, 20))
@@ -241,11 +248,6 @@ def test_async_turns_go_round_robin_between_visitors_in_the_same_round_as_thread
     lane = Lane("mcp", slots=1, queued=3, max_waiting=32)
     order: list[str] = []
 
-    async def job(v: Visitor, name: str) -> None:
-        async with lane.aturn(v):
-            order.append(name)
-            await asyncio.sleep(0.01)
-
     def threaded(v: Visitor, name: str) -> None:
         with lane.turn(v):
             order.append(name)
@@ -254,12 +256,12 @@ def test_async_turns_go_round_robin_between_visitors_in_the_same_round_as_thread
         first = lane.aturn(Visitor("x", "10.0.0.9"))
         await first.__aenter__()  # holds the only slot while the others queue
         tasks: list = []
-        await _queued(lane, tasks, job(A, "a1"))
+        await _queued(lane, tasks, _job(lane, A, "a1", order))
         t = threading.Thread(target=threaded, args=(A2, "a2"))
         t.start()
         await asyncio.sleep(0.05)
         for v, name in ((A, "a3"), (B, "b1"), (B, "b2"), (C, "c1")):
-            await _queued(lane, tasks, job(v, name))
+            await _queued(lane, tasks, _job(lane, v, name, order))
         await first.__aexit__(None, None, None)
         await asyncio.gather(*tasks)
         await asyncio.to_thread(t.join, 10)
@@ -304,16 +306,12 @@ def test_a_call_cancelled_while_waiting_leaves_nothing_behind():
     lane = Lane("mcp", slots=1, queued=2)
     order: list[str] = []
 
-    async def job(v: Visitor, name: str) -> None:
-        async with lane.aturn(v):
-            order.append(name)
-
     async def main() -> None:
         holder = lane.aturn(A)
         await holder.__aenter__()  # A's client served
         tasks: list = []
         release_b = asyncio.Event()
-        await _queued(lane, tasks, job(A2, "a2"))
+        await _queued(lane, tasks, _job(lane, A2, "a2", order))
         await _queued(lane, tasks, held_until(lane, B, release_b))
         await holder.__aexit__(None, None, None)  # B, never served, before A's second job
         await asyncio.sleep(0.01)
@@ -321,7 +319,7 @@ def test_a_call_cancelled_while_waiting_leaves_nothing_behind():
         tasks[0].cancel()  # a2 leaves the queue
         await asyncio.gather(tasks[0], return_exceptions=True)
         assert lane.waiting() == 0 and not lane._queue and set(lane._served) == {"c:10.0.0.2"}
-        await _queued(lane, tasks, job(C, "c1"))
+        await _queued(lane, tasks, _job(lane, C, "c1", order))
         release_b.set()
         await asyncio.gather(*tasks[1:])
 
@@ -334,10 +332,6 @@ def test_a_call_cancelled_after_its_grant_frees_the_slot():
     lane = Lane("mcp", slots=1, queued=2)
     order: list[str] = []
 
-    async def job(v: Visitor, name: str) -> None:
-        async with lane.aturn(v):
-            order.append(name)
-
     async def main() -> None:
         inside = asyncio.ensure_future(held_until(lane, A, asyncio.Event()))  # never released: cancelled inside
         await asyncio.sleep(0.01)
@@ -349,8 +343,8 @@ def test_a_call_cancelled_after_its_grant_frees_the_slot():
         holder = lane.aturn(Visitor("x", "10.0.0.9"))
         await holder.__aenter__()
         tasks: list = []
-        await _queued(lane, tasks, job(A, "a1"))
-        await _queued(lane, tasks, job(B, "b1"))
+        await _queued(lane, tasks, _job(lane, A, "a1", order))
+        await _queued(lane, tasks, _job(lane, B, "b1", order))
         await holder.__aexit__(None, None, None)  # grants a1, which has not run yet ...
         assert lane._busy == 1 and "c:10.0.0.1" in lane._running
         tasks[0].cancel()  # ... and is cancelled before it resumes
