@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +180,7 @@ def memory_upkeep(s: Settings) -> Janitor:
     return Janitor(s.memory_every, [PASSES.sweep, RESULTS.sweep, empty_dirs, mcp_copies]).start()
 
 
-def gate_mcp(blocks: gr.Blocks):
+def gate_mcp(blocks: gr.Blocks) -> Callable[[Any], contextlib.AbstractAsyncContextManager[None]]:
     """A lifespan (`app_kwargs`) that puts the MCP tool calls of `blocks`' launch in the MCP lane
     (`attention.ui.admit.gate_mcp_calls`) before the app serves; nothing when it serves no MCP."""
 
@@ -197,7 +198,9 @@ def check_mcp_gate(blocks: gr.Blocks) -> None:
     a server of `blocks` made for the check (a failure in the lifespan would only show as Gradio's port search)."""
     import gradio.mcp
 
-    gate_mcp_calls(gradio.mcp.GradioMCPServer(blocks))
+    with warnings.catch_warnings():  # what it warns of, the launch's own server warns of again
+        warnings.simplefilter("ignore")
+        gate_mcp_calls(gradio.mcp.GradioMCPServer(blocks))
 
 
 class LaunchKwargs(Mapping):
@@ -215,7 +218,10 @@ class LaunchKwargs(Mapping):
             # uvicorn would take X-Forwarded-For from loopback peers (FORWARDED_ALLOW_IPS, read when Gradio starts
             # it): it trusts none, so that the guard alone resolves the client (ATTENTION_TRUSTED_PROXIES, _HOPS)
             os.environ["FORWARDED_ALLOW_IPS"] = ""
-            return {"middleware": middleware(self._settings, self._blocks), "lifespan": gate_mcp(self._blocks)}
+            kwargs = {"middleware": middleware(self._settings, self._blocks)}
+            if self._fixed.get("mcp_server"):
+                kwargs["lifespan"] = gate_mcp(self._blocks)  # the MCP lane around its tool calls
+            return kwargs
         return self._fixed[key]
 
     def __iter__(self) -> Iterator[str]:
