@@ -37,6 +37,8 @@ def test_settings_are_read_from_the_environment(monkeypatch):
         ("ATTENTION_MAX_MODELS", "0"),
         ("ATTENTION_HEAVY_THREADS", "-1"),
         ("ATTENTION_HEAVY_NICE", "20"),  # over the lowest priority Linux has
+        ("ATTENTION_MCP_SLOTS", "0"),  # no MCP tool call would ever run
+        ("ATTENTION_MCP_SLOTS", "65"),
         ("ATTENTION_STATE_MB", "-1"),
         ("ATTENTION_STATE_IDLE", "0"),
         ("ATTENTION_MALLOC_ARENAS", "-2"),
@@ -105,3 +107,10 @@ def test_heavy_jobs_run_niced_unless_set_to_zero(monkeypatch):
     assert Settings.from_env().heavy_nice == Settings().heavy_nice == 10
     monkeypatch.setenv("ATTENTION_HEAVY_NICE", "0")
     assert Settings.from_env().heavy_nice == 0  # off: heavy jobs in the threads they ran in before
+
+
+def test_mcp_tool_calls_have_one_slot_unless_set(monkeypatch):
+    monkeypatch.delenv("ATTENTION_MCP_SLOTS", raising=False)
+    assert Settings.from_env().mcp_slots == Settings().mcp_slots == 1
+    monkeypatch.setenv("ATTENTION_MCP_SLOTS", "4")
+    assert Settings.from_env().mcp_slots == 4
