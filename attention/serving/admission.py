@@ -67,12 +67,8 @@ class Lane(Round):
         clock: Callable[[], float] = time.monotonic,
     ):
         super().__init__(slots, running, bound_s, clock)
-        self.name, self.queued, self.max_waiting, self.reserve_ttl = (
-            name,
-            max(0, queued),
-            max(0, max_waiting),
-            reserve_ttl,
-        )
+        self.name, self.queued, self.reserve_ttl = name, max(0, queued), reserve_ttl
+        self.max_waiting = max(0, max_waiting)
         self.threads = threads  # torch threads of the thread inside a `turn` (None: left as they are)
         self.pool = NicedThreads(nice)  # the threads its jobs are handed to (`call`)
         self._reserved: dict[Visitor, deque[float]] = {}  # visitor -> when each unclaimed reservation was made
