@@ -7,8 +7,8 @@
 goal at 60 s as docs/security.md's table does)
 
 Each attack runs while an honest visitor calls /attention_maps (gradio_client, one call after another)
-and the server's RSS is sampled every 0.2 s; for each it prints the honest p50/p95 during the attack
-vs quiet (measured before the first attack), the RSS before, at peak and --settle seconds after, and
+and the server's RSS is sampled every 0.2 s; for each it prints the honest p50/p95 during the attack (from
+when its requests began: an attack's set-up, such as making its clients, is not counted) vs quiet (measured before the first attack), the RSS before, at peak and --settle seconds after, and
 what the attacker got (status codes). Clients are told apart as a proxy tells them apart: each sends its
 own X-Forwarded-For, which uvicorn honours from loopback (FORWARDED_ALLOW_IPS); the attacker is one
 client. ATTENTION_GUARD=0 in the environment runs the same attacks without the guard (the "before").
@@ -317,7 +317,7 @@ def main() -> None:
         for name in [a for a in args.only.split(",") if a]:
             n = max(1, int(counts[name] * args.scale))
             before = bl.rss_mb(app)
-            start = time.time()
+            start, heavy.MARK[0] = time.time(), 0.0
             with RssPeak(app.proc.pid) as peak:
                 extra = (visitor_token,) if name == "large_passes" else ()
                 attack = heavy.ATTACKS[name][0] if name in heavy.ATTACKS else globals()[name]
@@ -328,7 +328,7 @@ def main() -> None:
                         break
                     more, note = attack(app, page, n, args.max_seconds)
                     got = {k: got.get(k, 0) + more.get(k, 0) for k in {*got, *more}}
-            during = honest.stats(start, time.time())
+            during = honest.stats(heavy.MARK[0] or start, time.time())  # from when its requests began
             time.sleep(args.settle)
             after = bl.rss_mb(app)
             ratio = during[1] / quiet[1]  # nan when the visitor made no call during it: not measured
