@@ -8,8 +8,9 @@ goal at 60 s as docs/security.md's table does)
 
 Each attack runs while an honest visitor calls /attention_maps (gradio_client, one call after another)
 and the server's RSS is sampled every 0.2 s; for each it prints the honest p50/p95 during the attack (from
-when its requests began: an attack's set-up, such as making its clients, is not counted) vs quiet (measured before the first attack), the RSS before, at peak and --settle seconds after, and
-what the attacker got (status codes). Clients are told apart as a proxy tells them apart: each sends its
+when its requests began: an attack's set-up, such as making its clients, is not counted) vs quiet (measured
+before the first attack), the RSS before, at peak and --settle seconds after, and what the attacker got
+(status codes). Clients are told apart as a proxy tells them apart: each sends its
 own X-Forwarded-For, which uvicorn honours from loopback (FORWARDED_ALLOW_IPS); the attacker is one
 client. ATTENTION_GUARD=0 in the environment runs the same attacks without the guard (the "before").
 
