@@ -45,6 +45,7 @@ _MCP_DATA: dict[str, float] = {}  # mcp_data's upload folder MB before, MB of fi
 
 _URL: list[str] = [""]
 _CLIENTS: dict = {}
+HONEST_JOBS: dict[str, str] = {}  # attack -> the honest heavy visitor's calls during it, against their goals
 MARK = [0.0]  # when the running attack's requests began (its set-up done); bench_abuse times the visitor from then
 
 
@@ -171,16 +172,19 @@ def _honest_during(attack, name: str) -> tuple[dict, str, bool]:
         proc.kill()
     ok = True
     kind, job_s = one_job(name)
-    parts = []
+    parts, cells = [], []
     for call in ("relevance", "video"):
         v = timed.get(call, "not done")
         if isinstance(v, float):
             bound = 3 * QUIET[call] + job_s
             ok &= v <= bound
             parts.append(f"honest {call} {v:.1f} s (goal <= 3 x {QUIET[call]:.2f} + {job_s:.2f} s = {bound:.1f} s)")
+            cells.append(f"{call} {v:.1f} s (goal {bound:.1f} s)")
         else:
             ok = False
             parts.append(f"honest {call}: {v}")
+            cells.append(f"{call}: {str(v)[:40]}")
+    HONEST_JOBS[name] = ", ".join(cells) + (": met" if ok else ": MISSED")
     return got, "; ".join(parts) + f"; one job: the attack's longest, {kind}", ok
 
 

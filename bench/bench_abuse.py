@@ -33,7 +33,8 @@ relevance_flood and mixed_sessions an honest relevance and an honest 1 s video e
 time plus one attacker job (the longest kind of heavy job the attack sends, each kind timed quiet); RSS
 --settle s after within 10% of before; large_passes: RSS <= ATTENTION_STATE_MB + the RSS before, and the
 other visitor's pass alive.
-Ends with the attacks as a Markdown block (docs/security.md's table sets a run without the guard beside one with it).
+Ends with the attacks as Markdown blocks: the light ones (docs/security.md's table sets a run without the guard
+beside one with it) and the computing endpoints' (the README's, with the other visitor's heavy calls).
 """
 
 from __future__ import annotations
@@ -341,7 +342,8 @@ def main() -> None:
                 f"({100 * (after - before) / before:+.1f}%)",
             ] + ([f"  {note}"] if note else [])
             print("\n".join(lines[-4 if note else -3 :]), flush=True)
-            rows.append(Attack(name, n, got, ratio, during[2], during[3], before, peak.peak, after))
+            jobs = heavy.HONEST_JOBS.get(name, "")
+            rows.append(Attack(name, n, got, ratio, during[2], during[3], before, peak.peak, after, jobs))
             if name in ("new_sessions", "live_flood", *heavy.ATTACKS):
                 verdicts.append((f"{name}: honest p95 <= 3x quiet", None if during[2] == 0 else bool(ratio <= 3)))
             if name in heavy.HEAVY_TIMED:
@@ -374,7 +376,11 @@ def main() -> None:
     print("\n".join(lines))
     for name, ok in verdicts:
         print(f"{verdict(ok)}  {name}")
-    print(readme_block("bench_abuse", "attacks", attacks_table(rows, guarded, args.settle)))
+    light = [a for a in rows if a.name not in heavy.ATTACKS]
+    if light:  # docs/security.md's table
+        print(readme_block("bench_abuse", "attacks", attacks_table(light, guarded, args.settle)))
+    if computing := [a for a in rows if a.name in heavy.ATTACKS]:  # the README's: the computing endpoints (issue 32)
+        print(readme_block("bench_abuse", "heavy", attacks_table(computing, guarded, args.settle, heavy=True)))
 
 
 class Attack(NamedTuple):
@@ -389,6 +395,7 @@ class Attack(NamedTuple):
     rss_before: float
     rss_peak: float
     rss_after: float
+    honest_jobs: str = ""  # the honest heavy visitor's relevance and video during it, against their goals
 
 
 def verdict(ok: bool | None) -> str:
@@ -403,9 +410,18 @@ def got(counts: dict) -> str:
     return f"{outcomes} ({counts.get('sent', 0)} sent{took})"
 
 
-def attacks_table(rows: list[Attack], guard: str, settle: float) -> str:
-    """The attacks of one run (guard `guard`) as a Markdown table."""
-    header = ["attack", f"guard {guard}: attacker got", "visitor p95 / quiet", "visitor calls failed", "server RSS"]
+def attacks_table(rows: list[Attack], guard: str, settle: float, heavy: bool = False) -> str:
+    """The attacks of one run (guard `guard`) as a Markdown table; `heavy`: the computing endpoints' attacks, with
+    another visitor's relevance and video calls during each against their goal (`abuse_heavy.HONEST_JOBS`)."""
+    jobs = ["another visitor's relevance and video (goal: 3x quiet + one attacker job)"] if heavy else []
+    header = [
+        "attack",
+        f"guard {guard}: attacker got",
+        "visitor p95 / quiet",
+        "visitor calls failed",
+        *jobs,
+        "server RSS",
+    ]
     return markdown_table(
         header,
         [
@@ -414,6 +430,7 @@ def attacks_table(rows: list[Attack], guard: str, settle: float) -> str:
                 got(a.got),
                 f"{a.p95_ratio:.1f}x" if a.calls else "not measured",
                 f"{a.failed} of {a.calls}",
+                *([a.honest_jobs or "-"] if heavy else []),
                 f"peak +{a.rss_peak - a.rss_before:.0f} MB; {settle:.0f} s after {a.rss_after - a.rss_before:+.0f} MB "
                 f"({100 * (a.rss_after - a.rss_before) / a.rss_before:+.1f}%)",
             )
