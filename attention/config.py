@@ -126,8 +126,9 @@ class Settings:
     # admission of computing jobs (attention.serving.admission): relevance and videos share ATTENTION_HEAVY_SLOTS slots
     # round-robin between visitors (a visitor = session and client address together), each visitor 1 running
     # and ATTENTION_VISITOR_QUEUED waiting, ATTENTION_HEAVY_WAITING waiting in all, each job at most
-    # ATTENTION_JOB_SECONDS holding a slot
-    heavy_slots: int = 1
+    # ATTENTION_JOB_SECONDS holding a slot. Two slots: a visitor's short job runs beside another visitor's long one
+    # (sharing the cores, at the heavy lane's nice) instead of waiting for it to end (docs/admission.md)
+    heavy_slots: int = 2
     visitor_queued: int = 2
     heavy_waiting: int = 16
     job_seconds: float = 120.0

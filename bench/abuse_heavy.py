@@ -45,6 +45,16 @@ _MCP_DATA: dict[str, float] = {}  # mcp_data's upload folder MB before, MB of fi
 
 _URL: list[str] = [""]
 _CLIENTS: dict = {}
+HONEST_JOBS: dict[str, str] = {}  # attack -> the honest heavy visitor's calls during it, against their goals
+MARK = [0.0]  # when the running attack's requests began (its set-up done); bench_abuse times the visitor from then
+
+
+def mark() -> None:
+    """The running attack's requests begin now (once per attack: bench_abuse resets MARK before each): the
+    honest visitor's calls are counted from here, not during the attack's set-up (its clients made, the honest
+    heavy visitor's process started), which is this bench's own work on the shared cores, not the attack."""
+    if not MARK[0]:
+        MARK[0] = time.time()
 
 
 def _client(ip: str):
@@ -147,6 +157,7 @@ def _honest_during(attack, name: str) -> tuple[dict, str, bool]:
     proc = ctx.Process(target=_honest_heavy, args=(_URL[0], bl.TEMP[5], ready, go, out), daemon=True)
     proc.start()
     ready.wait(300)
+    mark()
     go.set()
     got = attack()
     timed: dict[str, float | str] = {}
@@ -161,16 +172,19 @@ def _honest_during(attack, name: str) -> tuple[dict, str, bool]:
         proc.kill()
     ok = True
     kind, job_s = one_job(name)
-    parts = []
+    parts, cells = [], []
     for call in ("relevance", "video"):
         v = timed.get(call, "not done")
         if isinstance(v, float):
             bound = 3 * QUIET[call] + job_s
             ok &= v <= bound
             parts.append(f"honest {call} {v:.1f} s (goal <= 3 x {QUIET[call]:.2f} + {job_s:.2f} s = {bound:.1f} s)")
+            cells.append(f"{call} {v:.1f} s (goal {bound:.1f} s)")
         else:
             ok = False
             parts.append(f"honest {call}: {v}")
+            cells.append(f"{call}: {str(v)[:40]}")
+    HONEST_JOBS[name] = ", ".join(cells) + (": met" if ok else ": MISSED")
     return got, "; ".join(parts) + f"; one job: the attack's longest, {kind}", ok
 
 
@@ -194,9 +208,13 @@ def _submit_all(calls, max_s: float) -> dict:
 
 
 def _sessions(ip: str, k: int):
+    """The attacker's `k` gradio_client sessions from client `ip`. ssl_verify=False: gradio_client opens an httpx
+    client for each upload, join and download, and each loads the system's CA certificates (about 15 ms of CPU;
+    never used over plain http): an attacker's own machine pays that, not the server's cores, which this
+    bench's attacker shares. The honest visitors keep gradio_client's defaults (their quiet times include it)."""
     from gradio_client import Client
 
-    return [Client(_URL[0], verbose=False, headers={"X-Forwarded-For": ip}) for _ in range(k)]
+    return [Client(_URL[0], verbose=False, headers={"X-Forwarded-For": ip}, ssl_verify=False) for _ in range(k)]
 
 
 def _one_kind(kind: str, name: str):
@@ -224,6 +242,7 @@ def canvas_gif(app, page, n, max_s):
 
     path = make(os.path.join(bl.TEMP[5], "canvas.gif"), 16000, frames=12_200)
     cs = _sessions(ATTACKER, 1)
+    mark()
     t = time.perf_counter()
     calls = [(cs[0], (handle_file(path), "mnist_vit"), {"fps": 0.1, "api_name": "/attention_video"}) for _ in range(n)]
     got = _submit_all(calls, max_s)

@@ -7,9 +7,10 @@
 goal at 60 s as docs/security.md's table does)
 
 Each attack runs while an honest visitor calls /attention_maps (gradio_client, one call after another)
-and the server's RSS is sampled every 0.2 s; for each it prints the honest p50/p95 during the attack
-vs quiet (measured before the first attack), the RSS before, at peak and --settle seconds after, and
-what the attacker got (status codes). Clients are told apart as a proxy tells them apart: each sends its
+and the server's RSS is sampled every 0.2 s; for each it prints the honest p50/p95 during the attack (from
+when its requests began: an attack's set-up, such as making its clients, is not counted) vs quiet (measured
+before the first attack), the RSS before, at peak and --settle seconds after, and what the attacker got
+(status codes). Clients are told apart as a proxy tells them apart: each sends its
 own X-Forwarded-For, which uvicorn honours from loopback (FORWARDED_ALLOW_IPS); the attacker is one
 client. ATTENTION_GUARD=0 in the environment runs the same attacks without the guard (the "before").
 
@@ -32,7 +33,8 @@ relevance_flood and mixed_sessions an honest relevance and an honest 1 s video e
 time plus one attacker job (the longest kind of heavy job the attack sends, each kind timed quiet); RSS
 --settle s after within 10% of before; large_passes: RSS <= ATTENTION_STATE_MB + the RSS before, and the
 other visitor's pass alive.
-Ends with the attacks as a Markdown block (docs/security.md's table sets a run without the guard beside one with it).
+Ends with the attacks as Markdown blocks: the light ones (docs/security.md's table sets a run without the guard
+beside one with it) and the computing endpoints' (the README's, with the other visitor's heavy calls).
 """
 
 from __future__ import annotations
@@ -317,7 +319,7 @@ def main() -> None:
         for name in [a for a in args.only.split(",") if a]:
             n = max(1, int(counts[name] * args.scale))
             before = bl.rss_mb(app)
-            start = time.time()
+            start, heavy.MARK[0] = time.time(), 0.0
             with RssPeak(app.proc.pid) as peak:
                 extra = (visitor_token,) if name == "large_passes" else ()
                 attack = heavy.ATTACKS[name][0] if name in heavy.ATTACKS else globals()[name]
@@ -328,7 +330,7 @@ def main() -> None:
                         break
                     more, note = attack(app, page, n, args.max_seconds)
                     got = {k: got.get(k, 0) + more.get(k, 0) for k in {*got, *more}}
-            during = honest.stats(start, time.time())
+            during = honest.stats(heavy.MARK[0] or start, time.time())  # from when its requests began
             time.sleep(args.settle)
             after = bl.rss_mb(app)
             ratio = during[1] / quiet[1]  # nan when the visitor made no call during it: not measured
@@ -340,7 +342,8 @@ def main() -> None:
                 f"({100 * (after - before) / before:+.1f}%)",
             ] + ([f"  {note}"] if note else [])
             print("\n".join(lines[-4 if note else -3 :]), flush=True)
-            rows.append(Attack(name, n, got, ratio, during[2], during[3], before, peak.peak, after))
+            jobs = heavy.HONEST_JOBS.get(name, "")
+            rows.append(Attack(name, n, got, ratio, during[2], during[3], before, peak.peak, after, jobs))
             if name in ("new_sessions", "live_flood", *heavy.ATTACKS):
                 verdicts.append((f"{name}: honest p95 <= 3x quiet", None if during[2] == 0 else bool(ratio <= 3)))
             if name in heavy.HEAVY_TIMED:
@@ -373,7 +376,11 @@ def main() -> None:
     print("\n".join(lines))
     for name, ok in verdicts:
         print(f"{verdict(ok)}  {name}")
-    print(readme_block("bench_abuse", "attacks", attacks_table(rows, guarded, args.settle)))
+    light = [a for a in rows if a.name not in heavy.ATTACKS]
+    if light:  # docs/security.md's table
+        print(readme_block("bench_abuse", "attacks", attacks_table(light, guarded, args.settle)))
+    if computing := [a for a in rows if a.name in heavy.ATTACKS]:  # the README's: the computing endpoints (issue 32)
+        print(readme_block("bench_abuse", "heavy", attacks_table(computing, guarded, args.settle, heavy=True)))
 
 
 class Attack(NamedTuple):
@@ -388,6 +395,7 @@ class Attack(NamedTuple):
     rss_before: float
     rss_peak: float
     rss_after: float
+    honest_jobs: str = ""  # the honest heavy visitor's relevance and video during it, against their goals
 
 
 def verdict(ok: bool | None) -> str:
@@ -402,9 +410,18 @@ def got(counts: dict) -> str:
     return f"{outcomes} ({counts.get('sent', 0)} sent{took})"
 
 
-def attacks_table(rows: list[Attack], guard: str, settle: float) -> str:
-    """The attacks of one run (guard `guard`) as a Markdown table."""
-    header = ["attack", f"guard {guard}: attacker got", "visitor p95 / quiet", "visitor calls failed", "server RSS"]
+def attacks_table(rows: list[Attack], guard: str, settle: float, heavy: bool = False) -> str:
+    """The attacks of one run (guard `guard`) as a Markdown table; `heavy`: the computing endpoints' attacks, with
+    another visitor's relevance and video calls during each against their goal (`abuse_heavy.HONEST_JOBS`)."""
+    jobs = ["another visitor's relevance and video (goal: 3x quiet + one attacker job)"] if heavy else []
+    header = [
+        "attack",
+        f"guard {guard}: attacker got",
+        "visitor p95 / quiet",
+        "visitor calls failed",
+        *jobs,
+        "server RSS",
+    ]
     return markdown_table(
         header,
         [
@@ -413,6 +430,7 @@ def attacks_table(rows: list[Attack], guard: str, settle: float) -> str:
                 got(a.got),
                 f"{a.p95_ratio:.1f}x" if a.calls else "not measured",
                 f"{a.failed} of {a.calls}",
+                *([a.honest_jobs or "-"] if heavy else []),
                 f"peak +{a.rss_peak - a.rss_before:.0f} MB; {settle:.0f} s after {a.rss_after - a.rss_before:+.0f} MB "
                 f"({100 * (a.rss_after - a.rss_before) / a.rss_before:+.1f}%)",
             )

@@ -227,7 +227,7 @@ HEAVY = Lane(
     threads=SETTINGS.heavy_threads,
     nice=SETTINGS.heavy_nice,
 )
-"""Relevance and attention videos: ATTENTION_HEAVY_SLOTS at once (1), shared round-robin between visitors;
+"""Relevance and attention videos: ATTENTION_HEAVY_SLOTS at once (2), shared round-robin between visitors;
 per visitor 1 running and ATTENTION_VISITOR_QUEUED waiting (2); ATTENTION_HEAVY_WAITING waiting in all
 (16); each job holds its slot at most ATTENTION_JOB_SECONDS (a video between its chunks), computing with
 ATTENTION_HEAVY_THREADS torch threads on the CPU (0, the default: as torch has them), in threads at nice

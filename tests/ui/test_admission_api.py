@@ -6,6 +6,7 @@ MCP callers as visitors of their own; messages cut."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import httpx
@@ -67,9 +68,11 @@ def test_relevance_and_video_share_one_visitors_share(visitor_client, tmp_path):
     from attention.serving.visitors import Visitor
 
     c = visitor_client(9)
-    # the heavy slot held by someone else while the six are sent: none can finish before the last arrives
+    # every heavy slot held by someone else while the six are sent: none can finish before the last arrives
     # (else a fast first job makes room for a later one and the count depends on the machine's speed)
-    with HEAVY.turn(Visitor("holder", "10.9.9.9")):
+    with contextlib.ExitStack() as held:
+        for i in range(HEAVY.slots):
+            held.enter_context(HEAVY.turn(Visitor(f"holder{i}", f"10.9.9.{i}")))
         jobs = [c.submit(handle_file(DIGITS_CLIP), "mnist_vit", api_name="/attention_video") for _ in range(2)]
         jobs += [c.submit(handle_file(_noise(tmp_path, 50 + i)), api_name="/relevance") for i in range(4)]
         deadline = time.monotonic() + 60
@@ -169,3 +172,31 @@ def test_a_mixed_flood_from_many_sessions_of_one_client_leaves_another_visitor_s
     assert set(outcomes) <= {"done", "refused"}, outcomes
     assert outcomes.count("done") <= 1 + 1 + SETTINGS.visitor_queued + 6, outcomes  # forwards: 1 at a time
     assert info["target"]["index"] >= 0 and honest < 120
+
+
+def test_an_honest_visitors_heavy_job_starts_beside_a_flooders_running_one():
+    """Two heavy slots (ATTENTION_HEAVY_SLOTS, 2 by default) and one running job per visitor: a flooding
+    visitor holds one slot, and another visitor's job starts at once in the other instead of waiting for
+    the flooder's to end; the flooder's own second job waits."""
+    import threading
+
+    from attention.serving.admission import HEAVY
+    from attention.serving.visitors import Visitor
+
+    assert HEAVY.slots == SETTINGS.heavy_slots == 2
+    flooder, honest = Visitor("flood", "10.66.0.9"), Visitor("honest", "10.0.0.9")
+    honest_ran, second_ran = threading.Event(), threading.Event()
+
+    def job(visitor: Visitor, ran: threading.Event) -> None:
+        with HEAVY.turn(visitor):
+            ran.set()
+
+    with HEAVY.turn(flooder):
+        threads = [threading.Thread(target=job, args=a) for a in ((flooder, second_ran), (honest, honest_ran))]
+        for t in threads:
+            t.start()
+        assert honest_ran.wait(10), "the honest visitor's job waited for the flooder's"
+        assert not second_ran.wait(0.3), "a visitor's second job ran beside its first"
+    assert second_ran.wait(10)
+    for t in threads:
+        t.join(10)
