@@ -193,7 +193,7 @@ class Lane(Round):
         """`turn` for an asyncio task, in the same round as the threads' turns: admitted now (Busy at once if
         over), then awaits its round-robin turn (the event loop is not blocked), then runs; the slot goes to
         the next visitor on leaving. Cancelled while waiting, the job leaves the queue; after its grant, its
-        slot is freed. Its Turn's `pause` waits in a thread: not for an event loop.""")
+        slot is freed. Its Turn's `pause` waits in a thread: not for an event loop."""
         event = asyncio.Event()
         ticket = Ticket(visitor, waker(asyncio.get_running_loop(), event))
         with self._cond:
