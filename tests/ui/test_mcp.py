@@ -197,10 +197,10 @@ def tools():
     blocks.close()
 
 
-def mcp_call(url: str, tool: str, text: str, client: str, timeout: float = 120) -> dict:
-    """The result of MCP tool `tool` called with `text` by a caller at address `client` (named as the trusted
+def mcp_call(url: str, tool: str, arguments: dict, client: str, timeout: float = 120) -> dict:
+    """The result of MCP tool `tool` called with `arguments` by a caller at address `client` (named as the trusted
     proxy on loopback names it, as `bench.abuse_heavy._mcp_call`'s clients are told apart)."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {"text": text}}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
     headers = {"Accept": "application/json, text/event-stream", "X-Forwarded-For": client}
     r = httpx.post(url + "gradio_api/mcp/", json=body, headers=headers, timeout=timeout)
     assert r.status_code == 200, r.text
@@ -219,7 +219,7 @@ def test_eight_mcp_callers_at_once_are_all_answered_at_most_the_lanes_slots_at_a
     url, t = tools
     t.most = t.calls = 0
     with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(lambda i: mcp_call(url, "light", f"hi {i}", f"10.66.0.{i + 1}"), range(8)))
+        results = list(pool.map(lambda i: mcp_call(url, "light", {"text": f"hi {i}"}, f"10.66.0.{i + 1}"), range(8)))
     assert [r.get("isError") for r in results] == [False] * 8, results  # 8 callers: 8 visitors, none refused
     assert [r["content"][0]["text"] for r in results] == [f"hi {i}" for i in range(8)]
     assert t.calls == 8 and 1 <= t.most <= MCP.slots == SETTINGS.mcp_slots, (t.calls, t.most)
@@ -229,10 +229,12 @@ def test_eight_mcp_callers_at_once_are_all_answered_at_most_the_lanes_slots_at_a
 def test_a_callers_calls_over_one_running_and_its_queue_are_refused_at_once_as_a_tool_error(tools):
     url, t = tools
     with ThreadPoolExecutor(1 + SETTINGS.visitor_queued) as pool, t.holding():
-        admitted = [pool.submit(mcp_call, url, "light", f"a{i}", "10.66.1.1") for i in range(pool._max_workers)]
+        admitted = [
+            pool.submit(mcp_call, url, "light", {"text": f"a{i}"}, "10.66.1.1") for i in range(pool._max_workers)
+        ]
         _until(lambda: t.inside == 1 and MCP.waiting() == SETTINGS.visitor_queued)
         started = time.monotonic()
-        refused = mcp_call(url, "light", "one too many", "10.66.1.1")
+        refused = mcp_call(url, "light", {"text": "one too many"}, "10.66.1.1")
         assert time.monotonic() - started < 5  # at once, not after the others
         assert refused["isError"] is True
         text = refused["content"][0]["text"]
@@ -246,9 +248,9 @@ def test_a_heavy_tool_is_not_held_by_the_mcp_lane(tools):
     """Every MCP slot is held by a light call; a heavy call of another caller is answered meanwhile."""
     url, t = tools
     with ThreadPoolExecutor(MCP.slots) as pool, t.holding():
-        light = [pool.submit(mcp_call, url, "light", "slow", f"10.66.2.{i + 1}") for i in range(MCP.slots)]
+        light = [pool.submit(mcp_call, url, "light", {"text": "slow"}, f"10.66.2.{i + 1}") for i in range(MCP.slots)]
         _until(lambda: t.inside == MCP._busy == MCP.slots)
-        heavy = mcp_call(url, "heavy", "fast", "10.66.3.1", timeout=10)
+        heavy = mcp_call(url, "heavy", {"text": "fast"}, "10.66.3.1", timeout=10)
         assert heavy["isError"] is False and heavy["content"][0]["text"] == "fast"
         assert not any(f.done() for f in light)
         t.hold.set()
@@ -284,15 +286,9 @@ def test_the_apps_light_tools_are_in_the_mcp_lane_and_eight_callers_at_once_are_
     gated = app.demo.mcp_server_obj.mcp_server.request_handlers[mcp.types.CallToolRequest]
     assert gated.lane is MCP
     assert {"relevance", "text_relevance", "attention_video"} <= gated.heavy and "attention_maps" not in gated.heavy
-    data = "data:image/png;base64," + base64.b64encode(_png(1, 28)).decode()
-
-    def call(i: int) -> dict:
-        body = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "attention_maps"}}
-        body["params"]["arguments"] = {"image": data, "model": "mnist_vit"}
-        headers = {"Accept": "application/json, text/event-stream", "X-Forwarded-For": f"10.55.0.{i + 1}"}
-        r = httpx.post(app_url + "gradio_api/mcp/", json=body, headers=headers, timeout=300)
-        return [json.loads(line[5:]) for line in r.text.splitlines() if line.startswith("data:")][-1]["result"]
-
+    arguments = {"image": "data:image/png;base64," + base64.b64encode(_png(1, 28)).decode(), "model": "mnist_vit"}
     with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(call, range(8)))
+        results = list(
+            pool.map(lambda i: mcp_call(app_url, "attention_maps", arguments, f"10.55.0.{i + 1}", 300), range(8))
+        )
     assert [r.get("isError") for r in results] == [False] * 8, [r["content"][0] for r in results if r.get("isError")]
