@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import io
 import queue
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 from attention.serving.threads import NicedThreads
 
 T = TypeVar("T")
+OWN_THREAD = NicedThreads(0, "gpu")  # `streamed`'s job without a niced pool: a thread of its own ("gpu-job")
 
 # ZeroGPU gives shorter requests priority, so the duration fits the measured work (bench/bench_gpu.py,
 # H100): a pass at 480 px takes 5 ms (ViT-S/16) to 7 ms (ViT-B/8, fp16), 40-230 ms with q/k kept; the
@@ -94,10 +94,7 @@ def streamed(job: Callable[[Progress], T], pool: NicedThreads | None = None) -> 
         except BaseException as e:  # raised again in the generator's thread
             events.put(("error", e))
 
-    if pool is not None and pool.nice:
-        pool.submit(run)
-    else:
-        threading.Thread(target=run, daemon=True, name="gpu-job").start()
+    (pool if pool is not None and pool.nice else OWN_THREAD).submit(run)
     while True:
         event = events.get()
         if event[0] == "error":
