@@ -19,7 +19,7 @@ from attention.vit.engine.query import parse as parse_query
 from attention.vit.serve import live
 from attention.vit.serve.passes import Pass
 
-LIVE_JS = (resources.files("attention.ui") / "vit_live.js").read_text()
+LIVE_JS = (resources.files("attention.vit.serve") / "live.js").read_text()
 # the `js` of the tab's events: their inputs as given, once the browser has drawn its own map (<= 250 ms)
 AFTER_DRAWING = "(...args) => (window.attentionLive ? window.attentionLive.settled(args) : args)"
 # the click's `js`: as AFTER_DRAWING, its last input replaced by the latest click's pixel [x, y] (null: none seen)
