@@ -10,6 +10,8 @@ Knows nothing of Gradio: `app.py` is one user of it, the command line
     rel = attention.relevance(model, image, target=None)  # classifiers: why this class? (Chefer et al.)
     steps = attention.explain_row(res, query=(3, 4), head=0)  # res with keep_qk=True: q, k, v step by step
     tr = attention.text_relevance(model, image, "a cat, a dog")  # CLIP/SigLIP: where is "a cat"?
+    res                        # in a notebook every result shows itself; res.show(view="masks") another view
+    attention.explore(res)     # res with keep_qk=True: click a patch to make it the query (a widget)
     for f in attention.attention_video(model, "examples/videos/digits.mp4"):   # f.maps, f.mean, f.masks per frame
         ...
     s = attention.calculator.Settings(heads=2, mask_mode="causal")
@@ -43,6 +45,7 @@ from attention.errors import (
     VideoError,
 )
 from attention.images import load_image
+from attention.notebook import explore  # (registers every result's rich display)
 from attention.render import colorize, grid, mark_patch, mask_overlay, overlay, upsample
 from attention.vit import (
     OFFLINE_MODEL,
@@ -99,6 +102,7 @@ __all__ = [
     "mask_overlay",
     "overlay",
     "upsample",
+    "explore",
 ]
 
 

@@ -19,7 +19,7 @@ MAX_LINES = 300
 
 # The planned floors (docs/layout.md), lowest first; a module's floor is the first whose prefix it has.
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("ground", ("attention.errors", "attention.config", "attention.validate", "attention.turns")),
+    ("ground", ("attention.errors", "attention.config", "attention.validate", "attention.turns", "attention.shows")),
     ("serving", ("attention.serving",)),  # server plumbing that is not about ViTs: imports only the ground
     (
         "media",
@@ -71,6 +71,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
         "vit.serve",  # one server's visitors: passes, live route, GPU, inputs, permalinks, the video job
         ("attention.vit.serve", "attention.vit.relevance.service", "attention.vit.text.service"),
     ),
+    ("notebook", ("attention.notebook",)),  # notebooks: rich display of every result, the explorer widget
     ("ui", ("attention.ui",)),
     (
         "top",

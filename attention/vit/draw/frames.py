@@ -137,6 +137,13 @@ def _large_map(d: _Drawn, v: ViewSpec, head: int) -> np.ndarray:
     return query_image(res, head=big_head, rollout=d.rollout, alpha=v.alpha, cmap=v.cmap, picture=picture)
 
 
+def pictures(p: MapsSource, v: ViewSpec = ViewSpec(), *, head: int = 0) -> tuple[AttentionMaps, list[Tile], np.ndarray]:
+    """View `v` of `p` drawn in memory, as `tab_frame` draws it (no file): the result at the view's query and
+    layer, its tiles and the large map (uint8, `views.query_image`). InputError as `tab_frame`."""
+    d = _draw(p, v)
+    return d.res, d.tiles, _large_map(d, v, head)
+
+
 def tab_frame(
     p: MapsSource, v: ViewSpec = ViewSpec(), *, head: int = 0, root: str | os.PathLike | None = None
 ) -> Frame:

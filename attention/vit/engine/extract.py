@@ -27,6 +27,7 @@ from PIL import Image
 
 from attention.errors import InputError
 from attention.images import MAX_TOKENS, ImageSource
+from attention.shows import Shows
 from attention.validate import check_threshold, layer_index
 from attention.vit.backbone import describe
 from attention.vit.engine.preprocess import prepare
@@ -40,7 +41,7 @@ __all__ = ["AttentionMaps", "attention_maps", "query_rows", "query_scores", "thr
 
 
 @dataclass
-class AttentionMaps:
+class AttentionMaps(Shows):
     """Attention of one query token, for every layer of one forward pass.
 
     L layers, H heads, N = P + gh*gw tokens (P prefix tokens: CLS, registers). For the query "pool"

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from attention.errors import InputError, as_whole, check_number
+from attention.shows import Shows
 from attention.validate import layer_index
 from attention.vit.engine.extract import AttentionMaps, query_scores
 from attention.vit.engine.query import Query, parse, token_name
@@ -49,7 +50,7 @@ def check_temperature(t: object) -> float:
 
 
 @dataclass(frozen=True)
-class RowSteps:
+class RowSteps(Shows):
     """One head's query row, step by step (see the module). m kept keys: the P prefix tokens, then the
     top-k patches by weight (and the selected key when it is none of them); d = head_dim."""
 

@@ -14,6 +14,7 @@ from PIL import Image
 
 from attention.errors import InputError
 from attention.render import mask_overlay, masks_figure, overlay, upsample
+from attention.shows import Shows
 from attention.validate import check_choice, layer_index
 from attention.vit.engine.batch import BatchMaps
 
@@ -58,7 +59,7 @@ def check_head(head, n: int) -> int:
 
 
 @dataclass
-class VideoFrameMaps:
+class VideoFrameMaps(Shows):
     """One output frame's attention at the selected layer (`batch`, from `batch.batch_maps`) and the
     frame it was computed on (`image`: the frame resized and cropped to the patch grid)."""
 

@@ -30,6 +30,7 @@ from PIL import Image
 
 from attention.errors import InputError, NoClassifierError
 from attention.images import MAX_TOKENS, ImageSource
+from attention.shows import Shows
 from attention.vit.backbone import describe
 from attention.vit.engine.capture import Recorder, recording
 from attention.vit.engine.cost import relevance_gflop
@@ -42,7 +43,7 @@ DISCARD_RATIO = 0.9  # vit-explain's default for grad-rollout
 
 
 @dataclass
-class Relevance:
+class Relevance(Shows):
     """Class relevance of one image. C classes, L layers, H heads, N = P + gh*gw tokens."""
 
     logits: np.ndarray  # float32 (C,)

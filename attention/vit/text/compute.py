@@ -40,6 +40,7 @@ from PIL import Image
 
 from attention.errors import InputError
 from attention.images import MAX_TOKENS, ImageSource
+from attention.shows import Shows
 from attention.vit.engine.capture import recording
 from attention.vit.engine.preprocess import prepare
 from attention.vit.text.price import text_relevance_gflop
@@ -53,7 +54,7 @@ LEGRAD_LAYERS = 2  # LeGrad's default (`LeWrapper(model, layer_index=-2)`): its 
 
 
 @dataclass
-class TextRelevance:
+class TextRelevance(Shows):
     """Text relevance of one image for P prompts over a (gh, gw) grid, N = T + gh*gw tokens (T prefix)."""
 
     prompts: tuple[str, ...]
