@@ -6,18 +6,14 @@ selected key (click a patch of the panel's map to select it), the table of keys;
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import gradio as gr
 
 from attention.errors import AttentionError
-from attention.render import png_bytes
 from attention.ui.components import queue_share, slider, user_errors
 from attention.ui.vit_fields import FITTED, on_screen
 from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import views as vit_views
-from attention.vit.draw.outputs import OUTPUT_ROOT, new_dir
-from attention.vit.draw.stepwise_html import export_html, panel_html, stepwise_map, write_export
+from attention.vit.draw.stepwise_html import export_view, panel_html, stepwise_map
 from attention.vit.engine import stepwise
 from attention.vit.engine.query import label as query_label
 from attention.vit.serve import inputs as vit_inputs
@@ -163,30 +159,6 @@ class StepwisePanel:
         ex_ins += [m.alpha, m.cmap, m.state, self.k, self.temperature, self.key]
         self.export_btn.click(export, ex_ins, self.export_file, **HEAVY)
         self.main = m
-
-
-def export_view(
-    p, v: vit_frames.ViewSpec, head: int, k: int = stepwise.K, temperature: float = stepwise.TEMPERATURE, key=None
-) -> Path:
-    """One self-contained HTML file of view `v` of pass `p` (the large map, the tiles as the tab shows them)
-    and head `head`'s step by step (left out, with a note, for a query that has none: the pooling head's)."""
-    f = vit_frames.tab_frame(p, v, head=head)
-    tiles = [(Path(t).read_bytes(), c) for t, c in zip(f.outputs.thumbs, f.outputs.captions)]
-    s = smap = None
-    try:
-        s = stepwise.explain_row(
-            p, query=f.res.query, layer=f.res.layer, head=head, k=k, key=key, temperature=temperature
-        )
-        smap = png_bytes(stepwise_map(f.res, s, v.alpha, v.cmap))
-    except AttentionError:
-        pass
-    title = f"Attention Explorer · {p.model} · layer {f.res.layer} · {query_label(f.res.query)}"
-    what = f"head {head}" if v.view in ("heads", "masks") else vit_views.VIEWS[v.view].lower()
-    caption = f"{vit_views.VIEWS[v.view]} view: {what}, layer {f.res.layer}"
-    page = export_html(
-        title, Path(f.query_png).read_bytes(), tiles, s, smap, p.model, f.details.replace("`", ""), caption, f.legend
-    )
-    return write_export(page, new_dir(OUTPUT_ROOT))
 
 
 def open_in_calculator(calc: dict) -> None:

@@ -14,8 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
+from attention.errors import AttentionError
+from attention.render import png_bytes
 from attention.vit.draw import drawing
+from attention.vit.draw import frames as vit_frames
+from attention.vit.draw import views as vit_views
+from attention.vit.draw.outputs import OUTPUT_ROOT, new_dir
 from attention.vit.draw.views import query_image
+from attention.vit.engine import stepwise
 from attention.vit.engine.extract import AttentionMaps
 from attention.vit.engine.query import label as query_label
 from attention.vit.engine.stepwise import RowSteps
@@ -185,3 +191,27 @@ def write_export(page: str, folder: Path, name: str = "attention-view.html") -> 
     path = Path(folder) / name
     path.write_text(page, encoding="utf-8")
     return path
+
+
+def export_view(
+    p, v: vit_frames.ViewSpec, head: int, k: int = stepwise.K, temperature: float = stepwise.TEMPERATURE, key=None
+) -> Path:
+    """One self-contained HTML file of view `v` of pass `p` (the large map, the tiles as the tab shows them)
+    and head `head`'s step by step (left out, with a note, for a query that has none: the pooling head's)."""
+    f = vit_frames.tab_frame(p, v, head=head)
+    tiles = [(Path(t).read_bytes(), c) for t, c in zip(f.outputs.thumbs, f.outputs.captions)]
+    s = smap = None
+    try:
+        s = stepwise.explain_row(
+            p, query=f.res.query, layer=f.res.layer, head=head, k=k, key=key, temperature=temperature
+        )
+        smap = png_bytes(stepwise_map(f.res, s, v.alpha, v.cmap))
+    except AttentionError:
+        pass
+    title = f"Attention Explorer · {p.model} · layer {f.res.layer} · {query_label(f.res.query)}"
+    what = f"head {head}" if v.view in ("heads", "masks") else vit_views.VIEWS[v.view].lower()
+    caption = f"{vit_views.VIEWS[v.view]} view: {what}, layer {f.res.layer}"
+    page = export_html(
+        title, Path(f.query_png).read_bytes(), tiles, s, smap, p.model, f.details.replace("`", ""), caption, f.legend
+    )
+    return write_export(page, new_dir(OUTPUT_ROOT))
