@@ -25,10 +25,11 @@ import traitlets
 from attention.errors import AttentionError, InputError
 from attention.notebook.display import maps_picture
 from attention.render import png_bytes
+from attention.validate import check_opacity, check_threshold, layer_index
 from attention.vit.draw import drawing
 from attention.vit.draw.frames import ViewSpec, pictures
 from attention.vit.draw.stepwise_html import data_uri, export_view
-from attention.vit.draw.views import VIEWS
+from attention.vit.draw.views import VIEWS, check_view
 from attention.vit.engine.extract import AttentionMaps
 from attention.vit.engine.query import label as query_label
 from attention.vit.engine.query import parse as parse_query
@@ -112,6 +113,23 @@ class Explorer(anywidget.AnyWidget):
         q = None if self.query is None else parse_query(self.query)
         return ViewSpec(query=q, layer=self.layer, view=self.view, threshold=self.threshold, alpha=self.alpha)
 
+    @traitlets.validate("layer", "head", "view", "threshold", "alpha", "query")
+    def _valid(self, proposal):
+        """Every control checked where it is set (InputError names what is accepted); a refused value is not kept."""
+        name, value = proposal["trait"].name, proposal["value"]
+        if name == "query":  # a patch [row, col] on the grid, a token the model has, or None (its own)
+            q = None if value is None else parse_query(value)
+            self._pass.base.index_of(q if q is not None else self._pass.default_query)
+            return list(q) if isinstance(q, tuple) else q
+        checks = {
+            "layer": lambda v: layer_index(v, self._pass.num_layers),
+            "head": lambda v: check_head(v, self._pass.num_heads),
+            "view": check_view,
+            "threshold": check_threshold,
+            "alpha": check_opacity,
+        }
+        return checks[name](value)
+
     @traitlets.observe("layer", "head", "view", "threshold", "alpha", "query")
     def _changed(self, _change) -> None:
         if not self._quiet:
@@ -119,7 +137,7 @@ class Explorer(anywidget.AnyWidget):
 
     def _draw(self) -> None:
         """The view on screen drawn by the kernel: large map, tiles, texts and the live script's payload."""
-        v, head = self.spec(), check_head(self.head, self.state["heads"])
+        v, head = self.spec(), self.head
         res, tiles, large = pictures(self._pass, v, head=head)
         live_view = v.view if v.view in ("heads", "mean") else "heads"
         data = live.payload(self._pass, res, view=live_view, head=head, alpha=v.alpha, cmap=self._cmap)
@@ -160,7 +178,7 @@ class Explorer(anywidget.AnyWidget):
     def export(self, path: str | Path | None = None) -> Path:
         """The view on screen as the Space's one self-contained HTML file (`export_view`: the large map, every
         tile, head `head`'s step by step), at `path` (default: the Space's output folder). Returns its path."""
-        out = export_view(self._pass, self.spec(), check_head(self.head, self.state["heads"]))
+        out = export_view(self._pass, self.spec(), self.head)
         return out if path is None else Path(shutil.move(out, path))
 
     def _repr_mimebundle_(self, **kwargs):
