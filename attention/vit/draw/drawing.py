@@ -1,7 +1,7 @@
 """Where the ViT tab's pictures put things: one definition for the server and for the browser.
 
 The server draws the large map and the head tiles (`attention.vit.draw.views`); the browser redraws
-them the moment a patch, layer or head is picked (`attention/ui/vit_live.js`). Both follow this
+them the moment a patch, layer or head is picked (`attention/vit/serve/live.js`). Both follow this
 module: the enlargements, the gallery's reduction (a whole factor, box average), the query's marks
 as rectangles, the tiles' order and the click -> patch rule. `Layout.to_json` is what the browser
 receives in every live payload (`attention.vit.serve.live`): numbers and rectangles, never a copy of
@@ -43,7 +43,7 @@ def reduction(size: tuple[int, int], at_most: int) -> int:
 def box_reduce(img: np.ndarray, k: int) -> np.ndarray:
     """uint8 (H, W, C) -> (ceil(H / k), ceil(W / k), C): each k x k box averaged (edge boxes over the
     pixels they have), rounded as Pillow's `Image.reduce` rounds. The one reduction of the tab's
-    pictures; vit_live.js `boxReduce` does the same sums and rounding."""
+    pictures; live.js `boxReduce` does the same sums and rounding."""
     a = np.ascontiguousarray(img, dtype=np.uint8)
     return a if k == 1 else np.asarray(Image.fromarray(a).reduce(k))
 

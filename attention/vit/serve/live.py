@@ -3,7 +3,7 @@
 None of those three needs a forward pass, yet any answer through Gradio's queue costs 90-120 ms
 on 2 cores before our work starts (bench/bench_browser.py). So every answer of the ViT tab also
 carries `payload`: how the large map is drawn and the layer's maps of every head, as the very
-colormap indices `render.colorize` picks, and `attention/ui/vit_live.js` draws the large map
+colormap indices `render.colorize` picks, and `attention/vit/serve/live.js` draws the large map
 itself: a head change from the payload, a patch click or a layer change from `view_maps`, asked
 of the server directly (a few ms of work, no queue, about 10 kB). The tab's answer follows with
 everything else (head tiles, scores) and the server's own picture, the same one.
