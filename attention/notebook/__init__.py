@@ -16,6 +16,6 @@ __all__ = ["Picture", "explore"]
 
 def explore(res, **options):
     """The explorer widget for `res` (AttentionMaps with keep_qk=True): see `attention.notebook.widget.explore`."""
-    from attention.notebook.widget import explore as _explore
+    from attention.notebook.widget import explore as _explore  # here: anywidget's import costs ~2 s, paid on use
 
     return _explore(res, **options)

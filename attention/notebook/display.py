@@ -84,9 +84,10 @@ def beside(large: np.ndarray, small: list[np.ndarray], labels: list[str]) -> np.
     return np.concatenate([pad[0], np.full((h, 8, 3), 255, np.uint8), pad[1]], axis=1)
 
 
-def source(res: AttentionMaps) -> Pass:
-    """`res` as a pass the drawing reads (`MapsSource`): other queries and rollout from its kept q and k."""
-    return Pass(key=("", "", "", "notebook"), model="", base=res, device="")
+def source(res: AttentionMaps, model: str = "") -> Pass:
+    """`res` as a pass the drawing reads (`MapsSource`, memoised): other queries and rollout from its kept q and k.
+    `model`: its name, for captions and the export."""
+    return Pass(key=("notebook", model, str(id(res)), ""), model=model or "a ViT", base=res, device="")
 
 
 def maps_picture(

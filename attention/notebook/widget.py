@@ -23,7 +23,7 @@ import numpy as np
 import traitlets
 
 from attention.errors import AttentionError, InputError
-from attention.notebook.display import maps_picture
+from attention.notebook.display import maps_picture, source
 from attention.render import png_bytes
 from attention.validate import check_opacity, check_threshold, layer_index
 from attention.vit.draw import drawing
@@ -35,7 +35,6 @@ from attention.vit.engine.query import label as query_label
 from attention.vit.engine.query import parse as parse_query
 from attention.vit.engine.video_frames import check_head
 from attention.vit.serve import live
-from attention.vit.serve.pass_memo import Pass
 
 MAX_PAGE_BYTES = 24 << 20  # what one view may send the notebook page, uncompressed: large map, tiles, maps
 
@@ -88,7 +87,7 @@ class Explorer(anywidget.AnyWidget):
                 f"{res.image.width}x{res.image.height} px enlarged, {res.maps.shape[0] + 1} tiles); the widget's bound "
                 f"is {MAX_PAGE_BYTES >> 20} MB: use a lower resolution (attention_maps(..., resolution=...))."
             )
-        self._pass = Pass(key=("notebook", model, str(id(res)), ""), model=model or "a ViT", base=res, device="")
+        self._pass = source(res, model)
         self._cmap = cmap
         self._quiet = True
         views = [[v, name] for v, name in VIEWS.items()]

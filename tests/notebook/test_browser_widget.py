@@ -6,18 +6,16 @@ One JupyterLab for the module; its start-up seconds are printed."""
 
 from __future__ import annotations
 
-import base64
-import io
 import shutil
 import time
 
 import numpy as np
 import pytest
-from PIL import Image
 
 import attention
 from attention.vit.draw import views
 from tests.conftest import DIGIT, screenshot
+from tests.notebook.conftest import rgb
 from tests.notebook.lab import jupyterlab, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.subprocess]
@@ -38,10 +36,6 @@ CELL = """import attention
 model = attention.load_vit("mnist_vit")
 res = attention.attention_maps(model, {digit!r}, keep_qk=True)
 attention.explore(res, model="mnist_vit")"""
-
-
-def rgb(data_url: str) -> np.ndarray:
-    return np.asarray(Image.open(io.BytesIO(base64.b64decode(data_url.split(",", 1)[1]))).convert("RGB"))
 
 
 def expected(query: tuple[int, int], layer: int, head: int) -> np.ndarray:

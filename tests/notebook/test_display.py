@@ -13,20 +13,15 @@ from attention.notebook import display
 from attention.vit.draw import drawing, views
 from attention.vit.text.compute import TextRelevance
 from tests.conftest import DIGIT
+from tests.notebook.conftest import rgb
 
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-def decoded(png: bytes) -> np.ndarray:
-    import io
-
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
 
 
 def test_attention_maps_show_the_mean_large_and_every_head_beside_it(maps):
     png, html = maps._repr_png_(), maps._repr_html_()
     assert png.startswith(PNG) and "<figure" in html and "query: CLS" in html and "head 3" in html
-    img = decoded(png)
+    img = rgb(png)
     large = drawing.reduced(views.query_image(maps, head=None), display.LARGE)  # the Space's large map, reduced
     assert np.array_equal(img[: large.shape[0], : large.shape[1]], large)
     assert img.shape[1] > large.shape[1] + 4 * display.SMALL  # four heads and the mean beside it
@@ -38,7 +33,7 @@ def test_show_draws_another_head_layer_and_query_from_the_kept_q_and_k(maps, mni
     large = drawing.reduced(views.query_image(fresh, head=2), display.LARGE)
     assert np.array_equal(pic.image[: large.shape[0], : large.shape[1]], large)
     assert "layer 1/3 · query: patch (5, 2) · large: head 2" in pic.caption
-    assert decoded(pic._repr_png_()).shape == pic.image.shape
+    assert rgb(pic._repr_png_()).shape == pic.image.shape
 
 
 @pytest.mark.parametrize("view", ["mean", "rollout", "masks", "fig3"])

@@ -6,19 +6,18 @@ Space's live script inlined verbatim (one copy)."""
 from __future__ import annotations
 
 import base64
-import io
 import zlib
 from importlib import resources
 
 import numpy as np
 import pytest
-from PIL import Image
 
 import attention
 from attention.notebook import widget
 from attention.vit.draw import views
 from attention.vit.serve import live
 from tests.conftest import DIGIT
+from tests.notebook.conftest import rgb
 
 
 @pytest.fixture
@@ -34,10 +33,6 @@ def ask(w, fn: str, args) -> object:
     answer = w.answers[-1]
     assert answer["answer"] == 7
     return answer["result"]
-
-
-def rgb(data_url: str) -> np.ndarray:
-    return np.asarray(Image.open(io.BytesIO(base64.b64decode(data_url.split(",", 1)[1]))).convert("RGB"))
 
 
 def test_a_clicked_patch_is_answered_with_its_rows_then_drawn_by_the_kernel(explorer, mnist_vit):
