@@ -39,6 +39,14 @@ class Shows:
             raise RuntimeError("No drawing is registered for this result: import attention.notebook.")
         return draw(self, **view)
 
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict | None:
+        """The picture and its captioned HTML drawn once (IPython then asks no `_repr_*_` for them again)."""
+        draw = drawer(self)
+        if draw is None:
+            return None
+        p = draw(self)
+        return {"text/html": p.html} | ({} if p.png is None else {"image/png": p.png})
+
     def _repr_png_(self) -> bytes | None:
         draw = drawer(self)
         return None if draw is None else draw(self).png

@@ -11,6 +11,7 @@ from PIL import Image
 import attention
 from attention.notebook import display
 from attention.vit.draw import drawing, views
+from attention.vit.draw.frames import pictures
 from attention.vit.text.compute import TextRelevance
 from tests.conftest import DIGIT
 from tests.notebook.conftest import rgb
@@ -91,3 +92,12 @@ def test_text_relevance_names_every_prompt_escaped():
         tr.show(prompt=2)
     with pytest.raises(attention.InputError, match="chefer"):
         tr.show(rule="nope")
+
+
+def test_ipython_gets_the_picture_and_its_html_from_one_drawing(maps, monkeypatch):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    drawn = []
+    monkeypatch.setattr(display, "pictures", lambda *a, **k: drawn.append(1) or pictures(*a, **k))
+    data, _ = InteractiveShell.instance().display_formatter.format(maps)
+    assert {"image/png", "text/html", "text/plain"} <= set(data) and len(drawn) == 1
