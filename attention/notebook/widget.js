@@ -50,11 +50,11 @@ const TEMPLATE = `
 function render({ model, el }) {
   el.innerHTML = TEMPLATE;
   const $ = (s) => el.querySelector(s);
-  const waiting = new Map();
+  const waiting = new Map(), me = Math.random().toString(36).slice(2);  // this view's questions (a widget shown twice has two)
   let asked = 0;
   const ask = (fn, args) =>
     new Promise((ok) => {
-      const id = ++asked;
+      const id = `${me}:${++asked}`;
       waiting.set(id, ok);
       model.send({ ask: id, fn, args });
     });
@@ -94,16 +94,25 @@ function render({ model, el }) {
   });
   keep.observe(el, { subtree: true, attributes: true, attributeFilter: ["data-drawing"] });
 
+  // The kernel hears of a change once the script has drawn it (at most 250 ms: L.settled, as the Space's events
+  // wait), so its picture of the view follows the script's drawing and never cuts it short.
+  async function tell(changes) {
+    await L.settled([]);
+    for (const [k, v] of Object.entries(typeof changes === "function" ? changes() : changes)) model.set(k, v);
+    model.save_changes();
+  }
+  $("#vit-query-image").addEventListener("click", () => {
+    if (["heads", "mean"].includes(model.get("view")) && L.pending)  // a patch asked by the script
+      tell(() => ({ query: L.cur.query, layer: L.cur.layer }));
+  });
+
   function slider(id, trait, max) {
     const box = $(`#${id}`), input = box.querySelector("input"), out = box.querySelector("output");
     if (max !== undefined) input.max = String(max);
     input.value = String(model.get(trait));
     out.textContent = input.value;
     input.addEventListener("input", () => (out.textContent = input.value));
-    input.addEventListener("change", () => {
-      model.set(trait, Number(input.value));
-      model.save_changes();
-    });
+    input.addEventListener("change", () => tell({ [trait]: Number(input.value) }));
   }
 
   function draw() {
@@ -146,10 +155,7 @@ function render({ model, el }) {
   slider("vit-head", "head", s.heads - 1);
   slider("vit-threshold", "threshold");
   slider("vit-alpha", "alpha");
-  $(".ae-view").addEventListener("change", (e) => {
-    model.set("view", e.target.value);
-    model.save_changes();
-  });
+  $(".ae-view").addEventListener("change", (e) => tell({ view: e.target.value }));
   $(".ae-cls").addEventListener("click", () => model.send({ ask: 0, fn: "default_query", args: null }));
   $(".ae-export").addEventListener("click", async () => {
     $(".ae-exported").textContent = "Writing…";
@@ -160,9 +166,7 @@ function render({ model, el }) {
     const tile = e.target.closest(".thumbnail-item");
     const i = [...$("#vit-gallery").children].indexOf(tile);
     if (i < 0 || !["heads", "mean"].includes(model.get("view"))) return;
-    if (i === s.heads) model.set("view", "mean");
-    else model.set("head", i);
-    model.save_changes();
+    tell(i === s.heads ? { view: "mean" } : { head: i });
   });
   const redraw = () => {
     draw();

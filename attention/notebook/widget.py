@@ -2,9 +2,10 @@
 Colab). A patch clicked becomes the query and the large map and tiles are redrawn in the browser by the Space's
 own script (`attention/vit/serve/live.js`, shared, one copy): it asks the kernel (the widget's messages, no
 server, no network) for the clicked row of every head, computed from the pass's kept q and k with no forward
-(`live.view_maps`), exactly as the Space's page asks its server. Layer, head, view, threshold and opacity are
-controls; relevance and text maps are shown beneath when given. The kernel then draws the same view
-(`frames.pictures`), which the saved notebook keeps as a static picture (`_repr_mimebundle_`'s image/png).
+(`live.view_maps`), exactly as the Space's page asks its server. Once it has drawn, the page sets the widget's
+query (and layer, head, view, threshold, opacity: its controls) and the kernel draws the same view
+(`frames.pictures`), which a saved notebook keeps as a static picture (`_repr_mimebundle_`'s image/png).
+Relevance and text maps are shown beneath when given.
 
 What the page holds is bounded and said: per view, the large map, the tiles and the layer's maps
 (`page_bytes`); a pass whose view would send more than MAX_PAGE_BYTES is refused, naming the size and the fix.
@@ -149,14 +150,13 @@ class Explorer(anywidget.AnyWidget):
             self.payload = json.dumps(data)
 
     def _answer(self, _widget, msg: dict, _buffers) -> None:
-        """The page's questions: the live script's two server functions, the model's own token, the export.
-        A clicked row is answered first (the script draws it), then the kernel draws the same view."""
-        fn, args, then = msg.get("fn"), msg.get("args"), None
+        """The page's questions: the live script's two server functions (answered as the Space's server answers
+        them, nothing kept: the page then sets `query` and `layer`), the model's own token, the export."""
+        fn, args = msg.get("fn"), msg.get("args")
         try:
             if fn == "live_maps":
                 _, query, layer = args
                 result = live.view_maps(self._pass, None if query is None else parse_query(query), int(layer))
-                then = result["query"], result["layer"]
             elif fn == "live_base":
                 result = live.base_image(self._pass)
             elif fn == "default_query":
@@ -168,11 +168,6 @@ class Explorer(anywidget.AnyWidget):
         except (AttentionError, TypeError, ValueError) as e:  # a row off the grid, a malformed question
             result = None if fn != "export" else f"Not written: {e}"
         self.send({"answer": msg.get("ask"), "result": result})
-        if then is not None:
-            self._quiet = True
-            self.query, self.layer = then
-            self._quiet = False
-            self._draw()
 
     def export(self, path: str | Path | None = None) -> Path:
         """The view on screen as the Space's one self-contained HTML file (`export_view`: the large map, every

@@ -100,6 +100,7 @@ def test_a_clicked_patch_becomes_the_query_then_layer_and_head_change(notebook):
     mine = drawn(pg, lambda: pg.locator("#vit-gallery figure").nth(2).click())  # head 2's tile
     assert np.array_equal(mine, expected((5, 2), layer=0, head=2))
     pg.locator("#vit-caption strong").get_by_text("head 2").wait_for()
+    pg.wait_for_function(f"() => {LIVE}.p.head === 2")  # the kernel has drawn it too
     screenshot(pg, "notebook-widget-clicked")
 
 
