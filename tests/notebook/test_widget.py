@@ -109,3 +109,14 @@ def test_a_saved_notebook_keeps_a_picture_of_the_view(explorer):
 def test_the_spaces_live_script_is_inlined_verbatim():
     script = (resources.files("attention.vit.serve") / "live.js").read_text()
     assert script in widget.esm() and "/*LIVE_JS*/" not in widget.esm()
+
+
+def test_the_notebook_package_knows_nothing_of_gradio():
+    import ast
+    from pathlib import Path
+
+    for path in Path(widget.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not [n for n in names if n.split(".")[0] == "gradio" or n.startswith("attention.ui")], path
