@@ -131,8 +131,10 @@ function render({ model, el }) {
         gallery.append(f);
       }
     }
+    const chosen = model.get("view") === "mean" ? s.heads : ["heads", "masks"].includes(model.get("view")) ? model.get("head") : -1;
     tiles.forEach(([src, caption], i) => {
       const f = gallery.children[i];
+      f.style.outline = i === chosen ? "2px solid #0aa" : "";
       f.querySelector("img").src = src;
       f.querySelector("img").alt = caption;
       f.querySelector("figcaption").textContent = f.title = caption;

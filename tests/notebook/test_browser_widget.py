@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -102,6 +103,11 @@ def test_a_clicked_patch_becomes_the_query_then_layer_and_head_change(notebook):
     pg.locator("#vit-caption strong").get_by_text("head 2").wait_for()
     pg.wait_for_function(f"() => {LIVE}.p.head === 2")  # the kernel has drawn it too
     screenshot(pg, "notebook-widget-clicked")
+
+    pg.get_by_role("button", name="Export one HTML file").click()  # the Space's one-file export, from the kernel
+    pg.locator(".ae-exported").get_by_text("Written: ").wait_for()
+    page = Path(pg.locator(".ae-exported").inner_text().removeprefix("Written: ")).read_text()
+    assert "layer 0" in page and "patch (row 5, col 2)" in page
 
 
 def test_at_a_phone_width_the_widget_fits_and_a_click_still_redraws(notebook):
