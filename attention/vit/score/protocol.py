@@ -72,10 +72,12 @@ def keep_masks(order: np.ndarray, counts: list[int], grid: tuple[int, int], fact
 def perturbation_keep(
     m: np.ndarray, size: tuple[int, int], patch: int, steps: tuple[float, ...], unit: str, negative: bool
 ) -> torch.Tensor:
-    """The keep masks (S, 1, H, W) of one perturbation curve of map m ((gh, gw), or (H, W) for "pixel")."""
+    """The keep masks (S, 1, H, W) of one perturbation curve of map m ((gh, gw) or (H, W))."""
     m = np.asarray(m, np.float64)
     if unit == "patch":
         grid, factor = (size[0] // patch, size[1] // patch), patch
+        if m.shape == tuple(size):  # a pixel map ranks patches by its mean over each
+            m = m.reshape(grid[0], patch, grid[1], patch).mean((1, 3))
     else:
         m, grid, factor = upsampled(m, size), size, 1
     order = unit_order(-m if negative else m)
