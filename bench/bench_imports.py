@@ -61,6 +61,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "attention.retrieval.models",
             "attention.retrieval.train",
             "attention.dataset",
+            "attention.vit.score",
         ),
     ),
     (
@@ -69,12 +70,17 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ),
     (
         "vit.serve",  # one server's visitors: passes, live route, GPU, inputs, permalinks, the video job
-        ("attention.vit.serve", "attention.vit.relevance.service", "attention.vit.text.service"),
+        (
+            "attention.vit.serve",
+            "attention.vit.relevance.service",
+            "attention.vit.text.service",
+            "attention.vit.score.service",
+        ),
     ),
     ("ui", ("attention.ui",)),
     (
         "top",
-        ("attention.__main__", "attention.cli", "attention.vit.text.cli"),
+        ("attention.__main__", "attention.cli", "attention.vit.text.cli", "attention.vit.score.cli"),
     ),  # the command lines; packages' __init__ too
 ]
 

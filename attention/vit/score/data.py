@@ -7,8 +7,8 @@ target and prompts), read from the sources `extract` reads, the shards `extract`
     items = open_items("planted:1000", cells=(1, 1))        # held-out digits in known cells (attention.planted)
     it = items[i]                                           # Item(image, mask, target, prompts, name)
 
-A mask is any image whose nonzero pixels are the object (ImageNet-Segmentation's and VOC's PNGs: 255, the
-void label, is left out, the object classes in). The order is the source's (sorted paths, a dataset's rows),
+A mask is any image whose nonzero pixels are the object (a binary 0/255 picture; VOC's class PNGs: 255, the
+void label, left out, every object class in). The order is the source's (sorted paths, a dataset's rows),
 so item i is the same on every rank and in every run (shards and resumption rely on it).
 """
 
@@ -39,7 +39,8 @@ class Item:
 
 
 def read_mask(value) -> np.ndarray:
-    """bool (H, W): nonzero and not 255 (the void label) of a mask picture (a path, bytes, a datasets Image
+    """bool (H, W): nonzero of a binary mask picture (0 and 255, or 0 and 1), nonzero and not 255 (VOC's void
+    label) of a picture of class labels (a path, bytes, a datasets Image
     dict, a PIL image or an array), its values as stored (a palette PNG's indices, as VOC's); ImageError for
     what cannot be read."""
     import io
@@ -66,7 +67,10 @@ def read_mask(value) -> np.ndarray:
         a = a[..., :3].max(-1)
     if a.dtype == bool:
         return a
-    return (a != 0) & (a != 255)
+    values = np.unique(a)
+    if len(values) <= 2 or values[-1] != 255:  # a binary mask (0 and 1, or 0 and 255): nonzero
+        return a != 0
+    return (a != 0) & (a != 255)  # class labels with VOC's void label 255
 
 
 class Items:

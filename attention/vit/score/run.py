@@ -28,8 +28,9 @@ import torch
 from attention.dataset.dist import all_sum, barrier, init_dist
 from attention.dataset.shards import check_run
 from attention.errors import AttentionError, InputError
-from attention.vit.score.compute import PROTOCOLS, score_maps
+from attention.vit.score.compute import PROTOCOLS, check_options, score_maps
 from attention.vit.score.data import Items
+from attention.vit.score.maps import check_names
 from attention.vit.score.protocol import STEPS, Segmentation
 from attention.vit.score.target import scorer
 
@@ -181,6 +182,9 @@ def evaluate(
             scorers[key] = scorer(model, list(key) if key else None)
         return scorers[key]
 
+    if len(items):  # the settings and map names checked once, before any shard
+        check_options(steps, value, unit, protocols)
+        check_names(scorer_for(items[0].prompts), maps)
     from tqdm.auto import tqdm
 
     total = sum(min(len(items), (k + 1) * shard_size) - k * shard_size for k in todo)
