@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
 
 from attention.errors import InputError
-from attention.images import MAX_TOKENS, ImageSource
+from attention.images import MAX_TOKENS, ImageSource, load_image
+from attention.vit.backbone import describe
 from attention.vit.engine.preprocess import Preprocess
 from attention.vit.score import protocol as P
 from attention.vit.score.maps import check_names, method_maps
@@ -84,6 +86,26 @@ class Scored:
     seconds: float = 0.0
     forwards: int = 0  # inputs run through the model
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes held (the maps and every curve), for a server's bounded store."""
+        curves = [c for s in self.maps.values() for c in (s.positive, s.negative, s.deletion, s.insertion)]
+        return sum(a.nbytes for a in [*self.raw.values(), *curves] if a is not None) + 1024
+
+
+def price(
+    model: torch.nn.Module, tokens: int, *, maps: int, steps: int, protocols, step: int | None, rules: bool
+) -> float:
+    """GFLOP of a scoring job at `tokens` patch tokens: one forward per perturbed input (2 * steps a map, and
+    the deletion/insertion points), the whole image's and the attention maps' forwards, a relevance job
+    (`cost.relevance_gflop`) when a rule's map is asked."""
+    from attention.vit.engine.cost import forward_gflop, relevance_gflop
+
+    p = describe(model).patch_size
+    points = RISE_POINTS + 1 if step is None else -(-tokens * p * p // step) + 1
+    inputs = 2 + maps * (2 * steps + points * (len(protocols) - 1))
+    return inputs * forward_gflop(model, tokens) + (relevance_gflop(model, tokens) if rules else 0.0)
+
 
 def check_options(steps, value: str, unit: str, protocols) -> tuple[tuple[float, ...], tuple[str, ...]]:
     """(steps, protocols) checked: steps increasing in [0, 1), the value, unit and protocols known."""
@@ -146,6 +168,7 @@ def score_maps(
     seed: int = 0,
     batch: int = 64,
     max_tokens: int = MAX_TOKENS,
+    max_gflop: float | None = None,
 ) -> Scored:
     """Score `maps` (names, `maps.accepted`, or {name: array (gh, gw) or (H, W)}) of `image` for `target`
     (a class index or name, a prompt; None: the model's top answer on the whole image).
@@ -153,19 +176,35 @@ def score_maps(
     mask: bool (H, W) of the image or the input (pointing game, segmentation, the "truth" map); point:
     (row, col) px of the input (pointing game). value: "black" (Chefer et al.'s 0 before normalising) or
     "mean" (0 after). unit: "patch" or "pixel" (`protocol`). step: pixels per deletion/insertion step
-    (default ceil(H * W / 16)). tolerance: the pointing game's, px. Returns a Scored with one Scores per map.
+    (default ceil(H * W / 16)). tolerance: the pointing game's, px. max_gflop: the budget of the whole job,
+    priced before it runs (`price`: its forwards, and a relevance job when a rule's map is asked; BudgetError
+    naming the largest resolution that fits). Returns a Scored with one Scores per map.
     """
     steps, protocols = check_options(steps, value, unit, protocols)
     t0 = time.perf_counter()
     model = sc.image_model
     prep = Preprocess.of(model, resolution, max_tokens)
-    p = prep(image)
+    img = load_image(image)
+    if max_gflop is not None:
+        from attention.vit.engine.cost import check_budget
+
+        n_maps = len(maps) if isinstance(maps, dict) else len(check_names(sc, maps))
+        rules = not isinstance(maps, dict) and bool({"chefer", "grad_rollout", "legrad"} & set(check_names(sc, maps)))
+        device = str(next(model.parameters()).device)
+        cost = partial(price, maps=n_maps, steps=len(steps), protocols=protocols, step=step, rules=rules)
+        name = getattr(model, "alias", "this model")
+        size = prep.input_size(img)
+        check_budget(model, size, prep.resolution, max_gflop, name=name, device=device, max_tokens=max_tokens,
+                     gflop=cost, job="faithfulness job")  # fmt: skip
+    p = prep.decoded(img)
     x, grid = p.x[None], p.grid
     size = (x.shape[2], x.shape[3])
     m_in = None if mask is None else _mask_at(mask, prep, size)
     if point is not None:
         pm = P.point_mask(point, size)
         m_in = pm if m_in is None else m_in
+    if sc.bind is not None:
+        sc = sc.bind(x)
     whole = sc.predict(x)[0]
     t = sc.target_index(target, whole)
     if isinstance(maps, dict):
@@ -213,7 +252,14 @@ def score_maps(
             segmentation=None if mask is None else P.segmentation(m, m_in),
             steps=steps,
         )
-    settings = {"value": value, "unit": unit, "steps": list(steps), "step": step, "tolerance": tolerance}
+    settings = {
+        "kind": sc.kind,
+        "value": value,
+        "unit": unit,
+        "steps": list(steps),
+        "step": step,
+        "tolerance": tolerance,
+    }
     settings |= {"blur": list(P.BLUR), "resolution": str(resolution), "protocols": list(protocols)}
     return Scored(
         maps=out,

@@ -22,12 +22,13 @@ from attention.vit.score.target import Scorer
 
 CLASSIFIER = ("attention", "rollout", "chefer", "grad_rollout", "random")
 TEXT = ("attention", "rollout", "chefer", "legrad", "similarity", "random")
+EMBEDDING = ("attention", "rollout", "random")
 EXTRA = ("truth",)
 
 
 def accepted(sc: Scorer) -> tuple[str, ...]:
     """The map names `sc`'s model has."""
-    return (CLASSIFIER if sc.kind == "classifier" else TEXT) + EXTRA
+    return {"classifier": CLASSIFIER, "embedding": EMBEDDING}.get(sc.kind, TEXT) + EXTRA
 
 
 def check_names(sc: Scorer, names) -> tuple[str, ...]:

@@ -30,8 +30,9 @@ class Scorer:
     image_model: torch.nn.Module
     predict: Callable[[torch.Tensor], torch.Tensor]  # (B, C, H, W) normalised -> float32 (B, K) probabilities
     labels: tuple[str, ...]  # K: class names or prompts
-    kind: str  # "classifier", "clip" or "siglip"
+    kind: str  # "classifier", "clip", "siglip" or "embedding"
     prompts: tuple[str, ...] = ()
+    bind: Callable[[torch.Tensor], Scorer] | None = None  # "embedding": the scorer for one whole input x
 
     @property
     def patch(self) -> int:
@@ -64,17 +65,21 @@ class Scorer:
         return i
 
 
-def scorer(model: torch.nn.Module, prompts: str | list[str] | None = None) -> Scorer:
+def scorer(model: torch.nn.Module, prompts: str | list[str] | None = None, *, embedding: bool = False) -> Scorer:
     """The Scorer of `model`: a classifier (prompts None), or a CLIP-like model with `prompts` (a list, or
-    comma-separated; at least 2 for CLIP). NoClassifierError for a backbone without a head or text tower."""
+    comma-separated; at least 2 for CLIP). NoClassifierError for a backbone without a head or text tower,
+    unless `embedding`: then any model (a backbone, a CLIP without prompts) is scored by the cosine of its
+    embedding of the perturbed input with its embedding of the whole one (`pooling.embeddings`: CLS, else its
+    own pool): not a paper's protocol, the one score every backbone has."""
+    from attention.vit.relevance.labels import check_classifier, class_names
     from attention.vit.text.tower import has_text_tower
 
+    if embedding and not prompts and (has_text_tower(model) or not describe(model).classifier):
+        return _embedding_scorer(model)
     if has_text_tower(model):
         return _text_scorer(model, prompts)
     if prompts:
         raise InputError(f"{getattr(model, 'alias', type(model).__name__)} has no text tower; prompts need CLIP.")
-    from attention.vit.relevance.labels import check_classifier, class_names
-
     check_classifier(model)
     bb = describe(model)
 
@@ -113,3 +118,29 @@ def _text_scorer(model: torch.nn.Module, prompts) -> Scorer:
             return (torch.sigmoid(z + bias) if siglip else torch.softmax(z, -1)).cpu()
 
     return Scorer(tower.trunk, predict, items, "siglip" if siglip else "clip", items)
+
+
+def _embedding_scorer(model: torch.nn.Module) -> Scorer:
+    from attention.vit.engine.pooling import embedding_kind, embeddings
+
+    bb = describe(model)
+    label = f"similarity of the embedding ({embedding_kind(model)}) to the whole image's"
+
+    def embed(x: torch.Tensor) -> torch.Tensor:
+        kept = {}
+        hook = bb.final.register_forward_hook(
+            lambda m, i, o: kept.__setitem__("t", o[0] if isinstance(o, tuple) else o)
+        )
+        p = next(model.parameters())
+        try:
+            with torch.inference_mode():
+                bb.run(x.to(p.device, p.dtype), False)
+        finally:
+            hook.remove()
+        return F.normalize(torch.from_numpy(embeddings(model, kept["t"])[0]).double(), dim=-1)
+
+    def bind(x: torch.Tensor) -> Scorer:
+        ref = embed(x)[0]
+        return Scorer(model, lambda xs: (embed(xs) @ ref)[:, None].float(), (label,), "embedding")
+
+    return Scorer(model, lambda xs: torch.ones(len(xs), 1), (label,), "embedding", bind=bind)
