@@ -66,7 +66,13 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ),
     (
         "vit.draw",  # pictures and files of an engine result
-        ("attention.vit.draw", "attention.vit.relevance.views", "attention.vit.text.views", "attention.retrieval"),
+        (
+            "attention.vit.draw",
+            "attention.vit.relevance.views",
+            "attention.vit.text.views",
+            "attention.vit.score.views",
+            "attention.retrieval",
+        ),
     ),
     (
         "vit.serve",  # one server's visitors: passes, live route, GPU, inputs, permalinks, the video job
