@@ -32,6 +32,11 @@ RESULTS: SharedCache[Scored] = SharedCache(8 << 20, SETTINGS.state_ttl)
 a few kB)."""
 
 
+def budget(device: str) -> float:
+    """The budget of one job (GFLOP): the relevance budget (ATTENTION_RELEVANCE_MAX_GFLOP_CPU / _GPU)."""
+    return SETTINGS.relevance_budget_gflop(device)
+
+
 def shown_map(p, view: ViewSpec, head: int) -> np.ndarray:
     """float (gh, gw): what the tab draws large for `view` of pass `p`: the chosen head's map ("heads",
     "masks"), rollout with the view's options ("rollout"), else the mean of heads."""
@@ -63,7 +68,7 @@ def _compute(model: str, image: ImageSource, resolution, view: ViewSpec, head: i
         {"shown": m, "random": rnd},
         resolution=resolution,
         protocols=("perturbation",),
-        max_gflop=SETTINGS.relevance_budget_gflop(device),
+        max_gflop=budget(device),
     )
 
 
@@ -89,23 +94,4 @@ def faithfulness(
         key,
         lambda: _compute(model, image, resolution, view, head, digest, visitor, shared),
         visitor if shared else None,
-    )
-
-
-def line(s: Scored) -> str:
-    """The one line: the shown map's AUCs against the random order's, and what they mean (Markdown, no
-    visitor text)."""
-    a, r = s.maps["shown"], s.maps["random"]
-    verdict = (
-        "more faithful than a random order"
-        if a.auc_positive < r.auc_positive and a.auc_negative > r.auc_negative
-        else "less faithful than a random order"
-        if a.auc_positive > r.auc_positive and a.auc_negative < r.auc_negative
-        else "mixed against a random order"
-    )
-    what = "the top class's probability" if s.settings.get("kind") == "classifier" else "the score"
-    return (
-        f"**Faithfulness here:** removing this map's patches first drops {what} with AUC "
-        f"**{a.auc_positive:.3f}** (random order {r.auc_positive:.3f}; lower is better); removing them last keeps "
-        f"it at **{a.auc_negative:.3f}** (random {r.auc_negative:.3f}; higher is better): {verdict}."
     )

@@ -1,6 +1,8 @@
-"""The faithfulness line's small picture: the perturbation curves of the shown map against a random order's.
+"""The faithfulness line and its small picture: the perturbation curves of the shown map against a random order's.
 
 png = curves_picture(scored)         # uint8 (H, W, 3): x = share of patches removed, y = the score
+text = line(scored)                  # the one line under the map (Markdown, no visitor text in it)
+path, data, facts = write_answer(scored)   # the API's files and facts
 """
 
 from __future__ import annotations
@@ -49,3 +51,48 @@ def curves_picture(s: Scored, size: tuple[int, int] = (420, 250)) -> np.ndarray:
         d.text((x + 20, 5), text, fill=(30, 30, 30), font=f)
         x += 28 + int(d.textlength(text, font=f))
     return np.asarray(img)
+
+
+def line(s: Scored) -> str:
+    """The one line: the shown map's AUCs against the random order's, and what they mean (Markdown, no
+    visitor text)."""
+    a, r = s.maps["shown"], s.maps["random"]
+    verdict = (
+        "more faithful than a random order"
+        if a.auc_positive < r.auc_positive and a.auc_negative > r.auc_negative
+        else "less faithful than a random order"
+        if a.auc_positive > r.auc_positive and a.auc_negative < r.auc_negative
+        else "mixed against a random order"
+    )
+    what = "the top class's probability" if s.settings.get("kind") == "classifier" else "the score"
+    return (
+        f"**Faithfulness here:** removing this map's patches first drops {what} with AUC "
+        f"**{a.auc_positive:.3f}** (random order {r.auc_positive:.3f}; lower is better); removing them last keeps "
+        f"it at **{a.auc_negative:.3f}** (random {r.auc_negative:.3f}; higher is better): {verdict}."
+    )
+
+
+def describe(s: Scored) -> dict:
+    """JSON-ready: the explained answer, the shown map's and the random order's figures, the settings."""
+    return {
+        "answer": {"index": s.target, "label": s.label, "probability": round(s.probability, 6)},
+        **{m: {k: round(float(x), 6) for k, x in sc.figures().items()} for m, sc in s.maps.items()},
+        "settings": s.settings,
+        "line": line(s),
+    }
+
+
+def write_answer(s: Scored) -> tuple[str, str, dict]:
+    """(the curves' PNG path, a .json of the curves, the facts) in a fresh folder, swept with the others."""
+    import json
+
+    from attention.render import png_bytes
+    from attention.vit.draw.outputs import OUTPUT_ROOT, new_dir
+
+    d = new_dir(OUTPUT_ROOT)
+    pic = d / "faithfulness.png"
+    pic.write_bytes(png_bytes(curves_picture(s)))
+    curves = {m: {"positive": sc.positive.tolist(), "negative": sc.negative.tolist()} for m, sc in s.maps.items()}
+    data = d / "faithfulness.json"
+    data.write_text(json.dumps({"steps": list(s.settings["steps"]), "curves": curves}))
+    return str(pic), str(data), describe(s)
