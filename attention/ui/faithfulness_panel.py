@@ -29,13 +29,16 @@ class FaithfulnessPanel:
     """The line and its curve, made where this is called (under the large map)."""
 
     def __init__(self):
-        with gr.Row(equal_height=True, elem_id="vit-faith"):
-            self.button = gr.Button(
-                "How faithful is this view here?", size="sm", scale=0, min_width=230, elem_id="vit-faith-btn"
-            )
+        with gr.Column(elem_id="vit-faith"):
+            with gr.Row(equal_height=False):
+                self.button = gr.Button(
+                    "How faithful is this view here?", size="sm", scale=0, min_width=220, elem_id="vit-faith-btn"
+                )
+                self.show = gr.Button(
+                    "Show the curves", size="sm", scale=0, min_width=140, visible=False, elem_id="vit-faith-show"
+                )
             self.line = gr.Markdown("", elem_id="vit-faith-line")
-        self.show = gr.Button("Show the curves", size="sm", visible=False, elem_id="vit-faith-show")
-        self.curve = picture(label="Perturbation curves", height=250, visible=False, elem_id="vit-faith-curve")
+            self.curve = picture(show_label=False, height=250, visible=False, buttons=[], elem_id="vit-faith-curve")
         self.kept = gr.State(None)  # the last line's curve picture, shown on click
 
     def score(self, img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, fu, dr, du, st=None):
