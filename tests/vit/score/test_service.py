@@ -1,0 +1,76 @@
+"""The shown view scored for a server's visitors (`attention.vit.score.service`): the map on screen is the one
+the tab draws (a head's, the mean of heads, rollout with its options), its scores are the package's for that
+map, a visitor's own picture is answered from their own result only, threads asking at once share one job, and
+a model without a classifier is scored by its embedding (the cosine with the whole image's: 1 at 0% removed)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from attention.errors import NoClassifierError
+from attention.serving.visitors import Visitor
+from attention.vit.draw.frames import ViewSpec
+from attention.vit.models.loader import load_vit
+from attention.vit.score import score_maps, scorer, service
+from attention.vit.serve.passes import get_pass
+from tests.conftest import DIGIT
+
+
+@pytest.mark.parametrize(
+    "view, head, want",
+    [
+        (ViewSpec(view="heads"), 2, lambda p: p.at(None, -1).maps[2]),
+        (ViewSpec(view="mean", layer=1), 0, lambda p: p.at(None, 1).mean),
+        (
+            ViewSpec(view="rollout", rollout_options={"head_fusion": "max"}),
+            0,
+            lambda p: p.rollout(None, -1, head_fusion="max"),
+        ),
+    ],
+)
+def test_the_shown_map_is_the_tabs_and_scored_as_the_package_scores_it(view, head, want):
+    p = get_pass(DIGIT, "mnist_vit", "auto")
+    np.testing.assert_array_equal(service.shown_map(p, view, head), want(p))
+    s = service.faithfulness(DIGIT, "mnist_vit", "auto", view, head, shared=False)
+    maps = {"shown": want(p), "random": np.random.default_rng(0).random((7, 7))}
+    ref = score_maps(scorer(load_vit("mnist_vit", device="cpu")), DIGIT, maps, protocols=["perturbation"])
+    for m in ("shown", "random"):
+        np.testing.assert_allclose(s.maps[m].positive, ref.maps[m].positive, atol=1e-6)
+        np.testing.assert_allclose(s.maps[m].negative, ref.maps[m].negative, atol=1e-6)
+
+
+def test_a_visitors_picture_is_theirs_and_threads_share_one_job(tmp_path, monkeypatch):
+    own = tmp_path / "mine.png"
+    pixels = np.array(Image.open(DIGIT))
+    pixels[0, 0] = 7  # not a shipped example's bytes: keyed to the visitor
+    Image.fromarray(pixels).save(own)
+    calls = []
+    real = service._compute
+
+    def counted(*a, **k):
+        calls.append(a[6])
+        return real(*a, **k)
+
+    monkeypatch.setattr(service, "_compute", counted)
+    a, b = Visitor("sa", "10.9.0.1"), Visitor("sb", "10.9.0.2")
+    v = ViewSpec(view="mean")
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda w: service.faithfulness(str(own), "mnist_vit", "auto", v, visitor=w), [a, a, a, b]))
+    assert sorted(c.session for c in calls) == ["sa", "sb"]  # one job per visitor, however many threads asked
+    assert got[0] is got[1] is got[2] and got[3] is not got[0]
+    assert got[3].maps["shown"].auc_positive == pytest.approx(got[0].maps["shown"].auc_positive)
+
+
+def test_a_model_without_a_classifier_is_scored_by_its_embedding():
+    clip = load_vit("digit_clip", device="cpu")
+    with pytest.raises(NoClassifierError, match="prompts"):
+        scorer(clip)
+    sc = scorer(clip, embedding=True)
+    r = score_maps(sc, DIGIT, ["attention", "random"], protocols=["perturbation"], resolution="native")
+    assert sc.kind == "embedding" and r.probability == pytest.approx(1.0, abs=1e-6)
+    assert r.maps["attention"].positive[0] == pytest.approx(1.0, abs=1e-6)
+    assert all(-1 <= v <= 1 + 1e-6 for v in r.maps["random"].positive)
