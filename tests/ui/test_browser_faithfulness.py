@@ -19,7 +19,7 @@ def ask(page) -> None:
 
 
 @pytest.mark.browser
-def test_the_faithfulness_line_and_its_curves_on_a_desktop(page, app_url):
+def test_the_faithfulness_line_and_its_curves_on_a_desktop_and_a_refusal(page, app_url, monkeypatch):
     page.goto(app_url + "?example=digit_3&model=mnist_vit&view=rollout")
     page.locator("#vit-query-image img").wait_for()
     ask(page)
@@ -34,6 +34,18 @@ def test_the_faithfulness_line_and_its_curves_on_a_desktop(page, app_url):
     page.wait_for_function(f"() => !document.querySelector('{LINE}').innerText.includes('Faithfulness')")
     assert not page.locator("#vit-faith-curve img").is_visible()
     assert page.get_by_test_id("toast-body").count() == 0
+    # an over-budget request: a note in the line, the page still usable
+    from attention.vit.score import service
+
+    monkeypatch.setattr(service, "budget", lambda device: 0.01)  # the app runs in this process
+    page.locator("#vit-faith-btn").click()
+    page.locator(LINE).get_by_text("GFLOP per faithfulness job").wait_for()
+    page.locator("#vit-faith").scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "faithfulness_refused.png"))
+    page.locator("#vit-view").get_by_text("Rollout").click()  # the page still answers
+    page.locator("#vit-caption").get_by_text("rollout").wait_for()
+    monkeypatch.undo()
+    ask(page)
 
 
 @pytest.mark.browser
@@ -49,20 +61,3 @@ def test_the_faithfulness_line_on_a_phone(browser, app_url):
         assert page.locator("#vit-faith-curve img").bounding_box()["width"] <= 390
         page.locator("#vit-faith").scroll_into_view_if_needed()
         page.screenshot(path=str(ARTIFACTS / "faithfulness_phone.png"))
-
-
-@pytest.mark.browser
-def test_an_over_budget_request_leaves_the_page_usable(page, app_url, monkeypatch):
-    from attention.vit.score import service
-
-    page.goto(app_url + "?example=digit_5&model=mnist_vit&view=mean")
-    page.locator("#vit-query-image img").wait_for()
-    monkeypatch.setattr(service, "budget", lambda device: 0.01)  # the app runs in this process
-    page.locator("#vit-faith-btn").click()
-    page.locator(LINE).get_by_text("GFLOP per faithfulness job").wait_for()
-    page.locator("#vit-faith").scroll_into_view_if_needed()
-    page.screenshot(path=str(ARTIFACTS / "faithfulness_refused.png"))
-    page.locator("#vit-view").get_by_text("Rollout").click()  # the page still answers
-    page.locator("#vit-caption").get_by_text("rollout").wait_for()
-    monkeypatch.undo()
-    ask(page)

@@ -195,6 +195,7 @@ def test_bad_options_are_refused_by_name(sc, canvas, kwargs, words):
         score_maps(sc, canvas[0], **kw)
 
 
+@pytest.mark.slow
 def test_clip_is_scored_over_its_prompts_and_needs_two():
     clip = load_vit("digit_clip", device="cpu")
     with pytest.raises(InputError, match="two or more"):

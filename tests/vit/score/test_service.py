@@ -19,24 +19,28 @@ from attention.vit.score import score_maps, scorer, service
 from attention.vit.serve.passes import get_pass
 from tests.conftest import DIGIT
 
+VIEWS = [
+    (ViewSpec(view="heads"), 2, lambda p: p.at(None, -1).maps[2]),
+    (ViewSpec(view="masks"), 1, lambda p: p.at(None, -1).maps[1]),
+    (ViewSpec(view="mean", layer=1), 0, lambda p: p.at(None, 1).mean),
+    (
+        ViewSpec(view="rollout", rollout_options={"head_fusion": "max"}),
+        0,
+        lambda p: p.rollout(None, -1, head_fusion="max"),
+    ),
+]
 
-@pytest.mark.parametrize(
-    "view, head, want",
-    [
-        (ViewSpec(view="heads"), 2, lambda p: p.at(None, -1).maps[2]),
-        (ViewSpec(view="mean", layer=1), 0, lambda p: p.at(None, 1).mean),
-        (
-            ViewSpec(view="rollout", rollout_options={"head_fusion": "max"}),
-            0,
-            lambda p: p.rollout(None, -1, head_fusion="max"),
-        ),
-    ],
-)
-def test_the_shown_map_is_the_tabs_and_scored_as_the_package_scores_it(view, head, want):
+
+@pytest.mark.parametrize("view, head, want", VIEWS)
+def test_the_shown_map_is_the_tabs(view, head, want):
     p = get_pass(DIGIT, "mnist_vit", "auto")
     np.testing.assert_array_equal(service.shown_map(p, view, head), want(p))
+
+
+def test_the_shown_view_is_scored_as_the_package_scores_its_map():
+    view, head, want = VIEWS[-1]
     s = service.faithfulness(DIGIT, "mnist_vit", "auto", view, head, shared=False)
-    maps = {"shown": want(p), "random": np.random.default_rng(0).random((7, 7))}
+    maps = {"shown": want(get_pass(DIGIT, "mnist_vit", "auto")), "random": np.random.default_rng(0).random((7, 7))}
     ref = score_maps(scorer(load_vit("mnist_vit", device="cpu")), DIGIT, maps, protocols=["perturbation"])
     for m in ("shown", "random"):
         np.testing.assert_allclose(s.maps[m].positive, ref.maps[m].positive, atol=1e-6)
@@ -65,6 +69,7 @@ def test_a_visitors_picture_is_theirs_and_threads_share_one_job(tmp_path, monkey
     assert got[3].maps["shown"].auc_positive == pytest.approx(got[0].maps["shown"].auc_positive)
 
 
+@pytest.mark.slow
 def test_a_model_without_a_classifier_is_scored_by_its_embedding():
     clip = load_vit("digit_clip", device="cpu")
     with pytest.raises(NoClassifierError, match="prompts"):
