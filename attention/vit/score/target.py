@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from attention.errors import InputError, NoClassifierError
 from attention.vit.backbone import describe
+from attention.vit.engine.capture import Recorder, recording
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,17 @@ def _text_scorer(model: torch.nn.Module, prompts) -> Scorer:
     return Scorer(tower.trunk, predict, items, "siglip" if siglip else "clip", items)
 
 
+class _LastTokens(Recorder):
+    """The last block's output tokens (after the final norm) of the pass recorded."""
+
+    def __init__(self, last: int):
+        self.last, self.tokens = last, None
+
+    def on_block(self, layer: int, x: torch.Tensor) -> None:
+        if layer == self.last:
+            self.tokens = x.detach()
+
+
 def _embedding_scorer(model: torch.nn.Module) -> Scorer:
     from attention.vit.engine.pooling import embedding_kind, embeddings
 
@@ -127,17 +139,11 @@ def _embedding_scorer(model: torch.nn.Module) -> Scorer:
     label = f"similarity of the embedding ({embedding_kind(model)}) to the whole image's"
 
     def embed(x: torch.Tensor) -> torch.Tensor:
-        kept = {}
-        hook = bb.final.register_forward_hook(
-            lambda m, i, o: kept.__setitem__("t", o[0] if isinstance(o, tuple) else o)
-        )
+        rec = _LastTokens(bb.depth - 1)  # the engine's hook: this call's own pass only (thread-safe)
         p = next(model.parameters())
-        try:
-            with torch.inference_mode():
-                bb.run(x.to(p.device, p.dtype), False)
-        finally:
-            hook.remove()
-        return F.normalize(torch.from_numpy(embeddings(model, kept["t"])[0]).double(), dim=-1)
+        with torch.inference_mode(), recording(model, rec):
+            bb.run(x.to(p.device, p.dtype), False)
+        return F.normalize(torch.from_numpy(embeddings(model, rec.tokens)[0]).double(), dim=-1)
 
     def bind(x: torch.Tensor) -> Scorer:
         ref = embed(x)[0]

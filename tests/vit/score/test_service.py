@@ -79,3 +79,15 @@ def test_a_model_without_a_classifier_is_scored_by_its_embedding():
     assert sc.kind == "embedding" and r.probability == pytest.approx(1.0, abs=1e-6)
     assert r.maps["attention"].positive[0] == pytest.approx(1.0, abs=1e-6)
     assert all(-1 <= v <= 1 + 1e-6 for v in r.maps["random"].positive)
+
+
+@pytest.mark.slow
+def test_embedding_scores_of_threads_at_once_are_each_their_own():
+    """Each call reads its own pass's tokens (the engine's per-thread recorder), not another thread's."""
+    emb = scorer(load_vit("digit_clip", device="cpu"), embedding=True)
+    digits = [DIGIT.replace("digit_3", f"digit_{i}") for i in range(4)]
+    alone = [score_maps(emb, d, ["random"], protocols=["perturbation"]).maps["random"].positive for d in digits]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda d: score_maps(emb, d, ["random"], protocols=["perturbation"]), digits * 2))
+    for i, r in enumerate(together):
+        np.testing.assert_allclose(r.maps["random"].positive, alone[i % 4], atol=1e-6)
