@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from attention.__main__ import main
+from attention.errors import InputError
 from attention.planted import planted_batch
 from attention.vit.models.loader import load_vit
 from attention.vit.score import score_maps, scorer
@@ -74,3 +75,15 @@ def test_masks_read_as_objects_without_the_void_label():
     items = open_items("planted:3", cells=(2, 2), digits=2, captions=True)
     it = items[1]
     assert len(it.prompts) == 2 and it.target == it.prompts[0] and it.mask.shape == (56, 56)
+
+
+def test_an_extract_runs_folder_is_read_as_the_source_it_read(folder, tmp_path):
+    root, _ = folder
+    run = tmp_path / "extract_out"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"source": {"kind": "files", "root": str(root / "img"), "items": 5}}))
+    items = open_items(str(run), masks=str(root / "mask"))
+    assert len(items) == 5 and items[0].name == "d0.png" and items[0].mask.shape == (28, 28)
+    (run / "run.json").write_text(json.dumps({"source": {"kind": "video"}}))
+    with pytest.raises(InputError, match="names no source"):
+        open_items(str(run))
