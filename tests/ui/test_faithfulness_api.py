@@ -71,3 +71,19 @@ def test_the_faithfulness_tool_describes_every_parameter(app_url):
     props = tool["inputSchema"]["properties"]
     assert set(props) == {"image", "model", "view", "layer", "head", "query_row", "query_col", "resolution"}
     assert "mnist_vit" in props["model"]["description"] and "rollout" in props["view"]["description"]
+
+
+def test_the_faithfulness_tool_answers_over_mcp_in_the_heavy_lane(app_url):
+    import base64
+
+    import mcp
+
+    import app
+    from tests.ui.test_mcp import mcp_call
+
+    gated = app.demo.mcp_server_obj.mcp_server.request_handlers[mcp.types.CallToolRequest]
+    assert "faithfulness" in gated.heavy  # admitted by the heavy lane, not held in the MCP lane
+    image = "data:image/png;base64," + base64.b64encode(open(DIGIT, "rb").read()).decode()
+    r = mcp_call(app_url, "faithfulness", {"image": image, "model": "mnist_vit", "view": "rollout"}, "10.56.0.1")
+    assert r.get("isError") is False, r["content"]
+    assert "auc_positive" in json.dumps(r["content"])
