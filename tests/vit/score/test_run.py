@@ -87,3 +87,27 @@ def test_an_extract_runs_folder_is_read_as_the_source_it_read(folder, tmp_path):
     (run / "run.json").write_text(json.dumps({"source": {"kind": "video"}}))
     with pytest.raises(InputError, match="names no source"):
         open_items(str(run))
+
+
+def test_a_saved_dataset_gives_its_masks_and_labels(folder, tmp_path):
+    import datasets
+
+    root, batch = folder
+    mask_of = lambda p: Image.fromarray(np.where(p.masks[0], 255, 0).astype(np.uint8))  # noqa: E731
+    ds = datasets.Dataset.from_dict(
+        {
+            "image": [Image.fromarray(p.image) for p in batch],
+            "mask": [mask_of(p) for p in batch],
+            "label": [int(p.classes[0]) for p in batch],
+        },
+        features=datasets.Features(
+            {"image": datasets.Image(), "mask": datasets.Image(), "label": datasets.Value("int64")}
+        ),
+    )
+    ds.save_to_disk(str(tmp_path / "saved"))
+    items = open_items(str(tmp_path / "saved"), mask_column="mask", label_column="label")
+    assert len(items) == 5
+    for i, p in enumerate(batch):
+        assert np.array_equal(items[i].mask, p.masks[0]) and items[i].target == int(p.classes[0])
+    with pytest.raises(InputError, match="no column 'segmentation'"):
+        open_items(str(tmp_path / "saved"), mask_column="segmentation")
