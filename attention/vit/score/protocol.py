@@ -16,7 +16,7 @@ map's order at a time, from the image to the removal value (deletion) or from a 
 (insertion); the score at each of the ceil(H * W / step) + 1 points; its area (`rise_auc`).
 Segmentation (Chefer et al.'s `imagenet_seg_eval.py`): the map upsampled bilinearly, min-max scaled,
 foreground where it is over its mean; per class (background, foreground) intersection and union, pixel
-accuracy; a dataset's mIoU from the summed counts. Pointing game (Zhang et al. 2018): the map's highest pixel
+accuracy; a dataset's mIoU from the summed counts. Pointing game (Zhang et al., ECCV 2016): the map's highest pixel
 (the first, raster order) within `tolerance` px of the mask.
 """
 
