@@ -61,21 +61,33 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "attention.retrieval.models",
             "attention.retrieval.train",
             "attention.dataset",
+            "attention.vit.score",
         ),
     ),
     (
         "vit.draw",  # pictures and files of an engine result
-        ("attention.vit.draw", "attention.vit.relevance.views", "attention.vit.text.views", "attention.retrieval"),
+        (
+            "attention.vit.draw",
+            "attention.vit.relevance.views",
+            "attention.vit.text.views",
+            "attention.vit.score.views",
+            "attention.retrieval",
+        ),
     ),
     (
         "vit.serve",  # one server's visitors: passes, live route, GPU, inputs, permalinks, the video job
-        ("attention.vit.serve", "attention.vit.relevance.service", "attention.vit.text.service"),
+        (
+            "attention.vit.serve",
+            "attention.vit.relevance.service",
+            "attention.vit.text.service",
+            "attention.vit.score.service",
+        ),
     ),
     ("notebook", ("attention.notebook",)),  # notebooks: rich display of every result, the explorer widget
     ("ui", ("attention.ui",)),
     (
         "top",
-        ("attention.__main__", "attention.cli", "attention.vit.text.cli"),
+        ("attention.__main__", "attention.cli", "attention.vit.text.cli", "attention.vit.score.cli"),
     ),  # the command lines; packages' __init__ too
 ]
 

@@ -1,14 +1,15 @@
-"""Faithfulness, measured: the perturbation test of Chefer et al. on mnist_vit's held-out digits.
+"""Faithfulness, measured: the perturbation test of Chefer et al. on mnist_vit's held-out digits, by the
+package's scoring (`attention.vit.score.score_maps`; the protocol and its settings: docs/faithfulness.md).
 
-For each digit, each method ranks the patches; patches are removed (set to the dataset's mean, 0 after
-normalisation, as Chefer et al.'s perturbation code does) 0%, 10%, ..., 100% at a time, in the ranked
-order ("positive": most relevant first) and in reverse ("negative": least relevant first), and the
-model's probability of the explained class (its top class on the whole digit) is read at each step.
-The area under that curve over the removed fraction: lower is more faithful for positive, higher for
-negative. Methods: the last layer's CLS attention (mean of heads), rollout (Abnar & Zuidema, mean of
-heads, no discard), grad-rollout (vit-explain, discard 0.9), Chefer et al.'s rule, and a random order.
+For each digit, each method's map ranks the patches; whole patches are removed (set to black, 0 before
+normalising, as Chefer et al.'s perturbation code does) at the removed fractions 0, 0.1, ..., 0.9, in the
+ranked order ("positive": most relevant first) and in reverse ("negative": least relevant first), and the
+model's probability of the explained class (its top class on the whole digit) is read at each step; the area
+under that curve over the removed fraction: lower is more faithful for positive, higher for negative.
+Methods: the last layer's CLS attention (mean of heads), rollout (mean of heads, no discard), grad-rollout
+(vit-explain, discard 0.9), Chefer et al.'s rule, and a random order.
 
-    python -m bench.evaluate_relevance                    # the 1,000 held-out digits, ~1-2 min
+    python -m bench.evaluate_relevance                    # the 1,000 held-out digits
     python -m bench.evaluate_relevance --limit 40         # the first 40
 """
 
@@ -22,54 +23,9 @@ import numpy as np
 import torch
 
 from attention import mnist
-from attention.vit.backbone import describe
-from attention.vit.engine.extract import attention_maps
-from attention.vit.engine.flow import rollout_map
-from attention.vit.engine.preprocess import prepare
-from attention.vit.relevance.compute import relevance
+from attention.vit.score import score_maps, scorer
 
 METHODS = ("attention", "rollout", "grad_rollout", "chefer", "random")
-STEPS = np.linspace(0.0, 1.0, 11)  # removed fraction of the patches
-
-
-def orders(rel, digit: np.ndarray, model: torch.nn.Module, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Each method's patch indices, most relevant first (int64 (gh*gw,) each)."""
-    maps = {
-        "attention": rel.attention_map,
-        "rollout": rollout_map(attention_maps(model, digit, keep_qk=True)),
-        "grad_rollout": rel.grad_rollout_map,
-        "chefer": rel.chefer_map,
-    }
-    out = {k: np.argsort(-v.ravel(), kind="stable") for k, v in maps.items()}
-    out["random"] = rng.permutation(rel.grid[0] * rel.grid[1])
-    return out
-
-
-def removal_batch(x: torch.Tensor, order: np.ndarray, grid: tuple[int, int], patch: int) -> torch.Tensor:
-    """x (1, C, H, W) with the first round(f * n) patches of `order` set to 0, for each f of STEPS:
-    (len(STEPS), C, H, W)."""
-    n = grid[0] * grid[1]
-    keep = torch.ones(len(STEPS), n)
-    for i, f in enumerate(STEPS):
-        keep[i, torch.from_numpy(order[: int(round(f * n))])] = 0.0
-    mask = keep.reshape(-1, 1, *grid).repeat_interleave(patch, 2).repeat_interleave(patch, 3)
-    return x * mask
-
-
-def curves(model: torch.nn.Module, digit: np.ndarray, rng: np.random.Generator) -> tuple[dict, int]:
-    """({method: (positive curve, negative curve)}, the explained class) of one digit (uint8 (28, 28));
-    curves float64 (len(STEPS),): the class's probability at each removed fraction."""
-    rel = relevance(model, digit)
-    x, _, grid = prepare(model, digit, "auto", 16384, None)
-    patch = describe(model).patch_size
-    batches, names = [], []
-    for name, order in orders(rel, digit, model, rng).items():
-        batches += [removal_batch(x, order, grid, patch), removal_batch(x, order[::-1].copy(), grid, patch)]
-        names.append(name)
-    with torch.inference_mode():
-        p = torch.softmax(model(torch.cat(batches)).float(), -1)[:, rel.target].double().numpy()
-    p = p.reshape(len(names), 2, len(STEPS))
-    return {n: (p[i, 0], p[i, 1]) for i, n in enumerate(names)}, rel.target
 
 
 def evaluate(model: torch.nn.Module, limit: int | None = None, seed: int = 0) -> dict:
@@ -77,15 +33,15 @@ def evaluate(model: torch.nn.Module, limit: int | None = None, seed: int = 0) ->
     the positive and the negative curves; with the number of digits and the model's accuracy on them."""
     d = mnist.load_subset()
     held = mnist.split(len(d.labels))[1][:limit]
-    rng = np.random.default_rng(seed)
-    auc = {m: [[], []] for m in METHODS}
+    sc = scorer(model)
+    auc = {m: ([], []) for m in METHODS}
     correct = 0
     for i in held:
-        c, target = curves(model, d.images[i], rng)
-        correct += int(target == d.labels[i])
-        for m, (pos, neg) in c.items():
-            auc[m][0].append(np.trapezoid(pos, STEPS))
-            auc[m][1].append(np.trapezoid(neg, STEPS))
+        r = score_maps(sc, d.images[i], list(METHODS), protocols=["perturbation"], seed=seed + int(i))
+        correct += int(r.target == d.labels[i])
+        for m, s in r.maps.items():
+            auc[m][0].append(s.auc_positive)
+            auc[m][1].append(s.auc_negative)
     return {
         "digits": len(held),
         "accuracy": correct / len(held),

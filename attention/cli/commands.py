@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from attention.errors import AttentionError
+from attention.vit.score import cli as score_cli
 from attention.vit.text import cli as text_cli
 
 
@@ -199,4 +200,5 @@ COMMANDS = {
     "extract": extract,
     "video": video,
     "text": lambda args: text_cli.run(args, each_image),
+    "evaluate": score_cli.run,
 }

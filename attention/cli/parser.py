@@ -1,5 +1,5 @@
 """The options of `python -m attention`: one parser with a subcommand each for maps, features, relevance,
-extract, video and text. Options shared by several subcommands are declared once (`OPTIONS`); each
+extract, video, text and evaluate. Options shared by several subcommands are declared once (`OPTIONS`); each
 subcommand gives them its own help."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 from attention.errors import AttentionError
 from attention.vit.models.own_checkpoint import checkpoint_args
 from attention.vit.models.registry import default_model
+from attention.vit.score import cli as score_cli
 from attention.vit.text import cli as text_cli
 
 RESOLUTION_HELP = "shorter side in px (DINOv3: the height), 'auto', 'native' or 'dino480'"
@@ -65,7 +66,7 @@ def build_parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m attention", description=description)
     sub = p.add_subparsers(dest="command", required=True)
     parsers = [_maps_parser(sub), _features_parser(sub), _relevance_parser(sub)]
-    parsers += [_extract_parser(sub), _video_parser(sub), text_cli.add_parser(sub)]
+    parsers += [_extract_parser(sub), _video_parser(sub), text_cli.add_parser(sub), score_cli.add_parser(sub)]
     for sp in parsers:
         checkpoint_args(sp)  # --weights, --arch, --checkpoint-key, --family
     return p

@@ -18,6 +18,7 @@ import gradio as gr
 from attention import render as vit_render
 from attention.ui import model_choices, vit_live
 from attention.ui.components import error_note, image_path, kept_state, number, slider, tiles_gallery
+from attention.ui.faithfulness_panel import FaithfulnessPanel
 from attention.ui.relevance_panel import RelevancePanel
 from attention.ui.text_panel import TextPanel
 from attention.ui.vit_panels import ComparePanel, FeaturePanel
@@ -168,6 +169,7 @@ class ViTTab:
         )
         # a refusal's note: the last good map is kept, and why the change was not made (`vit_refusals`)
         self.note = gr.Markdown("", visible=False, elem_id="vit-note")
+        self.faith = FaithfulnessPanel()  # "how faithful is this view here?", on demand
         with gr.Row(equal_height=False, elem_id="vit-depth"):
             self.layer = slider(
                 0,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from attention.ui import relevance_panel, text_panel, vit_api, vit_examples, vit_layout, vit_live
+from attention.ui import faithfulness_panel, relevance_panel, text_panel, vit_api, vit_examples, vit_layout, vit_live
 from attention.ui.components import queue_share
 from attention.ui.stepwise_api import build as build_stepwise_api
 from attention.ui.stepwise_panel import StepwisePanel
@@ -169,7 +169,9 @@ def build(demo: gr.Blocks | None = None) -> None:
     steps.follow([*changes, *adopted], main)
     build_tour(t, steps, first_image, s.model, then_update, demo)
     t.find.follow([*changes, *adopted], main)
+    t.faith.follow([*changes, *adopted], main, ropts)
     vit_api.build(s.model, VIT_DEFAULTS)
     build_stepwise_api(s.model, VIT_DEFAULTS)
     relevance_panel.build_api(model_registry.OFFLINE_MODEL)
     text_panel.build_api("digit_clip")
+    faithfulness_panel.build_api(model_registry.OFFLINE_MODEL)

@@ -11,6 +11,7 @@ draw      pictures and files of an engine result: views, texts, frames, the mode
 serve     one server's visitors: the pass store, the live route, ZeroGPU, inputs, permalinks, the video job
 relevance "Why this class?": class relevance of classifiers (Chefer et al., grad-rollout)
 text      "Where is a cat?": text-prompted relevance for CLIP and SigLIP
+score     which map to trust: perturbation, deletion/insertion, pointing and mIoU scores (`attention.vit.score`)
 
 Development tools live outside the package: `python -m bench.compat` (the families' exactness table),
 `python -m bench.evaluate_relevance` (the perturbation test), `python -m weights.train_mnist_vit --help`.
