@@ -10,6 +10,7 @@ Knows nothing of Gradio: `app.py` is one user of it, the command line
     rel = attention.relevance(model, image, target=None)  # classifiers: why this class? (Chefer et al.)
     steps = attention.explain_row(res, query=(3, 4), head=0)  # res with keep_qk=True: q, k, v step by step
     tr = attention.text_relevance(model, image, "a cat, a dog")  # CLIP/SigLIP: where is "a cat"?
+    attention.register_backbone(MyViT, attention.Layout(blocks="layers", attention="mixer", ...))  # your own class
     for f in attention.attention_video(model, "examples/videos/digits.mp4"):   # f.maps, f.mean, f.masks per frame
         ...
     s = attention.calculator.Settings(heads=2, mask_mode="causal")
@@ -59,6 +60,7 @@ from attention.vit import (
     rollout_map,
     threshold_masks,
 )
+from attention.vit.backbone import Layout, register_backbone, unregister_backbone, unwrap
 from attention.vit.models.registry import default_model_attribute
 from attention.vit.relevance import Relevance, relevance
 from attention.vit.text import TextRelevance, text_relevance
@@ -92,6 +94,10 @@ __all__ = [
     "available",
     "default_device",
     "load_vit",
+    "register_backbone",
+    "unregister_backbone",
+    "Layout",
+    "unwrap",
     "default_model",
     "colorize",
     "grid",
