@@ -17,6 +17,7 @@ from attention.vit.models.loader import check_allowed, load_vit
 from attention.vit.models.own_checkpoint import serve_args, use_checkpoint
 from attention.vit.relevance import class_names
 from tests.vit.backbone_oracle import hf_tiny
+from tests.vit.worst import record
 
 pytest.importorskip("transformers")
 CPU = dict(device="cpu", dtype=torch.float32)
@@ -29,6 +30,7 @@ def same_model(loaded: torch.nn.Module, saved: torch.nn.Module, x: torch.Tensor)
     with torch.inference_mode():
         ra, rb = run_pass(loaded, x, 0, keep_qk=False), run_pass(saved, x, 0, keep_qk=False)
     assert torch.equal(ra.rows_cpu(), rb.rows_cpu())
+    record(float((ra.rows_cpu() - rb.rows_cpu()).abs().max()))  # 0.0: the table's figure (bench.models_compat)
 
 
 @pytest.fixture()

@@ -51,7 +51,7 @@ def test_timms_own_label_names_when_its_pretrained_cfg_has_them():
 
 
 def test_torchvisions_weights_meta_names_a_1000_way_head():
-    from torchvision.models import ViT_B_16_Weights, VisionTransformer
+    from torchvision.models import VisionTransformer, ViT_B_16_Weights
 
     def vit(n):
         return VisionTransformer(32, 16, num_layers=1, num_heads=2, hidden_dim=8, mlp_dim=16, num_classes=n)
