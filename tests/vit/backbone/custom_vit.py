@@ -11,6 +11,8 @@ from torch import nn
 
 from attention import Layout
 
+# docs/models.md: begin
+
 
 class Mixer(nn.Module):
     def __init__(self, dim: int, n_heads: int):
@@ -78,6 +80,7 @@ LAYOUT = Layout(
     input_size="size",
     fixed=True,  # its position embeddings are for one grid
 )
+# docs/models.md: end
 
 
 def tiny(seed: int = 0) -> MyViT:
