@@ -98,6 +98,25 @@ def meta_oracle(model: torch.nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
     return seen
 
 
+def own_softmax(modules, qk, run) -> list[torch.Tensor]:
+    """Each of `modules`' softmax(q k^T * scale) (B, H, N, N) in float64, from `qk(module, its input) -> (q, k,
+    scale)` (its own projections), as `run()` calls them in order."""
+    seen = []
+
+    def grab(mod, args):
+        q, k, scale = qk(mod, args[0])
+        seen.append(torch.softmax(q.double() @ k.double().transpose(-2, -1) * scale, -1))
+
+    hooks = [m.register_forward_pre_hook(grab) for m in modules]
+    try:
+        with torch.no_grad():
+            run()
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen
+
+
 def input_of(res, bb) -> torch.Tensor:
     """The (1, 3, H, W) tensor the engine fed the model for the result `res` (its resized image, normalised
     by the backbone description `bb`'s mean and std)."""

@@ -14,7 +14,7 @@ from attention.errors import InputError, UnsupportedModelError
 from attention.vit.backbone import describe, entries, library_of
 from attention.vit.engine.preprocess import prepare
 from tests.vit.backbone.custom_vit import LAYOUT, MyViT, tiny
-from tests.vit.backbone_oracle import assert_rows_match
+from tests.vit.backbone_oracle import assert_rows_match, own_softmax
 from tests.vit.relevance.test_compute import deviation
 from tests.vit.relevance_reference import chefer_row
 
@@ -28,18 +28,12 @@ def registered():
 
 def full_attention(model: MyViT, x: torch.Tensor) -> list[torch.Tensor]:
     """Each block's softmax(q k^T / sqrt(d)) (B, H, N, N) in float64, from its own to_qkv on the block's input."""
-    seen = []
 
-    def grab(mod, args):
-        q, k, _ = (t.double() for t in mod.qkv(args[0]))
-        seen.append(torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, -1))
+    def qk(mixer, t):
+        q, k, _ = mixer.qkv(t)
+        return q, k, q.shape[-1] ** -0.5
 
-    hooks = [b.mixer.register_forward_pre_hook(grab) for b in model.layers]
-    with torch.no_grad():
-        model.tokens(x)
-    for h in hooks:
-        h.remove()
-    return seen
+    return own_softmax([b.mixer for b in model.layers], qk, lambda: model.tokens(x))
 
 
 def test_an_unknown_class_is_refused_naming_the_way_to_describe_it():

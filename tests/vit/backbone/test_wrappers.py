@@ -18,7 +18,7 @@ from attention.errors import NoClassifierError, UnsupportedModelError
 from attention.vit.backbone import describe, library_of
 from attention.vit.relevance import check_classifier
 from bench.compat import timm_attention
-from tests.vit.backbone_oracle import assert_rows_match, hf_oracle, hf_tiny, meta_oracle, peak
+from tests.vit.backbone_oracle import assert_rows_match, hf_oracle, hf_tiny, meta_oracle, own_softmax, peak
 
 
 def tiny_timm(**kw) -> nn.Module:
@@ -109,20 +109,13 @@ def test_a_pipeline_is_refused_by_name_and_unwrap_gives_its_model():
 def half_oracle(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
     """Each block's softmax(q k^T * scale) (B, H, N, N) in float64, from the half model's own qkv output (its
     dtype's q and k, as the model computes them)."""
-    seen = []
 
-    def grab(mod, args):
-        B, N, C = args[0].shape
-        qkv = mod.qkv(args[0]).reshape(B, N, 3, mod.num_heads, C // mod.num_heads).permute(2, 0, 3, 1, 4)
-        q, k = qkv[0].double(), qkv[1].double()
-        seen.append(torch.softmax(q @ k.transpose(-2, -1) * mod.scale, -1))
+    def qk(attn, t):
+        B, N, C = t.shape
+        qkv = attn.qkv(t).reshape(B, N, 3, attn.num_heads, C // attn.num_heads).permute(2, 0, 3, 1, 4)
+        return qkv[0], qkv[1], attn.scale
 
-    hooks = [b.attn.register_forward_pre_hook(grab) for b in model.blocks]
-    with torch.no_grad():
-        model.forward_features(x)
-    for h in hooks:
-        h.remove()
-    return seen
+    return own_softmax([b.attn for b in model.blocks], qk, lambda: model.forward_features(x))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
