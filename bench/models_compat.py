@@ -59,6 +59,11 @@ ROWS = [
         M + "test_folder.py::test_an_open_clip_folder_is_its_visual_tower",
     ),
     Row(
+        'an open_clip training checkpoint (`epoch_N.pt`) with `arch="open_clip:NAME"` (`--weights`, `--arch`)',
+        "the saved object's visual tower: every tensor and every row equal",
+        M + "test_folder.py::test_an_open_clip_training_checkpoint_on_its_open_clip_architecture",
+    ),
+    Row(
         "your own ViT class, `register_backbone(MyViT, Layout(...))`, fused or explicit",
         "the full softmax(q k^T / sqrt(d)) of its own projections, float64",
         B + "test_register.py::test_a_registered_vit_is_read_exactly",

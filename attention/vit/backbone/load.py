@@ -178,3 +178,36 @@ def load_folder(path) -> torch.nn.Module:
         raise ModelLoadError(f"The {kind} folder {path} cannot be loaded ({type(e).__name__}: {str(e)[:300]}).") from e
     describe(model)
     return model
+
+
+def load_open_clip_checkpoint(path, arch: str, checkpoint_key: str | None = None) -> torch.nn.Module:
+    """The visual tower of open_clip model `arch` ("open_clip:NAME", NAME one of `open_clip.list_models()`) with
+    the weights of one's own checkpoint file (open_clip's training writes {"epoch", "state_dict": {"module.*"}}),
+    read as every checkpoint is (`models.checkpoint.read`: tensors only, never code; its key and `module.`
+    prefix found) and loaded strictly. CheckpointError naming the architectures accepted, or the tensors that do
+    not fit."""
+    import open_clip
+
+    from attention.errors import CheckpointError
+    from attention.vit.models import checkpoint
+
+    name = arch[len(OPEN_CLIP) :].strip()
+    if name not in open_clip.list_models():
+        raise CheckpointError(
+            f"Architecture {arch!r} is not an open_clip model; accepted: 'open_clip:NAME' with NAME one of "
+            "open_clip.list_models(), e.g. 'open_clip:ViT-B-32' (the weights are your file's)."
+        )
+    tensors, report = checkpoint.state_dict(checkpoint.read(path), checkpoint_key)
+    clip = open_clip.create_model(name)
+    own = clip.state_dict()
+    bad = sorted(set(own) ^ set(tensors)) + [k for k in own if k in tensors and own[k].shape != tensors[k].shape]
+    if bad:
+        raise CheckpointError(
+            f"Checkpoint {path} does not fit {arch}: {len(bad)} tensors missing, extra or of another shape "
+            f"({', '.join(bad[:5])}). Fix: name the open_clip model it was trained as."
+        )
+    clip.load_state_dict(tensors, strict=True)
+    visual = clip.visual.eval()
+    visual.clip_model = None
+    visual.checkpoint_report = report
+    return visual

@@ -194,6 +194,10 @@ def _load(timm_name: str, spec: ModelSpec | None) -> torch.nn.Module:
         from attention.vit.text.load import load_shipped
 
         return load_shipped(spec.alias)
+    if spec and spec.checkpoint and timm_name.startswith("open_clip:"):  # one's own open_clip checkpoint file
+        from attention.vit.backbone.load import load_open_clip_checkpoint
+
+        return load_open_clip_checkpoint(spec.checkpoint, timm_name, spec.checkpoint_key)
     if timm_name.startswith("open_clip:"):  # the image tower with its text tower (`text.load`)
         from attention.vit.text.load import load_open_clip
 

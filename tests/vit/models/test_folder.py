@@ -58,15 +58,18 @@ def test_a_classifier_folder_keeps_its_head_and_its_labels(tmp_path):
     assert class_names(loaded) == ("cat", "dog")
 
 
+TINY_CLIP = {
+    "embed_dim": 16,
+    "vision_cfg": {"image_size": 32, "layers": 2, "width": 32, "head_width": 8, "patch_size": 16},
+    "text_cfg": {"context_length": 8, "vocab_size": 64, "width": 16, "heads": 2, "layers": 1},
+}
+
+
 def test_an_open_clip_folder_is_its_visual_tower(tmp_path):
     open_clip = pytest.importorskip("open_clip")
     from safetensors.torch import save_file
 
-    cfg = {
-        "embed_dim": 16,
-        "vision_cfg": {"image_size": 32, "layers": 2, "width": 32, "head_width": 8, "patch_size": 16},
-        "text_cfg": {"context_length": 8, "vocab_size": 64, "width": 16, "heads": 2, "layers": 1},
-    }
+    cfg = TINY_CLIP
     torch.manual_seed(0)
     clip = open_clip.CLIP(**cfg).eval()
     folder = tmp_path / "my_clip"
@@ -75,6 +78,21 @@ def test_an_open_clip_folder_is_its_visual_tower(tmp_path):
     save_file({k: v.contiguous() for k, v in clip.state_dict().items()}, folder / "open_clip_model.safetensors")
     loaded = load_vit(str(folder), **CPU)
     same_model(loaded, clip.visual, torch.randn(1, 3, 32, 32))
+
+
+def test_an_open_clip_training_checkpoint_on_its_open_clip_architecture(tmp_path):
+    open_clip = pytest.importorskip("open_clip")
+    (tmp_path / "tiny-clip-i47.json").write_text(json.dumps(TINY_CLIP))
+    open_clip.add_model_config(tmp_path / "tiny-clip-i47.json")  # a model name of open_clip's, as ViT-B-32
+    torch.manual_seed(0)
+    clip = open_clip.create_model("tiny-clip-i47").eval()
+    path = tmp_path / "epoch_3.pt"  # what open_clip's training writes: the epoch, DDP's `module.` names
+    torch.save({"epoch": 3, "state_dict": {f"module.{k}": v for k, v in clip.state_dict().items()}}, path)
+    loaded = load_vit(str(path), arch="open_clip:tiny-clip-i47", **CPU)
+    same_model(loaded, clip.visual, torch.randn(1, 3, 32, 32))
+    assert loaded.checkpoint_report.key == "state_dict" and loaded.checkpoint_report.prefixes == ("module.",)
+    with pytest.raises(CheckpointError, match="not an open_clip model; accepted"):
+        load_vit(str(path), arch="open_clip:no-such-model", **CPU)
 
 
 def test_the_command_lines_take_the_folder_alone(saved):
