@@ -85,17 +85,14 @@ class Layout:
         heads = self.heads if isinstance(self.heads, int) else attribute(attn[0], self.heads, "number of heads")
         width = self.width if isinstance(self.width, int) else attribute(model, self.width, "width")
         size = self.input_size if not isinstance(self.input_size, str) else attribute(model, self.input_size, "size")
-        forward = (lambda x: getattr(model, self.forward)(x)) if isinstance(self.forward, str) else self.forward
-        head = self.head
-        if isinstance(head, str):
-            method = attribute(model, head, "head")
-            to_logits = method
-        else:
-            to_logits = (lambda t: head(model, t)) if head is not None else None
+        forward = attribute(model, self.forward, "forward") if isinstance(self.forward, str) else None
+        head = attribute(model, self.head, "head") if isinstance(self.head, str) else None
 
         def run(x: torch.Tensor, with_head: bool = False):
-            tokens = forward(x) if isinstance(self.forward, str) else forward(model, x)
-            return to_logits(tokens) if with_head and to_logits is not None else tokens
+            tokens = forward(x) if forward is not None else self.forward(model, x)
+            if not with_head or self.head is None:
+                return tokens
+            return head(tokens) if head is not None else self.head(model, tokens)
 
         return Backbone(
             library=self.library,
@@ -114,9 +111,9 @@ class Layout:
             fixed=_pair(size) if self.fixed else None,
             crop=self.crop,
             resize=self.resize,
-            classifier=head is not None,
+            classifier=self.head is not None,
             extra={"readout": self.readout},
-            labels=lambda: self._labels(model) if head is not None else (),
+            labels=lambda: self._labels(model) if self.head is not None else (),
         )
 
     def _labels(self, model: torch.nn.Module) -> tuple[str, ...]:
