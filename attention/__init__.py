@@ -12,6 +12,7 @@ Knows nothing of Gradio: `app.py` is one user of it, the command line
     tr = attention.text_relevance(model, image, "a cat, a dog")  # CLIP/SigLIP: where is "a cat"?
     res                        # in a notebook every result shows itself; res.show(view="masks") another view
     attention.explore(res)     # res with keep_qk=True: click a patch to make it the query (a widget)
+    attention.register_backbone(MyViT, attention.Layout(blocks="layers", attention="mixer", ...))  # your own class
     for f in attention.attention_video(model, "examples/videos/digits.mp4"):   # f.maps, f.mean, f.masks per frame
         ...
     s = attention.calculator.Settings(heads=2, mask_mode="causal")
@@ -62,6 +63,7 @@ from attention.vit import (
     rollout_map,
     threshold_masks,
 )
+from attention.vit.backbone import Layout, register_backbone, unregister_backbone, unwrap
 from attention.vit.models.registry import default_model_attribute
 from attention.vit.relevance import Relevance, relevance
 from attention.vit.text import TextRelevance, text_relevance
@@ -95,6 +97,10 @@ __all__ = [
     "available",
     "default_device",
     "load_vit",
+    "register_backbone",
+    "unregister_backbone",
+    "Layout",
+    "unwrap",
     "default_model",
     "colorize",
     "grid",

@@ -12,6 +12,7 @@ import torch
 
 from attention.vit.backbone import describe
 from attention.vit.engine.rows import run_pass
+from tests.vit.worst import record
 
 TOL = 1e-4  # of each row's peak
 SMALL = dict(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64)  # a tiny HF config
@@ -97,6 +98,25 @@ def meta_oracle(model: torch.nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
     return seen
 
 
+def own_softmax(modules, qk, run) -> list[torch.Tensor]:
+    """Each of `modules`' softmax(q k^T * scale) (B, H, N, N) in float64, from `qk(module, its input) -> (q, k,
+    scale)` (its own projections), as `run()` calls them in order."""
+    seen = []
+
+    def grab(mod, args):
+        q, k, scale = qk(mod, args[0])
+        seen.append(torch.softmax(q.double() @ k.double().transpose(-2, -1) * scale, -1))
+
+    hooks = [m.register_forward_pre_hook(grab) for m in modules]
+    try:
+        with torch.no_grad():
+            run()
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen
+
+
 def input_of(res, bb) -> torch.Tensor:
     """The (1, 3, H, W) tensor the engine fed the model for the result `res` (its resized image, normalised
     by the backbone description `bb`'s mean and std)."""
@@ -128,4 +148,4 @@ def assert_rows_match(model, x: torch.Tensor, oracle: list[torch.Tensor], prefix
             worst = max(worst, err)
     # the rows are peaked: a uniform row would be 1/N
     assert float(oracle[-1].amax(-1).mean()) > 2.0 / N
-    return worst
+    return record(worst)

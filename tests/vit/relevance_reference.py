@@ -67,3 +67,28 @@ def grad_rollout_row(A: torch.Tensor, G: torch.Tensor, discard_ratio: float) -> 
         w = w / w.sum(dim=-1, keepdim=True)
         result = w @ result
     return result[0]
+
+
+def hf_attention_and_grads(model: torch.nn.Module, x: torch.Tensor, target: int | None = None):
+    """A transformers classifier's every layer's A and dLogit/dA, float32 (L, H, N, N) each, and (logits (C,),
+    target): a float copy run eagerly with `output_attentions=True` (its softmax after dropout, the tensor its
+    `@ v` uses), gradients by autograd from the target's logit; the caller's model is left as it was."""
+    import inspect
+
+    ref = copy.deepcopy(model).float().eval()
+    ref.set_attn_implementation("eager")
+    kw = (
+        {"interpolate_pos_encoding": True}
+        if "interpolate_pos_encoding" in inspect.signature(ref.forward).parameters
+        else {}
+    )
+    with torch.inference_mode(False), torch.enable_grad():
+        out = ref(pixel_values=x.float().clone(), output_attentions=True, **kw)
+        for a in out.attentions:
+            a.retain_grad()
+        logits = out.logits[0]
+        t = int(logits.argmax()) if target is None else target
+        logits[t].backward()
+    A = torch.stack([a[0].detach() for a in out.attentions])
+    G = torch.stack([a.grad[0] for a in out.attentions])
+    return A, G, logits.detach(), t

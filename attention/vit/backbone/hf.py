@@ -27,6 +27,7 @@ from attention.vit.backbone.spec import (
     IMAGENET_STD,
     Backbone,
     check_square,
+    numbered,
     served_rules,
 )
 
@@ -131,4 +132,13 @@ def describe(model: torch.nn.Module) -> Backbone:
         pool=pool,
         classifier=bool(head_of),
         extra={"readout": "token"},
+        labels=(lambda: labels(outer.config)) if head_of else (lambda: ()),
     )
+
+
+def labels(config) -> tuple[str, ...]:
+    """A transformers classifier's class names: `config.id2label` for each of its `num_labels` outputs
+    (keys as ints or, from a hand-written config.json, strings; a missing one "class i")."""
+    n = int(getattr(config, "num_labels", 0) or 0)
+    given = {str(k): str(v) for k, v in (getattr(config, "id2label", None) or {}).items()}
+    return tuple(given.get(str(i), name) for i, name in enumerate(numbered(n)))

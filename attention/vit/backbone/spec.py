@@ -10,6 +10,7 @@ reads a model only through its `Backbone`, never a library's attributes:
     bb.final                      # its forward output is the last layer's tokens (B, N, D)
     bb.mean, bb.std, bb.crop      # the preprocessing: normalisation, the crop rule, "auto" resolution
     bb.run(x, head=False)         # the forward that produces the tokens (and the pool/classifier head)
+    bb.labels()                   # a classifier's class names (C,), as its library records them
 
 How each attention module's kernel call is read is the same for every library (`capture`): the
 `F.scaled_dot_product_attention` call it makes (fused paths: timm, transformers sdpa, DINOv3), the
@@ -65,6 +66,9 @@ class Backbone:
     pool: bool = False  # pools by attention: the query "pool" is layer L's one query
     classifier: bool = False  # run(x, head=True) returns class logits (B, C) read from the class token
     extra: dict = field(default_factory=dict, repr=False)
+    # the class names of the head's C outputs, in order, from the library's own record (transformers'
+    # config.id2label, timm's pretrained_cfg / ImageNet's names, torchvision's weights meta); () for no head
+    labels: Callable[[], tuple[str, ...]] = field(default=lambda: (), repr=False)
 
     @functools.cached_property
     def mlp_width(self) -> int:
@@ -119,6 +123,11 @@ def plain_mlp_width(mlp: torch.nn.Module | None, width: int) -> int:
     lin = [] if mlp is None else [m for m in mlp.modules() if isinstance(m, torch.nn.Linear)]
     macs = sum(m.in_features * m.out_features for m in lin)
     return macs // (2 * width) if macs else 4 * width
+
+
+def numbered(n: int) -> tuple[str, ...]:
+    """("class 0", ..., "class n-1"): the names of a head whose library records none."""
+    return tuple(f"class {i}" for i in range(n))
 
 
 def first_tensor(out) -> torch.Tensor:

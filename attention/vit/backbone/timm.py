@@ -12,10 +12,12 @@ layers, XCiT's cross-covariance attention, NaFlexViT's variable-length sequences
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import torch
 
 from attention.errors import UnsupportedModelError
-from attention.vit.backbone.spec import IMAGENET_MEAN, IMAGENET_STD, Backbone, check_square, served_rules
+from attention.vit.backbone.spec import IMAGENET_MEAN, IMAGENET_STD, Backbone, check_square, numbered, served_rules
 
 # Blocks the engine refuses by class name, and why.
 REFUSED_BLOCKS = {
@@ -130,4 +132,31 @@ def describe(model: torch.nn.Module) -> Backbone:
         pool=has_pool,
         classifier=int(getattr(model, "num_classes", 0) or 0) > 0,
         extra={"readout": getattr(model, "global_pool", "token")},
+        labels=lambda: labels(model),
     )
+
+
+@lru_cache(maxsize=8)
+def imagenet(subset: str) -> tuple[str, ...]:
+    """timm's own descriptions of an ImageNet subset's classes, in order ("tench, Tinca tinca", ...)."""
+    from timm.data import ImageNetInfo
+
+    info = ImageNetInfo(subset)
+    return tuple(info.index_to_description(i) for i in range(info.num_classes()))
+
+
+def labels(model: torch.nn.Module) -> tuple[str, ...]:
+    """The names of a timm head's `num_classes` outputs: its pretrained_cfg's `label_names` when they are
+    one per output, else timm's ImageNet names when the head's size is an ImageNet subset's
+    (`timm.data.infer_imagenet_subset`), else "class 0", ...; () without a head."""
+    n = int(getattr(model, "num_classes", 0) or 0)
+    if n <= 0:
+        return ()
+    given = (getattr(model, "pretrained_cfg", None) or {}).get("label_names")
+    if given is not None and len(given) == n:
+        return tuple(str(x) for x in given)
+    from timm.data import infer_imagenet_subset
+
+    subset = infer_imagenet_subset(model)
+    names = imagenet(subset) if subset is not None else ()
+    return names if len(names) == n else numbered(n)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from attention.errors import UnsupportedModelError
-from attention.vit.backbone.spec import IMAGENET_MEAN, IMAGENET_STD, Backbone, check_square, served_rules
+from attention.vit.backbone.spec import IMAGENET_MEAN, IMAGENET_STD, Backbone, check_square, numbered, served_rules
 
 
 def describe(model: torch.nn.Module) -> Backbone:
@@ -44,4 +44,16 @@ def describe(model: torch.nn.Module) -> Backbone:
         **served_rules(model, resize="bilinear"),
         classifier=True,
         extra={"readout": "token"},
+        labels=lambda: labels(model),
     )
+
+
+def labels(model: torch.nn.Module) -> tuple[str, ...]:
+    """The names of its head's outputs: torchvision's weights meta `categories` (ImageNet-1k's, which
+    every ViT weights enum carries) for a 1000-way head, else "class 0", ..."""
+    heads = [m for m in model.heads.modules() if isinstance(m, torch.nn.Linear)]
+    n = int(heads[-1].out_features) if heads else 0
+    from torchvision.models import ViT_B_16_Weights
+
+    names = tuple(ViT_B_16_Weights.IMAGENET1K_V1.meta["categories"])
+    return names if len(names) == n else numbered(n)

@@ -94,8 +94,9 @@ def load_vit(
     """A timm VisionTransformer with pretrained weights, in eval mode on `device`.
 
     name: an alias of REGISTRY, a timm ViT name, or `hf-hub:org/repo` (None: `default_model()`, read at the
-    call); with `arch`, the path of your own
-    checkpoint (.pth/.pt/.bin/.safetensors) for timm architecture `arch` (`checkpoint.load`: DINO's
+    call); the path of a model folder (a transformers save_pretrained folder, an open_clip one: `folder`; a
+    name that resolves wins over a folder of the same name; `family` as for a checkpoint); with `arch`, the
+    path of your own checkpoint (.pth/.pt/.bin/.safetensors) for timm architecture `arch` (`checkpoint.load`: DINO's
     `teacher`/`student` keys, `module.`/`backbone.` prefixes; `checkpoint_key` picks the key; `family`,
     default the architecture's, how images are fed: a key of FAMILIES).
     device: default CUDA when available, else CPU. dtype: default `default_dtype(device)`.
@@ -116,7 +117,7 @@ def load_vit(
 
         timm_name, spec = arch, checkpoint_spec(name, arch, checkpoint_key, family)
     else:
-        timm_name, spec = resolve(name)
+        timm_name, spec = _resolve_or_folder(name, family)
     device = torch.device(device) if device is not None else default_device()
     dtype = dtype or default_dtype(device)
     key = (_cache_name(timm_name, spec), str(device), str(dtype))
@@ -140,6 +141,27 @@ def load_vit(
             while len(_cache) > max(1, SETTINGS.max_models):
                 _cache.popitem(last=False)
             return model
+
+
+def _resolve_or_folder(name: str | os.PathLike, family: str | None) -> tuple[str, ModelSpec | None]:
+    """`resolve(name)`, else, for a name nothing resolves, the model folder at that path (`folder.folder_spec`):
+    a registry alias or a model name always wins over a folder of the same name."""
+    from attention.vit.models.folder import folder_spec
+
+    if not isinstance(name, os.PathLike):
+        try:
+            return resolve(name)
+        except ModelLoadError:
+            spec = folder_spec(name, family) if name else None
+            if spec is None:
+                raise
+            return spec.timm_name, spec
+    spec = folder_spec(name, family)
+    if spec is None:
+        from attention.vit.backbone.load import load_folder
+
+        load_folder(name)  # ModelLoadError saying what a model folder is
+    return spec.timm_name, spec
 
 
 def _build(timm_name: str, spec: ModelSpec | None, device: torch.device, dtype: torch.dtype) -> torch.nn.Module:
@@ -172,6 +194,10 @@ def _load(timm_name: str, spec: ModelSpec | None) -> torch.nn.Module:
         from attention.vit.text.load import load_shipped
 
         return load_shipped(spec.alias)
+    if spec and spec.checkpoint and timm_name.startswith("open_clip:"):  # one's own open_clip checkpoint file
+        from attention.vit.backbone.load import load_open_clip_checkpoint
+
+        return load_open_clip_checkpoint(spec.checkpoint, timm_name, spec.checkpoint_key)
     if timm_name.startswith("open_clip:"):  # the image tower with its text tower (`text.load`)
         from attention.vit.text.load import load_open_clip
 
@@ -182,6 +208,10 @@ def _load(timm_name: str, spec: ModelSpec | None) -> torch.nn.Module:
         return load_named(timm_name)
     if spec and spec.timm_name == "local":
         return weights.load_local(spec.alias)
+    if spec and spec.timm_name.startswith("folder:"):  # a transformers or open_clip folder (`folder`)
+        from attention.vit.backbone.load import load_folder
+
+        return load_folder(spec.checkpoint)
     if spec and spec.checkpoint:
         from attention.vit.models import checkpoint
 
@@ -195,8 +225,10 @@ def _cache_name(timm_name: str, spec: ModelSpec | None) -> str:
     path and the file's identity (device, inode, size, modification time: the next epoch's file written
     over the last is another model); else the alias or timm name."""
     if spec and spec.checkpoint:
+        from attention.vit.backbone.load import weights_file
+
         try:
-            st = os.stat(spec.checkpoint)
+            st = os.stat(weights_file(spec.checkpoint) if os.path.isdir(spec.checkpoint) else spec.checkpoint)
             ident = f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
         except OSError:
             ident = "missing"  # the load says what is wrong

@@ -1,8 +1,10 @@
 """The operator's own checkpoint on the command line: `python app.py --model PATH --arch NAME`, the CLI's
 `--weights PATH --arch NAME`, and `register_checkpoint`, which makes it a registry entry (through
-`registry.register`) that visitors may pick, and with `default=True` the default model.
+`registry.register`) that visitors may pick, and with `default=True` the default model. A model folder (a
+transformers save_pretrained folder, an open_clip one: `folder`) is named the same way, without --arch.
 
     alias = register_checkpoint("ckpt.pth", "vit_small_patch16_224", default=True)  # the app's, the CLI's
+    alias = register_checkpoint("my_dinov2")                                          # a folder: "dir:my_dinov2"
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from attention.vit.models.loader import load_vit
 
 def register_checkpoint(
     path: str | Path,
-    arch: str,
+    arch: str | None = None,
     *,
     checkpoint_key: str | None = None,
     family: str | None = None,
@@ -28,8 +30,17 @@ def register_checkpoint(
 ) -> str:
     """Make the checkpoint a registry entry (its alias, `alias_for(path)` unless given) that visitors may pick
     like any listed model, and with `default` the default model. Loads it once at once, so a bad file is
-    reported now (CheckpointError), not at the first request. Returns the alias."""
-    spec = checkpoint_spec(path, arch, checkpoint_key, family, alias or alias_for(path))
+    reported now (CheckpointError), not at the first request. Without `arch`, `path` must be a model folder
+    (alias `dir:<name>`). Returns the alias."""
+    from attention.vit.models import folder
+
+    if arch:
+        spec = checkpoint_spec(path, arch, checkpoint_key, family, alias or alias_for(path))
+    elif (spec := folder.folder_spec(path, family, alias or folder.alias_for(path))) is None:
+        raise CheckpointError(
+            f"{path} is a file without --arch, or not a model folder; accepted: a checkpoint file with --arch (its "
+            "timm architecture), or a transformers save_pretrained / open_clip folder alone."
+        )
     registry.register(spec)
     try:
         load_vit(spec.alias)
@@ -43,7 +54,13 @@ def register_checkpoint(
 
 def checkpoint_args(p: argparse.ArgumentParser, weights: str = "--weights") -> None:
     """The options naming your own checkpoint (this CLI's --weights; app.py's --model)."""
-    p.add_argument(weights, type=Path, default=None, help="your own checkpoint (.pth, .pt, .bin or .safetensors)")
+    p.add_argument(
+        weights,
+        type=Path,
+        default=None,
+        help="your own checkpoint (.pth, .pt, .bin or .safetensors, with --arch), or a model folder "
+        "(transformers save_pretrained, open_clip)",
+    )
     p.add_argument(
         "--arch", default=None, help="its timm architecture, e.g. vit_small_patch16_224 (with the checkpoint)"
     )
@@ -62,10 +79,13 @@ def use_checkpoint(path: Path | None, arch: str | None, key: str | None, family:
     None when none is given. Raises CheckpointError when only one of the checkpoint and --arch is given."""
     if path is None and arch is None:
         return None
-    if path is None or not arch:
-        raise CheckpointError("Give both the checkpoint file and --arch (its timm architecture), or neither.")
+    if path is None or (not arch and not Path(path).is_dir()):
+        raise CheckpointError(
+            "Give both the checkpoint file and --arch (its timm architecture), a model folder alone, or neither."
+        )
     alias = register_checkpoint(path, arch, checkpoint_key=key, family=family, **kw)
-    print(f"{alias}: {registry.REGISTRY[alias].description}: {load_vit(alias).checkpoint_report}", file=sys.stderr)
+    report = getattr(load_vit(alias), "checkpoint_report", "loaded from the folder by its library")
+    print(f"{alias}: {registry.REGISTRY[alias].description}: {report}", file=sys.stderr)
     return alias
 
 

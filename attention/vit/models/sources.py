@@ -99,7 +99,7 @@ def is_cached(name: str) -> bool:
         if spec is None:
             return False
         return (
-            os.path.isfile(spec.checkpoint) if spec.checkpoint else (WEIGHTS_DIR / f"{spec.alias}.safetensors").exists()
+            os.path.exists(spec.checkpoint) if spec.checkpoint else (WEIGHTS_DIR / f"{spec.alias}.safetensors").exists()
         )
     from huggingface_hub import try_to_load_from_cache
 

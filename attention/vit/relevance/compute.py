@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from attention.errors import InputError, NoClassifierError
+from attention.errors import InputError, NoClassifierError, UnsupportedModelError
 from attention.images import MAX_TOKENS, ImageSource
 from attention.shows import Shows
 from attention.vit.backbone import describe
@@ -262,6 +262,11 @@ def relevance(
     )
     t0 = time.perf_counter()
     logits, t, chefer, grad_rollout, attention = relevance_rows(model, x, t, discard_ratio=discard_ratio)
+    if len(names) != logits.shape[0]:
+        raise UnsupportedModelError(
+            f"{type(model).__name__}'s head gives {logits.shape[0]} logits but its library records "
+            f"{len(names)} class names; accepted: a classifier whose names are one per output."
+        )
     return Relevance(
         logits=logits.numpy(),
         probs=torch.softmax(logits, -1).numpy(),

@@ -1,13 +1,13 @@
 """Classifiers: which models have a classifier head that relevance explains (`classifiers`, `check_classifier`),
-and the class names of its outputs: ImageNet names from timm's own label data, digits for mnist_vit.
+and the class names of its outputs, read per library through the backbone's description (`Backbone.labels`:
+transformers' config.id2label/num_labels, timm's pretrained_cfg label names or ImageNet's, torchvision's
+weights meta, a registered class's own), digits for mnist_vit.
 
 names = class_names(model)     # ["tench, Tinca tinca", "goldfish, Carassius auratus", ...]
 index = class_index("tabby", names)
 """
 
 from __future__ import annotations
-
-from functools import lru_cache
 
 import torch
 
@@ -18,29 +18,15 @@ from attention.vit.models.registry import REGISTRY
 SHIPPED = {"mnist_vit": tuple(str(d) for d in range(10))}  # shipped classifiers: their classes by alias
 
 
-@lru_cache(maxsize=8)
-def _imagenet(subset: str) -> tuple[str, ...]:
-    from timm.data import ImageNetInfo
-
-    info = ImageNetInfo(subset)
-    return tuple(info.index_to_description(i) for i in range(info.num_classes()))
-
-
 def class_names(model: torch.nn.Module) -> tuple[str, ...]:
-    """One name per output of `model`'s head: the shipped model's own, else timm's ImageNet names when
-    the head's size is an ImageNet subset's (`timm.data.infer_imagenet_subset`), else "class 0", ..."""
-    n = int(getattr(model, "num_classes", 0) or 0)
+    """One name per output of `model`'s classifier head (C,), as its library records them
+    (`Backbone.labels`; the shipped model's digits); () for a model without a classifier head."""
+    bb = describe(model)
+    if not bb.classifier:
+        return ()
+    names = bb.labels()
     own = SHIPPED.get(getattr(model, "alias", ""))
-    if own is not None and len(own) == n:
-        return own
-    from timm.data import infer_imagenet_subset
-
-    subset = infer_imagenet_subset(model)
-    if subset is not None:
-        names = _imagenet(subset)
-        if len(names) == n:
-            return names
-    return tuple(f"class {i}" for i in range(n))
+    return own if own is not None and len(own) == len(names) else names
 
 
 def short_name(name: str) -> str:
@@ -53,6 +39,8 @@ def class_index(target: int | str, names: tuple[str, ...]) -> int:
     case-insensitively to a whole description or one of its comma-separated names. Raises InputError
     naming what is accepted."""
     n = len(names)
+    if n == 0:
+        raise NoClassifierError(f"Class {str(target)[:80]!r}: this model has no classes (no classifier head).")
     if not isinstance(target, str) or target.strip().lstrip("-").isdigit():
         i = as_whole(target)
         if i is None or not 0 <= i < n:
