@@ -104,6 +104,14 @@ class Settings:
     # one visitor's jobs waiting or running in the queue at once: ATTENTION_VISITOR_JOBS. A change and the three
     # panel redraws that follow it are 4; the next change must still get in while they run (so not 3)
     visitor_jobs: int = 6
+    # jobs of one client address waiting or running in the queue at once, every session from it together:
+    # ATTENTION_ADDRESS_WAITING. A class behind one school's address (30 students pressing run at once, twice)
+    # fits; a flooder from one address holds at most this many places, served round-robin with everyone else
+    # (docs/admission.md)
+    address_waiting: int = 64
+    # jobs waiting or running in the queue from every visitor together: ATTENTION_QUEUE_WAITING (four flooding
+    # addresses at ATTENTION_ADDRESS_WAITING fill it; each job's request body is at most ATTENTION_MAX_BODY_KB)
+    queue_waiting: int = 256
     max_models: int = 3  # models resident at once (least recently used unloaded): ATTENTION_MAX_MODELS
     allow_downloads: bool = False  # visitors may make the server download unlisted models: ATTENTION_ALLOW_DOWNLOADS
     max_sessions: int = 1000  # browser sessions whose state Gradio keeps: ATTENTION_MAX_SESSIONS
@@ -203,6 +211,8 @@ class Settings:
             memory_every=_read("ATTENTION_MEMORY_EVERY", cls.memory_every, float, 1),
             malloc_arenas=int(_read("ATTENTION_MALLOC_ARENAS", cls.malloc_arenas, int, 0)),
             visitor_jobs=int(_read("ATTENTION_VISITOR_JOBS", cls.visitor_jobs, int, 1)),
+            address_waiting=int(_read("ATTENTION_ADDRESS_WAITING", cls.address_waiting, int, 1, 100_000)),
+            queue_waiting=int(_read("ATTENTION_QUEUE_WAITING", cls.queue_waiting, int, 1, 1_000_000)),
             max_models=int(_read("ATTENTION_MAX_MODELS", cls.max_models, int, 1)),
             allow_downloads=_flag("ATTENTION_ALLOW_DOWNLOADS"),
             max_sessions=int(_read("ATTENTION_MAX_SESSIONS", cls.max_sessions, int, 1)),
