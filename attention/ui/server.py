@@ -54,6 +54,9 @@ def guard_limits(s: Settings) -> GuardLimits:
         mcp_body_bytes=upload * 4 // 3 + MB,
         new_sessions_per_s=s.new_sessions_per_min / 60,
         new_session_burst=s.new_sessions_per_min,
+        # past the burst, a new session waits for its token (paced, not refused) while an address's room of
+        # sessions waiting (ATTENTION_ADDRESS_WAITING of them, at the rate) is not full
+        new_session_wait=s.address_waiting / (s.new_sessions_per_min / 60),
         new_session_pace=4 * s.new_sessions_per_min / 60,  # a burst spread at 4x the rate (2 a second by default)
         live_per_s=s.live_per_s,
         upload_bytes_per_s=s.upload_mb_per_min * MB / 60,
