@@ -132,13 +132,15 @@ class Settings:
     video_max_pixels: int = 3840 * 2160  # pixels per video frame (more: scaled down): ATTENTION_VIDEO_MAX_PIXELS
     concurrency: int = 2  # jobs computed at once: ATTENTION_CONCURRENCY
     # admission of computing jobs (attention.serving.admission): relevance and videos share ATTENTION_HEAVY_SLOTS slots
-    # round-robin between visitors (a visitor = session and client address together), each visitor 1 running
-    # and ATTENTION_VISITOR_QUEUED waiting, ATTENTION_HEAVY_WAITING waiting in all, each job at most
+    # round-robin between client addresses, then between an address's sessions, each address 1 computing; Gradio
+    # starts ATTENTION_HEAVY_WAITING more to wait in the lane (a thread each: a video hands its slot to one between
+    # chunks), the rest wait in Gradio's queue, served by the same rule (attention.ui.fair_queue); each job at most
     # ATTENTION_JOB_SECONDS holding a slot. Two slots: a visitor's short job runs beside another visitor's long one
-    # (sharing the cores, at the heavy lane's nice) instead of waiting for it to end (docs/admission.md)
+    # (sharing the cores, at the heavy lane's nice) instead of waiting for it to end (docs/admission.md).
+    # ATTENTION_VISITOR_QUEUED: an MCP session's calls waiting in the MCP lane
     heavy_slots: int = 2
     visitor_queued: int = 2
-    heavy_waiting: int = 16
+    heavy_waiting: int = 4
     job_seconds: float = 120.0
     # torch's intra-op threads of the thread computing a heavy job (relevance, text relevance, a video) on the
     # CPU: ATTENTION_HEAVY_THREADS (0, the default: as torch has them; 1 on 2 cores did not help the light lane:

@@ -29,7 +29,7 @@ wakes it), leaving the queue if it is cancelled while waiting. The round itself 
     with HEAVY.turn(Visitor("sess", "10.0.0.1")) as t:   # in the handler: waits for its round-robin turn
         for chunk in chunks:
             t.check(); compute(chunk); t.pause()
-    async with MCP.aturn(Visitor("mcp-10.0.0.2", "10.0.0.2")):   # an MCP tool call, in the event loop
+    async with MCP.aturn(Visitor(None, "10.0.0.2")):   # an MCP tool call (no MCP session), in the event loop
         ...
 """
 

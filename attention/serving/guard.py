@@ -210,7 +210,8 @@ class Guard:
     async def _pace(self, client: str, new: list[str | None], held: list[str]) -> None:
         """Hold the request until its new sessions may start: each takes a token of its client's rate, waiting
         for it up to `new_session_wait` seconds (else 429, naming what is counted), and `new_session_pace` a
-        second start (the event loop builds each one's state); a session already held (`held`) waits with it."""
+        second start (the event loop builds each one's state; this pacing holds a request at most
+        `new_session_hold` seconds); a session already held (`held`) waits with it."""
         lim, now, wait = self.limits, self._clock(), 0.0
         if new:
             wait, taken = self.new_sessions.pace(client, len(new), lim.new_session_wait)
@@ -224,7 +225,7 @@ class Guard:
                     wait,
                 )
             if self.session_pace is not None:
-                wait = max(wait, self.session_pace.reserve(client, len(new)))
+                wait = max(wait, min(lim.new_session_hold, self.session_pace.reserve(client, len(new))))
             for s in new:
                 if s is not None:
                     self.pacing[s] = now + wait

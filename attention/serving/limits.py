@@ -161,6 +161,9 @@ class GuardLimits:
     # new sessions of a client started a second (as many at once); the rest of its burst waits its turn (an
     # asyncio sleep): each first call of a session builds Gradio's whole per-session state on the event loop
     new_session_pace: float = 2.0
+    # the most that pacing holds a request (gradio_client gives up on a queue join after 5 s); the wait for a
+    # token past the burst (new_session_wait) is not shortened
+    new_session_hold: float = 4.0
     live_per_s: float = 20.0  # live-route calls of a client, a second (burst: twice as many)
     upload_bytes_per_s: float = 2 << 20  # upload bytes of a client, a second (burst: upload_burst_bytes)
     upload_burst_bytes: float = 120 << 20

@@ -27,13 +27,14 @@ def mcp_caller(request) -> tuple[str, str] | None:
 
 
 def visitor_of(request) -> Visitor:
-    """The Visitor of a request (gr.Request or Starlette's): the MCP caller the guard signed
-    (`mcp_caller`), else the session id and the client address (the guard's resolved one)."""
+    """The Visitor of a request (gr.Request or Starlette's): the MCP caller the guard signed (`mcp_caller`: its
+    MCP session, if it has one, and its address), else the session id and the client address (the guard's
+    resolved one)."""
     if request is None:
         return Visitor()
     if caller := mcp_caller(request):
-        addr, mcp = caller
-        return Visitor(f"mcp-{mcp or addr}", addr)
+        addr, mcp = caller  # an MCP session's calls are its own; without one, the caller is its address alone
+        return Visitor(f"mcp-{mcp}" if mcp else None, addr)
     client = getattr(getattr(request, "client", None), "host", None)
     return Visitor(getattr(request, "session_hash", None), client)
 

@@ -31,7 +31,7 @@ from attention.config import SETTINGS
 from attention.serving.admission import Lane
 from attention.serving.rounds import Rota
 from attention.serving.visitors import Busy, Visitor
-from attention.ui.callers import visitor_of
+from attention.ui.callers import mcp_caller, visitor_of
 
 JUST_ADMITTED = 2.0  # seconds at most an admitted job counts before it shows in Gradio's queue (validator -> append)
 _pending: dict[str, deque[float]] = {}  # counter key -> when its admitted jobs not yet seen in the queue were admitted
@@ -43,35 +43,35 @@ def _queue(blocks):
     q = getattr(blocks, "_queue", None)
     if not (
         isinstance(getattr(q, "event_queue_per_concurrency_id", None), dict)
+        and isinstance(getattr(q, "active_jobs", None), list)
         and callable(getattr(q, "get_events", None))
         and hasattr(q, "process_time_per_fn")
     ):
         import gradio as gr
 
         raise RuntimeError(
-            f"gradio {gr.__version__}'s queue has no event_queue_per_concurrency_id, get_events or "
+            f"gradio {gr.__version__}'s queue has no event_queue_per_concurrency_id, active_jobs, get_events or "
             "process_time_per_fn: attention.ui.fair_queue cannot serve it round-robin nor count a visitor's jobs."
         )
     return q
 
 
 def event_visitor(event) -> Visitor:
-    """Who a queued Gradio event is for: the MCP caller the guard signed, else its session and client address
-    (kept on the event once found)."""
+    """Who a queued Gradio event is for: the MCP caller the guard signed (Gradio's session is every MCP
+    client's), else its session and client address (kept on the event once found)."""
     known = getattr(event, "_attention_visitor", None)
     if known is None:
-        v = visitor_of(getattr(event, "request", None))
-        if not (v.session or "").startswith("mcp-"):
+        request = getattr(event, "request", None)
+        v = visitor_of(request)
+        if mcp_caller(request) is None:
             v = Visitor(getattr(event, "session_hash", None), v.client)
         known = event._attention_visitor = v
     return known
 
 
 def _keys(v: Visitor) -> tuple[str, ...]:
-    """The counters a job of `v` in Gradio's queue is counted in: its session's (not an MCP caller's: Gradio's
-    session is every MCP client's; the MCP lane counts them), its address's, everyone's ("*")."""
-    mcp = (v.session or "").startswith("mcp-")
-    return tuple(k for k in v.keys if not (mcp and k.startswith("s:"))) + ("*",)
+    """The counters a job of `v` in Gradio's queue is counted in: its session's, its address's, everyone's ("*")."""
+    return (*v.keys, "*")
 
 
 def _events(q) -> Iterator[tuple[object, bool]]:
@@ -96,24 +96,25 @@ def _seen(e):
 
 
 class FairQueue:
-    """`get_events` of Gradio's queue `q` with each group's next job chosen by a `Rota` of that group."""
+    """`get_events` of Gradio's queue `q` with each group's next job chosen by a `Rota` of that group. Gradio
+    calls it every millisecond while jobs wait: only a group that can start a job now (jobs waiting, a worker
+    free) is looked at, so a wait with every worker busy costs what Gradio's own check costs."""
 
     def __init__(self, q):
         self.q, self.original, self.rotas = q, q.get_events, {}
 
     def __call__(self):
-        started = {}  # group -> its visitors with a job running
-        with _lock:
-            jobs = list(_events(self.q))
-        for e, running in jobs:
-            if running:
-                started.setdefault(e.concurrency_id, set()).add(event_visitor(e))
         for group_id, group in list(self.q.event_queue_per_concurrency_id.items()):
+            limit = group.concurrency_limit
+            if not group.queue or (limit is not None and group.current_concurrency >= limit):
+                continue
             rota = self.rotas.setdefault(group_id, Rota())
             waiting = [event_visitor(e) for e in group.queue]
-            present = set(waiting) | started.get(group_id, set())
-            addresses = {v.turn_key for v in present}
-            sessions = {v.session_key for v in present}
+            started = [
+                event_visitor(e) for b in list(self.q.active_jobs) for e in b or () if e.fn.concurrency_id == group_id
+            ]
+            addresses = {v.turn_key for v in (*waiting, *started)}
+            sessions = {v.session_key for v in (*waiting, *started)}
             for key in [k for k in rota.address if k not in addresses]:
                 rota.forget(address=key)  # nothing of it left in this group: a newcomer when it comes back
             for key in [k for k in rota.session if k not in sessions]:

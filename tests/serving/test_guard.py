@@ -199,6 +199,20 @@ def test_new_sessions_past_the_rate_wait_for_their_turn_and_only_past_the_wait_a
     assert len(app.calls) == 12
 
 
+def test_pacing_holds_a_request_at_most_new_session_hold():
+    """30 new sessions at once within the rate, paced 4 a second: none held past `new_session_hold` (1 s here;
+    4 s by default, under gradio_client's 5 s wait for a queue join), so a class's joins do not time out."""
+    guard, app, _ = guarded(
+        time.monotonic, new_sessions_per_s=100.0, new_session_burst=100, new_session_pace=4.0, new_session_hold=1.0
+    )
+
+    async def burst():
+        return await asyncio.gather(*(_request(guard, "10.0.0.1", JOIN, f"s{i}") for i in range(30)))
+
+    held = sorted(t for t, status, _ in asyncio.run(burst()) if status == 200)
+    assert len(held) == 30 and 0.9 <= held[-1] < 1.5, held
+
+
 def test_a_held_new_session_is_counted_once_and_its_next_request_waits_with_it():
     """gradio_client opens its heartbeat (a GET naming its session) before its first join: the join of a session
     held for its token waits until the same moment and takes no second token."""
