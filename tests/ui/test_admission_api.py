@@ -163,11 +163,11 @@ def test_a_mixed_flood_from_many_sessions_of_one_client_leaves_another_visitor_s
         ((handle_file(_noise(tmp_path, 700, 128)), "mnist_vit", "", "128"), {"api_name": "/relevance"}),
         ((handle_file(DIGITS_CLIP), "mnist_vit"), {"fps": 10, "api_name": "/attention_video"}),
     ]
-    jobs = [sessions[i % 6].submit(*kinds[i % 3][0], **kinds[i % 3][1]) for i in range(18)]
+    jobs = [sessions[i % 6].submit(*kinds[i % 3][0], **kinds[i % 3][1]) for i in range(12)]
     t0 = time.monotonic()
     _, _, info = visitor_client(12).predict(handle_file(_noise(tmp_path, 701)), api_name="/relevance")
     honest = time.monotonic() - t0
-    assert _outcomes(jobs) == ["done"] * 18  # within every room: they wait their turns
+    assert _outcomes(jobs) == ["done"] * 12  # within every room: they wait their turns
     assert info["target"]["index"] >= 0 and honest < 120
 
 
