@@ -48,12 +48,20 @@ def ready(page) -> None:
     page.wait_for_function("() => (window.attentionLive || {}).base")
 
 
-def answered(page, act) -> None:
+def answered(page, act, tries: int = 3, each_ms: int = 15_000) -> None:
     """Do `act` and wait until the server's answer to it came (the page's own count of the answers it received,
-    `window.attentionLive.answers`), not a fixed time: the next click then lands on a settled page."""
-    n = page.evaluate("window.attentionLive.answers")
-    act()
-    page.wait_for_function("n => window.attentionLive.answers > n", arg=n)
+    `window.attentionLive.answers`), not a fixed time, so the next click lands on a settled page. An act that
+    brought no answer within `each_ms` (a click on a gallery Gradio was replacing is lost) is done again, at most
+    `tries` times, as a visitor would click again."""
+    for _ in range(tries):
+        n = page.evaluate("window.attentionLive.answers")
+        act()
+        try:
+            page.wait_for_function("n => window.attentionLive.answers > n", arg=n, timeout=each_ms)
+            return
+        except Exception:  # noqa: BLE001 - playwright's TimeoutError: no answer to that act
+            continue
+    raise AssertionError(f"no answer from the server after {tries} tries of {each_ms} ms")
 
 
 def click_range(page, slider: str, x: float) -> None:
