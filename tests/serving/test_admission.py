@@ -102,9 +102,17 @@ def test_the_round_goes_to_whoever_was_served_longest_ago():
     """Three visitors with jobs queued, then a fourth: each slot goes to the visitor served longest ago (a
     newcomer before anyone served), so every visitor waits for at most one job of each other."""
     lane = Lane("heavy", slots=1, queued=3, max_waiting=32)
+    arrivals = [(A, "a1"), (A2, "a2"), (A, "a3"), (B, "b1"), (B, "b2"), (C, "c1")]
+    order = _served_in_turn(lane, arrivals)
+    assert order == ["a1", "b1", "c1", "a2", "b2", "a3"], order
+
+
+def _served_in_turn(lane: Lane, arrivals: list[tuple[Visitor, str]]) -> list[str]:
+    """The names of `arrivals` (visitor, name) in the order `lane` served them: each queued 30 ms after the one
+    before while another address holds the only slot, then that slot freed."""
     order: list[str] = []
     gate = threading.Event()
-    first = threading.Thread(target=_hold, args=(lane, Visitor("x", "10.0.0.9"), gate))
+    first = threading.Thread(target=_hold, args=(lane, Visitor("x", "10.0.0.99"), gate))
     first.start()
     time.sleep(0.1)
 
@@ -112,7 +120,6 @@ def test_the_round_goes_to_whoever_was_served_longest_ago():
         with lane.turn(v):
             order.append(name)
 
-    arrivals = [(A, "a1"), (A2, "a2"), (A, "a3"), (B, "b1"), (B, "b2"), (C, "c1")]
     threads = [threading.Thread(target=job, args=a) for a in arrivals]
     for t in threads:
         t.start()
@@ -120,7 +127,7 @@ def test_the_round_goes_to_whoever_was_served_longest_ago():
     gate.set()
     for t in [first, *threads]:
         t.join(10)
-    assert order == ["a1", "b1", "c1", "a2", "b2", "a3"], order
+    return order
 
 
 def test_a_class_behind_one_address_waits_its_turns_and_another_address_is_served_beside_it():
@@ -158,23 +165,7 @@ def test_an_addresss_sessions_take_turns_between_them():
     """One address's jobs queued session by session (three of s1's first): the round goes s1, s2, s3, s1, s1,
     not first come first served."""
     lane = Lane("forward", slots=1, queued=3, address_queued=64, max_waiting=64)
-    order: list[str] = []
-    gate = threading.Event()
-    first = threading.Thread(target=_hold, args=(lane, Visitor("x", "10.0.0.8"), gate))
-    first.start()
-    time.sleep(0.1)
-
-    def job(v: Visitor) -> None:
-        with lane.turn(v):
-            order.append(v.session)
-
-    threads = [threading.Thread(target=job, args=(Visitor(s, "10.0.0.9"),)) for s in ("s1", "s1", "s1", "s2", "s3")]
-    for t in threads:
-        t.start()
-        time.sleep(0.03)
-    gate.set()
-    for t in [first, *threads]:
-        t.join(10)
+    order = _served_in_turn(lane, [(Visitor(s, "10.0.0.9"), s) for s in ("s1", "s1", "s1", "s2", "s3")])
     assert order == ["s1", "s2", "s3", "s1", "s1"], order
 
 
