@@ -126,6 +126,9 @@ class FairQueue:
         picked = self.original()
         if picked:
             events, _, group_id = picked
+            with _lock:
+                for e in events:
+                    _seen(e)  # it was admitted and is in: no longer counted as just admitted (it may end at once)
             for e in events:
                 self.rotas.setdefault(group_id, Rota()).served(event_visitor(e))
                 e._attention_began = time.time()  # for the retry hint of a refusal (`_typical`)

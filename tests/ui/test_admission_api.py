@@ -244,3 +244,19 @@ def test_a_class_behind_one_address_is_served_every_student_and_another_address_
     assert max(t for t, _ in answers[:30]) - t0 < 60
     rank = sorted(t for t, _ in answers).index(answers[30][0])
     assert rank < 10, f"the other address was answered {rank + 1}th of 31"
+
+
+def test_one_sessions_back_to_back_rest_calls_are_never_refused_with_nothing_running(app_url):
+    """12 REST calls of one session, each after the last one's answer (POST /call, then its result): none refused
+    "waiting or running" (issue 49: Gradio's own count kept a REST job until its answer was read, about 1 s)."""
+    fn = next(f for f in app.demo.fns.values() if f.api_name == "attention_maps")
+    with httpx.Client(base_url=app_url, timeout=httpx.Timeout(30, read=120)) as http:
+        with open(DIGIT, "rb") as f:
+            path = http.post("gradio_api/upload", files=[("files", ("d.png", f, "image/png"))]).json()[0]
+        data = [c.value for c in fn.inputs]
+        data[:2] = [{"path": path, "meta": {"_type": "gradio.FileData"}}, "mnist_vit"]
+        for i in range(12):
+            r = http.post("gradio_api/call/attention_maps", json={"data": data, "session_hash": "rest49"})
+            assert r.status_code == 200, (i, r.text[:300])
+            answer = http.get(f"gradio_api/call/attention_maps/{r.json()['event_id']}").text
+            assert "event: complete" in answer, (i, answer[:300])
