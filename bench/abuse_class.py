@@ -3,7 +3,9 @@ runs them (each attack is `(app, page, n, max_seconds) -> (what the attacker got
 
   classroom      n gradio_client sessions on one address (a class behind its school's NAT), made first (as the
                  students open the page), then each asks one /attention_maps of its own picture at the same
-                 moment; then n new sessions of that address each asking once, spread over 10 s. Goals: every
+                 moment; then n sessions of another school's address each asking once, spread over 10 s (one
+                 address's second 30 new sessions within a minute would wait for the new-session rate,
+                 ATTENTION_NEW_SESSIONS_PER_MIN: paced, one per 2 s). Goals: every
                  call of both rounds served, none refused, the last of the first round within 60 s; and
                  bench_abuse's own, the honest visitor's /attention_maps p95 <= 3x quiet meanwhile.
   address_flood  n sessions on one address (raw HTTP: Gradio's upload, queue/join and queue/data stream, cheaper
@@ -27,7 +29,7 @@ from PIL import Image
 from bench import abuse_heavy as heavy
 from bench import bench_load as bl
 
-CLASS, FLOODER = "10.48.0.1", "10.48.0.66"  # X-Forwarded-For of the school and of the flooder
+CLASS, CLASS2, FLOODER = "10.48.0.1", "10.48.0.2", "10.48.0.66"  # X-Forwarded-For of two schools, of the flooder
 FLOOD_SECONDS = 30.0
 
 
@@ -65,13 +67,13 @@ def _round(clients: list, offsets: list[float], first: int) -> tuple[dict[str, i
     return counts, max(t for _, t in answers)
 
 
-def _students(url: str, n: int) -> list:
-    """`n` gradio_client sessions on the class's address, made one after another (as the students open the page).
+def _students(url: str, n: int, school: str = CLASS) -> list:
+    """`n` gradio_client sessions on `school`'s address, made one after another (as the students open the page).
     Patient (60 s, not httpx's 5 s, for each request: on a loaded machine the bench's own set-up and joins are
     slow; the goals time the answers); ssl_verify=False as `abuse_heavy._sessions` says."""
     from gradio_client import Client
 
-    kw = dict(verbose=False, headers={"X-Forwarded-For": CLASS}, ssl_verify=False)
+    kw = dict(verbose=False, headers={"X-Forwarded-For": school}, ssl_verify=False)
     return [Client(url, httpx_kwargs={"timeout": httpx.Timeout(60)}, **kw) for _ in range(n)]
 
 
@@ -79,7 +81,7 @@ def classroom(app, page, n, max_s):
     at_once = _students(app.url, n)  # the students open the page (set-up: not the attack)
     heavy.mark()
     first, last = _round(at_once, [0.0] * n, 0)
-    spread_clients = _students(app.url, n)
+    spread_clients = _students(app.url, n, CLASS2)  # another class (its address's new sessions not yet spent)
     spread, _ = _round(spread_clients, [10.0 * i / max(1, n - 1) for i in range(n)], n)
     for c in at_once + spread_clients:
         c.close()
