@@ -20,9 +20,10 @@ This reads Gradio's private queue (`Blocks._queue`: `event_queue_per_concurrency
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 
 import gradio as gr
@@ -96,34 +97,44 @@ def _seen(e):
 
 
 class FairQueue:
-    """`get_events` of Gradio's queue `q` with each group's next job chosen by a `Rota` of that group. Gradio
-    calls it every millisecond while jobs wait: only a group that can start a job now (jobs waiting, a worker
-    free) is looked at, so a wait with every worker busy costs what Gradio's own check costs."""
+    """`get_events` of Gradio's queue `q`: of the groups that can start a job now (jobs waiting, a worker free), in
+    a random order as Gradio's own, the first whose waiting jobs include one of an address holding fewer than
+    all but one of the group's workers (one stays free for another address: an address alone has the rest; its
+    next job would only wait there for its own in the lane, one computing at a time); of those, the `Rota`'s
+    pick. Gradio calls it every millisecond while jobs wait: a group with every worker busy is not looked at.
+    Batched events keep Gradio's own pick."""
 
     def __init__(self, q):
         self.q, self.original, self.rotas = q, q.get_events, {}
 
     def __call__(self):
-        for group_id, group in list(self.q.event_queue_per_concurrency_id.items()):
+        groups = list(self.q.event_queue_per_concurrency_id.items())
+        random.shuffle(groups)
+        for group_id, group in groups:
             limit = group.concurrency_limit
             if not group.queue or (limit is not None and group.current_concurrency >= limit):
                 continue
+            if group.queue[0].fn.batch:
+                return self._started(self.original())
             rota = self.rotas.setdefault(group_id, Rota())
             waiting = [event_visitor(e) for e in group.queue]
-            started = [
-                event_visitor(e) for b in list(self.q.active_jobs) for e in b or () if e.fn.concurrency_id == group_id
-            ]
+            running = [e for b in list(self.q.active_jobs) for e in b or () if e.concurrency_id == group_id]
+            started = [event_visitor(e) for e in running]
             addresses = {v.turn_key for v in (*waiting, *started)}
             sessions = {v.session_key for v in (*waiting, *started)}
             for key in [k for k in rota.address if k not in addresses]:
                 rota.forget(address=key)  # nothing of it left in this group: a newcomer when it comes back
             for key in [k for k in rota.session if k not in sessions]:
                 rota.forget(session=key)
-            if len(group.queue) > 1 and not group.queue[0].fn.batch:
-                i = rota.pick(waiting)
-                if i:
-                    group.queue.insert(0, group.queue.pop(i))
-        picked = self.original()
+            held = Counter(v.turn_key for v in started)
+            cap = None if limit is None else max(1, limit - 1)
+            allowed = [i for i, v in enumerate(waiting) if cap is None or held[v.turn_key] < cap]
+            if allowed:
+                i = allowed[rota.pick([waiting[i] for i in allowed]) or 0]
+                return self._started(([group.queue.pop(i)], False, group_id))
+        return None
+
+    def _started(self, picked):
         if picked:
             events, _, group_id = picked
             with _lock:
