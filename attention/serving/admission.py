@@ -258,7 +258,7 @@ HEAVY = Lane(
     slots=SETTINGS.heavy_slots,
     queued=SETTINGS.visitor_jobs,
     address_queued=SETTINGS.address_waiting,
-    max_waiting=SETTINGS.address_waiting + SETTINGS.heavy_waiting,
+    max_waiting=SETTINGS.queue_waiting,
     bound_s=SETTINGS.job_seconds,
     typical_s=5.0,
     threads=SETTINGS.heavy_threads,
@@ -267,9 +267,11 @@ HEAVY = Lane(
 """Relevance and attention videos: ATTENTION_HEAVY_SLOTS at once (2), shared round-robin between addresses, then
 between an address's sessions; one of each address computing at a time (a slot stays for another visitor's
 short job). The jobs that reach it are those Gradio's heavy group started (`attention.ui.admit.HEAVY_QUEUE`:
-slots + ATTENTION_HEAVY_WAITING at once), admitted and ordered in Gradio's queue (`attention.ui.fair_queue`), so
-its rooms (a session's ATTENTION_VISITOR_JOBS, an address's ATTENTION_ADDRESS_WAITING) are not what refuses a
-job. Each job holds its slot at most ATTENTION_JOB_SECONDS (a video between its chunks), computing with
+slots + ATTENTION_HEAVY_WAITING at once), admitted and ordered in Gradio's queue (`attention.ui.fair_queue`);
+the reservations its door makes (`attention.ui.admit.heavy_share`) count in rooms of the queue's sizes (a
+session's ATTENTION_VISITOR_JOBS, an address's ATTENTION_ADDRESS_WAITING, everyone's ATTENTION_QUEUE_WAITING),
+so a flooder's 64 cannot fill the lane for another address. Each job holds its slot at most
+ATTENTION_JOB_SECONDS (a video between its chunks), computing with
 ATTENTION_HEAVY_THREADS torch threads on the CPU (0, the default: as torch has them), in threads at nice
 ATTENTION_HEAVY_NICE on the CPU (`call`; the video's job thread: `gpu.streamed`), below the light lane's forwards."""
 
