@@ -104,6 +104,14 @@ class Settings:
     # one visitor's jobs waiting or running in the queue at once: ATTENTION_VISITOR_JOBS. A change and the three
     # panel redraws that follow it are 4; the next change must still get in while they run (so not 3)
     visitor_jobs: int = 6
+    # jobs of one client address waiting or running in the queue at once, every session from it together:
+    # ATTENTION_ADDRESS_WAITING. A class behind one school's address (30 students pressing run at once, twice)
+    # fits; a flooder from one address holds at most this many places, served round-robin with everyone else
+    # (docs/admission.md)
+    address_waiting: int = 64
+    # jobs waiting or running in the queue from every visitor together: ATTENTION_QUEUE_WAITING (four flooding
+    # addresses at ATTENTION_ADDRESS_WAITING fill it; each job's request body is at most ATTENTION_MAX_BODY_KB)
+    queue_waiting: int = 256
     max_models: int = 3  # models resident at once (least recently used unloaded): ATTENTION_MAX_MODELS
     allow_downloads: bool = False  # visitors may make the server download unlisted models: ATTENTION_ALLOW_DOWNLOADS
     max_sessions: int = 1000  # browser sessions whose state Gradio keeps: ATTENTION_MAX_SESSIONS
@@ -124,13 +132,15 @@ class Settings:
     video_max_pixels: int = 3840 * 2160  # pixels per video frame (more: scaled down): ATTENTION_VIDEO_MAX_PIXELS
     concurrency: int = 2  # jobs computed at once: ATTENTION_CONCURRENCY
     # admission of computing jobs (attention.serving.admission): relevance and videos share ATTENTION_HEAVY_SLOTS slots
-    # round-robin between visitors (a visitor = session and client address together), each visitor 1 running
-    # and ATTENTION_VISITOR_QUEUED waiting, ATTENTION_HEAVY_WAITING waiting in all, each job at most
+    # round-robin between client addresses, then between an address's sessions, each address 1 computing; Gradio
+    # starts ATTENTION_HEAVY_WAITING more to wait in the lane (a thread each: a video hands its slot to one between
+    # chunks), the rest wait in Gradio's queue, served by the same rule (attention.ui.fair_queue); each job at most
     # ATTENTION_JOB_SECONDS holding a slot. Two slots: a visitor's short job runs beside another visitor's long one
-    # (sharing the cores, at the heavy lane's nice) instead of waiting for it to end (docs/admission.md)
+    # (sharing the cores, at the heavy lane's nice) instead of waiting for it to end (docs/admission.md).
+    # ATTENTION_VISITOR_QUEUED: an MCP session's calls waiting in the MCP lane
     heavy_slots: int = 2
     visitor_queued: int = 2
-    heavy_waiting: int = 16
+    heavy_waiting: int = 4
     job_seconds: float = 120.0
     # torch's intra-op threads of the thread computing a heavy job (relevance, text relevance, a video) on the
     # CPU: ATTENTION_HEAVY_THREADS (0, the default: as torch has them; 1 on 2 cores did not help the light lane:
@@ -203,6 +213,8 @@ class Settings:
             memory_every=_read("ATTENTION_MEMORY_EVERY", cls.memory_every, float, 1),
             malloc_arenas=int(_read("ATTENTION_MALLOC_ARENAS", cls.malloc_arenas, int, 0)),
             visitor_jobs=int(_read("ATTENTION_VISITOR_JOBS", cls.visitor_jobs, int, 1)),
+            address_waiting=int(_read("ATTENTION_ADDRESS_WAITING", cls.address_waiting, int, 1, 100_000)),
+            queue_waiting=int(_read("ATTENTION_QUEUE_WAITING", cls.queue_waiting, int, 1, 1_000_000)),
             max_models=int(_read("ATTENTION_MAX_MODELS", cls.max_models, int, 1)),
             allow_downloads=_flag("ATTENTION_ALLOW_DOWNLOADS"),
             max_sessions=int(_read("ATTENTION_MAX_SESSIONS", cls.max_sessions, int, 1)),

@@ -27,7 +27,9 @@ attack prints NOT MEASURED, neither PASS nor FAIL):
   upload_flood   uploads of 4 MB files from 4 threads (400 of them at most): bytes accepted, the
                  temp folder's size
   and bench/abuse_heavy.py's attacks on the computing endpoints (video_slot, canvas_gif, relevance_flood,
-  mixed_sessions, mcp_clients, mcp_data, forged_headers, big_body: see its doc).
+  mixed_sessions, mcp_clients, mcp_data, forged_headers, big_body: see its doc), and bench/abuse_class.py's (issue
+  48: classroom, a class of 30 sessions behind one address served, every one; address_flood, 60 sessions of one
+  address beside the honest visitor at another).
 Goals: honest p95 <= 3x quiet during new_sessions, live_flood and the computing attacks; under video_slot,
 relevance_flood and mixed_sessions an honest relevance and an honest 1 s video each within 3x their quiet
 time plus one attacker job (the longest kind of heavy job the attack sends, each kind timed quiet); RSS
@@ -56,6 +58,7 @@ import httpx
 import numpy as np
 from PIL import Image
 
+from bench import abuse_class as klass
 from bench import abuse_heavy as heavy
 from bench import bench_load as bl
 from bench.common import RssPeak, cpu_seconds, markdown_table, readme_block
@@ -67,7 +70,8 @@ HONEST, ATTACKER, VISITOR = "10.0.0.1", "10.66.0.1", "10.0.0.2"  # X-Forwarded-F
 # canvas_gif: 4 refusals within a second)
 REPEATABLE = {"new_sessions", "live_flood", "big_session", "mcp_clients", "canvas_gif"}
 LIGHT = ["new_sessions", "live_flood", "big_session", "large_passes", "upload_flood"]
-ATTACKS = LIGHT + list(heavy.ATTACKS)  # bench.abuse_heavy's: the computing endpoints (issue 32)
+ATTACKS = LIGHT + list(heavy.ATTACKS) + list(klass.ATTACKS)  # the computing endpoints (issue 32); issue 48's
+COMPUTING = {**heavy.ATTACKS, **klass.ATTACKS}
 
 
 def honest_loop(url: str, out, temp: str) -> None:
@@ -305,7 +309,7 @@ def main() -> None:
         lines.append(f"quiet: honest /attention_maps p50 {quiet[0]:.3f} s, p95 {quiet[1]:.3f} s ({quiet[2]} calls)")
         print(lines[-1], flush=True)
         counts = dict(new_sessions=3000, live_flood=20_000, big_session=300, large_passes=60, upload_flood=400)
-        counts.update({k: n for k, (_, n) in heavy.ATTACKS.items()})
+        counts.update({k: n for k, (_, n) in COMPUTING.items()})
         if any(a in heavy.HEAVY_TIMED for a in args.only.split(",")):
             honest.pause()  # quiet: nothing else running (a niced heavy job yields to the visitor's forwards)
             try:
@@ -323,7 +327,7 @@ def main() -> None:
             start, heavy.MARK[0] = time.time(), 0.0
             with RssPeak(app.proc.pid) as peak:
                 extra = (visitor_token,) if name == "large_passes" else ()
-                attack = heavy.ATTACKS[name][0] if name in heavy.ATTACKS else globals()[name]
+                attack = COMPUTING[name][0] if name in COMPUTING else globals()[name]
                 got, note = attack(app, page, n, args.max_seconds, *extra)
                 # a flood over before the visitor made --min-honest calls goes on (again n) until they have
                 while name in REPEATABLE and honest.stats(heavy.MARK[0] or start)[2] < args.min_honest:
@@ -345,10 +349,13 @@ def main() -> None:
             print("\n".join(lines[-4 if note else -3 :]), flush=True)
             jobs = heavy.HONEST_JOBS.get(name, "")
             rows.append(Attack(name, n, got, ratio, during[2], during[3], before, peak.peak, after, jobs))
-            if name in ("new_sessions", "live_flood", *heavy.ATTACKS):
+            if name in ("new_sessions", "live_flood", *COMPUTING):
                 verdicts.append((f"{name}: honest p95 <= 3x quiet", None if during[2] == 0 else bool(ratio <= 3)))
             if name in heavy.HEAVY_TIMED:
                 verdicts.append((f"{name}: honest relevance and video within 3x quiet + one job", "[goal met]" in note))
+            if name == "classroom":
+                goal = "classroom: every student served, none refused, the last within 60 s"
+                verdicts.append((goal, "[goal met]" in note))
             verdicts.append((f"{name}: RSS {args.settle:.0f} s after within 10% of before", after <= 1.1 * before))
             if name == "mcp_data":
                 note, ok = heavy.mcp_data_settled(app, args.settle)
@@ -377,10 +384,10 @@ def main() -> None:
     print("\n".join(lines))
     for name, ok in verdicts:
         print(f"{verdict(ok)}  {name}")
-    light = [a for a in rows if a.name not in heavy.ATTACKS]
+    light = [a for a in rows if a.name not in COMPUTING]
     if light:  # docs/security.md's table
         print(readme_block("bench_abuse", "attacks", attacks_table(light, guarded, args.settle)))
-    if computing := [a for a in rows if a.name in heavy.ATTACKS]:  # the README's: the computing endpoints (issue 32)
+    if computing := [a for a in rows if a.name in COMPUTING]:  # the README's: the computing endpoints (issue 32)
         print(readme_block("bench_abuse", "heavy", attacks_table(computing, guarded, args.settle, heavy=True)))
 
 

@@ -4,12 +4,15 @@ A visitor is a session and a client address together: a job counts against both,
 from one client are one visitor (and one session seen from several addresses too). A `Lane` is a kind
 of work with its own slots:
 
-- per visitor at most `running` job (1) computing in the lane and `queued` more waiting (a few); a job
-  over that, or over the lane's `max_waiting` for everyone, is refused at once (`Busy`), the message
-  saying why and when to retry;
-- the lane's slots go round-robin between visitors (a free slot to the waiting visitor served longest
-  ago, one who never was first), so an honest visitor waits for at most one job of each other visitor
-  ahead in the turn, however many that visitor queued;
+- per session at most `running` job (1) computing in the lane and `queued` more waiting; per client address
+  (every session from it together) at most `address_running` computing and `address_queued` waiting (a
+  class's worth: its students wait their turns, they are not refused); a job over that, or over the lane's
+  `max_waiting` for everyone, is refused at once (`Busy`), the message naming what is counted (the session,
+  the address) and when to retry, sized from the job of its holding a slot (`retry_after`);
+- the lane's slots go round-robin between addresses, then between an address's sessions (a free slot to the
+  address served longest ago, one never served first; of its jobs, the session served longest ago's:
+  `attention.serving.rounds.Rota`), so an honest visitor waits for at most one job of each other address
+  ahead in the turn, however many that address queued;
 - a job holds its slot at most `bound_s` seconds (`Turn.check` stops a job that runs over, between its
   chunks; `Turn.pause` hands the slot to a waiting visitor between chunks and queues again at the back).
 
@@ -26,7 +29,7 @@ wakes it), leaving the queue if it is cancelled while waiting. The round itself 
     with HEAVY.turn(Visitor("sess", "10.0.0.1")) as t:   # in the handler: waits for its round-robin turn
         for chunk in chunks:
             t.check(); compute(chunk); t.pause()
-    async with MCP.aturn(Visitor("mcp-10.0.0.2", "10.0.0.2")):   # an MCP tool call, in the event loop
+    async with MCP.aturn(Visitor(None, "10.0.0.2")):   # an MCP tool call (no MCP session), in the event loop
         ...
 """
 
@@ -49,8 +52,9 @@ T = TypeVar("T")
 
 
 class Lane(Round):
-    """A kind of work with `slots` jobs computing at once, shared round-robin between visitors (see the
-    module's doc). Thread-safe; every table is bounded by the jobs admitted."""
+    """A kind of work with `slots` jobs computing at once, shared round-robin between client addresses and then
+    between an address's sessions (see the module's doc). Thread-safe; every table is bounded by the jobs
+    admitted."""
 
     def __init__(
         self,
@@ -59,16 +63,21 @@ class Lane(Round):
         slots: int = 1,
         running: int = 1,
         queued: int = 2,
+        address_running: int | None = None,
+        address_queued: int | None = None,
         max_waiting: int = 16,
         bound_s: float = 120.0,
+        typical_s: float = 1.0,
         reserve_ttl: float = 30.0,
         threads: int | None = None,
         nice: int = 0,
         clock: Callable[[], float] = time.monotonic,
     ):
-        super().__init__(slots, running, bound_s, clock)
+        super().__init__(slots, running, bound_s, clock, address_running)
         self.name, self.queued, self.reserve_ttl = name, max(0, queued), reserve_ttl
+        self.address_queued = self.queued if address_queued is None else max(0, address_queued)
         self.max_waiting = max(0, max_waiting)
+        self.typical_s = float(typical_s)  # a job's seconds in a slot: a first guess, then the recent jobs' mean
         self.threads = threads  # torch threads of the thread inside a `turn` (None: left as they are)
         self.pool = NicedThreads(nice)  # the threads its jobs are handed to (`call`)
         self._reserved: dict[Visitor, deque[float]] = {}  # visitor -> when each unclaimed reservation was made
@@ -102,26 +111,48 @@ class Lane(Round):
         reserved = sum(len(q) for q in self._reserved.values())
         return reserved + sum(len(q) for q in self._queue.values()) + sum(self._holding.values())
 
+    def _finished(self, seconds: float) -> None:
+        """A job left its slot after `seconds`: the typical job's time follows (a mean of the recent ones)."""
+        self.typical_s = 0.8 * self.typical_s + 0.2 * max(0.0, seconds)
+
+    def retry_after(self, key: str | None = None) -> float:
+        """Seconds until one more job of counter `key` (None: anyone's) would likely be admitted: the time left of
+        its job that holds a slot longest (of the lane's, for None or when it has none computing), by the typical
+        job's time; at least 1 s, at most `bound_s` (the caller holds the lock)."""
+        now = self._clock()
+        mine = [t for t in self._active if key is None or key in t.visitor.keys] or list(self._active)
+        left = min((self.typical_s - (now - t.since) for t in mine), default=self.typical_s)
+        return min(self.bound_s, max(1.0, left if left > 0 else self.typical_s / 2))
+
     def _admit(self, visitor: Visitor) -> None:
-        """Busy unless one more job of `visitor` fits (the caller holds the lock)."""
+        """Busy unless one more job of `visitor` fits (the caller holds the lock): its session's room (`running`
+        + `queued`), its address's (`address_running` + `address_queued`, every session from it together) and
+        the lane's (`max_waiting` for everyone). The message names what is counted and when to retry."""
         self._lapse()
         for key in visitor.keys:
             running, waiting = self._held(key)
-            if running + waiting >= self.running + self.queued:
-                who = "this session" if key.startswith("s:") else "your address"
+            session = key.startswith("s:")
+            room_running, room_queued = (
+                (self.running, self.queued) if session else (self.address_running, self.address_queued)
+            )
+            if running + waiting >= room_running + room_queued:
+                wait = self.retry_after(key)
+                who = "this session" if session else "your address (every session from it counts together)"
+                each = "each session" if session else "each address"
                 raise Busy(
                     f"Not queued: {who} already has {running} job{'s' * (running != 1)} running and {waiting} "
-                    f"waiting for the server's {self.name} work; each visitor may have {self.running} running "
-                    f"and {self.queued} waiting, so that everyone gets a turn. Try again in about "
-                    f"{self.bound_s:,.0f} s (each job runs at most that long), when one has finished.",
-                    self.bound_s,
+                    f"waiting for the server's {self.name} work; {each} may have {room_running} running and "
+                    f"{room_queued} waiting, so that everyone gets a turn. Try again in about {wait:,.0f} s, when "
+                    "one has finished.",
+                    wait,
                 )
         total = self._total()
         if total >= self.max_waiting:
+            wait = self.retry_after()
             raise Busy(
-                f"Not queued: the server's {self.name} work has {total} jobs waiting, the most it holds; try "
-                f"again in about {self.bound_s:,.0f} s.",
-                self.bound_s,
+                f"Not queued: the server's {self.name} work has {total} jobs waiting from every visitor, the most "
+                f"it holds; try again in about {wait:,.0f} s.",
+                wait,
             )
 
     # ----- admission ------------------------------------------------------------------------------
@@ -179,11 +210,13 @@ class Lane(Round):
                 self._claim(visitor)
             self._enqueue(ticket)
             self._wait(ticket)
+        turn = Turn(self, ticket)
         try:
             with torch_threads(self.threads):
-                yield Turn(self, ticket)
+                yield turn
         finally:
             with self._cond:
+                self._finished(turn.seconds())
                 self._release_slot(ticket)
                 if inside:
                     self._hold(visitor, 1)
@@ -205,10 +238,12 @@ class Lane(Round):
             with self._cond:
                 self._withdraw(ticket)  # granted meanwhile: the slot released; else the place given up
             raise
+        turn = Turn(self, ticket)
         try:
-            yield Turn(self, ticket)
+            yield turn
         finally:
             with self._cond:
+                self._finished(turn.seconds())
                 self._release_slot(ticket)
 
     def call(self, fn: Callable[..., T], *args, **kwargs) -> T:
@@ -221,15 +256,22 @@ class Lane(Round):
 HEAVY = Lane(
     "relevance and video",
     slots=SETTINGS.heavy_slots,
-    queued=SETTINGS.visitor_queued,
-    max_waiting=SETTINGS.heavy_waiting,
+    queued=SETTINGS.visitor_jobs,
+    address_queued=SETTINGS.address_waiting,
+    max_waiting=SETTINGS.queue_waiting,
     bound_s=SETTINGS.job_seconds,
+    typical_s=5.0,
     threads=SETTINGS.heavy_threads,
     nice=SETTINGS.heavy_nice,
 )
-"""Relevance and attention videos: ATTENTION_HEAVY_SLOTS at once (2), shared round-robin between visitors;
-per visitor 1 running and ATTENTION_VISITOR_QUEUED waiting (2); ATTENTION_HEAVY_WAITING waiting in all
-(16); each job holds its slot at most ATTENTION_JOB_SECONDS (a video between its chunks), computing with
+"""Relevance and attention videos: ATTENTION_HEAVY_SLOTS at once (2), shared round-robin between addresses, then
+between an address's sessions; one of each address computing at a time (a slot stays for another visitor's
+short job). The jobs that reach it are those Gradio's heavy group started (`attention.ui.admit.HEAVY_QUEUE`:
+slots + ATTENTION_HEAVY_WAITING at once), admitted and ordered in Gradio's queue (`attention.ui.fair_queue`);
+the reservations its door makes (`attention.ui.admit.heavy_share`) count in rooms of the queue's sizes (a
+session's ATTENTION_VISITOR_JOBS, an address's ATTENTION_ADDRESS_WAITING, everyone's ATTENTION_QUEUE_WAITING),
+so a flooder's 64 cannot fill the lane for another address. Each job holds its slot at most
+ATTENTION_JOB_SECONDS (a video between its chunks), computing with
 ATTENTION_HEAVY_THREADS torch threads on the CPU (0, the default: as torch has them), in threads at nice
 ATTENTION_HEAVY_NICE on the CPU (`call`; the video's job thread: `gpu.streamed`), below the light lane's forwards."""
 
@@ -238,10 +280,14 @@ MCP = Lane(
     "MCP tool calls",
     slots=SETTINGS.mcp_slots,
     queued=SETTINGS.visitor_queued,
-    max_waiting=SETTINGS.heavy_waiting,
+    address_queued=SETTINGS.address_waiting,
+    max_waiting=SETTINGS.queue_waiting,
     bound_s=60,
+    typical_s=1.0,
 )
 """MCP tool calls of the light endpoints, whole (Gradio's loopback upload, queue and result included:
 `attention.ui.admit.gate_mcp_calls`): ATTENTION_MCP_SLOTS at once (1) for every MCP caller together, shared
-round-robin between callers (`aturn`); per caller 1 running and ATTENTION_VISITOR_QUEUED waiting (2);
-ATTENTION_HEAVY_WAITING waiting in all (16). A crowd of agents never takes the page's visitors' share."""
+round-robin between addresses, then between an address's MCP sessions (`aturn`, waiting in the event loop);
+per MCP session 1 running and ATTENTION_VISITOR_QUEUED waiting (2), per address ATTENTION_ADDRESS_WAITING (64),
+ATTENTION_QUEUE_WAITING in all (256). A crowd of agents never takes the page's visitors' share: agents behind
+one address wait their turns (each call answered later, not refused), and a refusal is held a moment."""

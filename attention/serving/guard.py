@@ -3,8 +3,10 @@
 A plain ASGI middleware (no web framework imported) that answers, before the app builds anything:
 - 413 for a body over its route's limit (the Content-Length, and the bytes actually received);
 - 400 for a session id that is not 1-64 characters of [A-Za-z0-9_-] (query string or JSON body);
-- 429 for a client over its rate of new sessions, of live-route calls or of upload bytes (a burst of a
-  client's new sessions, within its rate, is paced: `new_session_pace` a second, the others held);
+- 429 for a client over its rate of live-route calls or of upload bytes, or of new sessions beyond what it
+  may wait for: a burst of a client's new sessions is paced, not refused (`new_session_pace` a second, and
+  past its rate each held until its token comes, up to `new_session_wait` seconds; a session held once is
+  not counted again by its next requests, which wait with it);
 - 403 for a live-route call from a session this server has not seen on another route (a browser's
   first call there always follows an answer of the queue, which carried the token it asks about);
 - 507 for an upload that would take the upload folder over its total.
@@ -28,29 +30,24 @@ folder). Every table is bounded: clients and sessions are kept least recently us
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
+import re
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import parse_qs
 
+from attention.serving.asgi import Refusal, answer, content_length, counting, loads, read_body, replay
 from attention.serving.clients import VISITOR_HEADER, Proxies, sign, verify
 from attention.serving.limits import Buckets, FolderBudget, GuardLimits, Recent, Routes, session_id_ok
 
+__all__ = ["Guard", "Refusal"]
 log = logging.getLogger(__name__)
 LOOPBACK = {"127.0.0.1", "::1"}
 MAX_ERROR_BYTES = 4096  # an error answer's body from the app beyond this is cut (it may quote what a visitor sent)
 HELD = {400, 403, 413, 429}  # refusals of what a flood sends: each costs its sender a second, the server ~nothing
-
-
-class Refusal(Exception):
-    """A request answered here: HTTP `status` with `message` (and Retry-After seconds, for 429)."""
-
-    def __init__(self, status: int, message: str, retry_after: float | None = None, detail: object = None):
-        super().__init__(message)
-        self.status, self.message, self.retry_after = status, message, retry_after
-        self.detail = message if detail is None else detail
+RETRY_HINT = re.compile(rb"Try again in about ([0-9,]+) s")  # the app's refusals say when; sent as Retry-After too
 
 
 class Guard:
@@ -74,6 +71,8 @@ class Guard:
         self.live_calls = Buckets(lim.live_per_s, 2 * lim.live_per_s, lim.max_clients, clock)
         self.uploads = Buckets(lim.upload_bytes_per_s, lim.upload_burst_bytes, lim.max_clients, clock)
         self.seen = Recent(lim.max_sessions)
+        self.pacing: OrderedDict[str, float] = OrderedDict()  # new session held -> when it may pass (clock)
+        self._clock = clock
         self.folder = FolderBudget(upload_folder, lim.upload_folder_bytes, clock=clock)
         self.refused: dict[int, int] = {}  # status -> how many (for benches and tests)
         self.check_json = check_json  # (path, JSON body) -> None, or (message, detail) answered with 422
@@ -107,7 +106,7 @@ class Guard:
             self.refused[r.status] = self.refused.get(r.status, 0) + 1
             if r.status in HELD and self.limits.refusal_delay > 0:
                 await asyncio.sleep(self.limits.refusal_delay)  # a flooding client's connections wait (a tarpit)
-            return await _answer(send, r)
+            return await answer(send, r)
         started, held = False, None
 
         async def sending(message):
@@ -128,6 +127,8 @@ class Guard:
             if len(body) > MAX_ERROR_BYTES:
                 body = body[:MAX_ERROR_BYTES] + b"... (the rest of this answer was cut)"
             headers = [(k, v) for k, v in held[0].get("headers", []) if k.lower() != b"content-length"]
+            if (hint := RETRY_HINT.search(body)) and not any(k.lower() == b"retry-after" for k, _ in headers):
+                headers.append((b"retry-after", hint.group(1).replace(b",", b"")))  # a queue refusal's wait
             await send({**held[0], "headers": [*headers, (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
 
@@ -139,7 +140,7 @@ class Guard:
             where = f"{scope['method']} {scope['path'][:80]}"
             log.info("client %s went away during %s (ClientDisconnect)", scope["client"][0], where)
             if not started:  # (nobody reads it)
-                await _answer(send, Refusal(400, "The client went away before sending the whole body."))
+                await answer(send, Refusal(400, "The client went away before sending the whole body."))
 
     # ----- the checks ----------------------------------------------------------------------------
     async def _check(self, scope, receive):
@@ -147,7 +148,7 @@ class Guard:
         path, method, routes, lim = scope["path"], scope["method"], self.routes, self.limits
         client = (scope.get("client") or ("?", 0))[0]
         headers = dict(scope.get("headers") or [])
-        length = _content_length(headers)
+        length = content_length(headers)
         if path.startswith(routes.upload):
             limit = lim.upload_body_bytes
         elif path.startswith(routes.live):
@@ -166,8 +167,8 @@ class Guard:
         body = data = None
         form = headers.get(b"content-type", b"").startswith((b"multipart/", b"application/x-www-form"))
         if method == "POST" and not form and not path.startswith((routes.upload, routes.mcp)):
-            body = await _read(receive, limit)  # JSON (the app reads a body without a Content-Type as JSON too)
-            data = _loads(body)
+            body = await read_body(receive, limit)  # JSON (the app reads a body without a Content-Type as JSON too)
+            data = loads(body)
             if isinstance(data, dict) and data.get("session_hash") is not None:
                 sessions.append(data["session_hash"])
         elif path.startswith(routes.live) and method == "POST":
@@ -177,19 +178,17 @@ class Guard:
             if not session_id_ok(s):
                 what = f"{len(s):,} characters long" if isinstance(s, str) else f"a {type(s).__name__}"
                 raise Refusal(400, f"The session id ({what}) is not accepted; expected 1-64 of A-Z a-z 0-9 _ -.")
-        new = [s for s in dict.fromkeys(sessions) if s not in self.seen]
+        held = [s for s in dict.fromkeys(sessions) if s in self.pacing and s not in self.seen]
+        new = [s for s in dict.fromkeys(sessions) if s not in self.seen and s not in self.pacing]
         if method == "POST" and not sessions and any(path.startswith(p) for p in routes.fresh_session):
             new.append(None)  # the app opens a session of its own for this call
         if path.startswith(routes.live) and method == "POST":
-            if new:
+            if new or held:
                 raise Refusal(403, "The live route answers only a session that has used this page's events first.")
             if wait := self.live_calls.take(client):
                 raise Refusal(429, "Too many live-route calls from this client; slow down.", wait)
-        elif new:
-            if wait := self.new_sessions.take(client, len(new)):
-                raise Refusal(429, "Too many new sessions from this client; try again shortly.", wait)
-            if self.session_pace is not None and (wait := self.session_pace.reserve(client, len(new))):
-                await asyncio.sleep(wait)  # a client's burst of new sessions spread out (the event loop builds each)
+        elif new or held:
+            await self._pace(client, new, held)
         if path.startswith(routes.upload) and method == "POST":
             mcp_loopback = client in LOOPBACK and headers.get(b"x-gradio-user") == b"mcp"  # its bytes were charged
             await self._admit_upload(client, length, charged=mcp_loopback)
@@ -203,9 +202,38 @@ class Guard:
                 self.seen.add(s)
         for s in sessions:
             self.seen.add(s)  # most recently seen last
+            self.pacing.pop(s, None)
         if body is not None:
-            return _replay(body, receive)
-        return _counting(receive, limit)
+            return replay(body, receive)
+        return counting(receive, limit)
+
+    async def _pace(self, client: str, new: list[str | None], held: list[str]) -> None:
+        """Hold the request until its new sessions may start: each takes a token of its client's rate, waiting
+        for it up to `new_session_wait` seconds (else 429, naming what is counted), and `new_session_pace` a
+        second start (the event loop builds each one's state; this pacing holds a request at most
+        `new_session_hold` seconds); a session already held (`held`) waits with it."""
+        lim, now, wait = self.limits, self._clock(), 0.0
+        if new:
+            wait, taken = self.new_sessions.pace(client, len(new), lim.new_session_wait)
+            if not taken:
+                raise Refusal(
+                    429,
+                    f"Too many new sessions from your address (every session from it counts together): "
+                    f"{lim.new_sessions_per_s * 60:g} a minute, {lim.new_session_burst:g} at once, and those over "
+                    f"that wait up to {lim.new_session_wait:,.0f} s for their turn; try again in about "
+                    f"{min(wait, 3600):,.0f} s.",
+                    wait,
+                )
+            if self.session_pace is not None:
+                wait = max(wait, min(lim.new_session_hold, self.session_pace.reserve(client, len(new))))
+            for s in new:
+                if s is not None:
+                    self.pacing[s] = now + wait
+                    while len(self.pacing) > lim.max_sessions:
+                        self.pacing.popitem(last=False)
+        wait = max([wait] + [self.pacing.get(s, now) - now for s in held])
+        if wait > 0:
+            await asyncio.sleep(wait)  # a client's burst of new sessions spread out (the event loop builds each)
 
     async def _admit_upload(self, client: str, length: int | None, charged: bool = False) -> None:
         """Count an upload's bytes against its client's rate (unless `charged` already: an MCP call's file
@@ -216,77 +244,3 @@ class Guard:
             raise Refusal(429, "Too many upload bytes from this client; try again shortly.", wait)
         if not await self.folder.admit(length):
             raise Refusal(507, "The server's upload space is full; try again in a few minutes.", 60.0)
-
-
-# ----- ASGI plumbing -------------------------------------------------------------------------
-def _loads(body: bytes | None) -> object:
-    """The body as JSON, or None (no body, or not JSON: the app answers malformed JSON itself)."""
-    try:
-        return json.loads(body) if body else None
-    except ValueError:
-        return None
-
-
-def _content_length(headers: dict[bytes, bytes]) -> int | None:
-    raw = headers.get(b"content-length")
-    if raw is None:
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise Refusal(400, "The Content-Length header is not a number.") from None
-
-
-async def _read(receive, limit: int) -> bytes:
-    """The whole body, refused (413) as soon as it passes `limit` bytes."""
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise Refusal(400, "The client went away before sending the whole body.")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise Refusal(413, f"The request body is over {limit:,} bytes, the most this route accepts.")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-def _replay(body: bytes, receive):
-    sent = False
-
-    async def replay():
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
-
-
-def _counting(receive, limit: int):
-    """`receive`, with the body cut off (as a disconnect) once it passes `limit` bytes."""
-    size = 0
-
-    async def counted():
-        nonlocal size
-        message = await receive()
-        if message["type"] == "http.request":
-            size += len(message.get("body", b""))
-            if size > limit:
-                return {"type": "http.disconnect"}
-        return message
-
-    return counted
-
-
-async def _answer(send, r: Refusal) -> None:
-    body = json.dumps({"detail": r.detail, "error": r.message}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if r.retry_after is not None:
-        seconds = 3600 if r.retry_after == float("inf") else max(1, int(r.retry_after + 0.999))
-        headers.append((b"retry-after", str(seconds).encode()))
-    await send({"type": "http.response.start", "status": r.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})

@@ -61,6 +61,23 @@ class Buckets:
                 self._levels.popitem(last=False)
             return wait
 
+    def pace(self, key: str, amount: float = 1.0, at_most: float = 0.0) -> tuple[float, bool]:
+        """Take `amount` tokens of `key`'s bucket, into debt if the wait for them is at most `at_most` seconds:
+        (the seconds until they would be there, whether they were taken). Over `at_most` (or `burst`), nothing
+        is taken (the seconds are then the wait asked of a retry)."""
+        with self._lock:
+            now = self._clock()
+            tokens, when = self._levels.pop(key, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - when) * self.rate)
+            short = max(0.0, amount - tokens)
+            wait = float("inf") if amount > self.burst else (short / self.rate if self.rate > 0 else float("inf"))
+            if short == 0 or wait <= at_most:
+                tokens -= amount
+            self._levels[key] = (tokens, now)
+            while len(self._levels) > self.max_keys:
+                self._levels.popitem(last=False)
+            return wait if short else 0.0, short == 0 or wait <= at_most
+
     def reserve(self, key: str, amount: float = 1.0) -> float:
         """Take `amount` tokens of `key`'s bucket now, into debt if they are not there: the seconds until
         they would have been (0.0: there). For pacing: the caller waits that long (bounded by what else
@@ -139,9 +156,14 @@ class GuardLimits:
     mcp_body_bytes: int = 28 << 20  # an MCP call (an image may come base64-encoded: 4/3 of its bytes)
     new_sessions_per_s: float = 0.5  # new sessions a client may open, a second (burst: new_session_burst)
     new_session_burst: float = 30
+    # seconds a new session over the burst is held for its token (paced, not refused); beyond, 429
+    new_session_wait: float = 0.0
     # new sessions of a client started a second (as many at once); the rest of its burst waits its turn (an
     # asyncio sleep): each first call of a session builds Gradio's whole per-session state on the event loop
     new_session_pace: float = 2.0
+    # the most that pacing holds a request (gradio_client gives up on a queue join after 5 s); the wait for a
+    # token past the burst (new_session_wait) is not shortened
+    new_session_hold: float = 4.0
     live_per_s: float = 20.0  # live-route calls of a client, a second (burst: twice as many)
     upload_bytes_per_s: float = 2 << 20  # upload bytes of a client, a second (burst: upload_burst_bytes)
     upload_burst_bytes: float = 120 << 20

@@ -1,9 +1,12 @@
 """Who gets a lane's next free slot: the round-robin between visitors of `attention.serving.admission.Lane`.
 
 A `Round` holds the jobs waiting (a `Ticket` each, queued under its visitor's turn key: every session of
-one client takes one turn) and the slots busy. A free slot goes to the visitor served longest ago whose
-next job may run (one never served first, then in the order they came). A ticket is granted under the
-round's lock; a thread waits for that on the round's condition, an asyncio task on its ticket's `wake`
+one client takes one turn) and the slots busy. A free slot goes by the `Rota`'s rule: of the jobs that may
+run, the one whose client address was served longest ago (one never served first, then in the order they
+came), then, of that address's, the one whose session was served longest ago: round-robin between
+addresses first, then between the sessions of an address (a classroom behind one address takes its turns
+student by student). The same rule orders Gradio's own queue (`attention.ui.fair_queue`). A ticket is
+granted under the round's lock; a thread waits for that on the round's condition, an asyncio task on its ticket's `wake`
 (called by the grant, from whatever thread frees the slot). A `Turn` is a granted job's hold on its slot.
 
     with round._cond:
@@ -19,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from attention.errors import BudgetError
 from attention.serving.visitors import Visitor
@@ -29,10 +32,11 @@ class Ticket:
     """One job of `visitor` in the round: `granted` once it holds a slot; `wake()` is called at the grant
     (None: a thread waiting on the round's condition, which every grant notifies)."""
 
-    __slots__ = ("visitor", "granted", "wake")
+    __slots__ = ("visitor", "granted", "wake", "since")
 
     def __init__(self, visitor: Visitor, wake: Callable[[], None] | None = None):
         self.visitor, self.granted, self.wake = visitor, False, wake
+        self.since = 0.0  # when it was last granted (the lane's clock)
 
 
 def waker(loop, event) -> Callable[[], None]:
@@ -45,17 +49,62 @@ def waker(loop, event) -> Callable[[], None]:
     return wake
 
 
-class Round:
-    """`slots` jobs at once, each visitor's counters (`Visitor.keys`) at most `running` of them, shared
-    round-robin between visitors (see the module's doc). The caller of every `_` method holds `_cond`."""
+class Rota:
+    """The round-robin rule, one implementation for a lane's slots and for Gradio's queue: `pick` of the
+    candidates (in the order they came) the one whose address was served longest ago (never served: first;
+    equals: the first given), then of that address's, the one whose session was served longest ago; `served`
+    records a grant. Its tables hold the addresses and sessions `forget` has not dropped (the caller drops
+    those with nothing left waiting or running)."""
 
-    def __init__(self, slots: int, running: int, bound_s: float, clock: Callable[[], float]):
+    def __init__(self) -> None:
+        self.grants = 0
+        self.address: dict[str, int] = {}  # turn key -> the grant number of its last job
+        self.session: dict[str, int] = {}  # session key -> the same
+
+    def pick(self, visitors: Sequence[Visitor]) -> int | None:
+        """Index of the visitor whose job goes next (None: no candidate)."""
+        best, best_rank = None, None
+        for i, v in enumerate(visitors):
+            rank = (self.address.get(v.turn_key, -1), self.session.get(v.session_key, -1))
+            if best_rank is None or rank < best_rank:
+                best, best_rank = i, rank
+        return best
+
+    def served(self, visitor: Visitor) -> None:
+        self.grants += 1
+        self.address[visitor.turn_key] = self.session[visitor.session_key] = self.grants
+
+    def forget(self, address: str | None = None, session: str | None = None) -> None:
+        """Drop an address's or a session's record (nothing of it left waiting or running: it comes back as new)."""
+        self.address.pop(address, None)
+        self.session.pop(session, None)
+
+
+class Round:
+    """`slots` jobs at once, a session's at most `running` of them and a client address's at most
+    `address_running` (default: `running`), shared round-robin (`Rota`; see the module's doc). The caller
+    of every `_` method holds `_cond`."""
+
+    def __init__(
+        self,
+        slots: int,
+        running: int,
+        bound_s: float,
+        clock: Callable[[], float],
+        address_running: int | None = None,
+    ):
         self.slots, self.running, self.bound_s, self._clock = max(1, slots), max(1, running), bound_s, clock
+        self.address_running = max(1, running if address_running is None else address_running)
         self._cond = threading.Condition()
         self._running: dict[str, int] = {}  # key -> jobs computing
         self._queue: dict[str, deque[Ticket]] = {}  # turn key -> its waiting jobs, in the order keys came
-        self._served: dict[str, int] = {}  # turn key -> when its last job was granted (while it has jobs)
-        self._busy, self._grants = 0, 0
+        self._rota = Rota()  # who was served when (addresses and sessions with jobs)
+        self._busy = 0
+        self._active: set[Ticket] = set()  # the granted jobs
+
+    def cap(self, key: str) -> int:
+        """Jobs of counter `key` that may compute at once: a session's `running`, an address's `address_running`."""
+        return self.running if key.startswith("s:") else self.address_running
 
     def _enqueue(self, ticket: Ticket) -> None:
         self._queue.setdefault(ticket.visitor.turn_key, deque()).append(ticket)
@@ -65,17 +114,22 @@ class Round:
         while not ticket.granted:
             self._cond.wait()
 
-    def _forget_served(self, turn_key: str) -> None:
-        if turn_key not in self._queue and not self._running.get(turn_key):
-            self._served.pop(turn_key, None)  # no job left: a new one queues as a newcomer
+    def _forget_served(self, visitor: Visitor) -> None:
+        """Forget `visitor`'s address, and its session, once it has no job left: a new one queues as a newcomer."""
+        q = self._queue.get(visitor.turn_key, ())
+        if not q and not self._running.get(visitor.turn_key):
+            self._rota.forget(address=visitor.turn_key)
+        if not self._running.get(visitor.session_key) and all(t.visitor.session_key != visitor.session_key for t in q):
+            self._rota.forget(session=visitor.session_key)
 
     def _release_slot(self, ticket: Ticket) -> None:
         self._busy -= 1
+        self._active.discard(ticket)
         for key in ticket.visitor.keys:
             self._running[key] -= 1
             if not self._running[key]:
                 del self._running[key]
-        self._forget_served(ticket.visitor.turn_key)
+        self._forget_served(ticket.visitor)
         self._dispatch()
 
     def _withdraw(self, ticket: Ticket) -> None:
@@ -89,28 +143,31 @@ class Round:
             q.remove(ticket)
             if not q:
                 del self._queue[key]
-        self._forget_served(key)
+        self._forget_served(ticket.visitor)
         self._dispatch()
 
     def _may_run(self, visitor: Visitor) -> bool:
-        return all(self._running.get(k, 0) < self.running for k in visitor.keys)
+        return all(self._running.get(k, 0) < self.cap(k) for k in visitor.keys)
 
     def _dispatch(self) -> None:
-        """Grant free slots round-robin: of the visitors whose next job may run (none of their counters at
-        `running`), the one served longest ago (never: first; then in the order they came) gets it."""
+        """Grant free slots by the `Rota`: of the jobs that may run (none of their counters at its cap), the
+        address served longest ago, then its session served longest ago, gets it."""
         granted = False
         while self._busy < self.slots:
-            ready = [k for k, q in self._queue.items() if q and self._may_run(q[0].visitor)]
-            if not ready:
+            ready = [t for q in self._queue.values() for t in q if self._may_run(t.visitor)]
+            i = self._rota.pick([t.visitor for t in ready])
+            if i is None:
                 break
-            key = min(ready, key=lambda k: self._served.get(k, -1))  # min keeps the first of equals
+            ticket = ready[i]
+            key = ticket.visitor.turn_key
             q = self._queue[key]
-            ticket = q.popleft()
+            q.remove(ticket)
             if not q:
                 del self._queue[key]
-            self._grants += 1
-            self._served[key] = self._grants
+            self._rota.served(ticket.visitor)
             ticket.granted, granted = True, True
+            ticket.since = self._clock()
+            self._active.add(ticket)
             self._busy += 1
             for k in ticket.visitor.keys:
                 self._running[k] = self._running.get(k, 0) + 1
@@ -141,12 +198,14 @@ class Turn:
             )
 
     def pause(self) -> None:
-        """Between chunks: if another visitor is waiting, hand them the slot and queue again at the back of
-        the round; return when it is this job's turn again (at once when no one waits)."""
+        """Between chunks: if another visitor is waiting (another address, or another session of this job's
+        address), hand them the slot and queue again at the back of the round; return when it is this job's
+        turn again (at once when no one waits)."""
         lane = self._lane
         with lane._cond:
-            if not any(q for k, q in lane._queue.items() if k != self._ticket.visitor.turn_key):
-                return
+            mine = self._ticket.visitor.session_key
+            if not any(t.visitor.session_key != mine for q in lane._queue.values() for t in q):
+                return  # no one else (another address, or another session of this one) waits
             self.held += lane._clock() - self.started
             self._ticket.granted = False
             lane._enqueue(self._ticket)  # queued before the slot is freed: it keeps its place as just served

@@ -37,3 +37,8 @@ class Visitor:
     def turn_key(self) -> str:
         """Whose turn a job takes in the round: its client's (all its sessions share one), else its session's."""
         return self.keys[-1] if self.keys else "-"
+
+    @property
+    def session_key(self) -> str:
+        """Whose turn a job takes among its client's sessions: its session's counter (else its turn key)."""
+        return self.keys[0] if self.session else self.turn_key

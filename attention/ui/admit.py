@@ -10,13 +10,23 @@ visitor writes makes no one else of them, whether the guard stands in front or n
 An MCP tool call of a light endpoint is held whole in the MCP lane (`gate_mcp_calls`, around Gradio's MCP
 server's tool-call handler): a crowd of agents never takes the page's visitors' share.
 
+Gradio's own queue (jobs waiting for one of an event's workers) is served by the lanes' rule too
+(`attention.ui.fair_queue`: round-robin between client addresses, then between an address's sessions, instead of first
+come first served), and a job is admitted to it by its session's, its address's and everyone's count of jobs
+waiting or running there (`queue_room`: ATTENTION_VISITOR_JOBS, ATTENTION_ADDRESS_WAITING,
+ATTENTION_QUEUE_WAITING), refused beyond them with why and when to retry. A refusal is held
+ATTENTION_REFUSAL_DELAY seconds before it is answered (an asyncio sleep), as the guard holds a flood's: a
+client looping on refusals gets one a second, not hundreds.
+
     event(fn, inputs, outputs, validator=heavy_share(HEAVY), concurrency_id="heavy", ...)
     with HEAVY.turn(who()) as turn: ...   # in the handler
     gate_mcp_calls(blocks.mcp_server_obj)  # at launch (attention.ui.server.gate_mcp)
+    fair_queue(blocks)                     # at launch (attention.ui.server.LaunchKwargs)
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Callable
 
@@ -24,56 +34,33 @@ import gradio as gr
 
 from attention.config import SETTINGS
 from attention.serving.admission import HEAVY, MCP, Lane
-from attention.serving.clients import VISITOR_HEADER, verify
-from attention.serving.visitors import Busy, Visitor
+from attention.serving.visitors import Busy
+from attention.ui.callers import mcp_caller, visitor_of, who
+from attention.ui.fair_queue import door
+
+__all__ = [  # `mcp_caller`, `visitor_of` and `who` live in attention.ui.callers, named here as before
+    "HEAVY_QUEUE",
+    "gate_mcp_calls",
+    "heavy_endpoint",
+    "heavy_share",
+    "in_lane",
+    "mcp_caller",
+    "visitor_of",
+    "who",
+]
 
 HEAVY_QUEUE = dict(concurrency_id="heavy", concurrency_limit=SETTINGS.heavy_slots + SETTINGS.heavy_waiting)
-"""Gradio's queue for heavy events: every admitted job starts at once and waits in `HEAVY`'s round (Gradio's
-own queue is first come first served)."""
-
-
-def mcp_caller(request) -> tuple[str, str] | None:
-    """(client address, MCP session) of a call Gradio's MCP server makes for an MCP caller: its
-    `VISITOR_HEADER`, signed by this process's guard (`attention.serving.clients.verify`). A header this
-    process did not sign (a visitor's own, with or without the guard in front: ATTENTION_GUARD=0) is None."""
-    headers = getattr(request, "headers", None) or {}
-    value = headers.get(VISITOR_HEADER) if hasattr(headers, "get") else None
-    return verify(value) if isinstance(value, str) else None
-
-
-def visitor_of(request) -> Visitor:
-    """The Visitor of a request (gr.Request or Starlette's): the MCP caller the guard signed
-    (`mcp_caller`), else the session id and the client address (the guard's resolved one)."""
-    if request is None:
-        return Visitor()
-    if caller := mcp_caller(request):
-        addr, mcp = caller
-        return Visitor(f"mcp-{mcp or addr}", addr)
-    client = getattr(getattr(request, "client", None), "host", None)
-    return Visitor(getattr(request, "session_hash", None), client)
-
-
-def who() -> Visitor:
-    """The Visitor of the event being handled (Gradio's request context); empty outside one."""
-    from gradio.context import LocalContext
-
-    return visitor_of(LocalContext.request.get(None))
+"""Gradio's queue for heavy events: up to ATTENTION_HEAVY_SLOTS + ATTENTION_HEAVY_WAITING admitted jobs start and
+wait in `HEAVY`'s round (one thread each); more wait in Gradio's queue, which serves them by the same rule
+(`attention.ui.fair_queue`), holding no thread."""
 
 
 def heavy_share(lane: Lane = HEAVY, validator: Callable | None = None) -> Callable:
-    """A queue validator that reserves the job's place in `lane` for its visitor, or refuses it at once
-    (a failed validation of the first input, with `Busy`'s message: why, and when to retry), then runs
+    """A queue validator that admits the job by the queue's rooms (`attention.ui.fair_queue.door`: a session's,
+    an address's, everyone's jobs waiting or running) and reserves its place in `lane` for its visitor, or
+    refuses it (a failed validation of the first input, with why and when to retry, held a moment), then runs
     `validator`, if any. The handler claims the reservation with `lane.turn(who())`."""
-
-    def share(request: gr.Request, *args):
-        try:
-            lane.reserve(visitor_of(request))
-        except Busy as e:
-            checks = [gr.validate(False, str(e))] + [gr.validate(True, "")] * (len(args) - 1)
-            return checks if len(checks) > 1 else checks[0]
-        return validator(*args) if validator is not None else [gr.validate(True, "")] * len(args)
-
-    return share
+    return door(validator, lane)
 
 
 def in_lane(fn: Callable, lane: Lane = HEAVY) -> Callable:
@@ -101,7 +88,8 @@ def gate_mcp_calls(mcp_server_obj, lane: Lane = MCP) -> None:
     result's postprocessing included): `mcp_server_obj` (Gradio's GradioMCPServer) gets its CallToolRequest
     handler wrapped, which serves both MCP transports. The caller is `visitor_of` the MCP request (the caller
     the guard signed; without the guard, its peer address); a call over its caller's share or the lane's
-    waiting room is answered at once with `Busy`'s message as a tool error. Tools of heavy endpoints (Gradio's
+    waiting room is answered with `Busy`'s message (what is counted, when to retry) as a tool error, held
+    ATTENTION_REFUSAL_DELAY seconds first. Tools of heavy endpoints (Gradio's
     `concurrency_id` of HEAVY_QUEUE) pass: the heavy lane admits them by the same caller. Installing twice
     wraps once. RuntimeError (at start-up) if Gradio's MCP server no longer has what this reads."""
     import mcp.types as types
@@ -137,6 +125,7 @@ def gate_mcp_calls(mcp_server_obj, lane: Lane = MCP) -> None:
             async with lane.aturn(visitor_of(server.request_context.request)):
                 return await handle(req)
         except Busy as e:
+            await asyncio.sleep(SETTINGS.refusal_delay)  # held, as the guard holds a flood's: a looping agent waits
             return types.ServerResult(
                 types.CallToolResult(isError=True, content=[types.TextContent(type="text", text=str(e))])
             )

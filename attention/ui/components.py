@@ -13,8 +13,6 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import threading
-import time
 from abc import ABCMeta
 from collections.abc import Callable
 
@@ -22,6 +20,7 @@ import gradio as gr
 
 from attention.config import SETTINGS
 from attention.errors import AttentionError, cut, html_text
+from attention.ui.fair_queue import door
 
 
 def error(message: object, *, visible: bool = True) -> gr.Error:
@@ -79,59 +78,19 @@ def jobs_of(session: str | None) -> int:
 
 
 QUIET = dict(api_visibility="private")  # an event's keywords: a UI event, not an API endpoint
-JUST_ADMITTED = 0.25  # seconds a job admitted by `queue_share` counts before Gradio's own count shows it
-_admitted: dict[str, list[tuple[float, int]]] = {}  # session -> (when, its queued jobs then) of recent admissions
-_admitted_lock = threading.Lock()
-
-
-def _admit(session: str | None) -> int | None:
-    """Admit a job of `session` unless it has `SETTINGS.visitor_jobs` waiting or running: None when
-    admitted, else how many it has. Gradio counts a job only once its validator has returned, so jobs
-    admitted in the last moments and not yet in that count are added (a burst of joins at one
-    instant cannot slip past the bound)."""
-    if session is None:
-        return None
-    now = time.monotonic()
-    with _admitted_lock:
-        queued = jobs_of(session)
-        recent = [(t, n) for t, n in _admitted.get(session, ()) if now - t < JUST_ADMITTED]
-        landed = max(0, queued - recent[0][1]) if recent else 0  # admitted jobs Gradio counts by now
-        held = queued + max(0, len(recent) - landed)
-        if held >= SETTINGS.visitor_jobs:
-            return held
-        _admitted[session] = [*recent, (now, recent[0][1] if recent else queued)]
-        for s in [s for s, ts in _admitted.items() if now - ts[-1][0] >= JUST_ADMITTED]:
-            del _admitted[s]  # forget sessions with nothing recent (bounded by the sessions joining now)
-        return None
 
 
 def queue_share(validator: Callable | None = None) -> Callable:
-    """A validator (Gradio runs it when a job asks to join the queue, before it waits) that refuses
-    the job of a visitor who already has `SETTINGS.visitor_jobs` jobs waiting or running, so one
-    visitor cannot fill the queue that every visitor waits in; then runs `validator`, if any. The
-    refusal is a failed validation of the first input: the page marks it with the message, an API
-    client gets it (gradio_client: ValidationError), and nothing is queued.
+    """A validator (Gradio runs it when a job asks to join the queue, before it waits) that refuses the job of
+    a session with `SETTINGS.visitor_jobs` jobs waiting or running, of an address with ATTENTION_ADDRESS_WAITING
+    (every session from it together), or when the queue holds ATTENTION_QUEUE_WAITING, so one visitor cannot
+    fill the queue that every visitor waits in; then runs `validator`, if any. The refusal is a failed
+    validation of the first input, naming what is counted and when to retry: the page marks it with the
+    message, an API client gets it (gradio_client: ValidationError), and nothing is queued
+    (`attention.ui.fair_queue.door`).
 
     Use as `event(fn, inputs, outputs, validator=queue_share())`."""
-
-    def share(request: gr.Request, *args):
-        from attention.ui.admit import mcp_caller
-
-        # an MCP call (the guard signed its caller): Gradio's session is every MCP client's; its caller's own
-        # share is the forward lane's (attention.serving.admission), not this session count
-        mcp = mcp_caller(request) is not None
-        held = _admit(None if mcp else getattr(request, "session_hash", None))
-        if held is not None:
-            refusal = (
-                f"You have {held} requests waiting or running; this one was not queued: each visitor may "
-                f"have at most {SETTINGS.visitor_jobs} at once, so that no one waits behind another's "
-                "queue. Ask again when one has finished."
-            )
-            checks = [gr.validate(False, refusal)] + [gr.validate(True, "")] * (len(args) - 1)
-            return checks if len(checks) > 1 else checks[0]  # one input: Gradio reads a list as one output value
-        return validator(*args) if validator is not None else [gr.validate(True, "")] * len(args)
-
-    return share
+    return door(validator)
 
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,5 @@
 """What `launch()` is given besides the Blocks: the guard in front of Gradio's app (`attention.serving.guard`),
+Gradio's queue served round-robin by client address, then session (`attention.ui.fair_queue`),
 the MCP lane around its MCP server's tool calls (`attention.ui.admit.gate_mcp_calls`, installed by a lifespan),
 the sweep of the folders Gradio's cache deletion leaves and of the `data:` files its MCP server writes;
 and the serving process's upkeep of its memory (`memory_upkeep`): few malloc arenas, the stores' clocks
@@ -31,6 +32,7 @@ from attention.serving.limits import GuardLimits
 from attention.serving.memory import Janitor, at_most_every, limit_arenas
 from attention.ui.admit import gate_mcp_calls
 from attention.ui.components import pending_jobs
+from attention.ui.fair_queue import fair_queue
 from attention.vit.relevance.service import RESULTS
 from attention.vit.serve.passes import PASSES
 
@@ -52,6 +54,9 @@ def guard_limits(s: Settings) -> GuardLimits:
         mcp_body_bytes=upload * 4 // 3 + MB,
         new_sessions_per_s=s.new_sessions_per_min / 60,
         new_session_burst=s.new_sessions_per_min,
+        # past the burst, a new session waits for its token (paced, not refused) while an address's room of
+        # sessions waiting (ATTENTION_ADDRESS_WAITING of them, at the rate) is not full
+        new_session_wait=s.address_waiting / (s.new_sessions_per_min / 60),
         new_session_pace=4 * s.new_sessions_per_min / 60,  # a burst spread at 4x the rate (2 a second by default)
         live_per_s=s.live_per_s,
         upload_bytes_per_s=s.upload_mb_per_min * MB / 60,
@@ -208,6 +213,7 @@ class LaunchKwargs(Mapping):
 
     def __init__(self, settings: Settings, blocks: gr.Blocks, **fixed: Any):
         pending_jobs(blocks)  # Gradio's count of a visitor's queued jobs is there (else RuntimeError, at start-up)
+        fair_queue(blocks)  # Gradio's queue served round-robin by address, then session (else RuntimeError)
         route_mcp_copies(Path(get_upload_folder()))  # MCP data: files where the janitor sweeps them
         if fixed.get("mcp_server"):
             check_mcp_gate(blocks)  # the MCP lane can hold the tool calls (else RuntimeError, at start-up)
@@ -218,6 +224,7 @@ class LaunchKwargs(Mapping):
             # uvicorn would take X-Forwarded-For from loopback peers (FORWARDED_ALLOW_IPS, read when Gradio starts
             # it): it trusts none, so that the guard alone resolves the client (ATTENTION_TRUSTED_PROXIES, _HOPS)
             os.environ["FORWARDED_ALLOW_IPS"] = ""
+            fair_queue(self._blocks)  # again, on the queue this launch serves (`blocks.queue()` makes a new one)
             kwargs = {"middleware": middleware(self._settings, self._blocks)}
             if self._fixed.get("mcp_server"):
                 kwargs["lifespan"] = gate_mcp(self._blocks)  # the MCP lane around its tool calls

@@ -1,6 +1,8 @@
-"""Spec of attention.serving.admission: per visitor (session and client address together) one job running and a
-stated few waiting, the rest refused at once; slots shared round-robin between visitors; a job's time
-bounded and its slot handed on between chunks. Threads at once throughout."""
+"""Spec of attention.serving.admission: per session and per client address (every session from it together) one
+job running and a stated room waiting (an address's sized for a class), the rest refused at once naming what is
+counted and when to retry (sized from the job holding the slot); slots shared round-robin between addresses,
+then between an address's sessions; a job's time bounded and its slot handed on between chunks. Threads at
+once throughout."""
 
 from __future__ import annotations
 
@@ -38,7 +40,8 @@ def test_one_running_and_the_stated_few_waiting_per_visitor_the_rest_refused_at_
             outcomes.append("ran")
         except Busy as e:
             assert time.monotonic() - t < 1.0  # at once, not after a wait
-            assert "Try again in about 30 s" in str(e)
+            assert "your address (every session from it counts together) already has 1 job running" in str(e)
+            assert "Try again in about 1 s" in str(e) and e.retry_after == 1.0  # its job's, not the 30 s bound
             outcomes.append("refused")
 
     # 12 jobs at once from one client, over 12 sessions: one visitor
@@ -99,9 +102,17 @@ def test_the_round_goes_to_whoever_was_served_longest_ago():
     """Three visitors with jobs queued, then a fourth: each slot goes to the visitor served longest ago (a
     newcomer before anyone served), so every visitor waits for at most one job of each other."""
     lane = Lane("heavy", slots=1, queued=3, max_waiting=32)
+    arrivals = [(A, "a1"), (A2, "a2"), (A, "a3"), (B, "b1"), (B, "b2"), (C, "c1")]
+    order = _served_in_turn(lane, arrivals)
+    assert order == ["a1", "b1", "c1", "a2", "b2", "a3"], order
+
+
+def _served_in_turn(lane: Lane, arrivals: list[tuple[Visitor, str]]) -> list[str]:
+    """The names of `arrivals` (visitor, name) in the order `lane` served them: each queued 30 ms after the one
+    before while another address holds the only slot, then that slot freed."""
     order: list[str] = []
     gate = threading.Event()
-    first = threading.Thread(target=_hold, args=(lane, Visitor("x", "10.0.0.9"), gate))
+    first = threading.Thread(target=_hold, args=(lane, Visitor("x", "10.0.0.99"), gate))
     first.start()
     time.sleep(0.1)
 
@@ -109,7 +120,6 @@ def test_the_round_goes_to_whoever_was_served_longest_ago():
         with lane.turn(v):
             order.append(name)
 
-    arrivals = [(A, "a1"), (A2, "a2"), (A, "a3"), (B, "b1"), (B, "b2"), (C, "c1")]
     threads = [threading.Thread(target=job, args=a) for a in arrivals]
     for t in threads:
         t.start()
@@ -117,7 +127,67 @@ def test_the_round_goes_to_whoever_was_served_longest_ago():
     gate.set()
     for t in [first, *threads]:
         t.join(10)
-    assert order == ["a1", "b1", "c1", "a2", "b2", "a3"], order
+    return order
+
+
+def test_a_class_behind_one_address_waits_its_turns_and_another_address_is_served_beside_it():
+    """30 sessions of one address at once (a classroom behind its school's NAT) with an address room of 64: all
+    30 run, none refused, one of them computing at a time; another address joining after them takes the other
+    slot at once (it waits for none of the class's jobs)."""
+    lane = Lane("forward", slots=2, queued=1, address_queued=64, max_waiting=256)
+    order: list[str] = []
+    inside, most = [0], [0]
+    lock, go = threading.Lock(), threading.Event()
+
+    def job(v: Visitor, name: str) -> None:
+        with lane.turn(v):
+            with lock:
+                inside[0] += v.client == "10.0.0.9"
+                most[0] = max(most[0], inside[0])
+            order.append(name)
+            go.wait(10)
+            time.sleep(0.002)
+            with lock:
+                inside[0] -= v.client == "10.0.0.9"
+
+    with ThreadPoolExecutor(31) as pool:
+        jobs = [pool.submit(job, Visitor(f"student{i}", "10.0.0.9"), f"student{i}") for i in range(30)]
+        time.sleep(0.2)
+        honest = pool.submit(job, B, "honest")
+        time.sleep(0.1)
+        assert order[:2] == ["student0", "honest"], order  # the free slot, at once
+        go.set()
+        [f.result(10) for f in [*jobs, honest]]
+    assert len(order) == 31 and most[0] == 1
+
+
+def test_an_addresss_sessions_take_turns_between_them():
+    """One address's jobs queued session by session (three of s1's first): the round goes s1, s2, s3, s1, s1,
+    not first come first served."""
+    lane = Lane("forward", slots=1, queued=3, address_queued=64, max_waiting=64)
+    order = _served_in_turn(lane, [(Visitor(s, "10.0.0.9"), s) for s in ("s1", "s1", "s1", "s2", "s3")])
+    assert order == ["s1", "s2", "s3", "s1", "s1"], order
+
+
+def test_a_refusal_names_what_is_counted_and_the_wait_of_the_job_holding_the_slot():
+    now = [0.0]
+    lane = Lane("heavy", slots=1, queued=0, address_queued=1, bound_s=120, typical_s=10, clock=lambda: now[0])
+    with lane.turn(Visitor("s1", "10.0.0.9")):
+        now[0] = 4.0  # a typical job takes 10 s: this one has about 6 s left
+        with pytest.raises(Busy, match=r"this session already has 1 job running.*each session may.*about 6 s"):
+            lane.reserve(Visitor("s1", "10.0.0.9"))
+        lane.reserve(Visitor("s2", "10.0.0.9"))  # another session of the address: its one waiting place
+        with pytest.raises(Busy, match=r"your address \(every session from it counts together\)") as e:
+            lane.reserve(Visitor("s3", "10.0.0.9"))
+        assert e.value.retry_after == 6.0
+        now[0] = 5.0
+    for _ in range(30):  # short jobs: the typical time follows them, and so does the hint
+        with lane.turn(Visitor("s4", "10.0.0.7")):
+            now[0] += 0.1
+    assert lane.typical_s < 0.2
+    with lane.turn(Visitor("s5", "10.0.0.5")):
+        with pytest.raises(Busy, match="Try again in about 1 s"):
+            lane.reserve(Visitor("s5", "10.0.0.5"))
 
 
 def test_the_lane_refuses_past_its_waiting_room_for_everyone():
@@ -127,7 +197,7 @@ def test_the_lane_refuses_past_its_waiting_room_for_everyone():
     for t in threads:
         t.start()
         time.sleep(0.05)
-    with pytest.raises(Busy, match="2 jobs waiting, the most it holds"):
+    with pytest.raises(Busy, match="2 jobs waiting from every visitor, the most it holds"):
         lane.reserve(Visitor("d", "10.0.0.4"))
     release.set()
     for t in threads:
@@ -239,7 +309,8 @@ def _run(main) -> None:
 
 
 def _empty(lane: Lane) -> bool:
-    return lane.waiting() == 0 and lane._busy == 0 and not lane._running and not lane._queue and not lane._served
+    idle = lane.waiting() == 0 and lane._busy == 0 and not lane._running and not lane._queue
+    return idle and not lane._rota.address and not lane._rota.session
 
 
 def test_async_turns_go_round_robin_between_visitors_in_the_same_round_as_threads():
@@ -281,7 +352,9 @@ def test_an_async_call_over_its_visitors_share_is_refused_at_once():
         await _queued(lane, tasks, held_until(lane, A2, asyncio.Event()))  # A's client: its one waiting
         started = time.monotonic()
         with pytest.raises(
-            Busy, match=r"your address already has 1 job running and 1 waiting.*Try again in about 60 s"
+            Busy,
+            match=r"your address \(every session from it counts together\) already has 1 job running and 1 "
+            r"waiting.*Try again in about 1 s",
         ):
             async with lane.aturn(Visitor("a3", A.client)):
                 pass
@@ -318,7 +391,7 @@ def test_a_call_cancelled_while_waiting_leaves_nothing_behind():
         assert lane._busy == 1 and "c:10.0.0.2" in lane._running and lane.waiting() == 1
         tasks[0].cancel()  # a2 leaves the queue
         await asyncio.gather(tasks[0], return_exceptions=True)
-        assert lane.waiting() == 0 and not lane._queue and set(lane._served) == {"c:10.0.0.2"}
+        assert lane.waiting() == 0 and not lane._queue and set(lane._rota.address) == {"c:10.0.0.2"}
         await _queued(lane, tasks, _job(lane, C, "c1", order))
         release_b.set()
         await asyncio.gather(*tasks[1:])

@@ -161,6 +161,89 @@ def test_a_burst_of_new_sessions_is_paced_and_another_client_is_not_held():
     assert sorted(times[:8])[3] < 0.2 and 0.9 <= max(times[:8]) < 2.0, times  # 4 at once, the 8th 1 s later
 
 
+async def _request(guard, client: str, path: str, session: str, method: str = "POST") -> tuple[float, int, dict]:
+    """One request through `guard` from `client`: (seconds it was held, status, headers)."""
+    body = json.dumps(join_body(session)).encode() if method == "POST" else b""
+    scope = {"type": "http", "method": method, "path": path, "query_string": b"", "client": (client, 1)}
+    scope["headers"] = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    answer: dict = {}
+
+    async def receive():
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            answer.update(status=message["status"], headers=dict(message["headers"]))
+
+    t = time.monotonic()
+    await guard(scope, receive, send)
+    return time.monotonic() - t, answer["status"], answer["headers"]
+
+
+def test_new_sessions_past_the_rate_wait_for_their_turn_and_only_past_the_wait_are_refused():
+    """A class's burst from one address: 2 at once (the burst), the next each held until its token comes (10 a
+    second), not refused; one that would wait over `new_session_wait` (1 s) is refused, saying the address is
+    counted and when to retry (Retry-After)."""
+    guard, app, _ = guarded(
+        time.monotonic, new_sessions_per_s=10.0, new_session_burst=2, new_session_wait=1.0, new_session_pace=0
+    )
+
+    async def burst():
+        return await asyncio.gather(*(_request(guard, "10.0.0.1", JOIN, f"s{i}") for i in range(14)))
+
+    answers = asyncio.run(burst())
+    held = sorted(t for t, status, _ in answers if status == 200)
+    refused = [(status, headers) for _, status, headers in answers if status != 200]
+    assert len(held) == 12 and held[1] < 0.2 and 0.9 <= held[-1] < 1.5, held  # 2 at once, then 10 a second
+    assert len(refused) == 2 and all(s == 429 and int(h[b"retry-after"]) >= 1 for s, h in refused), refused
+    assert len(app.calls) == 12
+
+
+def test_pacing_holds_a_request_at_most_new_session_hold():
+    """30 new sessions at once within the rate, paced 4 a second: none held past `new_session_hold` (1 s here;
+    4 s by default, under gradio_client's 5 s wait for a queue join), so a class's joins do not time out."""
+    guard, app, _ = guarded(
+        time.monotonic, new_sessions_per_s=100.0, new_session_burst=100, new_session_pace=4.0, new_session_hold=1.0
+    )
+
+    async def burst():
+        return await asyncio.gather(*(_request(guard, "10.0.0.1", JOIN, f"s{i}") for i in range(30)))
+
+    held = sorted(t for t, status, _ in asyncio.run(burst()) if status == 200)
+    assert len(held) == 30 and 0.9 <= held[-1] < 1.5, held
+
+
+def test_a_held_new_session_is_counted_once_and_its_next_request_waits_with_it():
+    """gradio_client opens its heartbeat (a GET naming its session) before its first join: the join of a session
+    held for its token waits until the same moment and takes no second token."""
+    guard, app, _ = guarded(
+        time.monotonic, new_sessions_per_s=2.0, new_session_burst=1, new_session_wait=5.0, new_session_pace=0
+    )
+
+    async def both():
+        first = await _request(guard, "10.0.0.1", JOIN, "s0")  # the burst's one token
+        heartbeat = asyncio.ensure_future(_request(guard, "10.0.0.1", "/gradio_api/heartbeat/s1", "s1", "GET"))
+        await asyncio.sleep(0.1)
+        join = await _request(guard, "10.0.0.1", JOIN, "s1")
+        return first, await heartbeat, join
+
+    first, heartbeat, join = asyncio.run(both())
+    assert first[1] == heartbeat[1] == join[1] == 200
+    assert 0.4 <= heartbeat[0] < 0.7 and join[0] < 0.5, (heartbeat, join)  # 0.5 s for s1's token, once
+    assert guard.new_sessions.pace("10.0.0.1", 1, 0.0)[1] is False  # no token left over: s1 took one only
+
+
+def test_an_apps_refusal_that_says_when_to_retry_carries_retry_after():
+    class Refusing:
+        async def __call__(self, scope, receive, send):
+            body = b'{"detail": "Not queued: ... Try again in about 7 s, when one has finished."}'
+            await send({"type": "http.response.start", "status": 422, "headers": []})
+            await send({"type": "http.response.body", "body": body})
+
+    r = TestClient(Guard(Refusing(), GuardLimits(refusal_delay=0))).post(JOIN, json=join_body("s1"))
+    assert r.status_code == 422 and r.headers["retry-after"] == "7"
+
+
 def test_a_call_without_a_session_counts_as_a_new_one():
     guard, _, http = guarded(new_sessions_per_s=0.001, new_session_burst=2)
     codes = [http.post("/gradio_api/call/calculate", json={"data": ["1", "1", "1"]}).status_code for _ in range(3)]

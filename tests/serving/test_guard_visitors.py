@@ -5,6 +5,7 @@ body's bytes charged as upload bytes of its caller; a client that goes away is o
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -114,8 +115,8 @@ def test_without_the_guard_a_visitor_written_header_makes_no_one_else(forged):
     assert visitor_of(Req(forged)) == Visitor("s1", "198.51.100.1")
     lane = Lane("test", slots=1, queued=0)
     share = heavy_share(lane)
-    assert share(Req(forged + "1"), None, None)[0]["is_valid"] is True
-    refused = share(Req(forged + "2"), None, None)[0]  # another forged caller: the same visitor, over its share
+    assert asyncio.run(share(Req(forged + "1"), None, None))[0]["is_valid"] is True
+    refused = asyncio.run(share(Req(forged + "2"), None, None))[0]  # another forged caller: the same visitor
     assert refused["is_valid"] is False and "Not queued" in refused["message"]
 
 

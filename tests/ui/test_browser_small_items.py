@@ -15,6 +15,7 @@ import re
 import pytest
 
 from tests.conftest import ROOT
+from tests.ui import test_browser_vit_live as live
 from tests.ui.pages import calculator_page, opened, permalink
 from tests.ui.test_browser_vit_layout import DESKTOP, PHONE, visit, wait_for_head
 
@@ -56,9 +57,12 @@ def test_a_permalink_carries_everything_that_changes_the_picture(browser, app_ur
 @SIZES
 def test_the_mean_tile_leaves_the_head_slider_alone(browser, app_url, size):
     with visit(browser, app_url, size) as pg:
-        pg.locator("#vit-gallery .thumbnail-item").nth(1).click()
+        live.ready(pg)
+        # each click once the server answered the one before (the page's own signal, not a long wait): on a busy
+        # machine a click on a gallery Gradio is still replacing was lost
+        live.answered(pg, lambda: pg.locator("#vit-gallery .thumbnail-item").nth(1).click())
         wait_for_head(pg, 1)
-        pg.locator("#vit-gallery .thumbnail-item").nth(4).click()  # the mean's tile
+        live.answered(pg, lambda: pg.locator("#vit-gallery .thumbnail-item").nth(4).click())  # the mean's tile
         pg.locator("#vit-caption").get_by_text("mean of the 4 heads").wait_for()
         pg.locator("#vit-view input[value='mean']:checked").wait_for()
         assert pg.locator("#vit-head input[type=number]").input_value() == "1"  # not the last head

@@ -48,6 +48,22 @@ def ready(page) -> None:
     page.wait_for_function("() => (window.attentionLive || {}).base")
 
 
+def answered(page, act, tries: int = 3, each_ms: int = 15_000) -> None:
+    """Do `act` and wait until the server's answer to it came (the page's own count of the answers it received,
+    `window.attentionLive.answers`), not a fixed time, so the next click lands on a settled page. An act that
+    brought no answer within `each_ms` (a click on a gallery Gradio was replacing is lost) is done again, at most
+    `tries` times, as a visitor would click again."""
+    for _ in range(tries):
+        n = page.evaluate("window.attentionLive.answers")
+        act()
+        try:
+            page.wait_for_function("n => window.attentionLive.answers > n", arg=n, timeout=each_ms)
+            return
+        except Exception:  # noqa: BLE001 - playwright's TimeoutError: no answer to that act
+            continue
+    raise AssertionError(f"no answer from the server after {tries} tries of {each_ms} ms")
+
+
 def click_range(page, slider: str, x: float) -> None:
     """Click a slider's range `x` px from its left end (negative: from its right end)."""
     rng = page.locator(f"{slider} input[type=range]")
@@ -143,6 +159,9 @@ def test_quick_clicks_end_on_the_last_one(page, monkeypatch):
     assert second_in.wait(30), "no job ran after the first (refused, or never asked)"
     assert got[1] != got[0], f"the second job got the first click's pixel {got[0]} again"
     page.locator("#vit-query-label").get_by_text(re.compile(r"row 4, col 6")).wait_for()
+    # the tiles drawn here again once the gallery settled (vit_live.js `tiles`: it may be mid-update when the
+    # second click's maps come), then the server's pictures in
+    page.wait_for_function("() => window.attentionLive.lastTiles.length === 5")
     page.wait_for_function("() => [...document.querySelectorAll('#vit-gallery img')].every(e => e.complete)")
     page.wait_for_function(SERVED)
     assert page.evaluate(DIFFERING) == [0] * 6  # the last drawings are the last answer's pictures

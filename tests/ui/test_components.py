@@ -188,7 +188,7 @@ def test_a_visitor_with_the_stated_jobs_queued_is_refused_another_while_other_vi
     while started.count("hold") < limit and time.time() < deadline:
         time.sleep(0.05)
     assert started.count("hold") == limit  # all running at once: nothing but the share limits them
-    with pytest.raises(ValidationError, match=f"at most {limit} at once"):
+    with pytest.raises(ValidationError, match=f"this session has {limit} requests waiting or running; each session"):
         a.submit("hold", api_name="/work").result(timeout=60)
     assert started.count("hold") == limit  # the refused job never ran
     assert Client(url, verbose=False).predict("now", api_name="/work") == "now"  # another visitor is served

@@ -7,8 +7,9 @@
 // (attention/vit/draw/drawing.py, `Layout.to_json` in the payload): the enlargements, the query's marks as
 // rectangles, the tiles' maps and the gallery's reduction; this script holds only the rules it must run
 // (PIL's blend, Pillow's box average, the click -> patch rule), each the server's.
-// window.attentionLive.drawn counts the large maps drawn here (tests).
-const L = (window.attentionLive = window.attentionLive || { drawn: 0, asked: 0, drawings: 0 });
+// window.attentionLive.drawn counts the large maps drawn here, .answers the server's answers received (tests
+// wait on them: the page's own signals that a drawing was made, an event finished).
+const L = (window.attentionLive = window.attentionLive || { drawn: 0, asked: 0, drawings: 0, answers: 0 });
 L.server = server;
 
 function bytes(b64) {
@@ -36,6 +37,7 @@ async function decodeImage(url) {
 // A new answer: the view it shows becomes ours; the base picture is fetched once per pass.
 L.receive = async function (json) {
   if (!json) return;
+  L.answers += 1;
   const p = JSON.parse(json);
   p.lutBytes = bytes(p.lut);
   // a refused change (attention/ui/vit_refusals.py): the last good view again, this browser's own drawing of
@@ -182,11 +184,19 @@ function show(tiles_too = true) {
   return true;
 }
 
-function tiles(n) {  // the gallery's tiles, the maps drawing.tile_rows names for the view
+// The gallery's tiles, the maps drawing.tile_rows names for the view. While the gallery holds another number
+// of images (Gradio is replacing it: an answer mid-update, or a view that changes the tiles), they are drawn
+// once it settles (looked at every SETTLE ms, for at most 2 s), unless a newer drawing came meanwhile.
+const SETTLE = 25;
+function tiles(n, tries = 0) {
   const p = L.p, cur = L.cur, imgs = [...document.querySelectorAll("#vit-gallery .thumbnail-item img")];
   const which = p.tile_rows[cur.view] || [];
   L.lastTiles = [];
-  if (n !== L.drawn || imgs.length !== which.length) return;  // newer drawing; or the view changes the tiles
+  if (n !== L.drawn) return;  // a newer drawing: it draws its own tiles
+  if (imgs.length !== which.length || !imgs.every((img) => img.naturalWidth)) {
+    if (tries < 2000 / SETTLE) setTimeout(() => tiles(n, tries + 1), SETTLE);
+    return;
+  }
   const where = imgs.map(place);
   imgs.forEach((img, i) => {  // at the size the server sends them: reduced `tile_reduce` times
     const out = picture(p, cur.maps, which[i], p.tile_scale, cur.marks.tile, p.tile_reduce);

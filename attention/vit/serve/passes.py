@@ -146,11 +146,20 @@ def get_pass(
         return cache.get_or_run(key, compute, owner=key[3] or "examples")
 
 
-FORWARDS = Lane("forward", slots=SETTINGS.concurrency, queued=0, max_waiting=64, bound_s=60.0)
-"""Forward passes (`attention.serving.admission`): one of each visitor (session and client address together) at a
-time, a second refused at once (its queue is Gradio's, bounded per session by ATTENTION_VISITOR_JOBS); the
-server's ATTENTION_CONCURRENCY slots shared round-robin between visitors. A forward's time is bounded by
-the compute budget (ATTENTION_MAX_GFLOP_CPU/GPU); `bound_s` is what a refusal tells to wait."""
+FORWARDS = Lane(
+    "forward",
+    slots=SETTINGS.concurrency,
+    queued=SETTINGS.visitor_jobs,
+    address_queued=SETTINGS.address_waiting,
+    max_waiting=SETTINGS.queue_waiting,
+    bound_s=60.0,
+    typical_s=0.5,
+)
+"""Forward passes (`attention.serving.admission`): one of each session and one of each client address computing
+at a time, the others of that address waiting their turn (the jobs that reach it are the ones Gradio's queue
+started: admitted and ordered there, `attention.ui.fair_queue`); the server's ATTENTION_CONCURRENCY slots shared
+round-robin between addresses, then between an address's sessions. A forward's time is bounded by the compute
+budget (ATTENTION_MAX_GFLOP_CPU/GPU)."""
 
 
 def known_digest(state: Ref | None, image: ImageSource | None) -> str | None:
