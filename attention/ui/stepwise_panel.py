@@ -12,8 +12,9 @@ import gradio as gr
 
 from attention.errors import AttentionError
 from attention.render import png_bytes
+from attention.ui.admit import who
 from attention.ui.components import queue_share, slider, user_errors
-from attention.ui.vit_fields import FITTED, on_screen
+from attention.ui.vit_fields import FITTED, ROLLOUT_QUEUE, on_screen
 from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import views as vit_views
 from attention.vit.draw.outputs import OUTPUT_ROOT, new_dir
@@ -21,6 +22,7 @@ from attention.vit.draw.stepwise_html import export_html, panel_html, stepwise_m
 from attention.vit.engine import stepwise
 from attention.vit.engine.query import label as query_label
 from attention.vit.serve import inputs as vit_inputs
+from attention.vit.serve import rollouts
 
 FAST = dict(show_progress="minimal", api_visibility="private")
 HEAVY = dict(FAST, validator=queue_share())
@@ -161,7 +163,7 @@ class StepwisePanel:
 
         ex_ins = [m.image, m.model, m.resolution, m.qrow, m.qcol, m.layer, m.view, m.head, m.threshold]
         ex_ins += [m.alpha, m.cmap, m.state, self.k, self.temperature, self.key]
-        self.export_btn.click(export, ex_ins, self.export_file, **HEAVY)
+        self.export_btn.click(export, ex_ins, self.export_file, **HEAVY, **ROLLOUT_QUEUE)
         self.main = m
 
 
@@ -170,6 +172,7 @@ def export_view(
 ) -> Path:
     """One self-contained HTML file of view `v` of pass `p` (the large map, the tiles as the tab shows them)
     and head `head`'s step by step (left out, with a note, for a query that has none: the pooling head's)."""
+    rollouts.ready(p, v, who())  # a heavy rollout: computed in the heavy lane
     f = vit_frames.tab_frame(p, v, head=head)
     tiles = [(Path(t).read_bytes(), c) for t, c in zip(f.outputs.thumbs, f.outputs.captions)]
     s = smap = None

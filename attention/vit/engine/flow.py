@@ -112,7 +112,7 @@ class _Fused:
         if self.bias is not None:
             z = z + (self.bias[:, s:e] if self.bias.shape[1] > 1 else self.bias)
         a = torch.softmax(z, -1)
-        return {"mean": a.mean(0), "max": a.amax(0), "min": a.amin(0)}[self.fusion]
+        return a.mean(0) if self.fusion == "mean" else a.amax(0) if self.fusion == "max" else a.amin(0)
 
     def global_cut(self, n: int) -> float:
         """The n-th smallest entry of A (1-based), without holding A (`nth_smallest`)."""
