@@ -49,7 +49,8 @@ def test_the_price_counts_every_head_entry_of_every_layer_up_to_the_one_shown():
     assert rollouts.price(p, ROLL) == pytest.approx(rollout_gflop(p.num_layers, H, N, H * d, "global", 0.5))
     assert p.rollout_gflop(layer=0) == pytest.approx(p.rollout_gflop() / p.num_layers)  # layers 0..l only
     assert rollout_gflop(4, 4, 2 * N, 64) == pytest.approx(4 * rollout_gflop(4, 4, N, 64))  # quadratic in tokens
-    assert rollout_gflop(4, 4, N, 64, "global", 0.9) > rollout_gflop(4, 4, N, 64, "row", 0.9) > rollout_gflop(4, 4, N, 64)
+    price = [rollout_gflop(4, 4, N, 64, rule, ratio) for rule, ratio in (("global", 0.9), ("row", 0.9), ("row", 0))]
+    assert price[0] > price[1] > price[2]  # discarding costs more, vit-explain's whole-matrix cut most
     p.rollout(**ROLL.rollout_options)
     assert rollouts.price(p, ROLL) == 0.0  # memoised: nothing left to compute
 
