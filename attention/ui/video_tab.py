@@ -12,7 +12,7 @@ import gradio as gr
 from attention.config import EXAMPLES_DIR, SETTINGS
 from attention.errors import AttentionError, ModelLoadError, markdown_text
 from attention.ui import model_choices, video_api
-from attention.ui.components import error, error_note, number, queue_share, warning
+from attention.ui.components import error, error_note, number, queue_share, user_errors, warning
 from attention.vit.engine.video import STACKED, VIDEO_VIEWS
 from attention.vit.engine.video_estimate import CONFIRM_S
 from attention.vit.models import loader as vit_models
@@ -115,6 +115,7 @@ def build(startup: Startup | None = None) -> None:
 
     handler = video_api.attention_video_fn(startup.model)
 
+    @user_errors  # a file that is not a video: its message, no traceback (the estimate reads it first)
     def make(v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, sure, width=0, progress=gr.Progress(track_tqdm=True)):
         est = video_api.estimate_of(v, m, lay, res, f, sec, sbs)
         if est is not None and est.needs_confirmation and not sure:

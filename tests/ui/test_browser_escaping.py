@@ -120,7 +120,7 @@ def markdown_and_markup(base: str, name: str) -> str:
     )
 
 
-LINKS = "() => document.querySelectorAll('a[href*=evil], img[src*=\"127.0.0.1\"]:not([src*=\"/gradio_api/\"])').length"
+LINKS = '() => document.querySelectorAll(\'a[href*=evil], img[src*="127.0.0.1"]:not([src*="/gradio_api/"])\').length'
 
 
 @pytest.mark.browser
