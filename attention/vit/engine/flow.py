@@ -23,8 +23,8 @@ from attention.vit.engine.query import Query
 
 CHUNK_BYTES = 4 << 20
 """One chunk of every head's float32 scores (H x rows x N) at most this many bytes, by default: the rollout's
-working memory is a few times it, whatever N (`tests/vit/engine/test_flow.py`: 3,072 tokens,
-2 heads: under 32 MB where one layer's whole attention is 72 MB)."""
+working memory is a few times it, whatever N (`tests/vit/engine/test_flow.py`: 4,096 tokens,
+2 heads: under 64 MB where one layer's whole attention is 128 MB)."""
 
 
 def rollout(
