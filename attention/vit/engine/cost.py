@@ -131,7 +131,7 @@ def relevance_gflop(model: torch.nn.Module, tokens: int) -> float:
 # products: elementwise work on every head's entries. ROLLOUT_ENTRY_FLOP is that work in flop-equivalents per
 # head entry, by discard rule ("none": no discard), fitted to measured CPU time against a forward's GFLOP/s
 # (ViT-B/16 at 512 px, 1,025 tokens, one torch thread: 87 GFLOP/s forward; rollout 0.95 s, row discard 0.9
-# 1.91 s, global discard 0.9 2.51 s; `python -m bench.bench_abuse_views --price`).
+# 1.91 s, global discard 0.9 2.51 s: `flow.rollout` on random q and k of that shape, timed with time.process_time).
 ROLLOUT_ENTRY_FLOP = {"none": 420.0, "row": 970.0, "global": 1320.0}
 
 
