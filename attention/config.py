@@ -156,6 +156,9 @@ class Settings:
         1500.0  # estimated compute of one relevance job on a CPU: ATTENTION_RELEVANCE_MAX_GFLOP_CPU
     )
     relevance_gflop_gpu: float = 40_000.0  # ... on a GPU: ATTENTION_RELEVANCE_MAX_GFLOP_GPU
+    # an attention rollout priced over this (GFLOP) is computed in the heavy lane, not in the light handler's worker;
+    # one over the relevance budget is refused (attention.vit.serve.rollouts): ATTENTION_ROLLOUT_LIGHT_GFLOP
+    rollout_light_gflop: float = 10.0
     video_decode_pixels: int = 36_000_000  # pixels of a decoded frame, canvas included: ATTENTION_VIDEO_DECODE_PIXELS
     video_decode_gpixels: float = (
         20.0  # pixels decoded for one video (all its frames), billions: ATTENTION_VIDEO_DECODE_GPIXELS
@@ -243,6 +246,7 @@ class Settings:
             mcp_slots=int(_read("ATTENTION_MCP_SLOTS", cls.mcp_slots, int, 1, 64)),
             relevance_gflop_cpu=_read("ATTENTION_RELEVANCE_MAX_GFLOP_CPU", cls.relevance_gflop_cpu, float, 0.001),
             relevance_gflop_gpu=_read("ATTENTION_RELEVANCE_MAX_GFLOP_GPU", cls.relevance_gflop_gpu, float, 0.001),
+            rollout_light_gflop=_read("ATTENTION_ROLLOUT_LIGHT_GFLOP", cls.rollout_light_gflop, float, 0),
             video_decode_pixels=int(_read("ATTENTION_VIDEO_DECODE_PIXELS", cls.video_decode_pixels, int, 1)),
             video_decode_gpixels=_read("ATTENTION_VIDEO_DECODE_GPIXELS", cls.video_decode_gpixels, float, 0.001),
             video_decode_seconds=_read("ATTENTION_VIDEO_DECODE_SECONDS", cls.video_decode_seconds, float, 0.1),

@@ -21,6 +21,22 @@ def html_text(text: object) -> str:
     return str(text).replace("&", "&amp;").replace("<", "&lt;")
 
 
+_MARKDOWN = str.maketrans({c: f"&#{ord(c)};" for c in "&<>\\`*_{}[]()#+-.!|~:/@$"} | {"\n": " ", "\r": " ", "\t": " "})
+
+
+def markdown_text(text: object) -> str:
+    """`text` as Markdown (or HTML) that shows exactly the characters given: every character Markdown or HTML
+    could read as syntax (`[`, `]`, `(`, `!`, `*`, `_`, backticks, `<`, `&`, `:`, `/`, `.`, `@`, ...) becomes a
+    numeric character reference, which Markdown shows as that character and never parses (no link, image,
+    emphasis, code, autolinked URL or address, HTML element), line breaks become spaces (no new block), and
+    leading spaces references too (no indented code block). `html_text`'s twin for every place a page renders
+    visitor text as Markdown: gr.Markdown, notes inside Markdown components, also inside an HTML block there
+    (the references read the same in HTML)."""
+    s = str(text).translate(_MARKDOWN)
+    body = s.lstrip(" ")
+    return "&#32;" * (len(s) - len(body)) + body
+
+
 MAX_ECHO = 1000  # characters of a message that may reach an answer or the log (what a visitor sent, cut)
 
 

@@ -124,12 +124,17 @@ def probe(src: VideoSource, *, max_pixels: int = MAX_PIXELS, limits: DecodeLimit
         return VideoInfo(w, h, fps, duration, frames, rot, codec, (first.width, first.height))
 
 
-def planned_frames(info: VideoInfo, fps: Fraction, seconds: float | None) -> int:
-    """Output frames at `fps` over the video (or its first `seconds`), from the headers."""
+def asked_seconds(info: VideoInfo, seconds: float | None) -> float:
+    """The seconds of source the part asked for spans (the video, or its first `seconds`), from the headers."""
     length = info.duration if info.duration else info.frames / float(info.fps)
     if seconds is not None:
         length = min(length, seconds) if length else seconds
-    return max(1, math.ceil(length * fps - 1e-9))
+    return length
+
+
+def planned_frames(info: VideoInfo, fps: Fraction, seconds: float | None) -> int:
+    """Output frames at `fps` over the video (or its first `seconds`), from the headers."""
+    return max(1, math.ceil(asked_seconds(info, seconds) * fps - 1e-9))
 
 
 def check_fps(fps: float | None, info: VideoInfo) -> Fraction:

@@ -286,7 +286,8 @@ def upload_flood(app, page, n, max_s):
 
 
 # ----- main ----------------------------------------------------------------------------------
-def main() -> None:
+def main() -> list[Attack]:
+    """Runs the attacks `--only` names; their outcomes (`bench.bench_abuse_views` prints its own table of them)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--settle", type=float, default=15.0, help="seconds to wait after each attack for its RSS")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every attack's count (quick runs)")
@@ -389,6 +390,7 @@ def main() -> None:
         print(readme_block("bench_abuse", "attacks", attacks_table(light, guarded, args.settle)))
     if computing := [a for a in rows if a.name in COMPUTING]:  # the README's: the computing endpoints (issue 32)
         print(readme_block("bench_abuse", "heavy", attacks_table(computing, guarded, args.settle, heavy=True)))
+    return rows
 
 
 class Attack(NamedTuple):

@@ -58,6 +58,11 @@ FAKES: dict[tuple[str, str], Callable] = {
     ("bench_abuse", "attacks"): lambda m: m.attacks_table(
         [m.Attack("big_session", 300, {400: 150, 413: 150}, 2.3, 7, 0, 1000.0, 1100.0, 1011.0)], "on", 60
     ),
+    ("bench_abuse_views", "heavy"): lambda m: m.views_table(
+        [m.bench_abuse.Attack("rollout_2", 6, {"done": 3}, 1.4, 9, 0, 1000.0, 1020.0, 990.0, "relevance 0.3 s")],
+        "on",
+        60,
+    ),
     ("bench_abuse", "heavy"): lambda m: m.attacks_table(
         [m.Attack("video_slot", 12, {"done": 3}, 1.4, 9, 0, 1000.0, 1020.0, 990.0, "relevance 0.3 s (goal 1.0 s)")],
         "on",

@@ -9,7 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attention.errors import AttentionError, ImageError, InputError, ModelLoadError, as_whole, check_int, html_text
+from attention.errors import (
+    AttentionError,
+    ImageError,
+    InputError,
+    ModelLoadError,
+    as_whole,
+    check_int,
+    html_text,
+    markdown_text,
+)
 
 
 def test_every_user_error_is_an_attention_error():
@@ -90,6 +99,41 @@ def rendered(html_string: str) -> _Tags:
 def test_html_text_shows_markup_as_the_characters_typed(typed):
     page = rendered(f"<div>{html_text(typed)}</div>")
     assert page.tags == ["div"] and page.text == typed
+
+
+def markdown_rendered(text: str) -> _Tags:
+    """`text` rendered as CommonMark (markdown-it, tables on, HTML allowed as Gradio's Markdown allows it), parsed."""
+    from markdown_it import MarkdownIt
+
+    return rendered(MarkdownIt("commonmark", {"html": True}).enable("table").render(text))
+
+
+MARKDOWN_TYPED = [
+    "![a](http://127.0.0.1:7931/x.png) a a",
+    "[Log in](https://evil.example/login)",
+    "<https://evil.example> and <a@evil.example>",
+    "**bold** _it_ `code` ~~gone~~ \\*not\\*",
+    "# heading\n\n- item\n\n> quote\n\n---",
+    "| a | b |\n| - | - |\n| 1 | 2 |",
+    "[x]: https://evil.example/ref\n\n[x]",
+    "<img src=x onerror=alert(1)> &amp; &lt; x >= 1",
+    "    indented code",
+]
+
+
+@pytest.mark.parametrize("typed", MARKDOWN_TYPED)
+def test_markdown_text_shows_markdown_and_html_as_the_characters_typed(typed):
+    """One paragraph with no element in it, its text the characters typed (line breaks as spaces)."""
+    page = markdown_rendered(markdown_text(typed))
+    assert page.tags == ["p"] and page.text.strip() == typed.replace("\n", " ").strip()
+    html_block = rendered(markdown_text(typed))  # the same inside an HTML block of a Markdown component
+    assert html_block.tags == [] and html_block.text == typed.replace("\n", " ")
+
+
+@given(st.text(alphabet=st.sampled_from("![]()<>&;#*_`~-+.:/@=|\\ \nabhtpsx0123")))
+def test_markdown_text_never_makes_an_element_and_reads_back_exactly(typed):
+    page = markdown_rendered(f"x {markdown_text(typed)} x")
+    assert page.tags == ["p"] and page.text.strip() == f"x {typed.replace(chr(10), ' ')} x"
 
 
 @given(st.text(alphabet=st.sampled_from("<>&;#x/=\"' abimgscrpt0123456789")))

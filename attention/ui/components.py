@@ -19,7 +19,7 @@ from collections.abc import Callable
 import gradio as gr
 
 from attention.config import SETTINGS
-from attention.errors import AttentionError, cut, html_text
+from attention.errors import AttentionError, cut, html_text, markdown_text
 from attention.ui.fair_queue import door
 
 
@@ -32,8 +32,8 @@ def error(message: object, *, visible: bool = True) -> gr.Error:
 
 def error_note(message: object) -> str:
     """An error as a note inside a panel's Markdown or HTML ("⚠️ message", the message as text:
-    `html_text`, the package's one escape, cut as `error` cuts)."""
-    return f"⚠️ {html_text(cut(message))}"
+    `markdown_text`, the package's escape for Markdown and HTML alike, cut as `error` cuts)."""
+    return f"⚠️ {markdown_text(cut(message))}"
 
 
 def warning(message: object) -> None:

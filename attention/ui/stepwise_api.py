@@ -11,6 +11,7 @@ from attention.ui.components import image_path, queue_share, user_errors
 from attention.ui.endpoint import endpoint
 from attention.ui.stepwise_panel import export_view
 from attention.ui.vit_api import pass_for
+from attention.ui.vit_fields import ROLLOUT_QUEUE
 from attention.vit.draw import frames as vit_frames
 from attention.vit.engine import query as vit_query
 from attention.vit.engine import stepwise
@@ -130,4 +131,5 @@ def build(model_default: str, defaults: dict) -> None:
             image_path(type="filepath", image_mode=None, label="image"),
             [gr.File(label="page")],
             validator=queue_share(),
+            **ROLLOUT_QUEUE,
         )

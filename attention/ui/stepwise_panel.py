@@ -9,14 +9,17 @@ from __future__ import annotations
 import gradio as gr
 
 from attention.errors import AttentionError
+from attention.ui.admit import who
 from attention.ui.components import queue_share, slider, user_errors
-from attention.ui.vit_fields import FITTED, on_screen
+from attention.ui.vit_fields import FITTED, ROLLOUT_QUEUE, on_screen
 from attention.vit.draw import frames as vit_frames
+from attention.vit.draw import stepwise_html
 from attention.vit.draw import views as vit_views
-from attention.vit.draw.stepwise_html import export_view, panel_html, stepwise_map
+from attention.vit.draw.stepwise_html import panel_html, stepwise_map
 from attention.vit.engine import stepwise
 from attention.vit.engine.query import label as query_label
 from attention.vit.serve import inputs as vit_inputs
+from attention.vit.serve import rollouts
 
 FAST = dict(show_progress="minimal", api_visibility="private")
 HEAVY = dict(FAST, validator=queue_share())
@@ -157,8 +160,15 @@ class StepwisePanel:
 
         ex_ins = [m.image, m.model, m.resolution, m.qrow, m.qcol, m.layer, m.view, m.head, m.threshold]
         ex_ins += [m.alpha, m.cmap, m.state, self.k, self.temperature, self.key]
-        self.export_btn.click(export, ex_ins, self.export_file, **HEAVY)
+        self.export_btn.click(export, ex_ins, self.export_file, **HEAVY, **ROLLOUT_QUEUE)
         self.main = m
+
+
+def export_view(p, v: vit_frames.ViewSpec, head: int, *knobs, **options):
+    """`stepwise_html.export_view` for a visitor: a heavy rollout first computed in the heavy lane, in their turn
+    (`rollouts.ready`), never in this handler's worker."""
+    rollouts.ready(p, v, who())
+    return stepwise_html.export_view(p, v, head, *knobs, **options)
 
 
 def open_in_calculator(calc: dict) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import gradio as gr
 
 from attention.config import EXAMPLES_DIR, SETTINGS
-from attention.errors import AttentionError, ModelLoadError, html_text
+from attention.errors import AttentionError, ModelLoadError, markdown_text
 from attention.ui import model_choices, video_api
-from attention.ui.components import error, number, queue_share, warning
+from attention.ui.components import error, error_note, number, queue_share, user_errors, warning
 from attention.vit.engine.video import STACKED, VIDEO_VIEWS
 from attention.vit.engine.video_estimate import CONFIRM_S
 from attention.vit.models import loader as vit_models
@@ -43,7 +43,8 @@ def summary(facts: dict) -> str:
     o, src = facts["output"], facts["source"]
     rot = f", rotated {src['rotation']}°" if src["rotation"] else ""
     return (
-        f"`{facts['model']}` · layer {facts['layer']} · {o['frames']} frames at {o['fps']:g} fps · "
+        f"<code>{markdown_text(facts['model'])}</code> · layer {facts['layer']} · "
+        f"{o['frames']} frames at {o['fps']:g} fps · "
         f"{o['width']}×{o['height']} px · grid {facts['grid'][0]}×{facts['grid'][1]} · source "
         f"{src['width']}×{src['height']} px, {src['duration_s']:g} s at {src['fps']:g} fps{rot} · {facts['device']} · "
         f"forward {facts['forward_s']:.1f} s of {facts['total_s']:.1f} s"
@@ -114,6 +115,7 @@ def build(startup: Startup | None = None) -> None:
 
     handler = video_api.attention_video_fn(startup.model)
 
+    @user_errors  # a file that is not a video: its message, no traceback (the estimate reads it first)
     def make(v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, sure, width=0, progress=gr.Progress(track_tqdm=True)):
         est = video_api.estimate_of(v, m, lay, res, f, sec, sbs)
         if est is not None and est.needs_confirmation and not sure:
@@ -138,7 +140,7 @@ def build(startup: Startup | None = None) -> None:
         try:
             est = video_api.estimate_of(v, m, lay, res, f, sec, sbs)
         except AttentionError as e:
-            return f"⚠️ {html_text(model_choices.visitor_text(e, m))}", gr.update(visible=False, value=False)
+            return error_note(model_choices.visitor_text(e, m)), gr.update(visible=False, value=False)
         over = est.needs_confirmation
         note = f" · over {CONFIRM_S:.0f} s: confirm below" if over else ""
         return f"**Cost:** {est.text()}{note}", gr.update(visible=over, value=False)

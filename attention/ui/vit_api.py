@@ -13,12 +13,14 @@ from attention.ui.admit import who
 from attention.ui.api_docs import with_models
 from attention.ui.components import answer_outputs, image_path, queue_share, user_errors
 from attention.ui.endpoint import endpoint
+from attention.ui.vit_fields import ROLLOUT_QUEUE
 from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import outputs as vit_outputs
 from attention.vit.draw.feature_views import write_feature_outputs
 from attention.vit.engine.query import Query
 from attention.vit.serve import inputs as vit_inputs
 from attention.vit.serve import passes as vit_passes
+from attention.vit.serve import rollouts
 
 
 def pass_for(
@@ -77,7 +79,9 @@ def attention_maps_fn(model_default: str, defaults: dict):
             view, threshold, query_row=query_row, query_col=query_col, layer=layer, rollout_options=rollout_options
         )  # parsed once, here: what follows trusts it
         keep_qk = v.view == "rollout"  # q/k kept for it only
-        p = vit_passes.served_pass(image, model, resolution, who(), query=v.query, keep_qk=keep_qk)
+        visitor = who()
+        p = vit_passes.served_pass(image, model, resolution, visitor, query=v.query, keep_qk=keep_qk)
+        rollouts.ready(p, v, visitor)  # priced; a heavy one computed in the heavy lane, not in this worker
         f = vit_frames.api_sheet(p, v)
         info = vit_outputs.describe(
             f.res, f.outputs, model=p.model, device=p.device, view=v.view, threshold=threshold, render_seconds=f.seconds
@@ -134,6 +138,7 @@ def build(model_default: str, defaults: dict) -> None:
             image_path(type="filepath", image_mode=None, label="image"),
             answer_outputs("overlays"),
             validator=queue_share(),
+            **ROLLOUT_QUEUE,
         )
         endpoint(
             feature_maps_fn(model_default, defaults),

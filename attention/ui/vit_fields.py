@@ -9,10 +9,18 @@ from dataclasses import replace
 
 import gradio as gr
 
+from attention.config import SETTINGS
 from attention.ui.admit import who
 from attention.vit.draw import frames as vit_frames
 from attention.vit.serve import inputs as vit_inputs
 from attention.vit.serve import passes as vit_passes
+from attention.vit.serve import rollouts
+
+ROLLOUT_QUEUE = dict(concurrency_limit=SETTINGS.concurrency + SETTINGS.heavy_slots + SETTINGS.heavy_waiting)
+"""Gradio's queue for an event that may draw a rollout: a heavy one waits for its turn in the heavy lane
+(`rollouts.ready`) while its event is running, so the event's Gradio limit has room for the heavy lane's
+jobs (its slots and waiting room, each visitor's share refused at once over that) beside the light ones,
+whose forwards the forward lane bounds: visitors' rollouts never take the workers another visitor's maps need."""
 
 
 def vit_pass(image, model, resolution, progress: gr.Progress | None = None, state=None):
@@ -49,6 +57,7 @@ def view_spec(qrow, qcol, layer: int, view, threshold, alpha, cmap, rollout=()) 
 def vit_frame(p, qrow, qcol, layer: int, view, head: int, threshold, alpha, cmap, rollout=()):
     """One view of pass `p` as the tab shows it (`view_spec`; `layer` and `head` fitted by `fit`), and that view."""
     v = view_spec(qrow, qcol, layer, view, threshold, alpha, cmap, rollout)
+    rollouts.ready(p, v, who())  # a heavy rollout: computed in the heavy lane
     return vit_frames.tab_frame(p, v, head=head), v
 
 

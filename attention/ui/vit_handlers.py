@@ -11,6 +11,7 @@ import pandas as pd
 
 from attention.errors import AttentionError, as_whole
 from attention.ui import vit_live
+from attention.ui.admit import who
 from attention.ui.components import info, user_errors, warning
 from attention.ui.model_choices import digits_only_note
 from attention.ui.vit_fields import fit, ref, view_spec, vit_frame, vit_pass
@@ -22,7 +23,7 @@ from attention.vit.draw.modelview import model_view
 from attention.vit.engine import query as vit_query
 from attention.vit.models import registry as model_registry
 from attention.vit.serve import inputs as vit_inputs
-from attention.vit.serve import permalink
+from attention.vit.serve import permalink, rollouts
 
 STYLE, ROLLOUT = ("threshold", "alpha", "cmap"), ("mean", 0.0, "row")  # the start screen's style and rollout
 
@@ -177,7 +178,9 @@ class ViTHandlers:
         """The .npz of the view on screen (raw float32 maps, scores, weights, image, every picture)."""
         p = vit_pass(img, mdl, res, state=st)
         lay, hd, qr, qc = fit(p, st, lay, hd, qr, qc)
-        d = vit_frames.download_maps(p, view_spec(qr, qc, lay, vw, thr, al, cm, (fu, dr, du)))
+        v = view_spec(qr, qc, lay, vw, thr, al, cm, (fu, dr, du))
+        rollouts.ready(p, v, who())  # a heavy rollout: computed in the heavy lane
+        d = vit_frames.download_maps(p, v)
         return gr.update(value=d.outputs.npz, visible=True)
 
     @user_errors

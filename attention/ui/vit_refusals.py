@@ -11,14 +11,13 @@ beside the map and one toast saying why. The next action then works from that vi
 
 from __future__ import annotations
 
-import html
 import json
 import logging
 import time
 
 import gradio as gr
 
-from attention.errors import AttentionError
+from attention.errors import AttentionError, markdown_text
 from attention.ui import model_choices
 from attention.ui.components import warning
 from attention.vit.serve.inputs import file_digest
@@ -45,7 +44,7 @@ def note_html(message: str) -> str:
     """The note beside the kept map (the visitor's message escaped)."""
     return (
         '<div class="vit-note" role="status">⚠️ <b>Not changed:</b> '
-        f"{html.escape(message)} The map still shows your last view; every control is back to it.</div>"
+        f"{markdown_text(message)} The map still shows your last view; every control is back to it.</div>"
     )
 
 

@@ -14,7 +14,7 @@ from attention.ui import faithfulness_panel, relevance_panel, text_panel, vit_ap
 from attention.ui.components import queue_share
 from attention.ui.stepwise_api import build as build_stepwise_api
 from attention.ui.stepwise_panel import StepwisePanel
-from attention.ui.vit_fields import fit, vit_pass
+from attention.ui.vit_fields import ROLLOUT_QUEUE, fit, vit_pass
 from attention.ui.vit_handlers import ViTHandlers
 from attention.ui.vit_layout import VIT_DEFAULTS
 from attention.ui.vit_panels import Main
@@ -62,10 +62,11 @@ def build(demo: gr.Blocks | None = None) -> None:
     # what an answer may set: the view's outputs, and on a refusal every control back to the kept view
     restored = [t.good, t.note, t.image, t.model, t.resolution, t.view, t.threshold, t.alpha, t.cmap, *ropts]
     fast = dict(show_progress="minimal", api_visibility="private")
-    heavy_only = dict(validator=queue_share())  # jobs that may run a forward: a visitor's share of the queue
+    # jobs that may run a forward: a visitor's share of the queue; and draw a rollout: room for the heavy lane's
+    heavy_only = dict(validator=queue_share(), **ROLLOUT_QUEUE)
     heavy = dict(fast, **heavy_only)
-    on_map = dict(fast, show_progress_on=[t.qimg])  # one progress indicator (and error mark) per job
-    on_map_heavy = dict(on_map, **heavy_only)
+    on_map = dict(fast, show_progress_on=[t.qimg], **ROLLOUT_QUEUE)  # one progress indicator (and error mark) per job
+    on_map_heavy = dict(on_map, validator=queue_share())
     # one listener per input that can be at fault (a failure marks that input only; the last good maps
     # stay unmarked), one job per change: a dropdown's `input` fires twice for one pick (on the pick and
     # again on blur), its `change` once; "always_last" runs the latest change after a running one; each

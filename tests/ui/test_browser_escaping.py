@@ -109,3 +109,42 @@ def test_markup_in_a_matrix_shows_as_text(page, asked):
     shown_as_text(page, asked, typed.split()[0])  # the message quotes the first token that is not a number
     page.locator("#qkv-stale-note").get_by_text("Not recalculated").wait_for()
     assert page.evaluate(MARKUP_ELEMENTS) == 0 and asked[1] == [f"{asked[0]}/canary.png"]
+
+
+def markdown_and_markup(base: str, name: str) -> str:
+    """Markdown's image and link, an autolinked address, and an HTML image: each would make a request of the
+    tracker or a link in the page if rendered."""
+    return (
+        f"![a]({base}/{name}-md.png) a a [Log in](https://evil.example/{name}) www.evil.example "
+        f"<img id=injected src={base}/{name}-html.png>"
+    )
+
+
+LINKS = '() => document.querySelectorAll(\'a[href*=evil], img[src*="127.0.0.1"]:not([src*="/gradio_api/"])\').length'
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("param", ["example", "model", "res", "layer", "head", "view", "q", "class", "find"])
+def test_markdown_and_markup_in_every_permalink_parameter_render_as_text(page, app_url, asked, param):
+    """Issue 49: `?model=digit_clip&find=![a](http://HOST/x.png) a a` made every visitor fetch that URL; now no
+    parameter's Markdown or HTML becomes an image, a link or an element (the "Find in image" prompts are
+    opened on digit_clip, whose panel shows them), and the page asks the tracker nothing."""
+    base = asked[0]
+    typed = markdown_and_markup(base, param)
+    extra = ""
+    if param == "find":  # prompts the link accepts (up to 100 characters each), so the panel shows them
+        typed = f"![a]({base}/find-md.png) a a, [Log in](https://evil.example/find), <img src={base}/find-html.png>"
+        extra = "&example=digit_3&model=digit_clip"
+    page.goto(f"{app_url.rstrip('/')}/?{param}={quote(typed)}{extra}")
+    drawn = page.locator("#vit-gallery").get_by_text("mean of heads")
+    drawn.or_(page.get_by_test_id("toast-body")).first.wait_for()  # the first screen, or a refusal's toast
+    if param == "find":
+        shown = page.locator("#vit-find-scores table").or_(page.locator("#vit-find-details").get_by_text("⚠️"))
+        shown.first.wait_for()
+    page.wait_for_timeout(1500)  # the panels that follow the first screen
+    assert page.evaluate(MARKUP_ELEMENTS) == 0 and page.evaluate(LINKS) == 0
+    canary = f"{base}/canary.png"
+    with page.expect_request(canary):
+        page.evaluate("u => { new Image().src = u }", canary)
+    assert asked[1] == [canary]
+    screenshot(page, f"escaping_markdown_{param}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attention.errors import InputError, as_whole
+from attention.errors import InputError, as_whole, markdown_text
 from attention.render import HEAD_COLORS, colormap
 from attention.vit.engine.extract import AttentionMaps
 from attention.vit.engine.query import kinds
@@ -39,7 +39,8 @@ def details(res: AttentionMaps, *, model: str, device: str) -> str:
     L, H, N = res.weights.shape
     w, h = res.image.size
     return (
-        f"`{model}` · patch {res.patch_size} px · grid {gh}×{gw} · {N} tokens ({res.num_prefix_tokens} prefix) · "
+        f"<code>{markdown_text(model)}</code> · patch {res.patch_size} px · grid {gh}×{gw} · "
+        f"{N} tokens ({res.num_prefix_tokens} prefix) · "
         f"layer {res.layer}/{L - 1} · {H} heads · input {w}×{h} px · {device} · forward {res.seconds * 1000:.0f} ms"
     )
 

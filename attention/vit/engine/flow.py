@@ -21,6 +21,11 @@ from attention.validate import layer_index
 from attention.vit.engine.extract import AttentionMaps
 from attention.vit.engine.query import Query
 
+CHUNK_BYTES = 4 << 20
+"""One chunk of every head's float32 scores (H x rows x N) at most this many bytes, by default: the rollout's
+working memory is a few times it, whatever N (`tests/vit/engine/test_flow.py`: 4,096 tokens,
+2 heads: under 64 MB where one layer's whole attention is 128 MB)."""
+
 
 def rollout(
     res: AttentionMaps,
@@ -30,14 +35,15 @@ def rollout(
     head_fusion: Literal["mean", "max", "min"] = "mean",
     discard_ratio: float = 0.0,
     discard: Literal["row", "global"] = "row",
-    chunk: int = 256,
+    chunk: int | None = None,
 ) -> np.ndarray:
     """Attention rollout (Abnar & Zuidema 2020) of one query through layers 0..layer.
 
     Per layer: fuse heads (mean/max/min) into A (N x N), zero its lowest entries (`discard`), add
     the identity for the residual, renormalise rows: A' = (A + I) / rowsum. The query's rollout row
     is e_q^T A'_layer ... A'_0, computed as row-vector x matrix products over chunks of `chunk`
-    rows: memory O(H x chunk x N), no N x N is ever held.
+    rows (default: as many as keep one chunk of every head's scores within CHUNK_BYTES): memory
+    O(H x chunk x N), O(N) at a fixed chunk; no N x N is ever held.
 
     discard: which entries `discard_ratio` zeroes.
       "row" (default): in every row, its int(N * discard_ratio) lowest entries; CLS is not spared.
@@ -67,7 +73,8 @@ def rollout(
     i = res.query_index if query is None else res.index_of(query)
     if i < 0:
         raise InputError("Rollout follows a token of the blocks; the pooling head's query ('pool') is not one.")
-    N = res.qk[0][0].shape[1]
+    H, N = res.qk[0][0].shape[:2]
+    chunk = chunk or max(1, CHUNK_BYTES // (H * N * 4))
     n_drop = int(N * N * discard_ratio) if discard == "global" else int(N * discard_ratio)
     r = torch.zeros(N, dtype=torch.float64)
     r[i] = 1.0
@@ -112,7 +119,7 @@ class _Fused:
         if self.bias is not None:
             z = z + (self.bias[:, s:e] if self.bias.shape[1] > 1 else self.bias)
         a = torch.softmax(z, -1)
-        return {"mean": a.mean(0), "max": a.amax(0), "min": a.amin(0)}[self.fusion]
+        return a.mean(0) if self.fusion == "mean" else a.amax(0) if self.fusion == "max" else a.amin(0)
 
     def global_cut(self, n: int) -> float:
         """The n-th smallest entry of A (1-based), without holding A (`nth_smallest`)."""

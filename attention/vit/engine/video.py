@@ -1,10 +1,9 @@
 """Attention videos: every frame of a video through a ViT, in batches of frames, one forward each.
 
-DINO's video_generation.py runs `get_last_selfattention` on one frame at a time (heads x N^2 per
-layer: out of memory for a 720x1280 frame at patch 8) and saves the mean of heads as inferno JPEGs.
-Here frames of one size go through the engine together (its O(N) rows, fused attention kept), the
-whole run is priced before it starts (refused with the largest length, rate or size that fits),
-and the result is an H.264 MP4 of the chosen view over the frames, plus the raw maps on request.
+DINO's video_generation.py runs one frame at a time (heads x N^2 per layer: out of memory for 720x1280
+at patch 8). Here frames of one size go through the engine together (its O(N) rows), each decoded source
+frame once; the whole run is priced before it starts (refused with the largest length, rate or size that
+fits); the result is an H.264 MP4 of the chosen view over the frames, plus the raw maps on request.
 
     run = attention_video(model, "clip.mp4", layer=-1, fps=10, max_gflop=6000)   # checks, no forward
     for f in run:                       # VideoFrameMaps, in order; one forward per batch of frames
@@ -51,7 +50,7 @@ from attention.vit.engine.video_frames import (  # noqa: F401  (VIDEO_VIEWS, STA
     VideoFrameMaps,
     check_head,
     check_video_view,
-)
+)  # fmt: skip
 
 BATCH = 8  # frames per forward
 
@@ -88,20 +87,21 @@ class VideoRun:
         prep = self.prep or Preprocess.of(self.model, self.resolution)
         self.seconds_forward = 0.0
         pending: list[videos.Frame] = []
-        done = forwards = 0
+        kept: dict[int, tuple] = {}  # the last batch's last source frame, its maps and picture: its repeats
+        done = forwards = 0  # in the next batch (an output rate above the source's) are not run again
         per_frame = self.gflop / max(1, self.forwards)
         size = 1 if self.ramp else self.batch_size  # the batch now
         bar = (self.bar or partial(tqdm, disable=None))(total=self.frames, unit="frame", desc="frames")
 
         def flush() -> Iterator[VideoFrameMaps]:
-            nonlocal done, forwards
+            nonlocal done, forwards, kept
             uniq: dict[int, int] = {}
             items = []
             for fr in pending:
-                if fr.source_index not in uniq:
+                if fr.source_index not in uniq and fr.source_index not in kept:
                     uniq[fr.source_index] = len(items)
                     items.append(prep(fr.rgb))
-            forwards += len(items)
+            forwards += len(items)  # each decoded source frame once
             if self.max_gflop is not None and forwards * per_frame > self.max_gflop:
                 raise BudgetError(
                     f"This video holds more frames than its headers said: {forwards:,} frames so far, over this "
@@ -109,13 +109,16 @@ class VideoRun:
                     "lower frame rate."
                 )
             t0 = time.perf_counter()
-            maps = batch_maps(self.model, torch.stack([p.x for p in items]), layer=self.layer, query=self.query)
+            x = torch.stack([p.x for p in items]) if items else None  # none: every frame shows the kept one
+            maps = [] if x is None else batch_maps(self.model, x, layer=self.layer, query=self.query)
             self.seconds_forward += time.perf_counter() - t0
+            ran = {i: (maps[j], items[j].shown) for i, j in uniq.items()} | kept
             for fr in pending:
-                j = uniq[fr.source_index]
-                yield VideoFrameMaps(fr.index, fr.time, fr.source_index, maps[j], items[j].shown, self.threshold)
+                m, shown = ran[fr.source_index]
+                yield VideoFrameMaps(fr.index, fr.time, fr.source_index, m, shown, self.threshold)
                 done += 1
                 bar.update(1)  # each frame, as it is drawn
+            kept = {pending[-1].source_index: ran[pending[-1].source_index]}
             pending.clear()
             if self.between is not None:
                 self.between()
@@ -198,8 +201,9 @@ def attention_video(
     query = default_query(tokens_of(model), grid) if query is None else query
     query_index(query, grid, names, pool)  # off the grid or not a token: InputError now
     frames = videos.planned_frames(info, rate, seconds)
-    length = frames / float(rate)
-    forwards = min(frames, max(1, math.ceil(length * float(info.fps) - 1e-9)))
+    length, span = frames / float(rate), videos.asked_seconds(info, seconds)  # output frames' time; source's
+    decoded = max(1, math.ceil(span * float(info.fps) - 1e-9))  # every source frame in the part asked for
+    forwards = min(frames, decoded)  # each run once, however many output frames show it
     per_frame = forward_gflop(model, patch_tokens(size, patch, res, crop, prep.resize))  # type: ignore[arg-type]
     name = getattr(model, "alias", "this model")
     if frames > max_frames:
@@ -208,11 +212,10 @@ def attention_video(
             f"{max_frames:,} frames per video. What fits: the first {max_frames / float(rate):,.1f} s at "
             f"{float(rate):g} fps{_rate_fits(max_frames / length)}."
         )
-    decoded = max(1, math.ceil(length * float(info.fps) - 1e-9))  # every source frame of the part asked for
-    canvas = info.source_size[0] * info.source_size[1]
-    limit = videos.DECODE.gpixels * 1e9
-    if decoded * canvas > limit:
-        fit = limit / canvas / float(info.fps)
+    canvas, limit = info.source_size[0] * info.source_size[1], videos.DECODE.gpixels * 1e9
+    decoded += seconds is not None and seconds < span + 1e-9  # decoding stops at the frame after the part: one more
+    if decoded * canvas > limit:  # the first s seconds decode ceil(s * fps) + 1 frames: those fit in the message
+        fit = max(0.0, (limit // canvas - 1) / float(info.fps))
         raise BudgetError(
             f"This video decodes {decoded:,} frames of {info.source_size[0]}x{info.source_size[1]} px: "
             f"{decoded * canvas / 1e9:,.1f} billion pixels, over this server's {videos.DECODE.gpixels:g} billion per "
@@ -269,11 +272,8 @@ def write_video(
 
     def pictures() -> Iterator[np.ndarray]:
         for f in run:
-            if npz is not None:
-                for k, v in (("maps", f.maps), ("mean", f.mean), ("masks", f.masks)):
-                    kept[k].append(v)
-                kept["time"].append(f.time)
-                kept["source_index"].append(f.source_index)
+            for k in kept if npz is not None else ():  # maps, mean, masks, time, source_index
+                kept[k].append(getattr(f, k))
             pic = f.drawn(view, head=head, alpha=alpha, cmap=cmap, side_by_side=side_by_side)
             size[:] = [pic.shape[1] + pic.shape[1] % 2, pic.shape[0] + pic.shape[0] % 2]
             yield pic

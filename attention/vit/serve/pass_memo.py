@@ -18,6 +18,7 @@ import numpy as np
 
 from attention.errors import InputError
 from attention.vit.engine import features
+from attention.vit.engine.cost import rollout_gflop
 from attention.vit.engine.extract import AttentionMaps
 from attention.vit.engine.flow import rollout_map
 from attention.vit.engine.query import Query, parse
@@ -125,14 +126,39 @@ class Pass:
             raise InputError("The pooling head's query is not a token of the blocks: it has no features to compare.")
         return features.feature_maps(self.tokens, b.grid, b.num_prefix_tokens, layer, i, background, pca_style)
 
+    def _rollout_key(self, query: Query | None, layer: int, options: dict) -> tuple[AttentionMaps, tuple]:
+        res = self.at(query, layer)
+        return res, (res.query, res.layer, tuple(sorted(options.items())))
+
     def rollout(self, query: Query | None = None, layer: int = -1, **options) -> np.ndarray:
         """float32 (gh, gw): attention rollout of `query` through layers 0..layer, memoised.
-        options: `flow.rollout`'s head_fusion ("mean", "max", "min"), discard_ratio, discard ("row", "global")."""
-        res = self.at(query, layer)
-        key = (res.query, res.layer, tuple(sorted(options.items())))
+        options: `flow.rollout`'s head_fusion ("mean", "max", "min"), discard_ratio, discard ("row", "global").
+        Computed outside the memos' lock (a long rollout never holds up another visitor's `at` of a shared pass);
+        two callers at once may both compute it, the same values."""
+        res, key = self._rollout_key(query, layer, options)
         with self._lock:
-            if key not in self._rollouts:
-                self._rollouts[key] = rollout_map(res, **options)
-                while len(self._rollouts) > self.MEMO:
-                    self._rollouts.popitem(last=False)
-            return self._rollouts[key]
+            if key in self._rollouts:
+                return self._rollouts[key]
+        roll = rollout_map(res, **options)
+        with self._lock:
+            self._rollouts[key] = roll
+            while len(self._rollouts) > self.MEMO:
+                self._rollouts.popitem(last=False)
+        return roll
+
+    def has_rollout(self, query: Query | None = None, layer: int = -1, **options) -> bool:
+        """Whether `rollout(query, layer, **options)` is memoised (answered without computing)."""
+        _, key = self._rollout_key(query, layer, options)
+        with self._lock:
+            return key in self._rollouts
+
+    def rollout_gflop(self, query: Query | None = None, layer: int = -1, **options) -> float:
+        """Estimated GFLOP of computing `rollout(query, layer, **options)` (`cost.rollout_gflop`: its layers
+        0..layer, every head's N x N entries, its discard rule), memoised or not."""
+        res, _ = self._rollout_key(query, layer, options)
+        q = self.base.qk[0][0] if self.base.qk else None
+        if q is None:
+            raise InputError("Rollout needs every layer's q and k: this pass kept none.")
+        H, N, d = q.shape
+        rule, ratio = options.get("discard", "row"), options.get("discard_ratio", 0.0) or 0.0
+        return rollout_gflop(res.layer + 1, H, N, H * d, rule, ratio)

@@ -4,6 +4,7 @@ test_outputs.py). Offline, mnist_vit."""
 
 from __future__ import annotations
 
+import html
 import re
 
 import numpy as np
@@ -176,7 +177,8 @@ def test_the_tab_frame_composes_a_view_from_the_cached_pass(digit_pass, tmp_path
     f = frames.tab_frame(digit_pass, v, head=2, root=tmp_path)
     assert f.res.query == (0, 0) and f.res.layer == 3 and len(f.outputs.thumbs) == 1 and f.outputs.npz is None
     assert np.asarray(Image.open(f.query_png)).shape == (504, 504, 3)  # the large map
-    assert "mnist_vit" in f.details and "7×7" in f.details and "50 tokens" in f.details and "ms" in f.details
+    shown = html.unescape(f.details)  # the model name escaped for Markdown (`errors.markdown_text`), read as shown
+    assert "<code>mnist_vit</code>" in shown and "7×7" in f.details and "50 tokens" in f.details and "ms" in f.details
     assert 0 < f.seconds < 60  # the drawing's own wall time
     assert "patch (row 0, col 0)" in f.query_label and "Head 2" in f.scores_summary
 

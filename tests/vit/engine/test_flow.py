@@ -89,3 +89,49 @@ def test_global_cut_is_the_exact_order_statistic():
     fused = _Fused(q, k, 0.5, "min", chunk=7)
     for n in (1, 2, 100, 1234, 2499, 2500):
         assert fused.global_cut(n) == float(dense[n - 1])
+
+
+_STREAMED = """
+import sys, numpy as np
+from attention.vit.engine.flow import rollout
+from tests.vit.engine.big_qk import Kept, big_qk
+kept = Kept(*big_qk())
+def status(key):  # kB
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith(key))
+open("/proc/self/clear_refs", "w").write("5")  # Linux: the peak (VmHWM) reset to what is held now
+now = status("VmRSS:")
+row = rollout(kept, head_fusion="max", discard_ratio=0.5)
+peak = status("VmHWM:") - now  # the most held during the rollout, over what was held before
+np.save(sys.argv[1], row)
+print(peak * 1024)
+"""
+
+
+@pytest.mark.slow
+def test_rollout_at_a_size_whose_whole_matrices_exceed_the_budget_streams_rows(tmp_path):
+    """4,096 tokens, 2 heads, 2 layers: one layer's attention is 128 MB, one head-fused N x N matrix 64 MB; the
+    budget is 64 MB over what the kept q and k take. The streamed rollout's peak (a fresh process's maximum RSS
+    growth) stays under it, and its row equals the whole-matrix definition (built here, head by head, in float64)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "row.npy"
+    run = subprocess.run([sys.executable, "-c", _STREAMED, str(out)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    peak = int(run.stdout.split()[-1])
+    from tests.vit.engine.big_qk import big_qk
+
+    qk, scale = big_qk()
+    N = qk[0][0].shape[1]
+    whole = N * N * 4 * len(qk[0][0])  # one layer's attention, float32
+    print(f"streamed peak {peak / 2**20:.0f} MB; one layer's whole attention {whole / 2**20:.0f} MB")
+    assert peak < 64 * 2**20 < whole
+    r = torch.zeros(N, dtype=torch.float64)
+    r[0] = 1.0
+    for q, k in reversed(qk):  # r <- r A'_l, each A'_l whole: max of heads, lowest half of each row dropped, + I
+        fused = torch.stack([torch.softmax((q[h] @ k[h].T) * scale, -1) for h in range(len(q))]).amax(0).double()
+        fused.scatter_(-1, fused.topk(N // 2, -1, largest=False).indices, 0.0)
+        fused += torch.eye(N, dtype=torch.float64)
+        r = r @ (fused / fused.sum(-1, keepdim=True))
+        del fused
+    np.testing.assert_allclose(np.load(out), r.numpy(), atol=1e-5)

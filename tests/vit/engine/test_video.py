@@ -190,3 +190,50 @@ def test_the_progress_is_one_tqdm_made_with_the_planned_frames_and_advanced_once
     assert len(made) == 1 and made[0].kwargs["total"] == run.frames == len(got) == 10
     assert made[0].seen[:11] == [(1, k) for k in range(1, 11)] + [("closed", 10)]  # a tick per frame drawn, closed
     made.clear()  # gone before Gradio's track_tqdm patches tqdm (the UI's import) in this process
+
+
+def test_an_output_rate_above_the_sources_runs_each_decoded_frame_once_and_to_its_estimate(mnist, tmp_path):
+    """Issue 49: an 18-frame clip at 120 fps was accepted, then refused mid-way ("22 frames so far"): a source frame
+    shown on both sides of a batch's end was run, and counted, twice. Now each decoded frame is run once, so a
+    budget of exactly the estimate runs to the end."""
+    from attention.vit.engine import video as engine_video
+
+    src = encode(tmp_path / "c18.mp4", _distinct(18), fps=30)
+    run = attention_video(mnist, src, fps=120, resolution=32, batch_size=8)
+    assert (run.frames, run.forwards) == (72, 18)
+    run = attention_video(mnist, src, fps=120, resolution=32, batch_size=8, max_gflop=run.gflop)
+    ran, real = [], engine_video.batch_maps
+    engine_video.batch_maps = lambda m, x, **kw: (ran.append(len(x)), real(m, x, **kw))[1]
+    try:
+        got = [(f.index, f.source_index) for f in run]
+    finally:
+        engine_video.batch_maps = real
+    assert len(got) == 72 and sum(ran) == 18 and [s for _, s in got] == [i // 4 for i in range(72)]
+
+
+def test_the_seconds_a_decoding_refusal_names_are_the_seconds_it_accepts(mnist, tmp_path):
+    """Issue 49: a 5990x5990 GIF with seconds=11 at fps 0.1 was refused while the message said "the first 11.1 s"
+    fit (its part was taken as 2 frames x 10 s). The same rule, scaled down: a 64x64 GIF at 50 fps under a
+    decoding bound of 557 frames' pixels: 11 s at 0.1 fps is accepted and decodes to the end; 12 s is refused
+    naming 11.1 s, and 11.1 s is accepted."""
+    from PIL import Image
+
+    from attention.video_container import DECODE
+
+    ims = [Image.fromarray(a) for a in _distinct(700)]  # distinct, or the GIF writer merges them
+    ims[0].save(tmp_path / "g.gif", save_all=True, append_images=ims[1:], duration=20, loop=0)
+    before = DECODE.gpixels
+    object.__setattr__(DECODE, "gpixels", 557 * 64 * 64 / 1e9)  # frozen: the server's setting, scaled down
+    try:
+        assert [f.time for f in attention_video(mnist, tmp_path / "g.gif", fps=0.1, seconds=11)] == [0.0, 10.0]
+        with pytest.raises(BudgetError, match=r"What fits: the first 11\.1 s\.") as e:
+            attention_video(mnist, tmp_path / "g.gif", fps=0.1, seconds=12)
+        fit = float(str(e.value).split("the first ")[-1].split(" s")[0])
+        assert len(list(attention_video(mnist, tmp_path / "g.gif", fps=0.1, seconds=fit))) == 2
+    finally:
+        object.__setattr__(DECODE, "gpixels", before)
+
+
+def _distinct(n: int, side: int = 64) -> list[np.ndarray]:
+    """n flat frames of side x side px, each a colour of its own."""
+    return [np.full((side, side, 3), (i % 256, (i // 256) * 60, 128), np.uint8) for i in range(n)]
