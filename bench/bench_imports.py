@@ -29,6 +29,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "attention.video_container",
             "attention.render",
             "attention.mnist",
+            "attention.planted",
             "attention.npzfile",
         ),
     ),

@@ -28,13 +28,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attention import mnist
+from attention import mnist, planted
 from attention.config import WEIGHTS_DIR
 from attention.vit.models.mnist_vit import _augment, _digits
 from attention.vit.text import digit_clip as dc
 
 BACKGROUND = (0 - mnist.MEAN) / mnist.STD  # a blank pixel, normalised
-CELL = 28
+CELL = planted.CELL
 # (rows, cols) of 28 px cells per canvas size, and how often each is drawn: single digits keep the tower's
 # one-digit accuracy, the larger canvases teach it to tell digits apart by place
 SIZES = ((1, 1), (2, 2), (2, 3), (3, 2), (3, 3))
@@ -51,34 +51,28 @@ def draw(x: torch.Tensor, y: torch.Tensor, cls: int, gen: torch.Generator, jitte
 
 def canvases(x, y, n: int, gen: torch.Generator, cells=(2, 2), per=(2, 2), shift: int = 0, jitter: bool = False):
     """n canvases (n, 1, 28 * rows, 28 * cols) from digits (x, y), each with k (per[0] to per[1]) digits of
-    different classes in random distinct cells, shifted by up to `shift` px (inside the canvas; overlaps keep the
-    brighter pixel). Returns (canvases, present (n, 10) bool, digits [(class, digit, top, left)] per canvas)."""
-    rows, cols = cells
-    H, W = CELL * rows, CELL * cols
-    out = torch.full((n, 1, H, W), BACKGROUND)
+    different classes in random distinct cells, shifted by up to `shift` px (`attention.planted.layout` and
+    `compose`: inside the canvas; overlaps keep the brighter pixel). Returns (canvases, present (n, 10) bool,
+    digits [(class, digit, top, left)] per canvas)."""
+    rng = np.random.default_rng(int(torch.randint(2**62, (1,), generator=gen)))
+    out = torch.empty((n, 1, CELL * cells[0], CELL * cells[1]))
     present = torch.zeros(n, 10, dtype=torch.bool)
     placed = []
     for i in range(n):
-        k = int(torch.randint(per[0], per[1] + 1, (1,), generator=gen))
-        where = torch.randperm(rows * cols, generator=gen)[:k].tolist()
-        classes = torch.randperm(10, generator=gen)[:k].tolist()
-        digits = []
-        for c, cls in zip(where, classes):
-            digit = draw(x, y, cls, gen, jitter)
-            r, q = divmod(c, cols)
-            dy, dx = (torch.randint(-shift, shift + 1, (2,), generator=gen).tolist()) if shift else (0, 0)
-            top, left = min(max(CELL * r + dy, 0), H - CELL), min(max(CELL * q + dx, 0), W - CELL)
-            paste(out[i], digit, top, left)
-            present[i, cls] = True
-            digits.append((cls, digit, top, left))
+        k = int(rng.integers(per[0], per[1] + 1))
+        _, classes, corners = planted.layout(rng, cells, k, shift)
+        digits = [(int(c), draw(x, y, int(c), gen, jitter), int(t), int(q)) for c, (t, q) in zip(classes, corners)]
+        out[i, 0] = _compose(digits, cells)
+        present[i, classes] = True
         placed.append(digits)
     return out, present, placed
 
 
-def paste(canvas: torch.Tensor, digit: torch.Tensor, top: int, left: int) -> None:
-    """Paste a (1, 28, 28) digit into a (1, H, W) canvas at (top, left), keeping the brighter pixel."""
-    view = canvas[:, top : top + CELL, left : left + CELL]
-    torch.maximum(view, digit, out=view)
+def _compose(digits: list, cells: tuple[int, int]) -> torch.Tensor:
+    """The canvas (28 * rows, 28 * cols) of [(class, digit (1, 28, 28), top, left)] on the blank background."""
+    stack = np.stack([d[0].numpy() for _, d, _, _ in digits])
+    corners = np.array([(t, q) for *_, t, q in digits])
+    return torch.from_numpy(planted.compose(stack, corners, cells, BACKGROUND))
 
 
 def hard_negatives(x, y, img, present, placed, gen, jitter: bool = True):
@@ -86,15 +80,14 @@ def hard_negatives(x, y, img, present, placed, gen, jitter: bool = True):
     digit of a class the canvas lacks (`other`): (negatives like img, their present, named (n,), other (n,))."""
     neg, neg_present = img.clone(), present.clone()
     named, other = torch.zeros(len(img), dtype=torch.long), torch.zeros(len(img), dtype=torch.long)
+    cells = (img.shape[2] // CELL, img.shape[3] // CELL)
     for i, digits in enumerate(placed):
-        cls, _, top, left = digits[int(torch.randint(len(digits), (1,), generator=gen))]
+        j = int(torch.randint(len(digits), (1,), generator=gen))
+        cls, _, top, left = digits[j]
         absent = (~present[i]).nonzero()[:, 0]
         new = int(absent[int(torch.randint(len(absent), (1,), generator=gen))])
-        neg[i, :, top : top + CELL, left : left + CELL] = BACKGROUND  # the named digit out
-        for c2, d2, t2, l2 in digits:  # neighbours that overlapped its square back in
-            if c2 != cls:
-                paste(neg[i], d2, t2, l2)
-        paste(neg[i], draw(x, y, new, gen, jitter), top, left)
+        swapped = [*digits[:j], (new, draw(x, y, new, gen, jitter), top, left), *digits[j + 1 :]]
+        neg[i, 0] = _compose(swapped, cells)
         neg_present[i, cls], neg_present[i, new] = False, True
         named[i], other[i] = cls, new
     return neg, neg_present, named, other
