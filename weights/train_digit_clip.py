@@ -37,9 +37,14 @@ BACKGROUND = (0 - mnist.MEAN) / mnist.STD  # a blank pixel, normalised
 CELL = planted.CELL
 # (rows, cols) of 28 px cells per canvas size, and how often each is drawn: single digits keep the tower's
 # one-digit accuracy, the larger canvases teach it to tell digits apart by place
-SIZES = ((1, 1), (2, 2), (2, 3), (3, 2), (3, 3))
-SIZE_WEIGHTS = (0.3, 0.2, 0.4, 0.05, 0.05)
+SIZES = ((1, 1), (2, 2), (2, 3), (3, 3))
+SIZE_WEIGHTS = (0.35, 0.4, 0.1, 0.15)  # the cheap sizes most: a step's time grows with the canvas's tokens
 SHIFT = 6  # px a digit moves off its cell's corner, each way
+PATCH = 4  # the tower's patch size
+INK = 0.5 / mnist.STD  # a pixel is ink when it is over half of full brightness (normalised units over blank)
+BLANK_WEIGHT = 0.2  # the blank patches' term of the dense loss
+DENSE_WEIGHT = 2.0  # the dense loss beside the image-caption loss
+DENSE_SCALE = 10.0  # the dense loss's fixed logit scale (the model's own is learned for the image-level loss)
 
 
 def draw(x: torch.Tensor, y: torch.Tensor, cls: int, gen: torch.Generator, jitter: bool) -> torch.Tensor:
@@ -94,12 +99,35 @@ def hard_negatives(x, y, img, present, placed, gen, jitter: bool = True):
 
 
 def batch(x, y, gen, size: tuple[int, int], n: int):
-    """One step's images (2n: n canvases of `size` cells, then their hard negatives), present (2n, 10), and the
-    named / other classes (n,) of each pair."""
+    """One step's images (2n: n canvases of `size` cells, then their hard negatives), present (2n, 10), the
+    named / other classes (n,) of each pair, and the n canvases' patch labels (n, rows * 7, cols * 7)."""
     per = (1, min(3, size[0] * size[1]))
     img, present, placed = canvases(x, y, n, gen, size, per, SHIFT * (size != (1, 1)), jitter=True)
     neg, neg_present, named, other = hard_negatives(x, y, img, present, placed, gen)
-    return torch.cat([img, neg]), torch.cat([present, neg_present]), named, other
+    labels = torch.stack([patch_labels(digits, img.shape[2:]) for digits in placed])
+    return torch.cat([img, neg]), torch.cat([present, neg_present]), named, other, labels
+
+
+def patch_labels(digits: list, shape: tuple[int, int], patch: int = PATCH) -> torch.Tensor:
+    """Each patch's digit class, long (H / patch, W / patch): the digit with the most ink pixels (over INK of
+    the normalised range) in it, -1 where no digit has ink."""
+    H, W = shape
+    ink = torch.zeros(10, H, W)
+    for cls, digit, top, left in digits:
+        ink[cls, top : top + CELL, left : left + CELL] += (digit[0] > BACKGROUND + INK).float()
+    count = ink.reshape(10, H // patch, patch, W // patch, patch).sum((2, 4))
+    best = count.argmax(0)
+    return torch.where(count.amax(0) > 0, best, torch.full_like(best, -1))
+
+
+def dense_loss(patch_logits: torch.Tensor, labels: torch.Tensor, blank_weight: float = BLANK_WEIGHT) -> torch.Tensor:
+    """patch_logits (n, Np, 10) against labels (n, Np): cross-entropy on the patches with ink; the blank ones
+    pushed to no caption in particular (cross-entropy with the uniform target), weighted `blank_weight`."""
+    logp = patch_logits.log_softmax(-1)
+    inked = labels >= 0
+    ink = F.nll_loss(logp[inked], labels[inked]) if inked.any() else logp.sum() * 0
+    blank = -logp[~inked].mean() if (~inked).any() else logp.sum() * 0
+    return ink + blank_weight * blank
 
 
 def loss_of(logits: torch.Tensor, present: torch.Tensor, named: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
@@ -120,7 +148,7 @@ def loss_of(logits: torch.Tensor, present: torch.Tensor, named: torch.Tensor, ot
 
 
 def train(
-    steps: int = 250, seed: int = 0, out: Path = Path("retrained"), device: str = "cpu", n: int = 8, init=None
+    steps: int = 150, seed: int = 0, out: Path = Path("retrained"), device: str = "cpu", n: int = 6, init=None
 ) -> dict:
     """Train, save weights and config into `out`, return the held-out accuracies (single digits; the
     top-2 captions of two-digit canvases). init: a digit_clip's weights to start from (.safetensors), else the
@@ -133,12 +161,13 @@ def train(
     clip = dc.build()
     if init is None:
         own = load_file(WEIGHTS_DIR / "mnist_vit.safetensors")
-        clip.visual.trunk.load_state_dict({k: v for k, v in own.items() if not k.startswith("head.")})
+        own = {k: v for k, v in own.items() if not k.startswith("head.")}
+        clip.visual.trunk.load_state_dict(pooled_names(own, clip.visual.trunk))
     else:
-        clip.load_state_dict(load_file(init))
+        clip.load_state_dict(pooled_names(load_file(init), clip))
     clip = clip.to(device)
     tok = clip.tokenizer
-    lr = 1e-3 if init is None else 5e-4  # from trained weights: a gentler fine-tune
+    lr = 1e-3
     opt = torch.optim.AdamW(clip.parameters(), lr=lr, weight_decay=0.05)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
     xt, yt = x[tr], y[tr]
@@ -147,12 +176,17 @@ def train(
     for step in range(steps):
         clip.train()
         size = SIZES[int(torch.multinomial(weights, 1, generator=gen))]
-        img, present, named, other = batch(xt, yt, gen, size, n * 2 if size == (1, 1) else n)
+        img, present, named, other, labels = batch(xt, yt, gen, size, n * 2 if size == (1, 1) else n)
         templates = torch.randint(len(dc.TEMPLATES), (10,), generator=gen).tolist()
         ids = tok([dc.caption(d, t) for d, t in enumerate(templates)]).to(device)
         text = F.normalize(clip.encode_text(ids), dim=-1)
-        emb = F.normalize(clip.encode_image(img.to(device)), dim=-1)
-        loss = loss_of((clip.logit_scale.exp() * emb @ text.T).cpu(), present, named, other)
+        trunk, head = clip.visual.trunk, clip.visual.head
+        tokens = trunk.forward_features(img.to(device))
+        emb = F.normalize(head(trunk.forward_head(tokens)), dim=-1)
+        each = F.normalize(head(trunk.head(trunk.fc_norm(tokens[: len(labels), trunk.num_prefix_tokens :]))), dim=-1)
+        scale = clip.logit_scale.exp()
+        loss = loss_of((scale * emb @ text.T).cpu(), present, named, other)
+        loss = loss + DENSE_WEIGHT * dense_loss((DENSE_SCALE * each @ text.T).cpu(), labels.flatten(1))
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -171,6 +205,17 @@ def train(
     (out / f"{dc.ALIAS}.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(json.dumps(acc))
     return acc
+
+
+def pooled_names(state: dict, model: torch.nn.Module) -> dict:
+    """`state` with its final norm's tensors renamed to `model`'s: a class-token tower's `norm` is a mean-pooled
+    one's `fc_norm` (timm puts the norm after the pool), so a token-pooled tower starts a mean-pooled one."""
+    have = set(model.state_dict())
+    out = {}
+    for k, v in state.items():
+        alt = k.replace("norm.", "fc_norm.") if k.endswith(("norm.weight", "norm.bias")) and "blocks" not in k else k
+        out[alt if k not in have and alt in have else k] = v
+    return out
 
 
 def _sha256(path) -> str:
@@ -199,7 +244,7 @@ def evaluate(clip: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, seed: int 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m weights.train_digit_clip", description=__doc__.splitlines()[0])
     parser.add_argument("--init", type=Path, help="start from these digit_clip weights (.safetensors)")
-    parser.add_argument("--steps", type=int, default=250, help="optimiser steps (default %(default)s)")
+    parser.add_argument("--steps", type=int, default=150, help="optimiser steps (default %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="seed (default %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("retrained"), help="output folder (default retrained/)")

@@ -105,7 +105,7 @@ def text_relevance(
         logits=logits.numpy(),
         kind="siglip" if getattr(clip, "logit_bias", None) is not None else "clip",
         scale=float(scale),
-        maps_by_rule={r: maps[r].numpy() for r in want},
+        maps_by_rule={r: maps[r].numpy() for r in RULES if r in maps},  # the asked ones and what came free
         grid=grid,
         image=shown,
         patch_size=int(tower.trunk.patch_embed.patch_size[0]),
