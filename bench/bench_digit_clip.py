@@ -39,20 +39,21 @@ def check(tr, p, rule: str) -> tuple[list[bool], list[bool]]:
     return peaks, labels
 
 
-def evaluate(model, proxy, n: int = 200, seed: int = 0, cells=(3, 3)) -> dict:
-    """Shares of right peaks (per prompt) and right labels (per digit), per rule, over n planted canvases."""
+def evaluate(model, proxy=None, n: int = 200, seed: int = 0, cells=(3, 3), rules=RULE_ORDER) -> dict:
+    """Shares of right peaks (per prompt) and right labels (per digit), per rule of `rules`, over n planted
+    canvases (the proxy rule with `proxy`, a vision model)."""
     from PIL import Image
 
     from attention.planted import planted_batch
     from attention.vit.text import text_relevance
     from attention.vit.text.digit_clip import caption
 
-    tally = {r: {"peaks": [], "labels": []} for r in RULE_ORDER}
+    tally = {r: {"peaks": [], "labels": []} for r in rules}
     t0 = time.perf_counter()
     for p in planted_batch(n, (2, 3), tuple(cells), seed):
         prompts = [caption(int(c)) for c in p.classes]
-        tr = text_relevance(model, Image.fromarray(p.image), prompts, proxy=proxy, resolution="native")
-        for rule in RULE_ORDER:
+        tr = text_relevance(model, Image.fromarray(p.image), prompts, rules=rules, proxy=proxy, resolution="native")
+        for rule in rules:
             peaks, labels = check(tr, p, rule)
             tally[rule]["peaks"] += peaks
             tally[rule]["labels"] += labels

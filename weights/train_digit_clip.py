@@ -1,18 +1,24 @@
-"""Train `digit_clip` on the shipped MNIST digits (seeded; ~20 minutes on 2 CPU cores).
+"""Train `digit_clip` on the shipped MNIST digits (seeded; about 10-20 minutes on this shared 2-core machine).
 
-    python -m weights.train_digit_clip              # into retrained/
+    python -m weights.train_digit_clip --init weights/digit_clip.safetensors   # into retrained/
     python -m weights.train_digit_clip --replace    # into weights/, replacing the shipped ones
 
-The image tower starts from mnist_vit's shipped weights (its classifier head dropped), the text tower and the
-projections from random. Each step sees a batch of canvases of one size (28 x 28 up to 84 x 84) holding 1 to
-3 digits of different classes (mnist_vit's jitter each) at random places (a cell of 28 px each, shifted by up
-to 6 px), and for each canvas its hard negative: the same canvas with one digit (the one a caption names)
-replaced by a digit of a class it lacks, in the same place. Two losses, over the ten digits' captions (a random
-template each, the text tower trained with them):
+The image tower pools by the mean of its patch tokens (so each patch token is what the image embedding is made
+of) and starts from mnist_vit's shipped weights (its classifier head dropped; its final norm becomes the pool's
+norm), or from a digit_clip's (`--init`); the text tower and the projections from random or the given weights.
+Each step sees a batch of canvases of one size (28 x 28 up to 84 x 84, mostly the cheap 1 x 1 and 2 x 2 cells)
+holding 1 to 3 digits of different classes (mnist_vit's jitter each) at random places (`attention.planted`'s
+layout: a cell of 28 px each, shifted by up to 6 px), and for each canvas its hard negative: the same canvas with
+one digit (the one a caption names) replaced by a digit of a class it lacks, in the same place. Three losses,
+over the ten digits' captions (a random template each, the text tower trained with them):
 - image to text: for each digit present, its caption against the captions of the digits absent (the other
   digits present are left out, not pushed down): the image matches every caption naming a digit it holds;
 - caption to image: the named digit's caption prefers its canvas to the hard negative, and the new digit's
-  caption the hard negative: the score must come from that digit, in that place.
+  caption the hard negative: the score must come from that digit, in that place;
+- dense (DENSE_WEIGHT): each patch token through the pool's norm and the projection, as if it were the pooled
+  token, against the ten captions (a fixed scale, DENSE_SCALE): a patch with a digit's ink (`patch_labels`: the
+  canvas's own layout) names that digit's caption; a blank patch no caption in particular (BLANK_WEIGHT).
+  The patch labels come from where the canvas put each digit: this is dense supervision, not the captions alone.
 Only the split's train digits are used; the held-out ones are the planted check's (bench/bench_digit_clip.py).
 """
 
@@ -140,6 +146,8 @@ def loss_of(logits: torch.Tensor, present: torch.Tensor, named: torch.Tensor, ot
     z = logits[:, None, :].masked_fill(left_out, float("-inf"))
     nll = -(z.log_softmax(-1).diagonal(dim1=1, dim2=2))  # (2n, 10)
     i2t = nll[present].mean()
+    if len(logits) == n:  # no hard negatives in the batch: image to text alone
+        return i2t
     ar = torch.arange(n)
     pos = torch.stack([logits[ar, named], logits[n + ar, named]], 1)  # named caption: canvas, negative
     neg = torch.stack([logits[n + ar, other], logits[ar, other]], 1)  # new caption: negative, canvas
@@ -148,7 +156,14 @@ def loss_of(logits: torch.Tensor, present: torch.Tensor, named: torch.Tensor, ot
 
 
 def train(
-    steps: int = 150, seed: int = 0, out: Path = Path("retrained"), device: str = "cpu", n: int = 6, init=None
+    steps: int = 150,
+    seed: int = 0,
+    out: Path = Path("retrained"),
+    device: str = "cpu",
+    n: int = 6,
+    init=None,
+    sizes: tuple = SIZES,
+    negatives: bool = True,
 ) -> dict:
     """Train, save weights and config into `out`, return the held-out accuracies (single digits; the
     top-2 captions of two-digit canvases). init: a digit_clip's weights to start from (.safetensors), else the
@@ -171,12 +186,14 @@ def train(
     opt = torch.optim.AdamW(clip.parameters(), lr=lr, weight_decay=0.05)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
     xt, yt = x[tr], y[tr]
-    weights = torch.tensor(SIZE_WEIGHTS)
+    weights = torch.tensor([SIZE_WEIGHTS[SIZES.index(z)] if z in SIZES else 1.0 for z in sizes])
     t0 = time.time()
     for step in range(steps):
         clip.train()
-        size = SIZES[int(torch.multinomial(weights, 1, generator=gen))]
+        size = sizes[int(torch.multinomial(weights, 1, generator=gen))]
         img, present, named, other, labels = batch(xt, yt, gen, size, n * 2 if size == (1, 1) else n)
+        if not negatives:  # the canvases alone
+            img, present = img[: len(labels)], present[: len(labels)]
         templates = torch.randint(len(dc.TEMPLATES), (10,), generator=gen).tolist()
         ids = tok([dc.caption(d, t) for d, t in enumerate(templates)]).to(device)
         text = F.normalize(clip.encode_text(ids), dim=-1)
@@ -201,6 +218,7 @@ def train(
     save_file({k: v.contiguous() for k, v in clip.state_dict().items()}, out / f"{dc.ALIAS}.safetensors")
     start = "mnist_vit" if init is None else f"{Path(init).name} (sha256 {_sha256(init)[:16]})"
     train_meta = {"steps": steps, "seed": seed, "init": start, "device": device, "canvases_per_step": n}
+    train_meta |= {"sizes": [list(z) for z in sizes], "hard_negatives": negatives, "lr": lr}
     meta = {**dc.CONFIG, "heldout": acc, "train": train_meta}
     (out / f"{dc.ALIAS}.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(json.dumps(acc))
@@ -250,9 +268,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("retrained"), help="output folder (default retrained/)")
     parser.add_argument("--device", default="cpu", help="torch device (default %(default)s)")
     parser.add_argument("--replace", action="store_true", help="write into weights/, replacing the shipped weights")
+    parser.add_argument("--sizes", nargs="+", default=None, help="canvas sizes in cells, e.g. 3x3 2x2 (default: all)")
+    parser.add_argument("--canvases", type=int, default=6, help="canvases a step (default %(default)s)")
+    parser.add_argument("--no-negatives", action="store_true", help="no hard negatives (image-to-text and dense)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    train(args.steps, args.seed, WEIGHTS_DIR if args.replace else args.out, args.device, init=args.init)
+    sizes = tuple(tuple(int(v) for v in z.split("x")) for z in args.sizes) if args.sizes else SIZES
+    out = WEIGHTS_DIR if args.replace else args.out
+    train(args.steps, args.seed, out, args.device, args.canvases, args.init, sizes, not args.no_negatives)
     return 0
 
 

@@ -58,13 +58,15 @@ def scores_html(tr, rule: str) -> str:
             f"<td style='text-align:right' class='find-patches'>{int((seg == i).sum())}</td></tr>"
         )
     rows.append(
-        "<tr class='find-none'><td></td><td></td><td><i>none</i> (background or no clear prompt)</td><td></td><td></td>"
+        "<tr class='find-none'><td></td><td></td><td><i>none</i> (background, or unclear)</td><td></td><td></td>"
         f"<td style='text-align:right' class='find-patches'>{int((seg < 0).sum())}</td></tr>"
     )
     return (
-        "<table class='find-scores'><thead><tr><th>#</th><th></th><th>prompt</th>"
-        f"<th>score ({html_text(tr.score_name)})</th><th>logit</th><th>patches</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        "<div style='overflow-x:auto'><table class='find-scores'><thead><tr><th>#</th><th></th><th>prompt</th>"
+        "<th>score</th><th>logit</th><th>patches</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+        f"<p style='font-size:0.85em;margin:2px 0'>score: the {html_text(tr.score_name)}, each prompt's own; "
+        "patches: how many the segmentation gives each prompt.</p>"
     )
 
 
@@ -236,8 +238,8 @@ def text_fn(model_default: str):
             prompts: what to find, comma-separated ('a cat, a remote'): 1 to 8 prompts of up to 100 characters.
             model: a model with a text tower: {text_models}.
             resolution: 'auto' (the model's own size), 'native', or the shorter side in px.
-            rule: 'naclip' (the default), 'clearclip', 'sclip', 'maskclip', 'proxy', 'chefer', 'legrad' or 'similarity'.
-                NACLIP, ClearCLIP, SCLIP, MaskCLIP: the open-vocabulary rules; proxy: a DINO's patch similarity as
+            rule: 'sclip' (the default), 'naclip', 'clearclip', 'maskclip', 'proxy', 'chefer', 'legrad' or 'similarity'.
+                SCLIP, NACLIP, ClearCLIP, MaskCLIP: the open-vocabulary rules; proxy: a DINO's patch similarity as
                 the last block's attention (digit_clip's: mnist_vit's); chefer: Chefer et al. 2021; legrad: LeGrad;
                 similarity: the raw patch-text similarity.
             residual: '' for the paper's choice, 'true' or 'false': keep the last block's residual and MLP.

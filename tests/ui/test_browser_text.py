@@ -2,7 +2,7 @@
 names the models with a text tower), prompts typed in it give each prompt's map captioned with its rule, the
 segmentation and the scores; a prompt with markup shows as text; a digit example picked after digit_clip keeps
 it and Find with it; one prompt shows its own score, no 100%; the 4 against "a 4, a 9" is labelled "a 4" by the
-default rule. Screenshots at desktop and phone."""
+default rule (SCLIP). Screenshots at desktop and phone."""
 
 from __future__ import annotations
 
@@ -49,19 +49,20 @@ def test_find_in_image_on_a_digit(page, app_url):
         and "<b>bold</b>" in page.locator("#vit-find-scores").inner_text()
     )
     assert page.locator("#vit-find-tiles img").count() == 4  # three prompts and the segmentation
-    assert "NACLIP" in page.locator("#vit-find-map").inner_text()  # the large map's caption names its rule
+    assert "SCLIP" in page.locator("#vit-find-map").inner_text()  # the large map's caption names its rule
     page.locator("#vit-find-tiles img").last.click()  # the segmentation tile, shown large
-    page.locator("#vit-find-map").get_by_text("Segmentation (NACLIP)").wait_for()
+    page.locator("#vit-find-map").get_by_text("Segmentation (SCLIP)").wait_for()
     pick_rule(page, "LeGrad")
     page.locator("#vit-find-caption").get_by_text("LeGrad, Bousselham").wait_for()
     assert page.get_by_test_id("toast-body").count() == 0
     page.locator("#vit-find").scroll_into_view_if_needed()
     screenshot(page, "find_digit_desktop")
 
-    page.goto(app_url + "?example=digit_3&model=digit_clip&find=a+handwritten+seven,a+handwritten+three&frule=sclip")
+    link = "?example=digit_3&model=digit_clip&find=a+handwritten+seven,a+handwritten+three&frule=clearclip"
+    page.goto(app_url + link)
     page.locator("#vit-find-scores table").wait_for()  # a link's prompts are found at once, by its rule
     assert page.locator("#vit-find-prompts textarea").input_value() == "a handwritten seven, a handwritten three"
-    page.locator("#vit-find-caption").get_by_text("SCLIP, Wang").wait_for()
+    page.locator("#vit-find-caption").get_by_text("ClearCLIP, Lan").wait_for()
 
 
 @pytest.mark.browser

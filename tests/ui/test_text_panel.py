@@ -117,7 +117,7 @@ def test_the_text_relevance_tool_describes_every_parameter(app_url):
     assert "text prompts" in tool["description"]
     props = tool["inputSchema"]["properties"]
     assert set(props) == {"image", "prompts", "model", "resolution", "rule", "residual", "std", "gamma", "beta"}
-    assert "naclip" in props["rule"]["description"] and "paper" in props["residual"]["description"]
+    assert "sclip" in props["rule"]["description"] and "paper" in props["residual"]["description"]
     assert "comma-separated" in props["prompts"]["description"]
     from attention.vit.models.registry import REGISTRY
 

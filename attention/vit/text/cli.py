@@ -16,8 +16,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("--model", default="digit_clip", help="a model with a text tower (default digit_clip)")
     t.add_argument(
         "--rule",
-        default="naclip",
-        help="the rule: naclip (default), clearclip, sclip, maskclip, proxy, chefer, legrad or similarity",
+        default="sclip",
+        help="the rule: sclip (default), naclip, clearclip, maskclip, proxy, chefer, legrad or similarity",
     )
     t.add_argument(
         "--residual",

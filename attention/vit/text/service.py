@@ -24,7 +24,7 @@ from attention.vit.text.prompts import check_prompts
 from attention.vit.text.result import TextRelevance
 from attention.vit.text.tower import has_text_tower, text_model_of
 
-BEST_RULE = "naclip"  # the rule a visitor first sees: the best of the planted check (README)
+BEST_RULE = "sclip"  # the rule a visitor first sees: the best of the planted check and the single digits (README)
 PROXIES = {"digit_clip": "mnist_vit"}  # the proxy rule's vision model per text model; others: DEFAULT_PROXY
 DEFAULT_PROXY = "dino_vitb16"
 
