@@ -66,17 +66,6 @@ def runners(clip, dino, size: int, device: str) -> dict:
     return {"forward": forward, **{r: rule(r) for r in RULES}}
 
 
-def gpu_peak_mb(fn) -> float:
-    import torch
-
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    fn()
-    torch.cuda.synchronize()
-    return (torch.cuda.max_memory_allocated() - base) / 2**20
-
-
 def child_memory(size: int, method: str) -> None:
     """In a fresh process (CPU, 1 thread): peak RSS growth (MB) of one call of `method`, after a warm-up."""
     import torch
@@ -102,6 +91,7 @@ def main(argv: list[str] | None = None) -> None:
         return child_memory(int(args.child[0]), args.child[1])
     import torch
 
+    from bench.bench_text_relevance import peak_mb
     from bench.common import in_fresh_process
 
     if args.device == "cpu":
@@ -118,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
                 if args.device == "cpu":
                     mem[k] = in_fresh_process(__spec__.name, ["--child", str(size), k])["extra_mb"]
                 else:
-                    mem[k] = gpu_peak_mb(f)
+                    mem[k] = peak_mb(f, args.device)
         n = (size // 16) ** 2 + 1
         full_mb = 12 * n * n * 4 / 2**20
         for k in RULES:
