@@ -175,13 +175,14 @@ def test_links_carry_the_rule_and_its_options():
     with pytest.raises(InputError, match="Link parameter fbeta: beta = 20 is out of range"):
         permalink.parse({"fbeta": "20"})
     p = panel()
-    fields = p.link_fields("sclip", "false", 3.0, 3.0, 1.2)
+    fields = p.link_fields("clearclip", "false", 3.0, 3.0, 1.2)
     assert fields == {
-        "find_rule": "sclip",
+        "find_rule": "clearclip",
         "find_residual": False,
         "find_std": 3.0,
         "find_gamma": None,
         "find_beta": None,
     }
+    assert p.link_fields("sclip", "", 5.0, 3.0, 1.2) == dict.fromkeys(fields)  # the defaults: nothing in the link
     back = p.from_link(link)
     assert (back[p.rule], back[p.residual], back[p.std], back[p.gamma]) == ("sclip", "false", 3.0, 3.0)
