@@ -48,21 +48,21 @@ def scores_html(tr, rule: str) -> str:
     the segmentation by `rule` gives it; best first; then the patches it leaves to none."""
     seg = tr.segmentation(rule)
     rows = []
-    for rank, (p, logit, _) in enumerate(tr.ranking(), 1):
+    for p, logit, _ in tr.ranking():
         i = tr.prompts.index(p)
         colour = hex_colour(i)
         rows.append(
-            f"<tr><td>{rank}</td><td><span style='display:inline-block;width:12px;height:12px;"
+            f"<tr><td><span style='display:inline-block;width:12px;height:12px;"
             f"background:{colour};border-radius:2px'></span></td><td>{html_text(p)}</td>"
             f"<td style='text-align:right'>{score_text(tr, i)}</td><td style='text-align:right'>{logit:.2f}</td>"
             f"<td style='text-align:right' class='find-patches'>{int((seg == i).sum())}</td></tr>"
         )
     rows.append(
-        "<tr class='find-none'><td></td><td></td><td><i>none</i> (background, or unclear)</td><td></td><td></td>"
+        "<tr class='find-none'><td></td><td><i>none</i> (background, or unclear)</td><td></td><td></td>"
         f"<td style='text-align:right' class='find-patches'>{int((seg < 0).sum())}</td></tr>"
     )
     return (
-        "<div style='overflow-x:auto'><table class='find-scores'><thead><tr><th>#</th><th></th><th>prompt</th>"
+        "<div style='overflow-x:auto'><table class='find-scores'><thead><tr><th></th><th>prompt</th>"
         "<th>score</th><th>logit</th><th>patches</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table></div>"
         f"<p style='font-size:0.85em;margin:2px 0'>score: the {html_text(tr.score_name)}, each prompt's own; "
