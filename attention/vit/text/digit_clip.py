@@ -3,8 +3,9 @@
 
 Image tower: mnist_vit's timm ViT (28 x 28 digits, patch 4, width 64, 4 blocks; the engine reads it),
 pooled by its class token in the shipped weights (`weights/digit_clip.json`; CONFIG, what the training script
-builds now, pools by the mean of the patch tokens), a linear projection to 32; text tower: open_clip's TextTransformer (width 32, 2 blocks)
-over a word vocabulary of the captions (`DigitTokenizer`); CLIP's scaled cosine as the score.
+builds now, pools by the mean of the patch tokens), a linear projection to 32; text tower: open_clip's
+TextTransformer (width 32, 2 blocks) over a word vocabulary of the captions (`DigitTokenizer`); CLIP's scaled
+cosine as the score.
 
     clip = load_digit_clip()                  # from weights/digit_clip.{json,safetensors}
     python -m weights.train_digit_clip                   # retrains it (seeded; weights/train_digit_clip.py)
