@@ -66,7 +66,7 @@ from attention.vit import (
 from attention.vit.backbone import Layout, register_backbone, unregister_backbone, unwrap
 from attention.vit.models.registry import default_model_attribute
 from attention.vit.relevance import Relevance, relevance
-from attention.vit.text import TextRelevance, text_relevance
+from attention.vit.text import RuleOptions, TextRelevance, text_relevance
 
 __all__ = [
     "attend",
@@ -90,6 +90,7 @@ __all__ = [
     "Relevance",
     "text_relevance",
     "TextRelevance",
+    "RuleOptions",
     "load_image",
     "DEFAULT_MODEL",
     "OFFLINE_MODEL",

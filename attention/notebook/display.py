@@ -36,7 +36,7 @@ from attention.vit.relevance.compute import Relevance
 from attention.vit.relevance.labels import short_name
 from attention.vit.serve.pass_memo import Pass
 from attention.vit.text import views as text_views
-from attention.vit.text.compute import TextRelevance
+from attention.vit.text.result import TextRelevance
 
 LARGE = 360  # px: the large map's longer side at most (reduced by a whole factor, box average)
 SMALL = 112  # px: each picture beside it at most
@@ -140,18 +140,19 @@ def relevance_picture(rel: Relevance, *, view: str = "chefer", alpha: float = 0.
 
 
 def text_picture(
-    tr: TextRelevance, *, rule: str = "chefer", prompt: int | None = None, alpha: float = 0.6, cmap: str = "inferno"
+    tr: TextRelevance, *, rule: str | None = None, prompt: int | None = None, alpha: float = 0.6, cmap: str = "inferno"
 ) -> Picture:
-    """Text relevance: prompt `prompt`'s map by `rule` large (None: the best match), every prompt's map and
-    the segmentation beside it, each prompt named with its probability and colour."""
-    rule = check_choice(rule, text_views.RULE_NAMES, "rule")
+    """Text relevance: prompt `prompt`'s map by `rule` (None: the first rule computed) large (None: the best
+    match), every prompt's map and the segmentation beside it, each prompt named with its own score and colour."""
+    computed = {r: text_views.RULE_NAMES[r] for r in tr.rules}
+    rule = check_choice(tr.rules[0] if rule is None else rule, computed, "rule")
     P = len(tr.prompts)
     i = int(np.argmax(tr.logits)) if prompt is None else prompt
     if type(i) is not int or not 0 <= i < P:
         raise InputError(f"Prompt {prompt!r} is not one of the {P} prompts: 0 to {P - 1}.")
     tiles = text_views.tiles(tr, rule, alpha=alpha, cmap=cmap)
     labels = [f"prompt {j}" for j in range(P)] + ["segmentation"]
-    named = "; ".join(f"{j}: '{p}' {tr.probs[j]:.1%}" for j, p in enumerate(tr.prompts))
+    named = "; ".join(f"{j}: '{p}' {text_views.score_text(tr, j)}" for j, p in enumerate(tr.prompts))
     caption = f"Where is '{tr.prompts[i]}'? {text_views.RULE_NAMES[rule]} · prompts {named}"
     swatches = "".join(
         f'<span style="display:inline-block;margin-right:10px"><span style="display:inline-block;width:10px;'

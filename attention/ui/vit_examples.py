@@ -34,6 +34,10 @@ VIT_PHOTOS = [
 ]
 
 
+DIGIT_TEXT_MODELS = ("digit_clip",)  # models with a text tower that read the shipped digits
+PRIVATE = {"api_visibility": "private", "show_progress": "hidden"}
+
+
 def start_image(startup: Startup) -> str:
     """The first screen's image: a photo through the default model when its weights are at hand, else a
     digit through mnist_vit."""
@@ -74,6 +78,21 @@ def build(t, startup: Startup, example: Callable, shown: list, vit_pass: Callabl
     sets = [("Digits · mnist_vit (ships with the app)", digits, "vit_digit_examples")]
     if startup.default_available:
         sets.insert(0, (f"Photos · {vit_models.default_model()}", photos, "vit_photo_examples"))
+    kept = gr.State(None)  # a text model the visitor picked that reads the digits: digit examples keep it
+    t.model.input(lambda m: m if m in DIGIT_TEXT_MODELS else None, t.model, kept, queue=False, **PRIVATE)
+
+    def keep_model(mdl, chosen):
+        """A digit example after the visitor picked a model that reads digits with a text tower: that model
+        stays (the example's own outputs were mnist_vit's: drawn again below)."""
+        return chosen if chosen and mdl == model_registry.OFFLINE_MODEL else mdl
+
+    @user_errors
+    def redraw(img, mdl, res, vw, thr, al, cm):
+        """The example's outputs again for the kept model; nothing to do when the example's own model stayed."""
+        if mdl == model_registry.OFFLINE_MODEL:
+            return {c: gr.skip() for c in shown}
+        return example(img, mdl, res, vw, thr, al, cm)
+
     adopted = []
     with t.examples_slot:
         for label, rows, api in sets:
@@ -91,8 +110,12 @@ def build(t, startup: Startup, example: Callable, shown: list, vit_pass: Callabl
                 api_visibility="private",
                 elem_id=api.replace("_", "-"),
             )
+            loaded = ex.load_input_event
+            if api == "vit_digit_examples":
+                loaded = loaded.then(keep_model, [t.model, kept], t.model, queue=False, **PRIVATE)
+                loaded = loaded.then(redraw, ex_in, shown, **after)
             adopted.append(
-                ex.load_input_event.then(
+                loaded.then(
                     adopt,
                     [t.image, t.model, t.resolution, t.view, t.alpha, t.cmap],
                     [t.layer, t.head, t.qrow, t.qcol, t.state, t.live, t.gallery, t.good, t.note],

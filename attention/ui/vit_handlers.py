@@ -224,10 +224,11 @@ class ViTHandlers:
             self.t.why.target: link.cls,
             **dict(zip([self.t.threshold, self.t.alpha, self.t.cmap, *self.ropts], (thr, al, cm, *ro))),
             self.t.find.prompts: link.find or "",
+            **self.t.find.from_link(link),
         }
 
     @user_errors
-    def make_link(self, img, mdl, res, qr, qc, lay, vw, hd, cls, thr, al, cm, fu, dr, du, find, url):
+    def make_link(self, img, mdl, res, qr, qc, lay, vw, hd, cls, thr, al, cm, fu, dr, du, find, *found_url):
         """The address of the view on screen (an uploaded image is not part of it: links name examples);
         colours, threshold, opacity and rollout options only where they are not the start screen's, and
         "Find in image"'s prompts."""
@@ -247,13 +248,14 @@ class ViTHandlers:
             query=q,
             cls=None if cls is None else int(cls),
             find=(find or "").strip() or None,
+            **self.t.find.link_fields(*found_url[:-1]),
         )
         if link.example is None and img is not None:
             info(
                 "Uploaded images are not part of links (the server keeps no one's files): this link opens "
                 "the same model, layer, head, view and query on the start image."
             )
-        base = (url or "").split("?")[0].split("#")[0]
+        base = (found_url[-1] or "").split("?")[0].split("#")[0]
         return gr.update(value=f"{base}?{permalink.query_string(link)}", visible=True)
 
     @user_errors

@@ -132,7 +132,7 @@ def build(demo: gr.Blocks | None = None) -> None:
     t.link_btn.click(
         h.make_link,
         [t.image, t.model, t.resolution, t.qrow, t.qcol, t.layer, t.view, t.head, t.why.target, *style[3:], *ropts]
-        + [t.find.prompts]
+        + [t.find.prompts, t.find.rule, *t.find.options]
         + [t.page_url],
         t.link_box,
         js="(...args) => [...args.slice(0, -1), window.location.href]",
@@ -140,7 +140,7 @@ def build(demo: gr.Blocks | None = None) -> None:
     )
     if demo is not None:
         adopted.append(  # the first screen: "Why this class?" follows it too
-            demo.load(h.first_screen, None, [*show, t.state, *restored, t.why.target, t.find.prompts], **fast)
+            demo.load(h.first_screen, None, [*show, t.state, *restored, t.why.target, *t.find.linked], **fast)
         )
     main = Main(
         t.image,

@@ -12,7 +12,7 @@ import attention
 from attention.notebook import display
 from attention.vit.draw import drawing, views
 from attention.vit.draw.frames import pictures
-from attention.vit.text.compute import TextRelevance
+from attention.vit.text.result import TextRelevance
 from tests.conftest import DIGIT
 from tests.notebook.conftest import rgb
 
@@ -78,9 +78,9 @@ def text_result(prompts: tuple[str, ...]) -> TextRelevance:
     """A text relevance of DIGIT's 7x7 grid with made-up maps (drawing only reads them)."""
     rng = np.random.default_rng(0)
     P = len(prompts)
-    maps = [rng.random((P, 49), dtype=np.float32) for _ in range(3)]
+    maps = {r: rng.random((P, 49), dtype=np.float32) for r in ("chefer", "legrad", "sclip")}
     image = Image.open(DIGIT).convert("RGB")
-    return TextRelevance(prompts, np.arange(P, dtype=np.float32), "clip", *maps, (7, 7), image, 4, 1)
+    return TextRelevance(prompts, np.arange(P, dtype=np.float32), "clip", 100.0, maps, (7, 7), image, 4, 1)
 
 
 def test_text_relevance_names_every_prompt_escaped():

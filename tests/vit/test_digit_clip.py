@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from attention.config import WEIGHTS_DIR
 from attention.vit.models.loader import load_vit
 from attention.vit.text import has_text_tower
 from bench.bench_digit_clip import evaluate
 
-# The first 60 canvases of `python -m bench.bench_digit_clip` (seed 0: the same canvases every run) gave Chefer's
-# rule 0.493 of peaks on their digit and 0.493 of digits segmented right (the digit_clip trained on canvases with
-# hard negatives; the first one gave 0.347 and 0.507); chance is 1/6 for a peak (a digit fills one of 6 cells)
-# and about 0.4 for a segment (2 or 3 prompts). The floors sit under the measured shares and over chance.
-FLOORS = {"chefer": {"peaks": 0.4, "segments": 0.45}}
+# The first 40 canvases of `python -m bench.bench_digit_clip` (84 x 84 px, 3 x 3 cells, 2 or 3 held-out digits;
+# seed 0: the same canvases every run) gave SCLIP 0.39 of peaks on their digit and 0.31 of digits labelled by their
+# own prompt, ClearCLIP 0.24 and 0.36 (the shipped digit_clip). Chance is 1/9 for a peak (a digit fills one of 9
+# cells) and about 0.2 for a label (2 or 3 prompts and "none"). The floors sit under the measured shares and over
+# chance, so a regression in the rules, the segmentation or the model shows.
+FLOORS = {"sclip": {"peaks": 0.3, "labels": 0.24}, "clearclip": {"labels": 0.28}}
 
 
 def test_ships_small_and_loads_offline():
@@ -27,8 +26,8 @@ def test_ships_small_and_loads_offline():
     assert has_text_tower(vit) and vit.text_model.tokenizer.context_length == 8
 
 
-@pytest.mark.parametrize("rule", sorted(FLOORS))
-def test_each_caption_peaks_on_its_digit_and_the_segmentation_names_each_digit(rule):
-    res = evaluate(load_vit("digit_clip", device="cpu"), n=60, seed=0)
-    for k, floor in FLOORS[rule].items():
-        assert res[rule][k] >= floor, (rule, k, res[rule])
+def test_each_prompt_peaks_on_its_digit_and_the_segmentation_names_each_digit():
+    res = evaluate(load_vit("digit_clip", device="cpu"), n=40, seed=0, rules=tuple(FLOORS))["rules"]
+    for rule, floors in FLOORS.items():
+        for k, floor in floors.items():
+            assert res[rule][k] >= floor, (rule, k, res[rule])

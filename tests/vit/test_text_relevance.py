@@ -11,8 +11,9 @@ import torch
 from PIL import Image
 
 from attention.errors import InputError, NoTextTowerError
-from attention.vit.text import MAX_PROMPT_CHARS, MAX_PROMPTS, text_relevance
+from attention.vit.text import MAX_PROMPT_CHARS, MAX_PROMPTS, NONE, text_relevance
 from attention.vit.text.compute import encode_prompts, text_relevance_rows
+from attention.vit.text.result import FOREGROUND, MARGIN
 from attention.vit.text.tower import ready
 from tests.vit import text_reference as ref
 
@@ -89,16 +90,28 @@ def test_a_batch_of_prompts_equals_the_prompts_one_at_a_time(kind):
             _peak_close(a[p : p + 1], b, 1e-5)
 
 
-def test_segmentation_and_ranking_follow_the_maps():
+def test_segmentation_labels_only_clear_winners_and_scores_are_the_models_own():
     clip = tiny("siglip")
     img = Image.fromarray(np.random.default_rng(3).integers(0, 255, (64, 96, 3), dtype=np.uint8))
     tr = text_relevance(clip, img, "a cat, a remote control, two dogs", resolution="native")
     assert tr.prompts == tuple(PROMPTS) and tr.grid == (4, 6)
-    for rule in ("chefer", "legrad", "similarity"):
+    for rule in tr.rules:
+        m = tr.maps(rule).astype(np.float64)
         seg = tr.segmentation(rule)
         assert seg.shape == (4, 6)
-        np.testing.assert_array_equal(seg, tr.maps(rule).argmax(0))
-    np.testing.assert_allclose(tr.probs, 1 / (1 + np.exp(-tr.logits.astype(np.float64))), rtol=1e-6)
+        lo, spread = m.min(), m.max() - m.min()
+        top2 = np.sort(m, 0)[-2:]
+        clear = (top2[1] - lo >= FOREGROUND * spread) & (top2[1] - top2[0] >= MARGIN * spread)
+        np.testing.assert_array_equal(seg[clear], m.argmax(0)[clear])
+        assert (seg[~clear] == NONE).all()
+    np.testing.assert_allclose(tr.scores, 1 / (1 + np.exp(-tr.logits.astype(np.float64))), rtol=1e-6)
+    one = text_relevance(tiny("clip"), img, "a cat", rules="clearclip", resolution="native")
+    clip_ = tiny("clip")
+    assert abs(float(one.scores[0]) - float(one.logits[0]) / float(clip_.logit_scale.exp())) < 1e-6
+    assert -1 <= float(one.scores[0]) <= 1  # a cosine: one prompt alone is not 100%
+    seg = one.segmentation("clearclip")
+    m = one.maps("clearclip")[0]
+    np.testing.assert_array_equal(seg == 0, m - m.min() >= FOREGROUND * (m.max() - m.min()))
 
 
 def test_the_tolerance_is_sharp():

@@ -3,6 +3,8 @@ canvas's hard negative, the same canvas with the named digit swapped in place fo
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from weights.train_digit_clip import BACKGROUND, CELL, canvases, hard_negatives
@@ -29,3 +31,31 @@ def test_a_hard_negative_swaps_the_named_digit_in_place_for_a_class_the_canvas_l
         assert (neg[i, 0][square] == o + 1).all()  # the new digit in the named one's place
         assert torch.equal(neg[i, 0][~square], img[i, 0][~square])  # the rest untouched
         assert (img[i, 0] == BACKGROUND).sum() == img[i, 0].numel() - CELL * CELL * len(digits)
+
+
+def test_each_patch_is_labelled_with_the_digit_whose_ink_it_holds_and_blank_ones_with_none():
+    from weights.train_digit_clip import PATCH, patch_labels
+
+    digit = torch.full((1, CELL, CELL), BACKGROUND)
+    digit[0, 8:12, 4:24] = 2.5  # a bar of ink: patch rows 2, patch cols 1 to 5
+    other = torch.full((1, CELL, CELL), BACKGROUND)
+    other[0, 0:4, 0:4] = 2.5
+    labels = patch_labels([(7, digit, 0, 28), (2, other, 28, 0)], (56, 56))
+    assert labels.shape == (56 // PATCH, 56 // PATCH)
+    want = torch.full_like(labels, -1)
+    want[2, 8:13] = 7  # the first digit sits 28 px to the right: 7 patches
+    want[7, 0] = 2
+    assert torch.equal(labels, want)
+
+
+def test_the_dense_loss_is_low_only_when_ink_patches_name_their_digit():
+    from weights.train_digit_clip import BLANK_WEIGHT, dense_loss
+
+    labels = torch.tensor([[3, -1, 5]])
+    right = torch.full((1, 3, 10), -5.0)
+    right[0, 0, 3] = right[0, 2, 5] = 5.0
+    right[0, 1] = 0.0  # the blank patch: no caption in particular
+    wrong = right.clone()
+    wrong[0, 0, 3], wrong[0, 0, 4] = -5.0, 5.0
+    floor = BLANK_WEIGHT * math.log(10)  # a blank patch's least loss: the uniform target's entropy
+    assert dense_loss(right, labels) < floor + 0.01 < 1.0 < dense_loss(wrong, labels)

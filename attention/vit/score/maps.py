@@ -8,6 +8,7 @@ chefer        Chefer et al.'s rule for the explained class (classifier: `relevan
 grad_rollout  vit-explain's grad-rollout (classifiers)
 legrad        LeGrad (CLIP, SigLIP)
 similarity    each patch's own logit with the prompt (CLIP, SigLIP)
+maskclip, sclip, clearclip, naclip   the open-vocabulary attention rules (CLIP, SigLIP: `text.openvocab`)
 random        a uniform random map (seeded): chance
 truth         the share of each patch inside the given mask: the map built to be right (needs a mask)
 """
@@ -21,7 +22,8 @@ from attention.images import ImageSource
 from attention.vit.score.target import Scorer
 
 CLASSIFIER = ("attention", "rollout", "chefer", "grad_rollout", "random")
-TEXT = ("attention", "rollout", "chefer", "legrad", "similarity", "random")
+TEXT_RULES = ("chefer", "legrad", "similarity", "maskclip", "sclip", "clearclip", "naclip")  # `text.find`'s, no proxy
+TEXT = ("attention", "rollout", *TEXT_RULES, "random")
 EMBEDDING = ("attention", "rollout", "random")
 EXTRA = ("truth",)
 
@@ -70,17 +72,17 @@ def method_maps(
         out["attention"] = res.layers[-1].mean(0)
         if "rollout" in names:
             out["rollout"] = rollout_map(res)
-    rules = [n for n in names if n in ("chefer", "grad_rollout", "legrad", "similarity")]
+    rules = [n for n in names if n in ("grad_rollout", *TEXT_RULES)]
     if rules and sc.kind == "classifier":
         from attention.vit.relevance.compute import relevance
 
         rel = relevance(model, image, target, resolution=resolution)
         out |= {"chefer": rel.chefer_map, "grad_rollout": rel.grad_rollout_map}
     elif rules:
-        from attention.vit.text.compute import text_relevance
+        from attention.vit.text.find import text_relevance
 
-        tr = text_relevance(model, image, list(sc.prompts), resolution=resolution)
-        out |= {r: tr.maps(r)[target] for r in ("chefer", "legrad", "similarity")}
+        tr = text_relevance(model, image, list(sc.prompts), rules=tuple(rules), resolution=resolution)
+        out |= {r: tr.maps(r)[target] for r in rules}
     if "random" in names:
         out["random"] = np.random.default_rng(seed).random(grid)
     if "truth" in names:

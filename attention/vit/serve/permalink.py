@@ -4,6 +4,7 @@
     ?example=digit_3&model=mnist_vit&class=8          # "Why this class?" explaining class 8
     ?example=digit_3&view=rollout&cmap=viridis&thr=0.8&alpha=0.4&fusion=max&discard=0.5&rule=global
     ?example=digit_3&model=digit_clip&find=a+three,a+seven   # "Find in image" with these prompts
+    ?example=digit_4&model=digit_clip&find=a+4,a+9&frule=naclip&fstd=3   # ... by this rule, with these options
 
 Every parameter is optional (the start screen's value when absent). An uploaded image is not in a
 link (the server keeps no visitor's files): links name a shipped example, by file name.
@@ -24,6 +25,7 @@ from attention.vit.engine.query import parse as parse_query
 from attention.vit.serve.inputs import example_digests, example_files, file_digest
 
 KEYS = ("example", "model", "res", "layer", "head", "view", "q", "class", "find")
+FIND_KEYS = ("frule", "fres", "fstd", "fgamma", "fbeta")  # "Find in image"'s rule and its options
 # what else changes the picture: colormap, mask threshold, overlay opacity, the rollout's options
 STYLE_KEYS = ("cmap", "thr", "alpha", "fusion", "discard", "rule")
 FUSIONS, RULES = ("mean", "max", "min"), ("row", "global")
@@ -48,6 +50,11 @@ class Link:
     discard: float | None = None  # the rollout's discard ratio
     rule: str | None = None  # the rollout's discard rule: row or global
     find: str | None = None  # "Find in image"'s prompts, comma-separated (models with a text tower)
+    find_rule: str | None = None  # its rule (`attention.vit.text.RULES`)
+    find_residual: bool | None = None  # its options (`openvocab.check_options`): None = the paper's
+    find_std: float | None = None
+    find_gamma: float | None = None
+    find_beta: float | None = None
 
 
 def examples() -> dict[str, Path]:
@@ -100,6 +107,7 @@ def parse(params: Mapping[str, str]) -> Link:
             raise InputError(f"Link parameter find: {e}") from None
     return Link(
         **_style(params),
+        **_find(params),
         example=name,
         model=(params.get("model") or "").strip() or None,
         resolution=(params.get("res") or "").strip() or None,
@@ -110,6 +118,24 @@ def parse(params: Mapping[str, str]) -> Link:
         cls=_whole(params, "class", "a class index 0, 1, 2, ..."),
         find=find,
     )
+
+
+def _find(params: Mapping[str, str]) -> dict:
+    """ "Find in image"'s rule and options (`FIND_KEYS`) -> Link fields; InputError naming a bad one."""
+    from attention.vit.text.find import check_rule
+    from attention.vit.text.openvocab import check_options
+
+    raw = {k: (params.get(k) or "").strip() for k in FIND_KEYS}
+    try:
+        rule = check_rule(raw["frule"]) if raw["frule"] else None
+        d = check_options()
+        o = check_options(raw["fres"], raw["fstd"] or d.std, raw["fgamma"] or d.gamma, raw["fbeta"] or d.beta)
+    except InputError as e:
+        raise InputError(f"Link parameter {', '.join(k for k in FIND_KEYS if raw[k])}: {e}") from None
+    given = {k: v for k, v in zip(("fstd", "fgamma", "fbeta"), (o.std, o.gamma, o.beta)) if raw[k]}
+    return dict(find_rule=rule, find_residual=o.residual) | {
+        f"find_{k[1:]}": given.get(k) for k in ("fstd", "fgamma", "fbeta")
+    }
 
 
 def _style(params: Mapping[str, str]) -> dict:
@@ -135,4 +161,7 @@ def query_string(link: Link) -> str:
     q = None if link.query is None else to_text(link.query)
     values = [link.example, link.model, link.resolution, link.layer, link.head, link.view, q, link.cls, link.find]
     values += [link.cmap, link.threshold, link.alpha, link.fusion, link.discard, link.rule]
-    return urlencode({k: v for k, v in zip(KEYS + STYLE_KEYS, values) if v is not None}, safe=",:/")
+    res = None if link.find_residual is None else str(link.find_residual).lower()
+    values += [link.find_rule, res, link.find_std, link.find_gamma, link.find_beta]
+    keys = KEYS + STYLE_KEYS + FIND_KEYS
+    return urlencode({k: v for k, v in zip(keys, values) if v is not None}, safe=",:/")

@@ -14,7 +14,24 @@ def add_parser(sub) -> argparse.ArgumentParser:
     t.add_argument("images", nargs="+", type=Path, help="image files")
     t.add_argument("--prompts", required=True, help="what to find, comma-separated: 'a cat, a remote' (1 to 8)")
     t.add_argument("--model", default="digit_clip", help="a model with a text tower (default digit_clip)")
-    t.add_argument("--rule", default="chefer", help="the segmentation's rule: chefer, legrad or similarity")
+    t.add_argument(
+        "--rule",
+        default="sclip",
+        help="the rule: sclip (default), naclip, clearclip, maskclip, proxy, chefer, legrad or similarity",
+    )
+    t.add_argument(
+        "--residual",
+        default="",
+        help="open-vocabulary rules: keep the last block's residual and MLP (true/false; default: the paper's choice)",
+    )
+    t.add_argument("--std", default=5.0, help="NACLIP's Gaussian std in patches (default 5)")
+    t.add_argument("--gamma", default=3.0, help="the proxy rule's scale (default 3)")
+    t.add_argument("--beta", default=1.2, help="the proxy rule's shift (default 1.2)")
+    t.add_argument(
+        "--proxy",
+        default=None,
+        help="the proxy rule's vision model (default: mnist_vit for digit_clip, else dino_vitb16)",
+    )
     t.add_argument("--resolution", default="auto", help="shorter side in px, 'auto' or 'native'")
     t.add_argument("--cmap", default="inferno", help="colormap (default inferno)")
     t.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
@@ -26,26 +43,27 @@ def run(args, each_image) -> int:
     import json
     import shutil
 
-    from attention.errors import InputError
     from attention.vit.models.loader import load_vit
-    from attention.vit.text import RULES, check_prompts, text_relevance
+    from attention.vit.text import check_options, check_prompts, check_rule, text_relevance
+    from attention.vit.text.service import proxy_of
     from attention.vit.text.tower import text_model_of
     from attention.vit.text.views import write_answer
 
-    if args.rule not in RULES:
-        raise InputError(f"Rule {args.rule!r} is not accepted; accepted: {', '.join(RULES)}.")
+    rule = check_rule(args.rule)
+    opts = check_options(args.residual, args.std, args.gamma, args.beta)
     model = load_vit(args.model)
     prompts = check_prompts(args.prompts, text_model_of(model))
+    proxy = load_vit(args.proxy or proxy_of(args.model)) if rule == "proxy" else None
 
     def one(path: Path) -> str:
-        tr = text_relevance(model, path, prompts, resolution=args.resolution)
-        pic, npz, info = write_answer(tr, model=args.model, rule=args.rule, cmap=args.cmap)
+        tr = text_relevance(model, path, prompts, rules=rule, options=opts, proxy=proxy, resolution=args.resolution)
+        pic, npz, info = write_answer(tr, model=args.model, rule=rule, cmap=args.cmap)
         out = args.out / path.stem
         out.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(pic, out / "text_relevance.png")
         shutil.copyfile(npz, out / "text_relevance.npz")
         (out / "text_relevance.json").write_text(json.dumps(info, indent=2) + "\n")
-        best = ", ".join(f"{p!r} {s:.1%}" for p, _, s in tr.ranking()[:3])
+        best = ", ".join(f"{p!r} {tr.score_name.split(' ')[0]} {s:.3f}" for p, _, s in tr.ranking()[:3])
         return f"best match: {best} -> {out}/"
 
     return each_image(args.images, args.out, one)

@@ -2,8 +2,10 @@
 ("a handwritten seven"), so text relevance works offline and its maps mean something in tests.
 
 Image tower: mnist_vit's timm ViT (28 x 28 digits, patch 4, width 64, 4 blocks; the engine reads it),
-class-token pool, a linear projection to 32; text tower: open_clip's TextTransformer (width 32, 2 blocks)
-over a word vocabulary of the captions (`DigitTokenizer`); CLIP's scaled cosine as the score.
+pooled by its class token in the shipped weights (`weights/digit_clip.json`; CONFIG, what the training script
+builds now, pools by the mean of the patch tokens), a linear projection to 32; text tower: open_clip's
+TextTransformer (width 32, 2 blocks) over a word vocabulary of the captions (`DigitTokenizer`); CLIP's scaled
+cosine as the score.
 
     clip = load_digit_clip()                  # from weights/digit_clip.{json,safetensors}
     python -m weights.train_digit_clip                   # retrains it (seeded; weights/train_digit_clip.py)
@@ -37,6 +39,7 @@ CONFIG = {
             "depth": 4,
             "num_heads": 4,
             "mlp_ratio": 2.0,
+            "global_pool": "avg",
         },
         "pretrained_cfg": {"mean": [0.1307], "std": [0.3081], "input_size": [1, 56, 56], "crop_pct": 1.0},
     },
@@ -80,7 +83,8 @@ def build(cfg: dict = CONFIG) -> torch.nn.Module:
 
     from attention.vit.models.weights import build_local
 
-    vision = {"timm_model_name": "test_vit", "timm_pool": "token", "timm_proj": "linear", "image_size": 28}
+    pool = cfg["vision"]["model_args"].get("global_pool", "token")  # the first digit_clip pooled by its class token
+    vision = {"timm_model_name": "test_vit", "timm_pool": pool, "timm_proj": "linear", "image_size": 28}
     clip = open_clip.CLIP(embed_dim=cfg["embed_dim"], vision_cfg=vision, text_cfg=cfg["text_cfg"])
     trunk = build_local(cfg["vision"])
     clip.visual.trunk = trunk

@@ -21,14 +21,22 @@ from attention.vit.engine.cost import BACKWARD, dims, forward_gflop
 
 EXTRA_PROMPT_BACKWARD = 1.5
 ENTRY_FLOP = 250.0
+OPEN_ENTRY_FLOP = 40.0  # softmax (exp, sum, divide) of up to two rows, the Gaussian's add: flop-equivalents
 
 
-def text_relevance_gflop(trunk: torch.nn.Module, tokens: int, prompts: int) -> float:
+def text_relevance_gflop(
+    trunk: torch.nn.Module, tokens: int, prompts: int, gradient: bool = True, open_rules: int = 0
+) -> float:
     """Estimated GFLOP of one text relevance job of the image tower `trunk` (a timm ViT) over `tokens` patch
-    tokens (prefix added) for `prompts` prompts (at least 1)."""
+    tokens (prefix added) for `prompts` prompts (at least 1): with `gradient`, the gradient rules' pass (see
+    above); else one forward; plus, per open-vocabulary rule, its attention rows (q q^T or k k^T and A v: up to
+    three N^2 D products, OPEN_ENTRY_FLOP per entry of every head) and the patches through the head."""
     L, d, _, P, _ = dims(trunk)
     n, k = tokens + P, max(1, prompts)
     heads = int(getattr(trunk.blocks[0].attn, "num_heads", 1))
-    passes = 1 + BACKWARD + EXTRA_PROMPT_BACKWARD * (k - 1)
-    rows = L * n * n * (2 * d * (1 + k) + ENTRY_FLOP * heads * k)
-    return passes * forward_gflop(trunk, tokens) + rows / 1e9
+    total = forward_gflop(trunk, tokens)
+    if gradient:
+        passes = 1 + BACKWARD + EXTRA_PROMPT_BACKWARD * (k - 1)
+        rows = L * n * n * (2 * d * (1 + k) + ENTRY_FLOP * heads * k)
+        total = passes * total + rows / 1e9
+    return total + open_rules * (n * n * (6 * d + OPEN_ENTRY_FLOP * heads) + 2 * n * 8 * d * d) / 1e9

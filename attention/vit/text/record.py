@@ -65,7 +65,8 @@ _LAST = threading.local()
 
 @contextmanager
 def last_block(trunk: torch.nn.Module):
-    """The last block's own output (before the final norm), kept for this thread's passes in the context."""
+    """The last block's own input ("in") and output ("out", before the final norm), kept for this thread's
+    passes in the context."""
     if not getattr(trunk, "_text_last_hook", False):
         with _HOOK_LOCK:
             if not getattr(trunk, "_text_last_hook", False):
@@ -75,7 +76,13 @@ def last_block(trunk: torch.nn.Module):
                     if box is not None and box.get("trunk") is trunk:
                         box["out"] = out
 
+                def keep_in(module, args):
+                    box = getattr(_LAST, "box", None)
+                    if box is not None and box.get("trunk") is trunk:
+                        box["in"] = args[0]
+
                 trunk.blocks[-1].register_forward_hook(keep)
+                trunk.blocks[-1].register_forward_pre_hook(keep_in)
                 trunk._text_last_hook = True
     saved = getattr(_LAST, "box", None)
     _LAST.box = box = {"trunk": trunk}

@@ -1,7 +1,10 @@
 """Text relevance for a server's visitors: a model by name (the allow-list), the compute budget, and a bounded
 store of results shared by all, so redrawing (another rule, opacity, colours, prompt) needs no new pass.
 
-    tr = get_text_relevance("examples/digits/digit_3.png", "digit_clip", "auto", "a handwritten three, a seven")
+    tr = get_text_relevance("examples/digits/digit_3.png", "digit_clip", "auto", "a three, a seven", "naclip")
+
+A job computes the one rule asked for (the gradient rules: one forward and one backward; the open-vocabulary
+rules: one forward; the similarity comes with either); the proxy rule runs the model's proxy (`proxy_of`).
 """
 
 from __future__ import annotations
@@ -15,9 +18,15 @@ from attention.vit.models.registry import REGISTRY
 from attention.vit.relevance.service import checked, stored
 from attention.vit.serve.gpu import gpu
 from attention.vit.serve.inputs import file_digest, visitor_scope
-from attention.vit.text.compute import TextRelevance, text_relevance
+from attention.vit.text.find import check_rule, text_relevance
+from attention.vit.text.openvocab import RuleOptions
 from attention.vit.text.prompts import check_prompts
+from attention.vit.text.result import TextRelevance
 from attention.vit.text.tower import has_text_tower, text_model_of
+
+BEST_RULE = "sclip"  # the rule a visitor first sees: the best of the planted check and the single digits (README)
+PROXIES = {"digit_clip": "mnist_vit"}  # the proxy rule's vision model per text model; others: DEFAULT_PROXY
+DEFAULT_PROXY = "dino_vitb16"
 
 RESULTS: SharedCache[TextRelevance] = SharedCache(64 << 20, SETTINGS.state_ttl)
 """Every visitor's results together: 64 MB, least recently used out first (a result is its maps and the
@@ -40,12 +49,21 @@ def has_text(model: str) -> bool:
     return has_text_tower(load_vit(name))
 
 
+def proxy_of(model: str) -> str:
+    """The vision model whose patch similarity the proxy rule uses for text model `model` (a name): digit_clip's
+    is mnist_vit (trained on the same digits, shipped), any other's DINO ViT-B/16."""
+    return PROXIES.get((model or "").strip(), DEFAULT_PROXY)
+
+
 @gpu
-def _compute(model: str, image: ImageSource, resolution, prompts: tuple[str, ...]) -> TextRelevance:
+def _compute(model, image, resolution, prompts: tuple[str, ...], rule: str, opts: RuleOptions, proxy):
     vit = load_vit(model)
     device = str(next(vit.parameters()).device)
     budget = SETTINGS.relevance_budget_gflop(device)  # a relevance job's, priced by `price.text_relevance_gflop`
-    return text_relevance(vit, image, list(prompts), resolution=resolution, max_gflop=budget)
+    helper = None if proxy is None else load_vit(proxy)
+    return text_relevance(
+        vit, image, list(prompts), rules=(rule,), options=opts, proxy=helper, resolution=resolution, max_gflop=budget
+    )
 
 
 def get_text_relevance(
@@ -53,17 +71,26 @@ def get_text_relevance(
     model: str,
     resolution="auto",
     prompts="",
+    rule: str = BEST_RULE,
+    options: RuleOptions | None = None,
     *,
     shared: bool = True,
     visitor: Visitor | None = None,
 ) -> TextRelevance:
-    """The text relevance of `image` for `model` (a name) and `prompts` (comma-separated, or a list), from
-    the store or computed once. shared: as a server (allow-list, compute budget). visitor: who asks, as for
-    `relevance.service.get_relevance`: a new job takes its turn in the heavy lane (Busy at once past their
+    """The text relevance of `image` for `model` (a name) and `prompts` (comma-separated, or a list) by `rule`
+    (one of `result.RULES`) with `options` (`openvocab.check_options`; the papers' defaults), from the store or
+    computed once. shared: as a server (allow-list, compute budget; the proxy model too). visitor: who asks, as
+    for `relevance.service.get_relevance`: a new job takes its turn in the heavy lane (Busy at once past their
     share) and a picture that is not a shipped example is keyed to their session. Typed errors."""
+    rule = check_rule(rule)
+    opts = options or RuleOptions()
     model, vit = checked(image, model, shared)
     clip = text_model_of(vit)
     items = tuple(check_prompts(prompts, clip))
+    proxy = None
+    if rule == "proxy":
+        proxy, _ = checked(image, proxy_of(model), shared)
     digest = file_digest(image)
-    key = (digest, model, str(resolution), items, visitor_scope(digest, visitor))
-    return stored(RESULTS, key, lambda: _compute(model, image, resolution, items), visitor if shared else None)
+    key = (digest, model, str(resolution), items, rule, opts, proxy, visitor_scope(digest, visitor))
+    job = lambda: _compute(model, image, resolution, items, rule, opts, proxy)  # noqa: E731
+    return stored(RESULTS, key, job, visitor if shared else None)

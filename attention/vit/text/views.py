@@ -12,7 +12,8 @@ from PIL import Image
 
 from attention.render import overlay, png_bytes, upsample
 from attention.vit.draw.outputs import OUTPUT_ROOT, Tile, new_dir, save_npz, sheet
-from attention.vit.text.compute import RULES, TextRelevance
+from attention.vit.text.openvocab import OPEN_RULES
+from attention.vit.text.result import NONE, RULES, TextRelevance
 
 MIN_SIDE = 224  # px: smaller images (digit_clip's canvases) are enlarged by a whole factor for display
 PALETTE = np.array(  # the prompts' colours in the segmentation (Tableau 10), one per prompt up to MAX_PROMPTS
@@ -32,12 +33,18 @@ RULE_NAMES = {
     "chefer": "Chefer et al. 2021 (generic rule)",
     "legrad": "LeGrad (layer-wise gradients)",
     "similarity": "patch-text similarity (raw)",
+    "maskclip": "MaskCLIP (value path)",
+    "sclip": "SCLIP (q-q + k-k attention)",
+    "clearclip": "ClearCLIP (q-q attention, no residual)",
+    "naclip": "NACLIP (k-k attention + neighbourhood)",
+    "proxy": "proxy attention (ProxyCLIP's idea)",
 }
 README_NPZ = """Attention Explorer: text relevance.
-Arrays: chefer, legrad, similarity (P, gh, gw) float32: each prompt's map over the patches (Chefer et al.'s
-rule with the image-text logit as target; LeGrad, min-max scaled; each patch's own logit); segmentation
-(gh, gw) int: the prompt each patch matches most by the chosen rule; logits, probs (P,); prompts (P,);
-image uint8 (gh*p, gw*p, 3).
+Arrays: one per rule computed (chefer, legrad, similarity, maskclip, sclip, clearclip, naclip, proxy), each
+(P, gh, gw) float32: each prompt's map over the patches (Chefer et al.'s rule with the image-text logit as
+target; LeGrad, min-max scaled; each patch's own logit; the open-vocabulary rules: the cosine of each patch's
+embedding with the prompt); segmentation (gh, gw) int: the prompt each patch clearly matches by the chosen rule,
+-1 for none; logits, scores (P,) (CLIP: cosine; SigLIP: sigmoid); prompts (P,); image uint8 (gh*p, gw*p, 3).
 """
 
 
@@ -45,7 +52,7 @@ AXES = {
     **dict.fromkeys(RULES, "prompts, rows, cols"),
     "segmentation": "rows, cols",
     "logits": "prompts",
-    "probs": "prompts",
+    "scores": "prompts",
     "prompts": "prompts",
     "image": "height, width, rgb",
 }
@@ -53,21 +60,23 @@ UNITS = {
     "chefer": "relevance for the image-text logit (Chefer et al. 2021)",
     "legrad": "LeGrad relevance, min-max scaled per prompt",
     "similarity": "each patch's own image-text logit",
-    "segmentation": "index into prompts",
+    **{r: "cosine of each patch's embedding with the prompt" for r in OPEN_RULES},
+    "segmentation": "index into prompts, -1 for none",
     "image": "uint8 RGB, the pixels the model saw",
 }
 
 
 def text_meta(tr: TextRelevance, model: str, rule: str) -> dict:
     """The common `meta` of the answer's .npz (`attention.npzfile`): kind "text_relevance", the grid, the rule
-    of the segmentation, the prompts, the score's kind, LeGrad's layers; no layer or query (every layer)."""
+    of the segmentation and its options, the prompts, the score's kind, LeGrad's layers; no layer or query."""
     return {
         "kind": "text_relevance",
         "model": model,
         "grid": list(tr.grid),
         "rule": rule,
         "prompts": list(tr.prompts),
-        "score": tr.kind,
+        "score": tr.score_name,
+        "options": tr.options,
         "legrad_layers": tr.legrad_layers,
         "axes": AXES,
         "units": UNITS,
@@ -88,27 +97,36 @@ def enlarged(tr: TextRelevance, min_side: int = MIN_SIDE) -> np.ndarray:
 
 
 def segmentation_image(tr: TextRelevance, rule: str, base: np.ndarray, alpha: float = 0.55) -> np.ndarray:
-    """The segmentation (each patch in its prompt's PALETTE colour) over `base` (H, W, 3), uint8."""
+    """The segmentation (each labelled patch in its prompt's PALETTE colour; "none" left as it is) over `base`
+    (H, W, 3), uint8."""
     seg = tr.segmentation(rule)
     colours = PALETTE[seg % len(PALETTE)]  # (gh, gw, 3)
     step = base.shape[0] // tr.grid[0]
     big = np.stack([upsample(colours[..., c].astype(np.float32), step) for c in range(3)], -1)
-    return (base * (1 - alpha) + big * alpha).round().clip(0, 255).astype(np.uint8)
+    labelled = upsample((seg != NONE).astype(np.float32), step)[..., None] * alpha
+    return (base * (1 - labelled) + big * labelled).round().clip(0, 255).astype(np.uint8)
+
+
+def score_text(tr: TextRelevance, i: int) -> str:
+    """Prompt i's score as a caption says it: CLIP's cosine, SigLIP's sigmoid as a percentage."""
+    s = float(tr.scores[i])
+    return f"sigmoid {s:.1%}" if tr.kind == "siglip" else f"cosine {s:.3f}"
 
 
 def tiles(
     tr: TextRelevance, rule: str = "chefer", *, alpha: float = 0.6, cmap: str = "inferno", min_side: int = MIN_SIDE
 ) -> list[Tile]:
-    """Each prompt's `rule` map (min-max scaled) over the enlarged image, captioned with its score, then the
-    segmentation. Captions carry the prompts as typed (pictures, not HTML)."""
+    """Each prompt's `rule` map (min-max scaled) over the enlarged image, captioned with the rule and its score,
+    then the segmentation. Captions carry the prompts as typed (pictures, not HTML)."""
     base = enlarged(tr, min_side)
     maps = tr.maps(rule)
-    probs = tr.probs
+    name = RULE_NAMES[rule].split(" (")[0]
     out = [
-        Tile(overlay(base, maps[i], alpha=alpha, cmap=cmap), f"'{p}' · {probs[i]:.1%}", f"prompt_{i}")
+        Tile(overlay(base, maps[i], alpha=alpha, cmap=cmap), f"'{p}' · {name} · {score_text(tr, i)}", f"prompt_{i}")
         for i, p in enumerate(tr.prompts)
     ]
-    out.append(Tile(segmentation_image(tr, rule, base), "Segmentation: each patch's best prompt", "segmentation"))
+    caption = f"Segmentation ({name}): each patch's clear best prompt, none elsewhere"
+    out.append(Tile(segmentation_image(tr, rule, base), caption, "segmentation"))
     return out
 
 
@@ -118,6 +136,7 @@ def describe(tr: TextRelevance, *, model: str, rule: str) -> dict:
         "model": model,
         **tr.summary(),
         "rule": rule,
+        "rule_name": RULE_NAMES[rule],
         "pictures": [*(f"prompt_{i}" for i in range(len(tr.prompts))), "segmentation"],
         "colours": {p: hex_colour(i) for i, p in enumerate(tr.prompts)},
         "text_relevance_ms": round(tr.seconds * 1e3, 1),
@@ -125,12 +144,13 @@ def describe(tr: TextRelevance, *, model: str, rule: str) -> dict:
 
 
 def arrays(tr: TextRelevance, rule: str) -> dict[str, np.ndarray]:
-    """For a .npz: every rule's maps (P, gh, gw), the segmentation by `rule`, logits, probs, prompts, image."""
+    """For a .npz: every computed rule's maps (P, gh, gw), the segmentation by `rule`, logits, scores, prompts,
+    image."""
     return {
-        **{r: tr.maps(r) for r in RULES},
+        **{r: tr.maps(r) for r in tr.rules},
         "segmentation": tr.segmentation(rule).astype(np.int32),
         "logits": tr.logits,
-        "probs": tr.probs,
+        "scores": tr.scores,
         "prompts": np.array(tr.prompts),
         "image": np.asarray(tr.image, dtype=np.uint8),
     }
