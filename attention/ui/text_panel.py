@@ -171,7 +171,7 @@ class TextPanel:
             opts = check_options(residual, std, gamma, beta)
             tr = get_text_relevance(img, mdl, res, prompts, rule, opts, visitor=who())
         except AttentionError as e:
-            return {self.box: gr.update(visible=True), self.details: error_note(e)}
+            return {self.box: gr.update(visible=True), self.details: error_note(e), **empty}
         ts = tiles(tr, rule, alpha=al, cmap=cm, min_side=MAP_SIDE)
         k = min(max(int(chosen or 0), 0), len(ts) - 1)
         passes = "one forward and one backward pass" if rule in ("chefer", "legrad") else "one forward pass"

@@ -62,6 +62,7 @@ def test_export_view_is_one_self_contained_page(client):
     assert all(s.startswith("data:image/") for s in srcs)
     assert not re.search(r"(href|src)=\"(https?:|//)", page) and "<script" not in page and "<link" not in page
     assert "Step by step" in page and "patch (row 2, col 4)" in page
+    assert "mnist_vit · patch 4 px" in page and "&lt;code&gt;" not in page and "&amp;#" not in page  # read as text
 
 
 def test_the_export_escapes_every_name_it_is_given():

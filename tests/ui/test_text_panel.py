@@ -65,6 +65,7 @@ def test_maps_segmentation_and_escaped_scores_for_digit_clip(two_digits):
     assert "LeGrad" in out[p.caption]
     bad = p.draw(two_digits, "digit_clip", "native", "a, <i>" + "x" * 200, "naclip", *OPTS, 0, 0.6, "inferno")
     assert "Prompt 2 has 203 characters" in bad[p.details] and "<i>" not in bad[p.details]
+    assert bad[p.gallery] is None and bad[p.big] is None and bad[p.scores] == ""  # no earlier answer left beneath
     worse = p.draw(two_digits, "digit_clip", "native", "a seven", "naclip", "", 0, 3.0, 1.2, 0, 0.6, "inferno")
     assert "std = 0 is out of range" in worse[p.details]
 

@@ -20,6 +20,7 @@ from attention.vit.draw import drawing
 from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import views as vit_views
 from attention.vit.draw.outputs import OUTPUT_ROOT, new_dir
+from attention.vit.draw.texts import details
 from attention.vit.draw.views import query_image
 from attention.vit.engine import stepwise
 from attention.vit.engine.extract import AttentionMaps
@@ -211,7 +212,6 @@ def export_view(
     title = f"Attention Explorer · {p.model} · layer {f.res.layer} · {query_label(f.res.query)}"
     what = f"head {head}" if v.view in ("heads", "masks") else vit_views.VIEWS[v.view].lower()
     caption = f"{vit_views.VIEWS[v.view]} view: {what}, layer {f.res.layer}"
-    page = export_html(
-        title, Path(f.query_png).read_bytes(), tiles, s, smap, p.model, f.details.replace("`", ""), caption, f.legend
-    )
+    plain_details = details(f.res, model=p.model, device=p.device, plain=True)
+    page = export_html(title, Path(f.query_png).read_bytes(), tiles, s, smap, p.model, plain_details, caption, f.legend)
     return write_export(page, new_dir(OUTPUT_ROOT))

@@ -33,13 +33,15 @@ def query_label(res: AttentionMaps) -> str:
     return f"**Query: {query_label_text(res.query)}**, token {res.query_index}, marked by a cyan square.{has}"
 
 
-def details(res: AttentionMaps, *, model: str, device: str) -> str:
-    """One markdown line: model, patch, grid, tokens, depth, device, milliseconds."""
+def details(res: AttentionMaps, *, model: str, device: str, plain: bool = False) -> str:
+    """One markdown line: model, patch, grid, tokens, depth, device, milliseconds. plain: the same facts as plain
+    text (the model's name as typed), for a page that escapes what it is given."""
     gh, gw = res.grid
     L, H, N = res.weights.shape
     w, h = res.image.size
+    name = model if plain else f"<code>{markdown_text(model)}</code>"
     return (
-        f"<code>{markdown_text(model)}</code> · patch {res.patch_size} px · grid {gh}×{gw} · "
+        f"{name} · patch {res.patch_size} px · grid {gh}×{gw} · "
         f"{N} tokens ({res.num_prefix_tokens} prefix) · "
         f"layer {res.layer}/{L - 1} · {H} heads · input {w}×{h} px · {device} · forward {res.seconds * 1000:.0f} ms"
     )
