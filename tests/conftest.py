@@ -39,10 +39,14 @@ DIGIT = str(ROOT / "examples" / "digits" / "digit_3.png")  # a 28x28 MNIST 3
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every browser test is slow too (a page of the served app, driven click by click): `-m "not slow"`
-    leaves them out with the others (the markers: pyproject.toml)."""
-    for item in items:
-        if item.get_closest_marker("browser") is not None:
-            item.add_marker(pytest.mark.slow)
+    leaves them out with the others (the markers: pyproject.toml). And every browser test runs after the rest, in
+    its order: the session's Playwright (`browser`) keeps an event loop running in the main thread from its first
+    use on, where a later test's `asyncio.run` is refused ("cannot be called from a running event loop")."""
+    browser = [item for item in items if item.get_closest_marker("browser") is not None]
+    for item in browser:
+        item.add_marker(pytest.mark.slow)
+    ids = {id(item) for item in browser}
+    items[:] = [item for item in items if id(item) not in ids] + browser
 
 
 @pytest.fixture
