@@ -169,7 +169,6 @@ class ViTTab:
         )
         # a refusal's note: the last good map is kept, and why the change was not made (`vit_refusals`)
         self.note = gr.Markdown("", visible=False, elem_id="vit-note")
-        self.faith = FaithfulnessPanel()  # "how faithful is this view here?", on demand
         with gr.Row(equal_height=False, elem_id="vit-depth"):
             self.layer = slider(
                 0,
@@ -201,6 +200,7 @@ class ViTTab:
             self.qrow = number(None, label="Query row", precision=0, min_width=70, elem_id="vit-qrow")
             self.qcol = number(None, label="Query col", precision=0, min_width=70, elem_id="vit-qcol")
             self.cls_btn = gr.Button("Back to the model's token", size="sm", min_width=90, elem_id="vit-cls")
+        self.faith = FaithfulnessPanel()  # "how faithful is this view here?", on demand, under the map's controls
 
     def _panels(self) -> None:
         with gr.Accordion(

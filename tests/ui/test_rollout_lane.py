@@ -34,9 +34,9 @@ def test_a_rollout_flood_from_one_address_leaves_another_visitors_maps_within_3x
             held.enter_context(HEAVY.turn(Visitor(f"holder{i}", f"10.9.8.{i}")))
         jobs = [_maps(c, view="rollout", layer=-1, head_fusion="max") for c in flood]
         deadline = time.monotonic() + 60
-        while HEAVY.waiting() < len(jobs) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert HEAVY.waiting() == len(jobs), "the flood's rollouts are not waiting in the heavy lane"
+        while HEAVY.waiting() < 1 and time.monotonic() < deadline:  # the address's other job waits its turn in
+            time.sleep(0.05)  # Gradio's queue (issue 48's fair queue) or beside it in the lane, by how they arrive
+        assert HEAVY.waiting() >= 1, "the flood's rollouts are not waiting in the heavy lane"
         during = [_timed(honest, timeout=max(10 * quiet, 20)) for _ in range(3)]
         assert not any(j.done() for j in jobs), "a heavy rollout was computed outside the heavy lane"
     assert max(during) <= max(3 * quiet, 1.0), (during, quiet)  # 1 s: the floor of a noisy shared machine

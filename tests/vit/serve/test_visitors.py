@@ -168,7 +168,7 @@ def test_a_visitor_keeps_at_most_the_stated_jobs_in_the_queue_and_another_is_ser
             j.result()
             outcomes.append("done")
         except ValidationError as e:  # at the queue's door: never queued
-            assert f"at most {limit} at once" in str(e)
+            assert f"each session may have {limit}" in str(e)
             outcomes.append("not queued")
         except AppError as e:  # queued, then refused at once: the visitor's turn was taken
             assert "Not queued" in str(e) and "1 running" in str(e)
