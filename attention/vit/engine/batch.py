@@ -33,7 +33,7 @@ from PIL import Image
 from attention.errors import InputError
 from attention.validate import layer_index
 from attention.vit.backbone import describe
-from attention.vit.engine.capture import Recorder, recording
+from attention.vit.engine.capture import BlockTokens, recording
 from attention.vit.engine.extract import AttentionMaps, _pad_prefix, threshold_masks
 from attention.vit.engine.pooling import embedding_kind, embeddings
 from attention.vit.engine.query import POOL, Query
@@ -143,17 +143,6 @@ class BatchMaps:
         )
 
 
-class _LastTokens(Recorder):
-    """The last layer's output tokens (B, N, D) after the final norm, fp32, on the model's device."""
-
-    def __init__(self, last: int):
-        self.last, self.tokens = last, None
-
-    def on_block(self, layer: int, x: torch.Tensor) -> None:
-        if layer == self.last:
-            self.tokens = x.detach().float()
-
-
 @torch.inference_mode()
 def batch_maps(
     model: torch.nn.Module,
@@ -189,7 +178,7 @@ def batch_maps(
     if len(queries) != B:
         raise InputError(f"{len(queries)} queries for {B} images; accepted: one query, or one per image.")
     index = torch.tensor([query_index(q, grid, names, pool) for q in queries])  # -1: the pool's query
-    tok = _LastTokens(L - 1)
+    tok = BlockTokens(L - 1)
     recorded = tuple(range(L)) if every_layer else (layer,)
     with recording(model, tok) if keep_tokens else nullcontext():
         rec = run_pass(model, xs, index.clamp(min=0), False, pool=bool((index < 0).any()), layers=recorded)

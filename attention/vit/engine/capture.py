@@ -73,6 +73,18 @@ class Recorder:
         """Block `layer`'s output tokens (B, N, D); the last layer's after the model's final norm."""
 
 
+class BlockTokens(Recorder):
+    """One block's output tokens (B, N, D), fp32, on the model's device (the last block's are after the final
+    norm): `BlockTokens(depth - 1)` records what the pool reads."""
+
+    def __init__(self, layer: int):
+        self.layer, self.tokens = layer, None
+
+    def on_block(self, layer: int, x: torch.Tensor) -> None:
+        if layer == self.layer:
+            self.tokens = x.detach().float()
+
+
 def _overrides(rec: Recorder, name: str) -> bool:
     return getattr(type(rec), name) is not getattr(Recorder, name)
 

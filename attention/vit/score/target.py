@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from attention.errors import InputError, NoClassifierError
 from attention.vit.backbone import describe
-from attention.vit.engine.capture import Recorder, recording
+from attention.vit.engine.capture import BlockTokens, recording
 
 
 @dataclass(frozen=True)
@@ -121,17 +121,6 @@ def _text_scorer(model: torch.nn.Module, prompts) -> Scorer:
     return Scorer(tower.trunk, predict, items, "siglip" if siglip else "clip", items)
 
 
-class _LastTokens(Recorder):
-    """The last block's output tokens (after the final norm) of the pass recorded."""
-
-    def __init__(self, last: int):
-        self.last, self.tokens = last, None
-
-    def on_block(self, layer: int, x: torch.Tensor) -> None:
-        if layer == self.last:
-            self.tokens = x.detach()
-
-
 def _embedding_scorer(model: torch.nn.Module) -> Scorer:
     from attention.vit.engine.pooling import embedding_kind, embeddings
 
@@ -139,7 +128,7 @@ def _embedding_scorer(model: torch.nn.Module) -> Scorer:
     label = f"similarity of the embedding ({embedding_kind(model)}) to the whole image's"
 
     def embed(x: torch.Tensor) -> torch.Tensor:
-        rec = _LastTokens(bb.depth - 1)  # the engine's hook: this call's own pass only (thread-safe)
+        rec = BlockTokens(bb.depth - 1)  # the engine's hook: this call's own pass only (thread-safe)
         p = next(model.parameters())
         with torch.inference_mode(), recording(model, rec):
             bb.run(x.to(p.device, p.dtype), False)

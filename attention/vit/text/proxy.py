@@ -15,16 +15,7 @@ from PIL import Image
 
 from attention.images import to_tensor
 from attention.vit.backbone import describe
-from attention.vit.engine.capture import Recorder, recording
-
-
-class _Last(Recorder):
-    def __init__(self, layer: int):
-        self.layer, self.tokens = layer, None
-
-    def on_block(self, layer: int, x: torch.Tensor) -> None:
-        if layer == self.layer:
-            self.tokens = x.detach()
+from attention.vit.engine.capture import BlockTokens, recording
 
 
 def proxy_features(model: torch.nn.Module, shown: Image.Image, grid: tuple[int, int]) -> torch.Tensor:
@@ -36,7 +27,7 @@ def proxy_features(model: torch.nn.Module, shown: Image.Image, grid: tuple[int, 
     img = shown.convert("RGB").resize((gw * pw, gh * ph), Image.BICUBIC)
     x, _ = to_tensor(img, patch_size=ph, mean=bb.mean, std=bb.std, resolution=None, max_tokens=gh * gw)
     p = next(model.parameters())
-    rec = _Last(bb.depth - 1)
+    rec = BlockTokens(bb.depth - 1)
     with torch.inference_mode(), recording(model, rec):
         bb.run(x.to(p.device, p.dtype), False)
     return rec.tokens[0, bb.num_prefix_tokens :].float()
