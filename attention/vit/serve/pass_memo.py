@@ -54,6 +54,7 @@ class Pass:
     tokens: np.ndarray | None = field(default=None, repr=False)  # float16 (L, N, d): every block's output
     _queries: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _rollouts: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _flights: dict = field(default_factory=dict, repr=False)  # a lock per rollout being computed
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # the memos are shared
 
     MEMO = 8  # queries and rollouts remembered per pass
@@ -133,18 +134,28 @@ class Pass:
     def rollout(self, query: Query | None = None, layer: int = -1, **options) -> np.ndarray:
         """float32 (gh, gw): attention rollout of `query` through layers 0..layer, memoised.
         options: `flow.rollout`'s head_fusion ("mean", "max", "min"), discard_ratio, discard ("row", "global").
-        Computed outside the memos' lock (a long rollout never holds up another visitor's `at` of a shared pass);
-        two callers at once may both compute it, the same values."""
+        Computed outside the memos' lock (a long rollout never holds up another visitor's `at` of a shared pass)
+        and once: a second caller asking for the same rollout meanwhile waits for the first one's result."""
         res, key = self._rollout_key(query, layer, options)
         with self._lock:
             if key in self._rollouts:
                 return self._rollouts[key]
-        roll = rollout_map(res, **options)
-        with self._lock:
-            self._rollouts[key] = roll
-            while len(self._rollouts) > self.MEMO:
-                self._rollouts.popitem(last=False)
-        return roll
+            flight = self._flights.setdefault(key, threading.Lock())
+        try:
+            with flight:
+                with self._lock:
+                    if key in self._rollouts:
+                        return self._rollouts[key]
+                roll = rollout_map(res, **options)
+                with self._lock:
+                    self._rollouts[key] = roll
+                    while len(self._rollouts) > self.MEMO:
+                        self._rollouts.popitem(last=False)
+                return roll
+        finally:
+            with self._lock:
+                if self._flights.get(key) is flight and not flight.locked():
+                    del self._flights[key]
 
     def has_rollout(self, query: Query | None = None, layer: int = -1, **options) -> bool:
         """Whether `rollout(query, layer, **options)` is memoised (answered without computing)."""

@@ -131,3 +131,28 @@ def test_map_layer_keeps_the_relative_depth(layer, n_src, n_dst, want):
 
 def test_depth_reads_layers_and_heads_without_a_forward(forwards):
     assert models.depth("mnist_vit") == (4, 4) and not forwards
+
+
+def test_two_visitors_asking_for_one_rollout_at_once_compute_it_once(monkeypatch):
+    import threading
+    import time
+
+    from attention.vit.serve import pass_memo
+
+    p = passes.get_pass(str(DIGIT), "mnist_vit", "auto")
+    calls = []
+
+    def slow(res, **options):
+        calls.append(options)
+        time.sleep(0.2)  # long enough for the second visitor to arrive while the first computes
+        return rollout_map(res, **options)
+
+    monkeypatch.setattr(pass_memo, "rollout_map", slow)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(p.rollout((1, 3), -1, discard_ratio=0.5))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(got) == 3 and all(g is got[0] for g in got)
+    assert not p._flights  # nothing left behind for the next rollout
