@@ -172,6 +172,7 @@ def register() -> None:
     heavy.JOBS.update(rollout_2=(ROLLOUT,), rollout_20=(ROLLOUT,), video_18=(VIDEO_18,))
     heavy.HEAVY_TIMED |= {"rollout_2", "rollout_20", "video_18"}
     heavy.ATTACKS.update(ATTACKS)
+    bench_abuse.COMPUTING.update(ATTACKS)  # the loop's table of computing attacks, built when it was imported
     bench_abuse.ATTACKS[:] = [*bench_abuse.ATTACKS, *ATTACKS]
 
 

@@ -212,6 +212,20 @@ def queue_room(request, blocks=None) -> tuple[str, float] | None:
     return None
 
 
+def address_jobs(blocks, visitor: Visitor) -> tuple[int, int]:
+    """(jobs, sessions) of `visitor`'s address in `blocks`' Gradio queue: its jobs waiting or running, and the
+    sessions they are for (an unknown address: its session's alone)."""
+    q = _queue(blocks)
+    key, jobs, sessions = visitor.turn_key, 0, set()
+    with _lock:
+        for e, _ in _events(q):
+            v = event_visitor(e)
+            if v.turn_key == key:
+                jobs += 1
+                sessions.add(v.session_key)
+    return jobs, len(sessions)
+
+
 def door(validator: Callable | None = None, lane: Lane | None = None) -> Callable:
     """A queue validator (Gradio runs it when a job asks to join, before it waits) that admits the job by
     `queue_room` (and reserves its place in `lane`, if any: `Lane.reserve`), then runs `validator`, if any. A

@@ -32,6 +32,7 @@ from attention.crowd.limits import GuardLimits
 from attention.crowd.memory import Janitor, at_most_every, limit_arenas
 from attention.ui.common.admit import gate_mcp_calls
 from attention.ui.common.components import pending_jobs
+from attention.ui.common.cpu_share import share_cpu
 from attention.ui.common.fair_queue import fair_queue
 from attention.vit.relevance.service import RESULTS
 from attention.vit.serve.passes import PASSES
@@ -214,6 +215,7 @@ class LaunchKwargs(Mapping):
     def __init__(self, settings: Settings, blocks: gr.Blocks, **fixed: Any):
         pending_jobs(blocks)  # Gradio's count of a visitor's queued jobs is there (else RuntimeError, at start-up)
         fair_queue(blocks)  # Gradio's queue served round-robin by address, then session (else RuntimeError)
+        share_cpu(blocks)  # a crowded address's light jobs compute at the heavy jobs' nice
         route_mcp_copies(Path(get_upload_folder()))  # MCP data: files where the janitor sweeps them
         if fixed.get("mcp_server"):
             check_mcp_gate(blocks)  # the MCP lane can hold the tool calls (else RuntimeError, at start-up)
