@@ -18,6 +18,7 @@ from attention.ui.common.admit import heavy_endpoint, in_lane, who
 from attention.ui.common.api_docs import with_models
 from attention.ui.common.components import answer_outputs, error_note, image_path, number, picture, user_errors
 from attention.vit.draw.drawing import QUERY_COLOR
+from attention.vit.engine import request
 from attention.vit.relevance.labels import short_name
 from attention.vit.relevance.service import get_relevance, is_classifier
 from attention.vit.relevance.views import enlarged, tiles, write_answer
@@ -198,7 +199,7 @@ def relevance_fn(model_default: str):
     """The /relevance handler."""
 
     @user_errors
-    def relevance(image, model=model_default, target=None, resolution="auto"):
+    def relevance(image, model=model_default, target=None, resolution=request.RESOLUTION):
         """Why a vision transformer classifier says a class: relevance maps beside the CLS attention of the same pass.
 
         Returns (picture, maps, info): one PNG of three captioned overlays (the relevance of each patch for the
@@ -229,5 +230,5 @@ def build_api(model_default: str) -> None:
         r_img = image_path(type="filepath", image_mode=None, label="image")
         r_model = gr.Textbox(model_default, label="model")
         r_target = gr.Textbox("", label="target")
-        r_res = gr.Textbox("auto", label="resolution")
+        r_res = gr.Textbox(request.RESOLUTION, label="resolution")
         heavy_endpoint(relevance_fn(model_default), "relevance", [r_img, r_model, r_target, r_res], answer_outputs())

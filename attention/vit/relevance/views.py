@@ -12,6 +12,7 @@ from PIL import Image
 from attention.npzfile import save_npz
 from attention.render import overlay, png_bytes
 from attention.vit.draw.outputs import OUTPUT_ROOT, Tile, new_dir, sheet
+from attention.vit.engine.request import CMAP, OPACITY
 from attention.vit.relevance.compute import Relevance
 from attention.vit.relevance.labels import short_name
 
@@ -38,7 +39,9 @@ def enlarged(rel: Relevance, min_side: int = MIN_SIDE) -> np.ndarray:
     return np.asarray(img if k == 1 else img.resize((img.width * k, img.height * k), Image.NEAREST))
 
 
-def tiles(rel: Relevance, *, alpha: float = 0.6, cmap: str = "inferno", min_side: int = MIN_SIDE) -> list[Tile]:
+def tiles(
+    rel: Relevance, *, alpha: float = OPACITY.default, cmap: str = CMAP.default, min_side: int = MIN_SIDE
+) -> list[Tile]:
     """The relevance map, grad-rollout and the CLS attention of the same pass, captioned, each min-max scaled,
     on the image enlarged to `min_side` px (`enlarged`)."""
     base = enlarged(rel, min_side)
@@ -84,7 +87,9 @@ def relevance_meta(rel: Relevance, model: str, arrays: dict[str, np.ndarray]) ->
     return {"kind": "relevance", "model": model, "query": "cls", "grid": grid, "axes": AXES, "units": UNITS}
 
 
-def write_answer(rel: Relevance, *, model: str, alpha: float = 0.6, cmap: str = "inferno") -> tuple[str, str, dict]:
+def write_answer(
+    rel: Relevance, *, model: str, alpha: float = OPACITY.default, cmap: str = CMAP.default
+) -> tuple[str, str, dict]:
     """(the captioned sheet PNG's path, the .npz's path, the facts) in a fresh folder, swept with the others."""
     ts = tiles(rel, alpha=alpha, cmap=cmap)
     d = new_dir(OUTPUT_ROOT)

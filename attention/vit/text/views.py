@@ -12,6 +12,7 @@ from PIL import Image
 
 from attention.render import overlay, png_bytes, upsample
 from attention.vit.draw.outputs import OUTPUT_ROOT, Tile, new_dir, save_npz, sheet
+from attention.vit.engine.request import CMAP, OPACITY
 from attention.vit.text.openvocab import OPEN_RULES
 from attention.vit.text.result import NONE, RULES, TextRelevance
 
@@ -114,7 +115,12 @@ def score_text(tr: TextRelevance, i: int) -> str:
 
 
 def tiles(
-    tr: TextRelevance, rule: str = "chefer", *, alpha: float = 0.6, cmap: str = "inferno", min_side: int = MIN_SIDE
+    tr: TextRelevance,
+    rule: str = "chefer",
+    *,
+    alpha: float = OPACITY.default,
+    cmap: str = CMAP.default,
+    min_side: int = MIN_SIDE,
 ) -> list[Tile]:
     """Each prompt's `rule` map (min-max scaled) over the enlarged image, captioned with the rule and its score,
     then the segmentation. Captions carry the prompts as typed (pictures, not HTML)."""
@@ -157,7 +163,7 @@ def arrays(tr: TextRelevance, rule: str) -> dict[str, np.ndarray]:
 
 
 def write_answer(
-    tr: TextRelevance, *, model: str, rule: str = "chefer", alpha: float = 0.6, cmap: str = "inferno"
+    tr: TextRelevance, *, model: str, rule: str = "chefer", alpha: float = OPACITY.default, cmap: str = CMAP.default
 ) -> tuple[str, str, dict]:
     """(the captioned sheet PNG's path, the .npz's path, the facts) in a fresh folder, swept with the others."""
     ts = tiles(tr, rule, alpha=alpha, cmap=cmap)
