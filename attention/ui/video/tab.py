@@ -121,7 +121,9 @@ def build(startup: Startup | None = None) -> None:
     handler = video_api.attention_video_fn(startup.model)
 
     @user_errors  # a file that is not a video: its message, no traceback (the estimate reads it first)
-    def make(v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, sure, width=0, progress=gr.Progress(track_tqdm=True)):
+    def make(
+        progress=gr.Progress(track_tqdm=True), *, v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, sure, width=0
+    ):
         est = video_api.estimate_of(v, m, lay, res, f, sec, sbs)
         if est is not None and est.needs_confirmation and not sure:
             warning(f"This video would take {est.text().split('about ')[-1]}: tick 'Run it anyway' to make it.")
@@ -160,10 +162,13 @@ def build(startup: Startup | None = None) -> None:
             show_progress="minimal",
             validator=queue_share(),
         )
+    ins = dict(v=video, m=model, lay=layer, hd=head, vw=view, thr=threshold, res=resolution, f=fps, sec=seconds)
+    ins |= dict(sbs=side, want_npz=npz, sure=confirm, width=page_width)  # the width last: PAGE_WIDTH_JS sets it
     run.click(
         make,
-        [video, model, layer, head, view, threshold, resolution, fps, seconds, side, npz, confirm, page_width],
+        None,
         [out, details, maps],
+        inputs_kwargs=ins,
         js=PAGE_WIDTH_JS,
         api_visibility="private",
         show_progress_on=[out],

@@ -155,7 +155,7 @@ class TextPanel:
     def outputs(self) -> list:
         return [self.box, self.details, self.big, self.gallery, self.scores, self.caption, self.chosen]
 
-    def draw(self, img, mdl, res, prompts, rule, residual, std, gamma, beta, chosen, al, cm, progress=gr.Progress()):
+    def draw(self, progress=gr.Progress(), *, img, mdl, res, prompts, rule, residual, std, gamma, beta, chosen, al, cm):
         """The view for the main view's image, model and resolution, the typed prompts, the rule and its options;
         for a model without a text tower, the models that have one."""
         if img is None:
@@ -196,21 +196,22 @@ class TextPanel:
     def follow(self, events: list, main) -> None:
         """Redraw after each of `events` succeeds, on Find, Enter in the prompts, a rule or option change, a tile
         click."""
-        ins = [main.image, main.model, main.resolution, self.prompts, self.rule, *self.options, self.chosen]
-        ins += [main.alpha, main.cmap]
+        ins = dict(img=main.image, mdl=main.model, res=main.resolution, prompts=self.prompts, rule=self.rule)
+        ins |= dict(zip(("residual", "std", "gamma", "beta"), self.options)) | dict(chosen=self.chosen)
+        by_name = dict(inputs_kwargs=ins | dict(al=main.alpha, cm=main.cmap), **FAST)  # the handler's parameters
         draw = in_lane(user_errors(self.draw))  # in the heavy lane's threads, at ATTENTION_HEAVY_NICE
         for ev in events:
-            ev.success(draw, ins, self.outputs, **FAST)
+            ev.success(draw, None, self.outputs, **by_name)
         gr.on([self.go.click, self.prompts.submit], lambda: 0, None, self.chosen, queue=False, **FAST).then(
-            draw, ins, self.outputs, **FAST
+            draw, None, self.outputs, **by_name
         )
-        gr.on([self.rule.input, *(c.input for c in self.options)], draw, ins, self.outputs, **FAST)
+        gr.on([self.rule.input, *(c.input for c in self.options)], draw, None, self.outputs, **by_name)
 
         def pick(evt: gr.SelectData) -> int:
             """A tile clicked: it is shown large."""
             return int(evt.index)
 
-        self.gallery.select(pick, None, self.chosen, queue=False, **FAST).then(draw, ins, self.outputs, **FAST)
+        self.gallery.select(pick, None, self.chosen, queue=False, **FAST).then(draw, None, self.outputs, **by_name)
 
 
 def text_fn(model_default: str):
