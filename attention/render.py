@@ -64,6 +64,21 @@ def colorize(a: np.ndarray, cmap: str = DEFAULT_CMAP, normalized: bool = False) 
     return colormap(cmap)[color_indices(a, normalized)]
 
 
+MIN_SIDE = 224  # px: a smaller picture (MNIST's 28, a digit clip) is shown enlarged by a whole factor
+
+
+def enlargement(size: tuple[int, int], at_least: int = MIN_SIDE) -> int:
+    """The whole factor that brings the shorter side of `size` (w, h) to `at_least` px or more (1 if it is)."""
+    return max(1, -(-at_least // max(1, min(size))))
+
+
+def enlarged(image, at_least: int = MIN_SIDE) -> np.ndarray:
+    """`image` (PIL, or uint8 (H, W[, C])) as uint8 (H * k, W * k[, C]), k = `enlargement` (nearest: crisp pixels)."""
+    a = np.asarray(image)
+    k = enlargement((a.shape[1], a.shape[0]), at_least)
+    return upsample(a, k) if k > 1 else a
+
+
 def upsample(a: np.ndarray, factor: int) -> np.ndarray:
     """(gh, gw) or (gh, gw, C) -> (gh * factor, gw * factor[, C]), nearest: each value fills its patch.
 

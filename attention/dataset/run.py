@@ -43,7 +43,7 @@ from attention.vit.engine.query import Query, has_pool, prefix_tokens, to_text, 
 from attention.vit.engine.query import default as default_query
 from attention.vit.engine.query import index as query_index
 from attention.vit.engine.query import parse as parse_query
-from attention.vit.engine.request import THRESHOLD
+from attention.vit.engine.request import RESOLUTION, THRESHOLD
 
 
 @dataclass
@@ -86,7 +86,7 @@ def extract(
     model_name: str,
     layer: int = -1,
     query: Query | None = None,
-    resolution: int | str | None = "auto",
+    resolution: int | str | None = RESOLUTION,
     threshold: float = THRESHOLD.default,
     buckets: int = 0,
     pca: bool = False,

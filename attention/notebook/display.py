@@ -29,7 +29,7 @@ from attention.vit.draw.views import VIEWS, query_image
 from attention.vit.engine.extract import AttentionMaps
 from attention.vit.engine.query import Query
 from attention.vit.engine.query import label as query_label
-from attention.vit.engine.request import CMAP, OPACITY, THRESHOLD
+from attention.vit.engine.request import CMAP, OPACITY, THRESHOLD, VIEW
 from attention.vit.engine.stepwise import RowSteps
 from attention.vit.engine.video_frames import VideoFrameMaps, check_head
 from attention.vit.relevance import views as relevance_views
@@ -94,7 +94,7 @@ def source(res: AttentionMaps, model: str = "") -> Pass:
 def maps_picture(
     res: AttentionMaps,
     *,
-    view: str = "heads",
+    view: str = VIEW.default,
     layer: int | None = None,
     head: int | None = None,
     query: Query | None = None,

@@ -18,7 +18,7 @@ from attention.vit.engine.extract import AttentionMaps
 from attention.vit.engine.query import kinds
 from attention.vit.engine.query import label as query_label_text
 from attention.vit.engine.query import token_name as query_token_name
-from attention.vit.engine.request import CMAP, THRESHOLD
+from attention.vit.engine.request import CMAP, DISCARD_RATIO, DISCARD_RULE, FUSION, THRESHOLD, VIEW
 
 
 def query_label(res: AttentionMaps) -> str:
@@ -83,7 +83,7 @@ def scores_table(res: AttentionMaps, head: int, top: int = 10) -> tuple[str, lis
 
 
 def legend_html(
-    cmap: str = CMAP.default, view: str = "heads", heads: int = 0, threshold: float = THRESHOLD.default
+    cmap: str = CMAP.default, view: str = VIEW.default, heads: int = 0, threshold: float = THRESHOLD.default
 ) -> str:
     """A small HTML legend matching `view`: a colour bar for `cmap` (heads, mean, rollout), the
     tint and outline of the masks (masks), or each head's colour (fig3, `heads` of them)."""
@@ -119,7 +119,9 @@ def legend_html(
     )
 
 
-def rollout_caption(head_fusion: str = "mean", discard_ratio: float = 0.0, discard: str = "row") -> str:
+def rollout_caption(
+    head_fusion: str = FUSION.default, discard_ratio: float = DISCARD_RATIO.default, discard: str = DISCARD_RULE.default
+) -> str:
     """How a rollout was made, for its caption: "max of heads, lowest 90% dropped (whole matrix)"."""
     where = "per row" if discard == "row" else "whole matrix, CLS kept"
     dropped = f", lowest {discard_ratio:.0%} dropped ({where})" if discard_ratio > 0 else ""

@@ -35,7 +35,7 @@ from attention.vit.engine.query import Query
 from attention.vit.engine.query import default as default_query
 from attention.vit.engine.query import index as query_index_of
 from attention.vit.engine.query import parse as parse_query
-from attention.vit.engine.request import THRESHOLD
+from attention.vit.engine.request import RESOLUTION, THRESHOLD
 from attention.vit.engine.rows import batch_scores, on_cpu, query_rows, run_pass, sample_bias
 
 __all__ = ["AttentionMaps", "attention_maps", "query_rows", "query_scores", "threshold_masks"]
@@ -199,7 +199,7 @@ def attention_maps(
     *,
     layer: int = -1,
     query: Query | None = None,
-    resolution: int | str | None = "auto",
+    resolution: int | str | None = RESOLUTION,
     max_tokens: int = MAX_TOKENS,
     keep_qk: bool = False,
     max_gflop: float | None = None,

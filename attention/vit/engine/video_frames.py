@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image
 
-from attention.render import mask_overlay, masks_figure, overlay, upsample
+from attention.render import MIN_SIDE, enlarged, mask_overlay, masks_figure, overlay
 from attention.shows import Shows
 from attention.validate import head_index
 from attention.vit.engine.batch import BatchMaps
@@ -37,7 +37,7 @@ VIDEO_UNITS = {
     "fps": "output frames per second",
 }
 STACKED = "stacked"  # side_by_side's other layout: the frame above its attention (a phone's narrow page)
-MIN_SIDE = 224  # px: smaller frames (a digit clip) are drawn enlarged by a whole factor
+# smaller frames (a digit clip) are drawn enlarged by a whole factor: `render.MIN_SIDE`, `render.enlargement`
 
 
 def check_video_view(view: str) -> str:
@@ -110,5 +110,4 @@ class VideoFrameMaps(Shows):
             out = masks_figure(img, self.masks)
         if side_by_side:
             out = np.concatenate([img, out], axis=0 if side_by_side == STACKED else 1)
-        s = max(1, -(-MIN_SIDE // min(img.shape[:2])))
-        return upsample(out, s) if s > 1 else out
+        return enlarged(out, MIN_SIDE)

@@ -36,7 +36,7 @@ from attention.vit.engine.capture import Recorder, recording
 from attention.vit.engine.cost import relevance_gflop
 from attention.vit.engine.flow import nth_smallest
 from attention.vit.engine.preprocess import prepare
-from attention.vit.engine.request import GRAD_DISCARD
+from attention.vit.engine.request import GRAD_DISCARD, RESOLUTION
 from attention.vit.relevance.labels import check_classifier, class_index, class_names, short_name
 
 CHUNK_BYTES = 64 << 20  # working memory of one chunk of rows of A, dA and A * dA (float32, all heads)
@@ -240,7 +240,7 @@ def relevance(
     image: ImageSource,
     target: int | str | None = None,
     *,
-    resolution: int | str | None = "auto",
+    resolution: int | str | None = RESOLUTION,
     discard_ratio: float = DISCARD_RATIO,
     max_tokens: int = MAX_TOKENS,
     max_gflop: float | None = None,

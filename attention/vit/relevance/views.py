@@ -7,16 +7,16 @@ sheet_png, npz, info = write_answer(rel, model="mnist_vit")
 from __future__ import annotations
 
 import numpy as np
-from PIL import Image
 
 from attention.npzfile import save_npz
-from attention.render import overlay, png_bytes
+from attention.render import MIN_SIDE, overlay, png_bytes
+from attention.render import enlarged as render_enlarged
 from attention.vit.draw.outputs import OUTPUT_ROOT, Tile, new_dir, sheet
 from attention.vit.engine.request import CMAP, OPACITY
 from attention.vit.relevance.compute import Relevance
 from attention.vit.relevance.labels import short_name
 
-MIN_SIDE = 224  # px: smaller images (mnist_vit's 28 x 28 digits) are enlarged by a whole factor for display
+# smaller images (mnist_vit's 28 x 28 digits) are enlarged by a whole factor for display: `render.MIN_SIDE`
 
 CAPTIONS = {
     "chefer": "Why '{cls}'? Relevance (Chefer et al. 2021)",
@@ -34,9 +34,7 @@ probs (C,); target; num_prefix_tokens; image uint8 (gh*p, gw*p, 3).
 def enlarged(rel: Relevance, min_side: int = MIN_SIDE) -> np.ndarray:
     """The image rel's grid aligns to, uint8 (H, W, 3), enlarged (nearest) by the smallest whole factor
     that brings its shorter side to `min_side` px or more."""
-    img = rel.image
-    k = max(1, -(-min_side // min(img.size)))
-    return np.asarray(img if k == 1 else img.resize((img.width * k, img.height * k), Image.NEAREST))
+    return render_enlarged(rel.image, min_side)
 
 
 def tiles(

@@ -13,7 +13,7 @@ from attention.config import SETTINGS
 from attention.crowd.cache import SharedCache
 from attention.crowd.visitors import Visitor
 from attention.images import ImageSource
-from attention.vit.engine.request import FIND_RULE
+from attention.vit.engine.request import FIND_RULE, RESOLUTION
 from attention.vit.models.loader import is_loaded, load_vit
 from attention.vit.models.registry import REGISTRY
 from attention.vit.relevance.service import checked, stored
@@ -70,7 +70,7 @@ def _compute(model, image, resolution, prompts: tuple[str, ...], rule: str, opts
 def get_text_relevance(
     image: ImageSource | None,
     model: str,
-    resolution="auto",
+    resolution=RESOLUTION,
     prompts="",
     rule: str = BEST_RULE,
     options: RuleOptions | None = None,
