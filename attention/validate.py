@@ -74,6 +74,12 @@ class Bound:
         hi = self.hi - self.step if self.hi_open else self.hi
         return round(lo, 6), round(hi, 6), self.step
 
+    def on_slider(self, v: float | None) -> float | None:
+        """Checked value `v` as the slider over the range can hold it (an open end's neighbourhood: the
+        slider's end); None stays None."""
+        lo, hi, _ = self.slider()
+        return None if v is None else min(max(v, lo), hi)
+
 
 OPACITY = Bound("Opacity", 0.6, 0.0, 1.0, meaning="0: the image only, 1: the map only")
 """The opacity of a map over its image (the renderer checks it; `request` reads it from here)."""

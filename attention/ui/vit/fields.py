@@ -13,7 +13,16 @@ from attention.config import SETTINGS
 from attention.ui.common.admit import who
 from attention.vit.draw import frames as vit_frames
 from attention.vit.engine.query import Query
-from attention.vit.engine.request import ViewRequest, ViewSpec, parse_head, parse_layer
+from attention.vit.engine.request import (
+    DISCARD_RATIO,
+    OPACITY,
+    THRESHOLD,
+    ViewRequest,
+    ViewSpec,
+    parse_head,
+    parse_layer,
+)
+from attention.vit.engine.request import rollout as rollout_options
 from attention.vit.serve import inputs as vit_inputs
 from attention.vit.serve import passes as vit_passes
 from attention.vit.serve import rollouts
@@ -54,6 +63,20 @@ def request_of(now: dict) -> ViewRequest:
     if all(now.get(k) is not None for k in ROLLOUT):
         given |= {k: now[k] for k in ROLLOUT}
     return ViewRequest.parse(**given)
+
+
+def link_request(link, image, model) -> ViewRequest:
+    """A permalink's view (`permalink.Link`, checked) of `image` by `model` as a request, its rollout options
+    at their defaults when not given; a hand-made link's number beyond a slider's end (thr=0.01) is taken at
+    that end (`Bound.on_slider`): the page's sliders hold it."""
+    qr, qc = link.query if isinstance(link.query, tuple) else (None, None)  # a token query: the model's own
+    thr, al = THRESHOLD.on_slider(link.threshold), OPACITY.on_slider(link.alpha)
+    ro = rollout_options(link.fusion, DISCARD_RATIO.on_slider(link.discard), link.rule)
+    return ViewRequest.parse(
+        image, model, link.resolution, query_row=qr, query_col=qc, layer=link.layer, head=link.head,
+        view=link.view, threshold=thr, alpha=al, cmap=link.cmap, fusion=ro["head_fusion"],
+        discard_ratio=ro["discard_ratio"], discard_rule=ro["discard"],
+    )  # fmt: skip
 
 
 def fitted(p, st, r: ViewRequest) -> tuple[ViewSpec, int]:

@@ -16,7 +16,7 @@ from attention.ui.common.admit import who
 from attention.ui.common.components import info, user_errors, warning
 from attention.ui.common.model_choices import digits_only_note
 from attention.ui.vit import live as vit_live
-from attention.ui.vit.fields import ROLLOUT, fitted, ref, request_of, vit_frame, vit_pass
+from attention.ui.vit.fields import ROLLOUT, fitted, link_request, ref, request_of, vit_frame, vit_pass
 from attention.ui.vit.layout import map_caption
 from attention.ui.vit.refusals import accepted, cleared, refusal
 from attention.vit.draw import frames as vit_frames
@@ -31,10 +31,8 @@ from attention.vit.engine.request import (
     HEAD,
     OPACITY,
     THRESHOLD,
-    ViewRequest,
     ViewSpec,
 )
-from attention.vit.engine.request import rollout as rollout_options
 from attention.vit.models import registry as model_registry
 from attention.vit.serve import permalink, rollouts
 
@@ -231,20 +229,14 @@ class ViTHandlers:
         img = str(permalink.examples()[link.example]) if link.example else self.first_image
         digit = link.example is not None and link.example.startswith("digit_")
         mdl = link.model or (model_registry.OFFLINE_MODEL if digit else self.s.model)
-        qr, qc = link.query if isinstance(link.query, tuple) else (None, None)
-        ro = rollout_options(link.fusion, link.discard, link.rule)  # the rollout's options, their defaults
-        r = ViewRequest.parse(
-            img, mdl, link.resolution, query_row=qr, query_col=qc, layer=link.layer, head=link.head, view=link.view,
-            threshold=link.threshold, alpha=link.alpha, cmap=link.cmap, fusion=ro["head_fusion"],
-            discard_ratio=ro["discard_ratio"], discard_rule=ro["discard"],
-        )  # fmt: skip
+        r = link_request(link, img, mdl)
         p = vit_pass(img, mdl, r.resolution, progress)
         v, hd = fitted(p, None, r)
         fv = vit_frame(p, v, hd)
         q = v.query if isinstance(v.query, tuple) else (None, None)
         res, vw, (thr, al, cm) = r.resolution, r.spec.view, (v.threshold, v.alpha, v.cmap)
         head_up = gr.update(maximum=p.num_heads - 1, value=hd)
-        ro = tuple(ro.values())
+        ro = tuple(v.rollout_options.values())
         now = dict(image=img, model=mdl, resolution=res, qrow=q[0], qcol=q[1], layer=fv[0].res.layer, view=vw)
         now |= dict(head=hd, threshold=thr, alpha=al, cmap=cm) | dict(zip(ROLLOUT, ro))
         return {

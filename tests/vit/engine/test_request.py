@@ -38,6 +38,9 @@ def test_a_slider_over_an_open_end_stops_one_step_inside_it():
     assert THRESHOLD.slider() == (0.05, 1.0, 0.05)  # (0, 1]: the slider from 0.05
     assert DISCARD_RATIO.slider() == (0.0, 0.95, 0.05)  # [0, 1): the slider to 0.95
     assert OPACITY.slider() == (0.0, 1.0, 0.05)
+    # a value the request accepts beyond a slider's end (a hand-made link's) is shown at that end
+    assert (THRESHOLD.on_slider(0.01), DISCARD_RATIO.on_slider(0.99), THRESHOLD.on_slider(0.3)) == (0.05, 0.95, 0.3)
+    assert THRESHOLD.on_slider(None) is None
 
 
 def test_the_papers_defaults_are_the_requests():
