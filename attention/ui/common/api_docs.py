@@ -48,6 +48,8 @@ ARGS = {  # the parameters several endpoints share, described once: "{image}" in
     "discard_ratio": f"rollout view: {request.DISCARD_RATIO.meaning}, {request.DISCARD_RATIO.accepted}",
     "grad_discard": f"grad-rollout's {request.GRAD_DISCARD.meaning}, {_bound(request.GRAD_DISCARD)}",
     **{k: f"{b.meaning}, {b.accepted} (the paper's {b.default:g})" for k, b in request.FIND_OPTIONS.items()},
+    "prompts": f"what to find, comma-separated ('a cat, a remote'): 1 to {request.FIND_PROMPTS} prompts of up to "
+    f"{request.FIND_PROMPT_CHARS} characters",
     "layer": "the layer whose attention is shown: 0 = first, -1 = last (negative counts from the end)",
     "head": "the head, from 0",
     "resolution": "'auto' (480 px for DINO, 768 px high for DINOv3), 'native', 'dino480' (480x480), or px",

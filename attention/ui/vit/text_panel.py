@@ -239,7 +239,7 @@ def text_fn(model_default: str):
 
         Args:
             image: {image}.
-            prompts: what to find, comma-separated ('a cat, a remote'): 1 to 8 prompts of up to 100 characters.
+            prompts: {prompts}.
             model: a model with a text tower: {text_models}.
             resolution: 'auto' (the model's own size), 'native', or the shorter side in px.
             rule: 'sclip' (the default), 'naclip', 'clearclip', 'maskclip', 'proxy', 'chefer', 'legrad' or 'similarity'.

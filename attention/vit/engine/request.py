@@ -30,6 +30,7 @@ GRAD_DISCARD = replace(DISCARD_RATIO, default=0.9)  # grad-rollout's ("Why this 
 LAYER, HEAD = -1, 0  # the last layer, the first head
 RESOLUTION = "auto"
 RESOLUTIONS = ("auto", "native", "dino480", "224", "320", "480", "640", "800")  # the tab's list (any px accepted)
+FIND_PROMPTS, FIND_PROMPT_CHARS = 8, 100  # "Find in image": prompts a request, characters a prompt
 FIND_RULE = "sclip"  # "Find in image"'s rule a visitor first sees: the best of the planted check and the digits
 # "Find in image"'s rule options, the papers' defaults (NACLIP's Gaussian; ProxyCLIP's scale and shift)
 FIND_STD = Bound("std", 5.0, 0.0, 100.0, lo_open=True, step=0.1, meaning="NACLIP's Gaussian, in patches")

@@ -14,7 +14,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     """The `text` subcommand's parser."""
     t = sub.add_parser("text", help="where an image matches text prompts (CLIP, SigLIP, digit_clip)")
     t.add_argument("images", nargs="+", type=Path, help="image files")
-    t.add_argument("--prompts", required=True, help="what to find, comma-separated: 'a cat, a remote' (1 to 8)")
+    t.add_argument(
+        "--prompts",
+        required=True,
+        help=f"what to find, comma-separated: 'a cat, a remote' (1 to {request.FIND_PROMPTS})",
+    )
     t.add_argument("--model", default="digit_clip", help="a model with a text tower (default digit_clip)")
     t.add_argument(
         "--rule",
