@@ -11,6 +11,7 @@ from attention.ui.vit.fields import fit, vit_pass
 from attention.ui.vit.handlers import ViTHandlers
 from attention.ui.vit.layout import ViTTab
 from attention.ui.vit.refusals import KEYS, ROLLOUT
+from attention.vit.draw.drawing import BIG_DISPLAY
 from attention.vit.engine import request
 from attention.vit.models import sources
 from attention.vit.serve import inputs, passes
@@ -53,10 +54,13 @@ def counted(monkeypatch) -> dict:
 def test_a_patch_click_resolves_its_pass_once_and_parses_the_query_once(tab, counted):
     t = tab.t
     click = gr.SelectData(None, {"index": [10, 200], "value": None})
-    out = tab.click(click, **fields() | {"clicked": [200, 10]})  # the page's own pixel wins over the event's
+    sent = {k: v for k, v in fields().items() if k not in ("qrow", "qcol")} | {"clicked": [200, 10]}  # `tab.named`
+    out = tab.click(click, **sent)  # the page's own pixel [x, y] wins over the event's
     assert counted == {"pass": 1, "query": 1}
-    # mnist_vit: 28 px in 4 px patches (7 x 7), shown 8 times larger (224 px): 32 px a patch
-    assert (out[t.qrow], out[t.qcol]) == (10 // 32, 200 // 32)
+    # mnist_vit: 28 px in 4 px patches (7 x 7); the large map is enlarged by the whole factor that makes it
+    # BIG_DISPLAY px or more: 4 * k px a patch on screen
+    k = -(-BIG_DISPLAY // 28)
+    assert (out[t.qrow], out[t.qcol]) == (10 // (4 * k), 200 // (4 * k)) != (0, 0)
     assert out[t.layer]["value"] == 3
     assert "head 1" in out[t.caption]
 
