@@ -19,9 +19,10 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from attention.errors import InputError
-from attention.validate import check_opacity
+from attention.validate import OPACITY
 
-COLORMAPS = ("inferno", "viridis", "magma", "plasma", "turbo", "jet", "gray", "hot")
+DEFAULT_CMAP = "inferno"  # the colormap when none is named (`attention.vit.engine.request.CMAP` reads it)
+COLORMAPS = (DEFAULT_CMAP, "viridis", "magma", "plasma", "turbo", "jet", "gray", "hot")
 # one colour per head (matplotlib's tab10, then tab20's light half): masks of many heads over one image
 HEAD_COLORS = (
     (31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189), (140, 86, 75),
@@ -31,7 +32,7 @@ HEAD_COLORS = (
 
 
 @lru_cache(maxsize=32)
-def colormap(name: str = "inferno") -> np.ndarray:
+def colormap(name: str = DEFAULT_CMAP) -> np.ndarray:
     """uint8 (256, 3) lookup table of a matplotlib colormap. Raises InputError for unknown names."""
     import matplotlib
 
@@ -58,9 +59,24 @@ def color_indices(a: np.ndarray, normalized: bool = False) -> np.ndarray:
     return (v * 255).round().astype(np.uint8)
 
 
-def colorize(a: np.ndarray, cmap: str = "inferno", normalized: bool = False) -> np.ndarray:
+def colorize(a: np.ndarray, cmap: str = DEFAULT_CMAP, normalized: bool = False) -> np.ndarray:
     """(h, w) values -> uint8 (h, w, 3) colours; min-max normalised unless `normalized`."""
     return colormap(cmap)[color_indices(a, normalized)]
+
+
+MIN_SIDE = 224  # px: a smaller picture (MNIST's 28, a digit clip) is shown enlarged by a whole factor
+
+
+def enlargement(size: tuple[int, int], at_least: int = MIN_SIDE) -> int:
+    """The whole factor that brings the shorter side of `size` (w, h) to `at_least` px or more (1 if it is)."""
+    return max(1, -(-at_least // max(1, min(size))))
+
+
+def enlarged(image, at_least: int = MIN_SIDE) -> np.ndarray:
+    """`image` (PIL, or uint8 (H, W[, C])) as uint8 (H * k, W * k[, C]), k = `enlargement` (nearest: crisp pixels)."""
+    a = np.asarray(image)
+    k = enlargement((a.shape[1], a.shape[0]), at_least)
+    return upsample(a, k) if k > 1 else a
 
 
 def upsample(a: np.ndarray, factor: int) -> np.ndarray:
@@ -79,12 +95,12 @@ def _rgb(image) -> np.ndarray:
     return np.asarray(image.convert("RGB") if isinstance(image, Image.Image) else image, dtype=np.uint8)
 
 
-def overlays(image, maps: np.ndarray, *, alpha: float = 0.6, cmap: str = "inferno") -> list[np.ndarray]:
+def overlays(image, maps: np.ndarray, *, alpha: float = OPACITY.default, cmap: str = DEFAULT_CMAP) -> list[np.ndarray]:
     """Colour maps `maps` (K, gh, gw), each min-max scaled on its own, laid over `image` (PIL or
     uint8 (H, W, 3), H = gh*p, W = gw*p). alpha: opacity of the maps, 0 (image only) to 1 (maps
     only). Returns K uint8 (H, W, 3) arrays; the image is weighted once for all of them.
     """
-    alpha = check_opacity(alpha)
+    alpha = OPACITY.check(alpha)
     img = _rgb(image)
     (gh, gw), (H, W) = maps.shape[1:], img.shape[:2]
     p = H // gh
@@ -103,7 +119,7 @@ def overlays(image, maps: np.ndarray, *, alpha: float = 0.6, cmap: str = "infern
     return out
 
 
-def overlay(image, amap: np.ndarray, *, alpha: float = 0.6, cmap: str = "inferno") -> np.ndarray:
+def overlay(image, amap: np.ndarray, *, alpha: float = OPACITY.default, cmap: str = DEFAULT_CMAP) -> np.ndarray:
     """One map (gh, gw) over `image`: `overlays` of a single map. uint8 (H, W, 3)."""
     return overlays(image, amap[None], alpha=alpha, cmap=cmap)[0]
 

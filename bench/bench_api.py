@@ -73,10 +73,8 @@ def twins() -> dict[str, Callable]:
     from attention.ui.calculator import patches as calculator_patches
     from attention.ui.retrieval import api as retrieval_api
     from attention.ui.vit import api as vit_api
-    from attention.ui.vit import layout as vit_layout
 
-    d = vit_layout.VIT_DEFAULTS
-    maps = vit_api.attention_maps_fn("mnist_vit", d)
+    maps = vit_api.attention_maps_fn("mnist_vit")
     sketch = {"background": None, "layers": [], "composite": np.asarray(Image.open(SKETCH).convert("RGBA"))}
     out = {
         "/attention_maps": lambda: maps(DIGIT, "mnist_vit"),
@@ -92,7 +90,7 @@ def twins() -> dict[str, Callable]:
         "/patch_attention": lambda: calculator_patches.qkv_patch_attention(PHOTO, 16, 4, 0, 10),
     }
     if hasattr(vit_api, "feature_maps_fn"):
-        features = vit_api.feature_maps_fn("mnist_vit", d)
+        features = vit_api.feature_maps_fn("mnist_vit")
         out["/feature_maps"] = lambda: features(DIGIT, "mnist_vit")
     return out
 

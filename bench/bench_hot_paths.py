@@ -99,8 +99,9 @@ class Session:
     def _run(self, dep) -> bool:
         import gradio as gr
 
-        args = [self.values.get(c._id) for c in dep.inputs]
-        kwargs = {}
+        values = [self.values.get(c._id) for c in dep.inputs]
+        names = list(getattr(dep, "input_keyword_names", None) or [])  # inputs by name (`inputs_kwargs`): the last
+        args, kwargs = values[: len(values) - len(names)], dict(zip(names, values[len(values) - len(names) :]))
         if dep.collects_event_data:
             args.append(None)
         try:

@@ -8,6 +8,8 @@ import argparse
 from pathlib import Path
 
 from attention.errors import AttentionError
+from attention.validate import Bound
+from attention.vit.engine import request
 from attention.vit.models.own_checkpoint import checkpoint_args
 from attention.vit.models.registry import default_model
 from attention.vit.score import cli as score_cli
@@ -16,37 +18,31 @@ from attention.vit.text import cli as text_cli
 RESOLUTION_HELP = "shorter side in px (DINOv3: the height), 'auto', 'native' or 'dino480'"
 MODEL_HELP = "alias, timm name or hf-hub:org/repo"
 TOKEN_QUERY = "a token (cls, dist, pool, reg0, ...) or ROW,COL of a patch"
-THRESHOLD_HELP = "share of each head's mass kept by masks (default 0.6)"
+THRESHOLD_HELP = f"{request.THRESHOLD.meaning}: {request.THRESHOLD.accepted} (default {request.THRESHOLD.default:g})"
+CMAP_HELP = f"colormap (default {request.CMAP.default})"
 
 
-def _threshold(text: str) -> float:
-    """--threshold, read by the one threshold validator (`validate.check_threshold`), refused by argparse."""
-    from attention.validate import check_threshold
+def checked(bound: Bound):
+    """An argparse type reading a number by `bound`'s check (`request`): its message when refused."""
 
-    try:
-        return check_threshold(text)
-    except AttentionError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    def read(text: str) -> float:
+        try:
+            return bound.check(text)
+        except AttentionError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
 
-
-def _opacity(text: str) -> float:
-    """--alpha, read by the one opacity validator (`validate.check_opacity`)."""
-    from attention.validate import check_opacity
-
-    try:
-        return check_opacity(text)
-    except AttentionError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    read.__name__ = bound.name.lower().replace(" ", "_")
+    return read
 
 
-# what an option is, wherever it appears (its help is the subcommand's)
+# what an option is, wherever it appears (its help is the subcommand's); defaults and bounds: `request`'s
 OPTIONS: dict[str, dict] = {
     "--model": {},
-    "--layer": {"type": int, "default": -1},
-    "--resolution": {"default": "auto"},
+    "--layer": {"type": int, "default": request.LAYER},
+    "--resolution": {"default": request.RESOLUTION},
     "--query": {"default": None},
-    "--threshold": {"type": _threshold, "default": 0.6},
-    "--cmap": {"default": "inferno"},
+    "--threshold": {"type": checked(request.THRESHOLD), "default": request.THRESHOLD.default},
+    "--cmap": {"default": request.CMAP.default},
     "--out": {"type": Path, "default": Path("attention_out")},
 }
 
@@ -80,7 +76,7 @@ def _maps_parser(sub) -> argparse.ArgumentParser:
     _add(m, "--resolution", RESOLUTION_HELP)
     _add(m, "--query", f"{TOKEN_QUERY} (default: CLS, else the pooling head's, else the centre patch)")
     _add(m, "--threshold", THRESHOLD_HELP)
-    _add(m, "--cmap", "matplotlib colormap (default inferno)")
+    _add(m, "--cmap", f"matplotlib {CMAP_HELP}")
     _add(m, "--out", "output folder (default attention_out)")
     return m
 
@@ -92,7 +88,7 @@ def _features_parser(sub) -> argparse.ArgumentParser:
     _add(f, "--layer", "layer whose output tokens (default: last, after the norm)")
     _add(f, "--resolution", RESOLUTION_HELP)
     _add(f, "--query", "the similarity's query: a token (cls, reg0, ...) or ROW,COL (default: CLS)")
-    _add(f, "--cmap", "colormap (default inferno)")
+    _add(f, "--cmap", CMAP_HELP)
     f.add_argument(
         "--pca-background", type=float, default=None, help="drop patches whose first PCA component is below this (0-1)"
     )
@@ -111,8 +107,11 @@ def _relevance_parser(sub) -> argparse.ArgumentParser:
     _add(r, "--model", "a classifier: mnist_vit, deit_small, a timm classifier name", default="mnist_vit")
     r.add_argument("--target", default=None, help="class index or name (default: the top class of each image)")
     _add(r, "--resolution", "shorter side in px, 'auto' or 'native'")
-    r.add_argument("--discard-ratio", type=float, default=0.9, help="grad-rollout's discard (default 0.9)")
-    _add(r, "--cmap", "colormap (default inferno)")
+    g = request.GRAD_DISCARD
+    r.add_argument(
+        "--discard-ratio", type=checked(g), default=g.default, help=f"grad-rollout's discard (default {g.default:g})"
+    )
+    _add(r, "--cmap", CMAP_HELP)
     _add(r, "--out", "output folder (default attention_out)")
     return r
 
@@ -124,16 +123,19 @@ def _video_parser(sub) -> argparse.ArgumentParser:
     v.add_argument("input", type=Path, help="video file (MP4, WebM, MOV, MKV, AVI, GIF)")
     _add(v, "--out", "output .mp4", default=Path("attention_video.mp4"))
     _add(v, "--model", MODEL_HELP)
-    v.add_argument("--resize", default="auto", help="shorter side in px, 'auto', 'native' or 'dino480' (default auto)")
+    v.add_argument("--resize", default=request.RESOLUTION, help=f"{RESOLUTION_HELP} (default {request.RESOLUTION})")
     _add(v, "--threshold", "share of each head's mass the masks keep")
     v.add_argument("--fps", type=float, default=None, help="output frames per second (default: the source's)")
     v.add_argument("--seconds", type=float, default=None, help="only the first SECONDS of the video")
     _add(v, "--layer", "layer (default: last)")
     _add(v, "--query", f"{TOKEN_QUERY} (default: the model's own: CLS, else the pooling head's, else the centre patch)")
     v.add_argument("--view", default="mean", choices=list(VIDEO_VIEWS), help="what is drawn (default mean)")
-    v.add_argument("--head", type=int, default=0, help="the head of the 'head' and 'masks' views")
-    v.add_argument("--alpha", type=_opacity, default=0.6, help="opacity of the map over the frame, 0 to 1")
-    _add(v, "--cmap", "colormap (default inferno)")
+    v.add_argument("--head", type=int, default=request.HEAD, help="the head of the 'head' and 'masks' views")
+    o = request.OPACITY
+    v.add_argument(
+        "--alpha", type=checked(o), default=o.default, help=f"opacity of the map over the frame, {o.accepted}"
+    )
+    _add(v, "--cmap", CMAP_HELP)
     v.add_argument("--side-by-side", action="store_true", help="the frame on the left, the view on the right")
     v.add_argument("--npz", type=Path, default=None, help="also write every frame's raw maps to this .npz")
     v.add_argument("--batch-size", type=int, default=BATCH, help=f"frames per forward pass (default {BATCH})")

@@ -34,7 +34,7 @@ from attention.dataset.sources import Source
 from attention.dataset.writer import Shard, Writer, batch_rows
 from attention.errors import InputError
 from attention.images import MAX_TOKENS
-from attention.validate import check_threshold, layer_index
+from attention.validate import layer_index
 from attention.vit.backbone import describe
 from attention.vit.engine.batch import BatchMaps, GridBuckets, batch_maps
 from attention.vit.engine.pooling import EMBEDDINGS, embedding_kind
@@ -43,6 +43,7 @@ from attention.vit.engine.query import Query, has_pool, prefix_tokens, to_text, 
 from attention.vit.engine.query import default as default_query
 from attention.vit.engine.query import index as query_index
 from attention.vit.engine.query import parse as parse_query
+from attention.vit.engine.request import RESOLUTION, THRESHOLD
 
 
 @dataclass
@@ -85,8 +86,8 @@ def extract(
     model_name: str,
     layer: int = -1,
     query: Query | None = None,
-    resolution: int | str | None = "auto",
-    threshold: float = 0.6,
+    resolution: int | str | None = RESOLUTION,
+    threshold: float = THRESHOLD.default,
     buckets: int = 0,
     pca: bool = False,
     batch_size: int = 64,
@@ -110,7 +111,7 @@ def extract(
     Under torch.distributed (initialised, or the torchrun environment: it is initialised here, gloo
     on CPU, nccl on GPUs) each rank takes its shards. Returns the Summary (on every rank).
     """
-    threshold = check_threshold(threshold)
+    threshold = THRESHOLD.check(threshold)
     param = next(model.parameters())
     workers = auto_workers(param.device) if workers is None else workers
     if shard_size < 1 or workers < 0:

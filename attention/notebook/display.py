@@ -29,6 +29,7 @@ from attention.vit.draw.views import VIEWS, query_image
 from attention.vit.engine.extract import AttentionMaps
 from attention.vit.engine.query import Query
 from attention.vit.engine.query import label as query_label
+from attention.vit.engine.request import CMAP, OPACITY, THRESHOLD, VIEW
 from attention.vit.engine.stepwise import RowSteps
 from attention.vit.engine.video_frames import VideoFrameMaps, check_head
 from attention.vit.relevance import views as relevance_views
@@ -93,13 +94,13 @@ def source(res: AttentionMaps, model: str = "") -> Pass:
 def maps_picture(
     res: AttentionMaps,
     *,
-    view: str = "heads",
+    view: str = VIEW.default,
     layer: int | None = None,
     head: int | None = None,
     query: Query | None = None,
-    threshold: float = 0.6,
-    alpha: float = 0.6,
-    cmap: str = "inferno",
+    threshold: float = THRESHOLD.default,
+    alpha: float = OPACITY.default,
+    cmap: str = CMAP.default,
 ) -> Picture:
     """AttentionMaps drawn as the Space's tab draws view `view` (`views.VIEWS`): the large map (head `head`,
     None: the mean of heads; masks: head 0's) with every tile of the view beside it. `query` (needs
@@ -127,7 +128,9 @@ def maps_picture(
     return Picture(beside(large, [t.image for t in tiles], labels), caption)
 
 
-def relevance_picture(rel: Relevance, *, view: str = "chefer", alpha: float = 0.6, cmap: str = "inferno") -> Picture:
+def relevance_picture(
+    rel: Relevance, *, view: str = "chefer", alpha: float = OPACITY.default, cmap: str = CMAP.default
+) -> Picture:
     """Relevance for its class: map `view` (chefer, grad_rollout, attention) large, the three beside it, the
     class named with the top classes' probabilities."""
     view = check_choice(view, relevance_views.CAPTIONS, "view")
@@ -140,7 +143,12 @@ def relevance_picture(rel: Relevance, *, view: str = "chefer", alpha: float = 0.
 
 
 def text_picture(
-    tr: TextRelevance, *, rule: str | None = None, prompt: int | None = None, alpha: float = 0.6, cmap: str = "inferno"
+    tr: TextRelevance,
+    *,
+    rule: str | None = None,
+    prompt: int | None = None,
+    alpha: float = OPACITY.default,
+    cmap: str = CMAP.default,
 ) -> Picture:
     """Text relevance: prompt `prompt`'s map by `rule` (None: the first rule computed) large (None: the best
     match), every prompt's map and the segmentation beside it, each prompt named with its own score and colour."""
@@ -170,7 +178,12 @@ def steps_picture(steps: RowSteps) -> Picture:
 
 
 def frame_picture(
-    frame: VideoFrameMaps, *, view: str = "mean", head: int = 0, alpha: float = 0.6, cmap: str = "inferno"
+    frame: VideoFrameMaps,
+    *,
+    view: str = "mean",
+    head: int = 0,
+    alpha: float = OPACITY.default,
+    cmap: str = CMAP.default,
 ) -> Picture:
     """One video frame beside its `view` (`VIDEO_VIEWS`: mean, head, masks, fig3) of head `head`."""
     img = frame.picture(view, head=head, alpha=alpha, cmap=cmap, side_by_side=True)

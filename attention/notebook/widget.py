@@ -26,7 +26,7 @@ import traitlets
 from attention.errors import AttentionError, InputError
 from attention.notebook.display import maps_picture, source
 from attention.render import png_bytes
-from attention.validate import check_opacity, check_threshold, layer_index
+from attention.validate import layer_index
 from attention.vit.draw import drawing
 from attention.vit.draw.frames import ViewSpec, pictures
 from attention.vit.draw.stepwise_html import data_uri, export_view
@@ -34,6 +34,7 @@ from attention.vit.draw.views import VIEWS, check_view
 from attention.vit.engine.extract import AttentionMaps
 from attention.vit.engine.query import label as query_label
 from attention.vit.engine.query import parse as parse_query
+from attention.vit.engine.request import CMAP, OPACITY, THRESHOLD
 from attention.vit.engine.video_frames import check_head
 from attention.vit.serve import live
 
@@ -68,8 +69,8 @@ class Explorer(anywidget.AnyWidget):
     layer = traitlets.Int().tag(sync=True)
     head = traitlets.Int(0).tag(sync=True)
     view = traitlets.Unicode("heads").tag(sync=True)
-    threshold = traitlets.Float(0.6).tag(sync=True)
-    alpha = traitlets.Float(0.6).tag(sync=True)
+    threshold = traitlets.Float(THRESHOLD.default).tag(sync=True)
+    alpha = traitlets.Float(OPACITY.default).tag(sync=True)
     query = traitlets.Any(None).tag(sync=True)
     payload = traitlets.Unicode("").tag(sync=True)  # `live.payload` as JSON: what the live script draws from
     large = traitlets.Unicode("").tag(sync=True)  # the large map, a PNG data URL
@@ -78,7 +79,7 @@ class Explorer(anywidget.AnyWidget):
     note = traitlets.Unicode("").tag(sync=True)
     extra = traitlets.Unicode("").tag(sync=True)  # relevance and text pictures (HTML: escaped captions)
 
-    def __init__(self, res: AttentionMaps, *, model: str = "", cmap: str = "inferno", extra: str = "") -> None:
+    def __init__(self, res: AttentionMaps, *, model: str = "", cmap: str = CMAP.default, extra: str = "") -> None:
         if res.qk is None:
             raise InputError("explore needs the pass's q and k: call attention_maps(..., keep_qk=True).")
         size = page_bytes(res)
@@ -125,8 +126,8 @@ class Explorer(anywidget.AnyWidget):
             "layer": lambda v: layer_index(v, self._pass.num_layers),
             "head": lambda v: check_head(v, self._pass.num_heads),
             "view": check_view,
-            "threshold": check_threshold,
-            "alpha": check_opacity,
+            "threshold": THRESHOLD.check,
+            "alpha": OPACITY.check,
         }
         return checks[name](value)
 
@@ -182,7 +183,7 @@ class Explorer(anywidget.AnyWidget):
         return data | {"image/png": p.png}, meta
 
 
-def explore(res: AttentionMaps, *, model: str = "", relevance=None, text=None, cmap: str = "inferno") -> Explorer:
+def explore(res: AttentionMaps, *, model: str = "", relevance=None, text=None, cmap: str = CMAP.default) -> Explorer:
     """The explorer widget of `res` (`attention_maps(..., keep_qk=True)`): the Space's large map and head tiles;
     click a patch to make it the query. `relevance`, `text`: a Relevance / TextRelevance of the same image, shown
     beneath. `model`: the model's name, for the captions and the export. InputError without q and k, or for a pass

@@ -119,8 +119,8 @@ def test_text_relevance_runs_the_asked_rules_with_a_proxy_model_and_no_backward(
 @pytest.mark.parametrize(
     "kwargs, said",
     [
-        ({"std": 0}, "std = 0 is out of range"),
-        ({"gamma": "x"}, "not a number"),
+        ({"std": 0}, "std 0 is out of range; accepted: more than 0, at most 100"),
+        ({"gamma": "x"}, "gamma 'x' is out of range"),
         ({"beta": 11}, "0 to 10"),
         ({"residual": "maybe"}, "true, false or empty"),
     ],

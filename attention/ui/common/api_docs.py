@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from attention.validate import Bound
+from attention.vit.engine import request
 from attention.vit.models.registry import REGISTRY
 
 
@@ -28,8 +30,26 @@ def classifiers_text() -> str:
     return _listed([f"{s.alias} ({s.description})" for s in REGISTRY.values() if s.classifier])
 
 
+def _words(c: request.Choice) -> str:
+    return _listed([f"'{k}'" for k in c.keys()])
+
+
+def _bound(b: Bound) -> str:
+    return f"{b.accepted} ({b.meaning}; default {b.default:g})"
+
+
 ARGS = {  # the parameters several endpoints share, described once: "{image}" in a docstring's Args
     "image": "the image (PNG, JPEG, WebP, GIF, BMP or TIFF; EXIF orientation honoured)",
+    # the view's parameters: their bounds and defaults are the request's (`attention.vit.engine.request`)
+    "threshold": f"the share of attention each mask keeps, {request.THRESHOLD.accepted} (the masks and fig3 views)",
+    "alpha": f"the opacity of the map over the image, {_bound(request.OPACITY)}",
+    "cmap": f"the colormap: {_words(request.CMAP)} or any matplotlib name (default '{request.CMAP.default}')",
+    "head_fusion": f"rollout view: how each layer's heads are fused, {_words(request.FUSION)}",
+    "discard_ratio": f"rollout view: {request.DISCARD_RATIO.meaning}, {request.DISCARD_RATIO.accepted}",
+    "grad_discard": f"grad-rollout's {request.GRAD_DISCARD.meaning}, {_bound(request.GRAD_DISCARD)}",
+    **{k: f"{b.meaning}, {b.accepted} (the paper's {b.default:g})" for k, b in request.FIND_OPTIONS.items()},
+    "prompts": f"what to find, comma-separated ('a cat, a remote'): 1 to {request.FIND_PROMPTS} prompts of up to "
+    f"{request.FIND_PROMPT_CHARS} characters",
     "layer": "the layer whose attention is shown: 0 = first, -1 = last (negative counts from the end)",
     "head": "the head, from 0",
     "resolution": "'auto' (480 px for DINO, 768 px high for DINOv3), 'native', 'dino480' (480x480), or px",

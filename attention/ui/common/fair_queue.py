@@ -231,9 +231,9 @@ def door(validator: Callable | None = None, lane: Lane | None = None) -> Callabl
     `queue_room` (and reserves its place in `lane`, if any: `Lane.reserve`), then runs `validator`, if any. A
     refusal is a failed validation of the first input (the page marks it; gradio_client raises a
     ValidationError; nothing is queued), held ATTENTION_REFUSAL_DELAY seconds first (an asyncio sleep: a client
-    looping on refusals gets one a second)."""
+    looping on refusals gets one a second). An event's inputs by name (`inputs_kwargs`) count as its positional ones."""
 
-    async def share(request: gr.Request, *args):
+    async def share(request: gr.Request, *args, **named):
         refusal = queue_room(request)
         if refusal is None and lane is not None:
             try:
@@ -242,8 +242,10 @@ def door(validator: Callable | None = None, lane: Lane | None = None) -> Callabl
                 refusal = (str(e), e.retry_after)
         if refusal is not None:
             await asyncio.sleep(SETTINGS.refusal_delay)
-            checks = [gr.validate(False, refusal[0])] + [gr.validate(True, "")] * (len(args) - 1)
+            checks = [gr.validate(False, refusal[0])] + [gr.validate(True, "")] * (len(args) + len(named) - 1)
             return checks if len(checks) > 1 else checks[0]  # one input: Gradio reads a list as one output value
-        return validator(*args) if validator is not None else [gr.validate(True, "")] * len(args)
+        return (
+            validator(*args, **named) if validator is not None else [gr.validate(True, "")] * (len(args) + len(named))
+        )
 
     return share

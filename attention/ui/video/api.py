@@ -17,8 +17,8 @@ from attention.ui.common.admit import HEAVY_QUEUE, heavy_share, who
 from attention.ui.common.api_docs import with_models
 from attention.ui.common.components import user_errors
 from attention.ui.common.endpoint import endpoint
-from attention.validate import THRESHOLD, check_threshold
 from attention.vit.engine import query as vit_query
+from attention.vit.engine import request
 from attention.vit.engine.video import STACKED, VIDEO_VIEWS, check_video_view
 from attention.vit.serve import inputs as vit_inputs
 from attention.vit.serve.video import visitor_video
@@ -41,7 +41,7 @@ def _clip(layer, resolution, fps, seconds) -> dict:
     the estimate refuses what the run would, and prices the same frames)."""
     return {
         "layer": vit_inputs.parse_layer(layer),
-        "resolution": resolution or "auto",
+        "resolution": resolution or request.RESOLUTION,
         "fps": _optional(fps, "Frame rate"),
         "seconds": _optional(seconds, "Length"),
     }
@@ -74,11 +74,11 @@ def attention_video_fn(model_default: str):
     def attention_video(
         video,
         model=model_default,
-        layer=-1,
-        head=0,
-        view="mean",
-        threshold=0.6,
-        resolution="auto",
+        layer=request.LAYER,
+        head=request.HEAD,
+        view=request.VIDEO_VIEW.default,
+        threshold=request.THRESHOLD.default,
+        resolution=request.RESOLUTION,
         fps=None,
         seconds=None,
         side_by_side=False,
@@ -99,7 +99,7 @@ def attention_video_fn(model_default: str):
             layer: {layer}.
             head: the head of the 'head' and 'masks' views (0 = first).
             view: 'mean' (mean of heads, DINO's video), 'head', 'masks' (one head's threshold mask) or 'fig3'.
-            threshold: the share of attention each mask keeps, in (0, 1] (the masks and fig3 views).
+            threshold: {threshold}.
             resolution: 'auto' (480 px for DINO), 'native', 'dino480' (480x480), or the shorter side in px.
             fps: output frames per second, 0.1 to 120; empty = the source's (a lower rate costs less).
             seconds: only the first this many seconds of the video; empty = all of it.
@@ -121,7 +121,9 @@ def attention_video_fn(model_default: str):
                 npz=bool(npz),
                 progress=report,
                 query=vit_inputs.parse_query(query_row, query_col),
-                threshold=check_threshold(THRESHOLD if vit_query.is_empty(threshold) else threshold),
+                threshold=request.THRESHOLD.check(
+                    request.THRESHOLD.default if vit_query.is_empty(threshold) else threshold
+                ),
                 visitor=visitor,
                 **_clip(layer, resolution, fps, seconds),
             )

@@ -14,7 +14,8 @@ from attention.errors import AttentionError, ModelLoadError, markdown_text
 from attention.ui.common import model_choices
 from attention.ui.common.components import error, error_note, number, queue_share, user_errors, warning
 from attention.ui.video import api as video_api
-from attention.vit.engine.video import STACKED, VIDEO_VIEWS
+from attention.vit.engine import request
+from attention.vit.engine.video import STACKED
 from attention.vit.engine.video_estimate import CONFIRM_S
 from attention.vit.models import loader as vit_models
 from attention.vit.models import registry as model_registry
@@ -82,17 +83,20 @@ def build(startup: Startup | None = None) -> None:
             )
             resolution = gr.Dropdown(
                 ["auto", "native", "dino480", "56", "224", "320", "480"],  # 56: the digit example's
-                value="auto",
+                value=request.RESOLUTION,
                 allow_custom_value=True,
                 label="Resolution",
                 info="shorter side, px",
                 elem_id="video-resolution",
             )
-            view = gr.Radio([(label, key) for key, label in VIDEO_VIEWS.items()], value="mean", label="View")
+            view = gr.Radio(request.VIDEO_VIEW.pairs(), value=request.VIDEO_VIEW.default, label="View")
             with gr.Row():
-                layer = number(-1, label="Layer", info="-1 = last", precision=0, elem_id="video-layer")
-                head = number(0, label="Head", info="head and mask views", precision=0, elem_id="video-head")
-            threshold = gr.Slider(0.05, 1.0, value=0.6, step=0.05, label="Threshold", info="share of mass kept")
+                layer = number(request.LAYER, label="Layer", info="-1 = last", precision=0, elem_id="video-layer")
+                head = number(request.HEAD, label="Head", info="head and mask views", precision=0, elem_id="video-head")
+            lo, hi, step = request.THRESHOLD.slider()
+            threshold = gr.Slider(
+                lo, hi, value=request.THRESHOLD.default, step=step, label="Threshold", info="share of mass kept"
+            )
             with gr.Row():
                 fps = number(0, label="Frame rate", info="0 = the source's", elem_id="video-fps")
                 seconds = number(0, label="Seconds", info="0 = all of it", elem_id="video-seconds")
@@ -117,7 +121,9 @@ def build(startup: Startup | None = None) -> None:
     handler = video_api.attention_video_fn(startup.model)
 
     @user_errors  # a file that is not a video: its message, no traceback (the estimate reads it first)
-    def make(v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, sure, width=0, progress=gr.Progress(track_tqdm=True)):
+    def make(
+        progress=gr.Progress(track_tqdm=True), *, v, m, lay, hd, vw, thr, res, f, sec, sbs, want_npz, sure, width=0
+    ):
         est = video_api.estimate_of(v, m, lay, res, f, sec, sbs)
         if est is not None and est.needs_confirmation and not sure:
             warning(f"This video would take {est.text().split('about ')[-1]}: tick 'Run it anyway' to make it.")
@@ -156,10 +162,13 @@ def build(startup: Startup | None = None) -> None:
             show_progress="minimal",
             validator=queue_share(),
         )
+    ins = dict(v=video, m=model, lay=layer, hd=head, vw=view, thr=threshold, res=resolution, f=fps, sec=seconds)
+    ins |= dict(sbs=side, want_npz=npz, sure=confirm, width=page_width)  # the width last: PAGE_WIDTH_JS sets it
     run.click(
         make,
-        [video, model, layer, head, view, threshold, resolution, fps, seconds, side, npz, confirm, page_width],
+        None,
         [out, details, maps],
+        inputs_kwargs=ins,
         js=PAGE_WIDTH_JS,
         api_visibility="private",
         show_progress_on=[out],

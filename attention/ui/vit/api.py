@@ -17,6 +17,7 @@ from attention.ui.vit.fields import ROLLOUT_QUEUE
 from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import outputs as vit_outputs
 from attention.vit.draw.feature_views import write_feature_outputs
+from attention.vit.engine import request
 from attention.vit.engine.query import Query
 from attention.vit.serve import inputs as vit_inputs
 from attention.vit.serve import passes as vit_passes
@@ -35,22 +36,22 @@ def pass_for(
     return p, query, layer
 
 
-def attention_maps_fn(model_default: str, defaults: dict):
-    """The /attention_maps handler, its defaults bound (the start-up model, the tab's style)."""
+def attention_maps_fn(model_default: str):
+    """The /attention_maps handler, its defaults bound (the start-up model; the rest: the request's)."""
 
     @user_errors
     def attention_maps(
         image,
         model=model_default,
-        layer=-1,
-        resolution=defaults["resolution"],
-        view=defaults["view"],
-        threshold=defaults["threshold"],
+        layer=request.LAYER,
+        resolution=request.RESOLUTION,
+        view=request.VIEW.default,
+        threshold=request.THRESHOLD.default,
         query_row=None,
         query_col=None,
-        head_fusion="mean",
-        discard_ratio=0.0,
-        discard="row",
+        head_fusion=request.FUSION.default,
+        discard_ratio=request.DISCARD_RATIO.default,
+        discard=request.DISCARD_RULE.default,
     ):
         """Per-head self-attention maps of a vision transformer (DINO, DINOv2, any timm ViT) for one image.
 
@@ -65,17 +66,17 @@ def attention_maps_fn(model_default: str, defaults: dict):
             layer: {layer}.
             resolution: {resolution}.
             view: 'heads', 'mean', 'masks' (DINO's thresholded masks), 'fig3' (coloured masks) or 'rollout'.
-            threshold: the share of attention each mask keeps, in (0, 1] (the masks and fig3 views).
+            threshold: {threshold}.
             query_row: {query_row}.
             query_col: {query_col}.
-            head_fusion: rollout view: how each layer's heads are fused, 'mean', 'max' or 'min'.
-            discard_ratio: rollout view: the share of the lowest attention dropped in each layer, 0 to below 1.
+            head_fusion: {head_fusion}.
+            discard_ratio: {discard_ratio}.
             discard: rollout view: drop the lowest 'row' (in each row) or 'global' (whole matrix, CLS kept).
         """
-        threshold = defaults["threshold"] if threshold is None else threshold
-        opts = dict(head_fusion=head_fusion, discard_ratio=0.0 if discard_ratio is None else discard_ratio)
-        rollout_options = {**opts, "discard": discard}
-        v = vit_inputs.view_request(
+        threshold = request.THRESHOLD.default if threshold is None else threshold
+        ratio = request.DISCARD_RATIO.default if discard_ratio is None else discard_ratio
+        rollout_options = dict(zip(request.ROLLOUT_KEYS, (head_fusion, ratio, discard)))
+        v = request.view_request(
             view, threshold, query_row=query_row, query_col=query_col, layer=layer, rollout_options=rollout_options
         )  # parsed once, here: what follows trusts it
         keep_qk = v.view == "rollout"  # q/k kept for it only
@@ -91,15 +92,15 @@ def attention_maps_fn(model_default: str, defaults: dict):
     return with_models(attention_maps)
 
 
-def feature_maps_fn(model_default: str, defaults: dict):
+def feature_maps_fn(model_default: str):
     """The /feature_maps handler, its defaults bound."""
 
     @user_errors
     def feature_maps(
         image,
         model=model_default,
-        layer=-1,
-        resolution=defaults["resolution"],
+        layer=request.LAYER,
+        resolution=request.RESOLUTION,
         query_row=None,
         query_col=None,
         pca_background=0.0,
@@ -129,11 +130,11 @@ def feature_maps_fn(model_default: str, defaults: dict):
     return with_models(feature_maps)
 
 
-def build(model_default: str, defaults: dict) -> None:
+def build(model_default: str) -> None:
     """Register /attention_maps and /feature_maps (hidden inputs, so every parameter after `image` has a default)."""
     with gr.Row(visible=False):
         endpoint(
-            attention_maps_fn(model_default, defaults),
+            attention_maps_fn(model_default),
             "attention_maps",
             image_path(type="filepath", image_mode=None, label="image"),
             answer_outputs("overlays"),
@@ -141,7 +142,7 @@ def build(model_default: str, defaults: dict) -> None:
             **ROLLOUT_QUEUE,
         )
         endpoint(
-            feature_maps_fn(model_default, defaults),
+            feature_maps_fn(model_default),
             "feature_maps",
             image_path(type="filepath", image_mode=None, label="image"),
             [

@@ -12,9 +12,9 @@ import gradio as gr
 from attention.config import EXAMPLES_DIR
 from attention.ui.common.components import user_errors
 from attention.ui.vit import live as vit_live
-from attention.ui.vit.layout import VIT_DEFAULTS
 from attention.ui.vit.refusals import accepted
 from attention.vit.draw.views import check_view
+from attention.vit.engine import request
 from attention.vit.models import loader as vit_models
 from attention.vit.models import registry as model_registry
 from attention.vit.models.sources import Startup
@@ -71,8 +71,8 @@ def build(t, startup: Startup, example: Callable, shown: list, vit_pass: Callabl
         }
 
     ex_in = [t.image, t.model, t.resolution, t.view, t.threshold, t.alpha, t.cmap]
-    d = VIT_DEFAULTS
-    row = [d["resolution"], d["view"], d["threshold"], d["alpha"], d["cmap"]]
+    row = [request.RESOLUTION, request.VIEW.default, request.THRESHOLD.default, request.OPACITY.default]
+    row += [request.CMAP.default]
     digits = [[str(EXAMPLES_DIR / "digits" / f"digit_{i}.png"), model_registry.OFFLINE_MODEL, *row] for i in range(10)]
     photos = [[str(EXAMPLES_DIR / "photos" / f"{n}.jpg"), vit_models.default_model(), *row] for n in VIT_PHOTOS]
     sets = [("Digits · mnist_vit (ships with the app)", digits, "vit_digit_examples")]

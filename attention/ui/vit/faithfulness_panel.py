@@ -16,13 +16,17 @@ from attention.errors import AttentionError
 from attention.ui.common.admit import HEAVY_QUEUE, heavy_endpoint, heavy_share, in_lane, who
 from attention.ui.common.api_docs import with_models
 from attention.ui.common.components import error_note, image_path, picture, user_errors
-from attention.ui.vit.fields import view_spec
+from attention.ui.vit.fields import ROLLOUT, request_of
+from attention.ui.vit.refusals import KEYS, accepted
+from attention.vit.engine import request
 from attention.vit.score import service as score_service
 from attention.vit.score.views import curves_picture, line, write_answer
-from attention.vit.serve import inputs as vit_inputs
 from attention.vit.serve.passes import known_digest
 
 FAST = dict(show_progress="minimal", api_visibility="private")
+
+
+SCORED_VIEW = "mean"  # the view /faithfulness scores when none is named
 
 
 class FaithfulnessPanel:
@@ -41,22 +45,24 @@ class FaithfulnessPanel:
             self.curve = picture(show_label=False, height=250, visible=False, buttons=[], elem_id="vit-faith-curve")
         self.kept = gr.State(None)  # the last line's curve picture, shown on click
 
-    def score(self, img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, fu, dr, du, st=None):
-        """The line for the view on screen (its fields as the main view reads them), and its curve kept."""
+    def score(self, **fields):
+        """The line for the view on screen (its fields read into one request as the main view reads them:
+        `fields.request_of`), and its curve kept."""
         hidden = gr.update(visible=False)
         try:
-            v = view_spec(qr, qc, int(lay), vw, thr, al, cm, (fu, dr, du))
-            s = score_service.faithfulness(img, mdl, res, v, int(hd or 0), visitor=who(), digest=known_digest(st, img))
+            r = request_of(accepted(**fields))
+            digest = known_digest(fields.get("state"), r.image)
+            s = score_service.faithfulness(r.image, r.model, r.resolution, r.spec, r.head, visitor=who(), digest=digest)
         except AttentionError as e:
             return error_note(e), None, hidden, hidden
         return line(s), curves_picture(s), gr.update(visible=True), hidden
 
     def follow(self, events: list, main, ropts: list) -> None:
         """Compute on the button (heavy lane: admitted as it asks, `heavy_share`); clear after each of `events`."""
-        ins = [main.image, main.model, main.resolution, main.qrow, main.qcol, main.layer, main.view, main.head]
-        ins += [main.threshold, main.alpha, main.cmap, *ropts, main.state]
+        ins = {k: getattr(main, k) for k in KEYS} | dict(zip(ROLLOUT, ropts)) | {"state": main.state}
         outs = [self.line, self.kept, self.show, self.curve]
-        self.button.click(in_lane(user_errors(self.score)), ins, outs, validator=heavy_share(), **HEAVY_QUEUE, **FAST)
+        lane = dict(validator=heavy_share(), **HEAVY_QUEUE, **FAST)
+        self.button.click(in_lane(user_errors(self.score)), None, outs, inputs_kwargs=ins, **lane)
         self.show.click(lambda pic: gr.update(value=pic, visible=pic is not None), self.kept, self.curve, **FAST)
         clear = ("", None, gr.update(visible=False), gr.update(visible=False, value=None))
         for ev in events:
@@ -68,7 +74,14 @@ def faithfulness_fn(model_default: str):
 
     @user_errors
     def faithfulness(
-        image, model=model_default, view="mean", layer=-1, head=0, query_row=None, query_col=None, resolution="auto"
+        image,
+        model=model_default,
+        view=SCORED_VIEW,
+        layer=request.LAYER,
+        head=request.HEAD,
+        query_row=None,
+        query_col=None,
+        resolution=request.RESOLUTION,
     ):
         """How faithful one attention view is for this image: the view's map scored by Chefer et al.'s
         perturbation test against a random order (remove patches, most relevant first and least relevant first,
@@ -89,7 +102,7 @@ def faithfulness_fn(model_default: str):
             query_col: {query_col}.
             resolution: {resolution}.
         """
-        v = vit_inputs.view_request(view or "mean", 0.6, query_row=query_row, query_col=query_col, layer=layer)
+        v = request.view_request(view or SCORED_VIEW, query_row=query_row, query_col=query_col, layer=layer)
         visitor = who()
         with HEAVY.held(visitor):  # admitted when it asked to join (`heavy_share`); its turn if it computes
             s = score_service.faithfulness(image, model, resolution, v, int(head or 0), visitor=visitor)
@@ -102,8 +115,8 @@ def build_api(model_default: str) -> None:
     """Register /faithfulness (hidden inputs, so every parameter after `image` has a default)."""
     with gr.Row(visible=False):
         ins = [image_path(type="filepath", image_mode=None, label="image"), gr.Textbox(model_default, label="model")]
-        ins += [gr.Textbox("mean", label="view"), gr.Number(-1, label="layer", precision=0)]
-        ins += [gr.Number(0, label="head", precision=0), gr.Number(None, label="query_row", precision=0)]
-        ins += [gr.Number(None, label="query_col", precision=0), gr.Textbox("auto", label="resolution")]
+        ins += [gr.Textbox(SCORED_VIEW, label="view"), gr.Number(request.LAYER, label="layer", precision=0)]
+        ins += [gr.Number(request.HEAD, label="head", precision=0), gr.Number(None, label="query_row", precision=0)]
+        ins += [gr.Number(None, label="query_col", precision=0), gr.Textbox(request.RESOLUTION, label="resolution")]
         outs = [gr.Image(format="png", type="filepath", label="curves"), gr.File(label="curves json"), gr.JSON()]
         heavy_endpoint(faithfulness_fn(model_default), "faithfulness", ins, outs)

@@ -12,6 +12,17 @@ import gradio as gr
 from attention.config import SETTINGS
 from attention.ui.common.admit import who
 from attention.vit.draw import frames as vit_frames
+from attention.vit.engine.query import Query
+from attention.vit.engine.request import (
+    DISCARD_RATIO,
+    OPACITY,
+    THRESHOLD,
+    ViewRequest,
+    ViewSpec,
+    parse_head,
+    parse_layer,
+)
+from attention.vit.engine.request import rollout as rollout_options
 from attention.vit.serve import inputs as vit_inputs
 from attention.vit.serve import passes as vit_passes
 from attention.vit.serve import rollouts
@@ -40,24 +51,45 @@ def ref(p, image) -> vit_passes.Ref:
     return replace(p.ref, source=vit_inputs.source_stamp(image))
 
 
-def view_spec(qrow, qcol, layer: int, view, threshold, alpha, cmap, rollout=()) -> vit_frames.ViewSpec:
-    """The tab's fields as one checked view (for `frames.tab_frame` and `frames.download_maps`); `layer`:
-    fitted by `fit`; `rollout`: (head fusion, discard ratio, discard rule) when set."""
-    return vit_frames.ViewSpec(
-        query=vit_inputs.parse_query(qrow, qcol),
-        layer=layer,
-        view=view,
-        threshold=threshold,
-        alpha=alpha,
-        cmap=cmap,
-        rollout_options=dict(zip(("head_fusion", "discard_ratio", "discard"), rollout)),
-    )
+NAMES = dict(qrow="query_row", qcol="query_col")  # a control named otherwise in the request
+ROLLOUT = ("fusion", "discard_ratio", "discard_rule")  # the rollout options' controls
 
 
-def vit_frame(p, qrow, qcol, layer: int, view, head: int, threshold, alpha, cmap, rollout=()):
-    """One view of pass `p` as the tab shows it (`view_spec`; `layer` and `head` fitted by `fit`), and that view."""
-    v = view_spec(qrow, qcol, layer, view, threshold, alpha, cmap, rollout)
-    rollouts.ready(p, v, who())  # a heavy rollout: computed in the heavy lane
+def request_of(now: dict) -> ViewRequest:
+    """The controls' values `now` (`refusals.KEYS`; those absent: their defaults) as one request, read once at
+    the edge (`request.ViewRequest.parse`: the query, layer and head parsed, the view and style checked). The
+    rollout's options count only when all three are given. InputError naming the field at fault."""
+    given = {NAMES.get(k, k): v for k, v in now.items() if k not in ROLLOUT}
+    if all(now.get(k) is not None for k in ROLLOUT):
+        given |= {k: now[k] for k in ROLLOUT}
+    return ViewRequest.parse(**given)
+
+
+def link_request(link, image, model) -> ViewRequest:
+    """A permalink's view (`permalink.Link`, checked) of `image` by `model` as a request, its rollout options
+    at their defaults when not given; a hand-made link's number beyond a slider's end (thr=0.01) is taken at
+    that end (`Bound.on_slider`): the page's sliders hold it."""
+    qr, qc = link.query if isinstance(link.query, tuple) else (None, None)  # a token query: the model's own
+    thr, al = THRESHOLD.on_slider(link.threshold), OPACITY.on_slider(link.alpha)
+    ro = rollout_options(link.fusion, DISCARD_RATIO.on_slider(link.discard), link.rule)
+    return ViewRequest.parse(
+        image, model, link.resolution, query_row=qr, query_col=qc, layer=link.layer, head=link.head,
+        view=link.view, threshold=thr, alpha=al, cmap=link.cmap, fusion=ro["head_fusion"],
+        discard_ratio=ro["discard_ratio"], discard_rule=ro["discard"],
+    )  # fmt: skip
+
+
+def fitted(p, st, r: ViewRequest) -> tuple[ViewSpec, int]:
+    """Request `r`'s view and head fitted to pass `p` (`fit_parsed`): the view placed at the fitted query and
+    layer (nothing checked again), and the head."""
+    lay, hd, q = fit_parsed(p, st, r.spec.layer, r.head, r.spec.query)
+    return r.spec.placed(q, lay), hd
+
+
+def vit_frame(p, v: ViewSpec, head: int):
+    """One view `v` of pass `p` as the tab shows it (fitted: `fitted`), and that view; a heavy rollout is
+    computed in the heavy lane first (`rollouts.ready`)."""
+    rollouts.ready(p, v, who())
     return vit_frames.tab_frame(p, v, head=head), v
 
 
@@ -67,23 +99,28 @@ FITTED = ("layer", "head", "qrow", "qcol")  # the fields `fit` fits to a pass
 def on_screen(gd, image, model, resolution, keys: tuple = FITTED) -> dict | None:
     """The main view's last accepted view (`refusals.accepted`, kept in the visitor's state `gd`) when
     it is the view of (image, model, resolution) and holds `keys`: its layer and head are whole numbers
-    fitted to the pass, its view name and style were checked when the main view drew it (`fit`,
-    `view_spec`), so the panels that follow it trust them (nothing parsed again). None otherwise (no view
+    fitted to the pass, its view name and style were checked when the main view drew it (`fitted`,
+    `request_of`), so the panels that follow it trust them (nothing parsed again). None otherwise (no view
     accepted yet, another image, or an example's view, which keeps no style): parse the fields then."""
     same = gd is not None and (gd.get("image"), gd.get("model"), gd.get("resolution")) == (image, model, resolution)
     return gd if same and all(k in gd for k in keys) else None
 
 
-def fit(p, st, lay, hd, qr, qc):
-    """The visitor's layer, head and query fitted to pass `p`: a new model starts at its last
-    layer, a new grid at CLS; otherwise (no state yet, as after an example) values are kept when
-    they fit, so the first change after an example is not thrown away."""
-    lay, hd = vit_inputs.parse_layer(lay), vit_inputs.parse_head(hd)
+def fit_parsed(p, st, lay: int, hd: int, q: Query | None) -> tuple[int, int, Query | None]:
+    """The visitor's parsed layer, head and query fitted to pass `p`: a new model starts at its last layer, a
+    new grid at the model's own token; otherwise (no state yet, as after an example) values are kept when they
+    fit, so the first change after an example is not thrown away."""
     if st is not None and p.key[1] != st.key[1]:
         lay = p.num_layers - 1
     if st is not None and p.base.grid != st.grid:
-        qr = qc = None
-    q = vit_inputs.parse_query(qr, qc)
+        q = None
     if isinstance(q, tuple) and not (0 <= q[0] < p.base.grid[0] and 0 <= q[1] < p.base.grid[1]) and st is None:
-        qr = qc = None
-    return min(lay, p.num_layers - 1) if lay >= 0 else lay, min(hd, p.num_heads - 1), qr, qc
+        q = None
+    return min(lay, p.num_layers - 1) if lay >= 0 else lay, min(hd, p.num_heads - 1), q
+
+
+def fit(p, st, lay, hd, qr, qc):
+    """The panels' raw fields fitted to pass `p` (`fit_parsed`, after parsing them): (layer, head, row, col)."""
+    lay, hd, q = fit_parsed(p, st, parse_layer(lay), parse_head(hd), vit_inputs.parse_query(qr, qc))
+    qr, qc = q if isinstance(q, tuple) else (None, None)
+    return lay, hd, qr, qc

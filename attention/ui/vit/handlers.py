@@ -6,6 +6,8 @@ Every handler reuses the visitor's pass from the server's shared store (`passes.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import gradio as gr
 import pandas as pd
 
@@ -14,18 +16,29 @@ from attention.ui.common.admit import who
 from attention.ui.common.components import info, user_errors, warning
 from attention.ui.common.model_choices import digits_only_note
 from attention.ui.vit import live as vit_live
-from attention.ui.vit.fields import fit, ref, view_spec, vit_frame, vit_pass
-from attention.ui.vit.layout import VIT_DEFAULTS, map_caption
+from attention.ui.vit.fields import ROLLOUT, fitted, link_request, ref, request_of, vit_frame, vit_pass
+from attention.ui.vit.layout import map_caption
 from attention.ui.vit.refusals import accepted, cleared, refusal
 from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import views as vit_views
 from attention.vit.draw.modelview import model_view
 from attention.vit.engine import query as vit_query
+from attention.vit.engine.request import (
+    CMAP,
+    DISCARD_RATIO,
+    DISCARD_RULE,
+    FUSION,
+    HEAD,
+    OPACITY,
+    THRESHOLD,
+    ViewSpec,
+)
 from attention.vit.models import registry as model_registry
-from attention.vit.serve import inputs as vit_inputs
 from attention.vit.serve import permalink, rollouts
 
-STYLE, ROLLOUT = ("threshold", "alpha", "cmap"), ("mean", 0.0, "row")  # the start screen's style and rollout
+# the style and rollout options a link names only where they are not the start screen's (the request's defaults)
+LINK_STYLE = dict(threshold=THRESHOLD.default, alpha=OPACITY.default, cmap=CMAP.default)
+LINK_ROLLOUT = dict(fusion=FUSION.default, discard=DISCARD_RATIO.default, rule=DISCARD_RULE.default)
 
 
 class ViTHandlers:
@@ -95,40 +108,38 @@ class ViTHandlers:
             ),
         }
 
-    @staticmethod
-    def view_of(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, fu, dr, du) -> dict:
-        """The controls' values as one dict (`refusals.KEYS`)."""
-        return dict(image=img, model=mdl, resolution=res, qrow=qr, qcol=qc, layer=lay, view=vw, head=hd) | dict(
-            threshold=thr, alpha=al, cmap=cm, fusion=fu, discard_ratio=dr, discard_rule=du
-        )
-
     def redraw(self, v: dict) -> dict:
-        """The view `v` (`view_of`) drawn again from its kept pass (a refusal's rollback)."""
-        p = vit_pass(v["image"], v["model"], v["resolution"])
-        ro = (v.get("fusion"), v.get("discard_ratio"), v.get("discard_rule"))
-        args = (v["qrow"], v["qcol"], v["layer"], v["view"], v["head"], v["threshold"], v["alpha"], v["cmap"])
-        fv = vit_frame(p, *args, ro if None not in ro else ())
-        return self.shown(fv, p, v["image"], v["head"])
+        """The view `v` (the controls' values, `refusals.accepted`) drawn again from its kept pass (a refusal's
+        rollback)."""
+        r = request_of(v)
+        p = vit_pass(r.image, r.model, r.resolution)
+        return self.shown(vit_frame(p, r.spec, r.head), p, v["image"], r.head)
 
-    def answer(self, now: dict, kept: dict | None, st, progress=None) -> dict:
-        """The view of the controls `now`, fitted to its pass; a refusal (`refusals.refusal`) when it
-        cannot be drawn."""
+    def answer(self, now: dict, kept: dict | None, st, progress=None, pick=None) -> dict:
+        """The view of the controls `now`, read once into a request (`request_of`), its pass resolved once and
+        the view fitted to it; `pick(p, r, now) -> (r, now)`: a click's change, read against that pass. A
+        refusal (`refusals.refusal`) when it cannot be drawn."""
         try:
-            p = vit_pass(now["image"], now["model"], now["resolution"], progress, st)
-            lay, hd, qr, qc = fit(p, st, now["layer"], now["head"], now["qrow"], now["qcol"])
-            now = now | dict(layer=lay, head=hd, qrow=qr, qcol=qc)
-            ro = (now["fusion"], now["discard_ratio"], now["discard_rule"])
-            fv = vit_frame(p, qr, qc, lay, now["view"], hd, now["threshold"], now["alpha"], now["cmap"], ro)
+            r = request_of(now)
+            p = vit_pass(r.image, r.model, r.resolution, progress, st)
+            if pick is not None:
+                r, now = pick(p, r, now)
+            v, hd = fitted(p, st, r)
+            fv = vit_frame(p, v, hd)
         except AttentionError as e:
             return refusal(self.t, e, kept, now, self.redraw)
-        now["layer"] = fv[0].res.layer  # (-1: the last layer, as the slider shows it)
-        now["view"] = fv[1].view  # checked (`fields.on_screen`: the panels that follow trust it)
+        q = fv[1].query if isinstance(fv[1].query, tuple) else (None, None)
+        # the fitted layer (-1: the last, as the slider shows it), head and query; the view checked
+        # (`fields.on_screen`: the panels that follow trust it)
+        now = now | dict(layer=fv[0].res.layer, head=hd, qrow=q[0], qcol=q[1], view=fv[1].view)
         return self.shown(fv, p, now["image"], hd, now=now, kept=kept)
 
-    def check_query(self, img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, *ro):
+    def check_query(self, **fields):
         """Validator of the query fields: only the field at fault is marked, the last maps stay."""
+        st = fields.get("state")
         grid = st.grid if st is not None else None
-        verdicts = []
+        qr, qc = fields["qrow"], fields["qcol"]
+        verdicts = {}
         for value, other, name, i in ((qr, qc, "row", 0), (qc, qr, "column", 1)):
             empty, other_empty = vit_query.is_empty(value), vit_query.is_empty(other)
             top = f"0 to {grid[i] - 1}" if grid else "0 or more"
@@ -140,62 +151,76 @@ class ViTHandlers:
                 else f"Query {name} {value!r}: accepted a whole number {top}, or both fields empty for the "
                 "model's own token (CLS, or its pooling head's)."
             )
-            verdicts.append(gr.validate(ok, msg))
-        return [gr.validate(True, "")] * 3 + verdicts + [gr.validate(True, "")] * (7 + len(ro))
+            verdicts["q" + name[:3]] = gr.validate(ok, msg)
+        return [verdicts.get(k, gr.validate(True, "")) for k in fields]  # in the order of the event's inputs
 
     @user_errors
-    def update(self, img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, fu, dr, du, gd, progress=gr.Progress()):
-        return self.answer(self.view_of(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, fu, dr, du), gd, st, progress)
+    def update(self, progress=gr.Progress(), **fields):
+        """A control changed: the view of the controls (`tab.named`: the event's inputs by name)."""
+        return self.answer(accepted(**fields), fields.get("good"), fields.get("state"), progress)
 
     @user_errors
-    def click(self, img, mdl, res, lay, vw, hd, thr, al, cm, st, fu, dr, du, gd, px, evt: gr.SelectData):
-        now = self.view_of(img, mdl, res, None, None, lay, vw, hd, thr, al, cm, fu, dr, du)
-        try:
-            base = vit_pass(img, mdl, res, state=st).base
-        except AttentionError as e:
-            return refusal(self.t, e, gd, now, self.redraw)
+    def click(self, evt: gr.SelectData, **fields):
+        """A patch clicked on the large map: that patch is the query (the pixel from the page's script when it
+        sent one, else the event's), read against the event's one pass."""
+        px = fields.get("clicked")
         ok = isinstance(px, list) and len(px) == 2 and all(type(v) is int and v >= 0 for v in px)
         x, y = px if ok else evt.index
-        r, c = vit_views.patch_at(x, y, base)
-        return self.answer(now | dict(qrow=r, qcol=c), gd, st)
+
+        def at_patch(p, r, now):
+            rc = vit_views.patch_at(x, y, p.base)
+            return replace(r, spec=r.spec.placed(rc, r.spec.layer)), now | dict(qrow=rc[0], qcol=rc[1])
+
+        return self.answer(accepted(**fields), fields.get("good"), fields.get("state"), pick=at_patch)
 
     @user_errors
-    def pick_head(self, img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, fu, dr, du, gd, evt: gr.SelectData):
+    def pick_head(self, evt: gr.SelectData, **fields):
         """A click on a head's tile shows that head large; the mean's tile shows the mean view, the
         Head slider left where it was (the mean is no head)."""
-        now = self.view_of(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, fu, dr, du)
-        try:
-            heads = vit_pass(img, mdl, res, state=st).num_heads
-        except AttentionError as e:
-            return refusal(self.t, e, gd, now, self.redraw)
-        now |= dict(view="mean") if evt.index >= heads else dict(head=evt.index)
-        out = self.answer(now, gd, st)
+        picked = {}
+
+        def tile(p, r, now):
+            if evt.index >= p.num_heads:
+                picked.update(view="mean")
+                return replace(r, spec=ViewSpec.trusted(**vars(r.spec) | picked)), now | picked
+            picked.update(head=evt.index)
+            return replace(r, head=evt.index), now | picked
+
+        now = accepted(**fields)
+        out = self.answer(now, fields.get("good"), fields.get("state"), pick=tile)
         refused = self.t.note in out and out[self.t.note].get("visible")
-        return out if refused else {**out, self.t.head: now["head"], self.t.view: now["view"]}
+        return (
+            out
+            if refused
+            else {**out, self.t.head: picked.get("head", now["head"]), self.t.view: picked.get("view", now["view"])}
+        )
+
+    def _fitted(self, fields: dict):
+        """The event's request fitted to its pass: (pass, view, head)."""
+        r = request_of(accepted(**fields))
+        st = fields.get("state")
+        p = vit_pass(r.image, r.model, r.resolution, state=st)
+        return (p, *fitted(p, st, r))
 
     @user_errors
-    def make_download(self, img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, fu, dr, du, gd=None):
+    def make_download(self, **fields):
         """The .npz of the view on screen (raw float32 maps, scores, weights, image, every picture)."""
-        p = vit_pass(img, mdl, res, state=st)
-        lay, hd, qr, qc = fit(p, st, lay, hd, qr, qc)
-        v = view_spec(qr, qc, lay, vw, thr, al, cm, (fu, dr, du))
+        p, v, _ = self._fitted(fields)
         rollouts.ready(p, v, who())  # a heavy rollout: computed in the heavy lane
         d = vit_frames.download_maps(p, v)
         return gr.update(value=d.outputs.npz, visible=True)
 
     @user_errors
-    def model_sheet(self, img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, *ro):
+    def model_sheet(self, **fields):
         """Every layer x every head of the visitor's query, from their pass (no new forward)."""
-        p = vit_pass(img, mdl, res, state=st)
-        _, _, qr, qc = fit(p, st, lay, hd, qr, qc)
-        return model_view(p, vit_inputs.parse_query(qr, qc), alpha=al, cmap=cm)
+        p, v, _ = self._fitted(fields)
+        return model_view(p, v.query, alpha=v.alpha, cmap=v.cmap)
 
     @user_errors
     def first_screen(self, request: gr.Request, progress=gr.Progress()):
         """What a new visitor sees at once: the start example's maps (the pass is shared by all), or
         the view a permalink names (`?example=chelsea&layer=9&q=5,7`; a bad parameter is named in a
         warning and the start screen shown)."""
-        d = VIT_DEFAULTS
         try:
             link = permalink.parse(dict(request.query_params) if request is not None else {})
         except AttentionError as e:
@@ -204,16 +229,16 @@ class ViTHandlers:
         img = str(permalink.examples()[link.example]) if link.example else self.first_image
         digit = link.example is not None and link.example.startswith("digit_")
         mdl = link.model or (model_registry.OFFLINE_MODEL if digit else self.s.model)
-        res, vw = link.resolution or d["resolution"], link.view or d["view"]
-        qr, qc = link.query if isinstance(link.query, tuple) else (None, None)
-        p = vit_pass(img, mdl, res, progress)
-        lay, hd, qr, qc = fit(p, None, link.layer, link.head, qr, qc)
-        thr, al, cm = (d[k] if v is None else v for k, v in zip(STYLE, (link.threshold, link.alpha, link.cmap)))
-        ro = tuple(ROLLOUT[i] if v is None else v for i, v in enumerate((link.fusion, link.discard, link.rule)))
-        fv = vit_frame(p, qr, qc, lay, vw, hd, thr, al, cm, ro)
-        f = fv[0]
+        r = link_request(link, img, mdl)
+        p = vit_pass(img, mdl, r.resolution, progress)
+        v, hd = fitted(p, None, r)
+        fv = vit_frame(p, v, hd)
+        q = v.query if isinstance(v.query, tuple) else (None, None)
+        res, vw, (thr, al, cm) = r.resolution, r.spec.view, (v.threshold, v.alpha, v.cmap)
         head_up = gr.update(maximum=p.num_heads - 1, value=hd)
-        now = self.view_of(img, mdl, res, qr, qc, f.res.layer, fv[1].view, hd, thr, al, cm, *ro)
+        ro = tuple(v.rollout_options.values())
+        now = dict(image=img, model=mdl, resolution=res, qrow=q[0], qcol=q[1], layer=fv[0].res.layer, view=vw)
+        now |= dict(head=hd, threshold=thr, alpha=al, cmap=cm) | dict(zip(ROLLOUT, ro))
         return {
             **self.shown(fv, p, img, hd, now=now),
             self.t.image: img,
@@ -228,37 +253,40 @@ class ViTHandlers:
         }
 
     @user_errors
-    def make_link(self, img, mdl, res, qr, qc, lay, vw, hd, cls, thr, al, cm, fu, dr, du, find, *found_url):
+    def make_link(self, **fields):
         """The address of the view on screen (an uploaded image is not part of it: links name examples);
         colours, threshold, opacity and rollout options only where they are not the start screen's, and
-        "Find in image"'s prompts."""
-        q = vit_inputs.parse_query(qr, qc)
-        given = [(thr, "threshold"), (al, "alpha"), (cm, "cmap")]
-        style = {k: v for v, k in given if v is not None and v != VIT_DEFAULTS[k]}
-        ro = dict(zip(("fusion", "discard", "rule"), (fu, dr, du)))
-        style |= {k: v for (k, v), d in zip(ro.items(), ROLLOUT) if v is not None and v != d}
+        "Find in image"'s prompts, rule and options (`FIND_KEYS`)."""
+        now = accepted(**fields)
+        r, img = request_of(now), now["image"]
+        v = r.spec
+        style = {k: getattr(v, k) for k in LINK_STYLE if getattr(v, k) != LINK_STYLE[k]}
+        ro = dict(zip(LINK_ROLLOUT, (now.get(k) for k in ROLLOUT)))
+        style |= {k: x for k, x in ro.items() if x is not None and x != LINK_ROLLOUT[k]}
+        cls, find = fields.get("cls"), fields.get("find")
         link = permalink.Link(
             **style,
             example=permalink.example_name(img),
-            model=(mdl or "").strip() or None,
-            resolution=str(res),
-            layer=vit_inputs.parse_layer(lay),
-            head=vit_inputs.parse_head(hd),
-            view=vit_views.check_view(vw),
-            query=q,
+            model=(r.model or "").strip() or None,
+            resolution=str(r.resolution),
+            layer=v.layer,
+            head=r.head,
+            view=v.view,
+            query=v.query,
             cls=None if cls is None else int(cls),
             find=(find or "").strip() or None,
-            **self.t.find.link_fields(*found_url[:-1]),
+            **self.t.find.link_fields(*(fields.get(k) for k in permalink.FIND_KEYS)),
         )
         if link.example is None and img is not None:
             info(
                 "Uploaded images are not part of links (the server keeps no one's files): this link opens "
                 "the same model, layer, head, view and query on the start image."
             )
-        base = (found_url[-1] or "").split("?")[0].split("#")[0]
+        base = (fields.get("page_url") or "").split("?")[0].split("#")[0]
         return gr.update(value=f"{base}?{permalink.query_string(link)}", visible=True)
 
     @user_errors
     def example(self, img, mdl, res, vw, thr, al, cm):
         p = vit_pass(img, mdl, res)
-        return self.shown(vit_frame(p, None, None, -1, vw, 0, thr, al, cm), p, img, 0, plain=True)
+        v = ViewSpec(view=vw, threshold=thr, alpha=al, cmap=cm)
+        return self.shown(vit_frame(p, v, HEAD), p, img, HEAD, plain=True)

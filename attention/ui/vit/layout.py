@@ -15,22 +15,27 @@ from importlib import resources
 
 import gradio as gr
 
-from attention import render as vit_render
 from attention.ui.common import model_choices
 from attention.ui.common.components import error_note, image_path, kept_state, number, slider, tiles_gallery
 from attention.ui.vit import live as vit_live
 from attention.ui.vit.faithfulness_panel import FaithfulnessPanel
 from attention.ui.vit.panels import ComparePanel, FeaturePanel
+from attention.ui.vit.refusals import KEYS, ROLLOUT
 from attention.ui.vit.relevance_panel import RelevancePanel
 from attention.ui.vit.text_panel import TextPanel
+from attention.validate import Bound
 from attention.vit.draw import texts as vit_texts
-from attention.vit.draw import views as vit_views
+from attention.vit.engine import request
 from attention.vit.models import loader as vit_models
 from attention.vit.models.sources import Startup
 
-VIT_DEFAULTS = {"resolution": "auto", "view": "heads", "threshold": 0.6, "alpha": 0.6, "cmap": "inferno"}
 VIT_CSS = (resources.files("attention.ui.vit") / "tab.css").read_text()
-DISCARD_RULES = [("in each row", "row"), ("whole matrix, CLS kept (vit-explain)", "global")]  # rollout: (label, rule)
+
+
+def bounded(b: Bound, **kw) -> gr.Slider:
+    """A slider over bound `b` of the request: its range, step and default (`Bound.slider`)."""
+    lo, hi, step = b.slider()
+    return slider(lo, hi, value=b.default, step=step, **kw)
 
 
 def map_caption(view: str, head: int, heads: int, layer: int) -> str:
@@ -90,6 +95,13 @@ class ViTTab:
         self._keep()
         self.live = vit_live.component()  # hidden: the browser's copy of the view, for instant redraws
 
+    def named(self, *without: str, **extra) -> dict:
+        """The view's controls by name (`refusals.KEYS`, the rollout's options), the visitor's pass (`state`) and
+        last accepted view (`good`), less `without`, then `extra`: an event's inputs by name (`inputs_kwargs`), which
+        its handler reads once into a request (`fields.request_of`)."""
+        names = [*KEYS, *ROLLOUT, "state", "good"]
+        return {k: getattr(self, k) for k in names if k not in without} | extra
+
     def _controls(self, s: Startup) -> None:
         self.image = image_path(
             type="filepath",
@@ -108,35 +120,25 @@ class ViTTab:
             info="an alias, a timm ViT name, or hf-hub:org/repo",
             elem_id="vit-model",
         )
-        self.view = gr.Radio(
-            [(label, key) for key, label in vit_views.VIEWS.items()],
-            value=VIT_DEFAULTS["view"],
-            label="View",
-            elem_id="vit-view",
-        )
-        self.threshold = slider(
-            0.05,
-            1.0,
-            value=VIT_DEFAULTS["threshold"],
-            step=0.05,
+        self.view = gr.Radio(request.VIEW.pairs(), value=request.VIEW.default, label="View", elem_id="vit-view")
+        self.threshold = bounded(
+            request.THRESHOLD,
             label="Mask threshold",
             info="share of attention each mask keeps",
             elem_id="vit-threshold",
         )
-        self.alpha = slider(
-            0.0, 1.0, value=VIT_DEFAULTS["alpha"], step=0.05, label="Overlay opacity", elem_id="vit-alpha"
-        )
+        self.alpha = bounded(request.OPACITY, label="Overlay opacity", elem_id="vit-alpha")
         with gr.Row():
             self.cmap = gr.Dropdown(
-                list(vit_render.COLORMAPS),
-                value=VIT_DEFAULTS["cmap"],
+                list(request.CMAP.keys()),
+                value=request.CMAP.default,
                 label="Colormap",
                 min_width=110,
                 elem_id="vit-cmap",
             )
             self.resolution = gr.Dropdown(
-                ["auto", "native", "dino480", "224", "320", "480", "640", "800"],
-                value=VIT_DEFAULTS["resolution"],
+                list(request.RESOLUTIONS),
+                value=request.RESOLUTION,
                 allow_custom_value=True,
                 label="Resolution",
                 info="shorter side, px (DINOv3: the height)",
@@ -144,18 +146,16 @@ class ViTTab:
                 elem_id="vit-resolution",
             )
         with gr.Accordion("Rollout options", open=False, elem_id="vit-rollout-options"):
-            self.fusion = gr.Radio(["mean", "max", "min"], value="mean", label="Head fusion", elem_id="vit-fusion")
-            self.discard_ratio = slider(
-                0.0,
-                0.95,
-                value=0.0,
-                step=0.05,
+            fusion, rule = request.FUSION, request.DISCARD_RULE
+            self.fusion = gr.Radio(list(fusion.keys()), value=fusion.default, label="Head fusion", elem_id="vit-fusion")
+            self.discard_ratio = bounded(
+                request.DISCARD_RATIO,
                 label="Discard ratio",
                 info="share of the lowest attention dropped in each layer",
                 elem_id="vit-discard",
             )
             self.discard_rule = gr.Radio(
-                DISCARD_RULES, value="row", label="Drop the lowest", elem_id="vit-discard-rule"
+                rule.pairs(), value=rule.default, label="Drop the lowest", elem_id="vit-discard-rule"
             )
 
     def _map(self) -> None:
@@ -184,7 +184,7 @@ class ViTTab:
             self.head = slider(
                 0,
                 self.depth[1] - 1,
-                value=0,
+                value=request.HEAD,
                 step=1,
                 label="Head",
                 info="or click a head's map",
@@ -192,7 +192,7 @@ class ViTTab:
                 elem_id="vit-head",
             )
         self.legend = gr.HTML(
-            vit_texts.legend_html(VIT_DEFAULTS["cmap"]),
+            vit_texts.legend_html(request.CMAP.default),
             elem_id="vit-legend",
             head=f"<style>{VIT_CSS}</style>",
         )  # tab-local CSS (css= needs launch())

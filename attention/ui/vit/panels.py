@@ -28,6 +28,7 @@ PCA_STYLES = [("min-max (DINOv2's demos)", "minmax"), ("DINOv3's notebook: foreg
 FAST = dict(show_progress="minimal", api_visibility="private")
 HEAVY = dict(FAST, validator=queue_share())  # may run a forward: within the visitor's share of the queue
 SEEN = ("qrow", "qcol", "layer", "view", "head", "threshold", "alpha", "cmap")  # what the compare panel follows
+CMP_STATE = ("resolution", "state", "cstate", "main", "good")  # ... and what else it reads
 
 
 @dataclass
@@ -48,6 +49,11 @@ class Main:
     qimg: gr.Image
     model: gr.Dropdown
     good: gr.State | None = None  # the last accepted view (`fields.on_screen`)
+
+    def named(self, *names: str, **extra) -> dict:
+        """The components `names` by name, then `extra`: an event's inputs for a handler taking them by name
+        (`inputs_kwargs`)."""
+        return {k: getattr(self, k) for k in names} | extra
 
 
 class ComparePanel:
@@ -78,11 +84,12 @@ class ComparePanel:
             with gr.Accordion("Second model: every head", open=False, visible=False) as self.cacc:
                 self.cgallery = tiles_gallery("Second model", 4, "vit-compare-gallery")
 
-    def update(
-        self, img, mdl, cmp, res, qr, qc, lay, vw, hd, thr, al, cm, st, cst, main, gd=None, progress=gr.Progress()
-    ):
-        """The second model's view of the main one's: read from the main view's accepted view `gd` when it
-        is the one on screen (checked when drawn: `fields.on_screen`), else from the fields."""
+    def update(self, progress=gr.Progress(), **f):
+        """The second model's view of the main one's (the event's fields `f` by name): read from the main view's
+        accepted view (`good`) when it is the one on screen (checked when drawn: `fields.on_screen`), else from the
+        fields."""
+        img, mdl, cmp, res, st, cst, main, gd = (f.get(k) for k in ("image", "model", "compare", *CMP_STATE))
+        qr, qc, lay, vw, hd, thr, al, cm = (f[k] for k in SEEN)
         off = {self.cdetails: "", self.cgallery: [], self.cmain: None, self.cimg: None, self.cstate: None}
         if not cmp or cmp == VIT_NONE or st is None:
             return {**off, self.cpair: gr.update(visible=False), self.cacc: gr.update(visible=False)}
@@ -117,13 +124,13 @@ class ComparePanel:
 
     def follow(self, events: list, m: Main) -> None:
         """Redraw after each of `events` succeeds, and when the second model is picked."""
-        ins = [m.image, m.model, self.compare, m.resolution, m.qrow, m.qcol, m.layer, m.view, m.head, m.threshold]
-        ins += [m.alpha, m.cmap, m.state, self.cstate, m.qimg, m.good]
+        ins = m.named("image", "model", "resolution", *SEEN, "state", compare=self.compare, cstate=self.cstate)
+        ins |= m.named(main=m.qimg, good=m.good)
         outs = [self.cdetails, self.cgallery, self.cmain, self.cimg, self.cstate, self.cpair, self.cacc]
-        at = dict(show_progress_on=[self.cdetails])  # one progress indicator per job
+        at = dict(show_progress_on=[self.cdetails], inputs_kwargs=ins)  # one progress indicator per job
         for ev in events:  # follows a job already within the visitor's share (a forward here takes a turn)
-            ev.success(self.update, ins, outs, **FAST, **at)
-        self.compare.input(user_errors(self.update), ins, outs, **HEAVY, **at)
+            ev.success(self.update, None, outs, **FAST, **at)
+        self.compare.input(user_errors(self.update), None, outs, **HEAVY, **at)
 
 
 class FeaturePanel:
@@ -144,23 +151,25 @@ class FeaturePanel:
             self.gallery = tiles_gallery("Feature views of the chosen layer", 3, "vit-features")
 
     @user_errors
-    def update(self, is_open, img, mdl, res, qr, qc, lay, hd, al, cm, st, style="minmax"):
-        if not is_open:
+    def update(self, **f):
+        """The feature views of the main view's layer and query (the event's fields `f` by name), while open."""
+        if not f["is_open"]:
             return gr.skip()
-        p = self.vit_pass(img, mdl, res, state=st)  # the main view's pass, by the key in the visitor's state
-        lay, _, qr, qc = self.fit(p, st, lay, hd, qr, qc)
+        st = f["state"]
+        p = self.vit_pass(f["image"], f["model"], f["resolution"], state=st)  # the main view's pass (its key: `st`)
+        lay, _, qr, qc = self.fit(p, st, f["layer"], f["head"], f["qrow"], f["qcol"])
         q = vit_inputs.parse_query(qr, qc)
-        tiles, _ = feature_pictures(p, q, lay, alpha=al, cmap=cm, pca_style=style or "minmax")
+        tiles, _ = feature_pictures(p, q, lay, alpha=f["alpha"], cmap=f["cmap"], pca_style=f["style"] or "minmax")
         return [(reduced(t.image, THUMB_SIDE), t.caption) for t in tiles]
 
     def follow(self, events: list, m: Main) -> None:
         """Redraw after each of `events` succeeds (while open), and when the panel opens."""
-        ins = [self.open, m.image, m.model, m.resolution, m.qrow, m.qcol, m.layer, m.head, m.alpha, m.cmap, m.state]
-        ins.append(self.style)
+        names = ("image", "model", "resolution", "qrow", "qcol", "layer", "head", "alpha", "cmap", "state")
+        by_name = dict(inputs_kwargs=m.named(*names, is_open=self.open, style=self.style))
         for ev in events:  # follows a job already within the visitor's share (no forward of its own)
-            ev.success(self.update, ins, self.gallery, **FAST)
-        self.style.input(self.update, ins, self.gallery, **FAST)
+            ev.success(self.update, None, self.gallery, **FAST, **by_name)
+        self.style.input(self.update, None, self.gallery, **FAST, **by_name)
         self.acc.expand(lambda: True, None, self.open, queue=False, api_visibility="private").then(
-            self.update, ins, self.gallery, **HEAVY
+            self.update, None, self.gallery, **HEAVY, **by_name
         )
         self.acc.collapse(lambda: False, None, self.open, queue=False, api_visibility="private")

@@ -18,6 +18,7 @@ from attention.ui.common.admit import heavy_endpoint, in_lane, who
 from attention.ui.common.api_docs import with_models
 from attention.ui.common.components import answer_outputs, error_note, image_path, number, picture, user_errors
 from attention.vit.draw.drawing import QUERY_COLOR
+from attention.vit.engine import request
 from attention.vit.relevance.labels import short_name
 from attention.vit.relevance.service import get_relevance, is_classifier
 from attention.vit.relevance.views import enlarged, tiles, write_answer
@@ -100,7 +101,7 @@ class RelevancePanel:
         return gr.update(visible=True, value=pic, label=f"Second model, {cmp.strip()}: relevance for {what}")
 
     def draw(
-        self, img, mdl, res, target, rule, qr, qc, al, cm, chosen_for=None, cmp=None, st=None, progress=gr.Progress()
+        self, progress=gr.Progress(), *, img, mdl, res, target, rule, qr, qc, al, cm, chosen_for=None, cmp=None, st=None
     ):
         """The view for the main view's image, model and resolution; hidden for a model without a head.
         target: the chosen class, kept while the model is the one it was chosen for (`chosen_for`; None: any).
@@ -166,18 +167,20 @@ class RelevancePanel:
         """Redraw after each of `events` succeeds, on a bar click, a rule change and a new second model
         (`compare`, the compare panel's dropdown). `on_query(event)`: chains the main view's update after a
         click on the relevance map has set the query fields."""
-        ins = [main.image, main.model, main.resolution, self.target, self.rule, main.qrow, main.qcol]
-        ins += [main.alpha, main.cmap, self.chosen_for, compare if compare is not None else gr.State(None), main.state]
+        ins = dict(img=main.image, mdl=main.model, res=main.resolution, target=self.target, rule=self.rule)
+        ins |= dict(qr=main.qrow, qc=main.qcol, al=main.alpha, cm=main.cmap, chosen_for=self.chosen_for)
+        ins |= dict(cmp=compare if compare is not None else gr.State(None), st=main.state)
+        by_name = dict(inputs_kwargs=ins, **FAST)  # the handler's parameters by name
         draw = in_lane(user_errors(self.draw))  # in the heavy lane's threads, at ATTENTION_HEAVY_NICE
         for ev in events:
-            ev.success(draw, ins, self.outputs, **FAST)
-        self.rule.input(draw, ins, self.outputs, **FAST)
+            ev.success(draw, None, self.outputs, **by_name)
+        self.rule.input(draw, None, self.outputs, **by_name)
         if compare is not None:
-            compare.input(draw, ins, self.outputs, **FAST)
+            compare.input(draw, None, self.outputs, **by_name)
         for i, bar in enumerate(self.bars):
             bar.click(
                 lambda top, i=i: top[i] if i < len(top) else None, self.top, self.target, queue=False, **FAST
-            ).then(draw, ins, self.outputs, **FAST)
+            ).then(draw, None, self.outputs, **by_name)
 
         @user_errors
         def click(img, mdl, res, target, evt: gr.SelectData):
@@ -198,7 +201,7 @@ def relevance_fn(model_default: str):
     """The /relevance handler."""
 
     @user_errors
-    def relevance(image, model=model_default, target=None, resolution="auto"):
+    def relevance(image, model=model_default, target=None, resolution=request.RESOLUTION):
         """Why a vision transformer classifier says a class: relevance maps beside the CLS attention of the same pass.
 
         Returns (picture, maps, info): one PNG of three captioned overlays (the relevance of each patch for the
@@ -229,5 +232,5 @@ def build_api(model_default: str) -> None:
         r_img = image_path(type="filepath", image_mode=None, label="image")
         r_model = gr.Textbox(model_default, label="model")
         r_target = gr.Textbox("", label="target")
-        r_res = gr.Textbox("auto", label="resolution")
+        r_res = gr.Textbox(request.RESOLUTION, label="resolution")
         heavy_endpoint(relevance_fn(model_default), "relevance", [r_img, r_model, r_target, r_res], answer_outputs())

@@ -12,9 +12,8 @@ from attention.ui.common.endpoint import endpoint
 from attention.ui.vit.api import pass_for
 from attention.ui.vit.fields import ROLLOUT_QUEUE
 from attention.ui.vit.stepwise_panel import export_view
-from attention.vit.draw import frames as vit_frames
 from attention.vit.engine import query as vit_query
-from attention.vit.engine import stepwise
+from attention.vit.engine import request, stepwise
 from attention.vit.serve import inputs as vit_inputs
 
 
@@ -40,7 +39,7 @@ def explain_row_fn(model_default: str):
         temperature=stepwise.TEMPERATURE,
         key_row=None,
         key_col=None,
-        resolution="auto",
+        resolution=request.RESOLUTION,
     ):
         """One head's attention row for one query, step by step (the numbers as JSON).
 
@@ -71,19 +70,19 @@ def explain_row_fn(model_default: str):
     return with_models(explain_row)
 
 
-def export_view_fn(model_default: str, defaults: dict):
+def export_view_fn(model_default: str):
     @user_errors
     def export_view_api(
         image,
         model=model_default,
-        layer=-1,
-        head=0,
+        layer=request.LAYER,
+        head=request.HEAD,
         query_row=None,
         query_col=None,
-        view=defaults["view"],
+        view=request.VIEW.default,
         k=stepwise.K,
         temperature=stepwise.TEMPERATURE,
-        resolution="auto",
+        resolution=request.RESOLUTION,
     ):
         """The view as one self-contained HTML file: the large map, every head's tile and the step by step of
         the head, every picture inline (no server needed to open it).
@@ -102,20 +101,13 @@ def export_view_fn(model_default: str, defaults: dict):
         """
         hd = vit_inputs.parse_head(head)
         p, q, lay = pass_for(image, model, resolution, query_row, query_col, layer)
-        v = vit_frames.ViewSpec(
-            query=q,
-            layer=lay,
-            view=view,  # checked once, by the ViewSpec
-            threshold=defaults["threshold"],
-            alpha=defaults["alpha"],
-            cmap=defaults["cmap"],
-        )
+        v = request.ViewSpec(query=q, layer=lay, view=view)  # checked once, by the ViewSpec; the style's defaults
         return str(export_view(p, v, hd, **_knobs(k, temperature)))
 
     return with_models(export_view_api)
 
 
-def build(model_default: str, defaults: dict) -> None:
+def build(model_default: str) -> None:
     """Register /explain_row (JSON) and /export_view (an HTML file)."""
     with gr.Row(visible=False):
         endpoint(
@@ -126,7 +118,7 @@ def build(model_default: str, defaults: dict) -> None:
             validator=queue_share(),
         )
         endpoint(
-            export_view_fn(model_default, defaults),
+            export_view_fn(model_default),
             "export_view",
             image_path(type="filepath", image_mode=None, label="image"),
             [gr.File(label="page")],

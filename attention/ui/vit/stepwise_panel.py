@@ -11,7 +11,8 @@ import gradio as gr
 from attention.errors import AttentionError
 from attention.ui.common.admit import who
 from attention.ui.common.components import queue_share, slider, user_errors
-from attention.ui.vit.fields import FITTED, ROLLOUT_QUEUE, on_screen
+from attention.ui.vit.fields import FITTED, ROLLOUT_QUEUE, fitted, on_screen, request_of
+from attention.ui.vit.refusals import accepted
 from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import stepwise_html
 from attention.vit.draw import views as vit_views
@@ -23,6 +24,7 @@ from attention.vit.serve import rollouts
 
 FAST = dict(show_progress="minimal", api_visibility="private")
 HEAVY = dict(FAST, validator=queue_share())
+STEPS = ("image", "model", "resolution", "qrow", "qcol", "layer", "head", "state")  # what the step by step reads
 PANELS: list[StepwisePanel] = []  # the panel of the app being built (`open_in_calculator` wires the last)
 CALC_LABEL = "Q, K, V directly"  # the calculator's direct mode (`calculator.form.MODE_LABELS`)
 TO_CALCULATOR_TAB = """() => { const b = [...document.querySelectorAll('button[role="tab"]')]
@@ -103,38 +105,47 @@ class StepwisePanel:
                     self.html = gr.HTML("", elem_id="vit-steps")
         PANELS.append(self)
 
-    def inputs(self, m) -> list:
-        return [self.open, m.image, m.model, m.resolution, m.qrow, m.qcol, m.layer, m.head, m.alpha, m.cmap]
+    def inputs(self, m, *names: str) -> dict:
+        """The main view's fields `names` (`Main.named`) and the panel's knobs, by name (`inputs_kwargs`)."""
+        return m.named(*names) | dict(k=self.k, temp=self.temperature, key=self.key)
 
-    def _steps(self, img, mdl, res, qr, qc, lay, hd, st, k, temp, key, gd=None):
-        """The step by step of the main view's head; `gd`: its accepted view (`fields.on_screen`), trusted
-        when it is the one of these fields' pass, else the fields are fitted (`fit`, parsing them)."""
+    def draw_inputs(self, m) -> dict:
+        """What `draw` reads, by name: whether the panel is open, the main view's fields, the knobs."""
+        return dict(is_open=self.open) | self.inputs(m, *STEPS, "alpha", "cmap", "good")
+
+    def _steps(self, f: dict):
+        """The step by step of the main view's head, from the event's fields `f` by name; the main view's
+        accepted view (`good`: `fields.on_screen`) is trusted when it is the one of these fields' pass, else the
+        fields are fitted (`fit`, parsing them)."""
+        img, mdl, res, st = f["image"], f["model"], f["resolution"], f["state"]
         p = self.vit_pass(img, mdl, res, state=st)
-        seen = on_screen(gd, img, mdl, res)
-        lay, hd, qr, qc = self.fit(p, st, lay, hd, qr, qc) if seen is None else (seen[k] for k in FITTED)
-        s, r = explain(p, qr, qc, lay, hd, k, temp, key)
+        seen = on_screen(f.get("good"), img, mdl, res)
+        lay, hd, qr, qc = (
+            self.fit(p, st, f["layer"], f["head"], f["qrow"], f["qcol"]) if seen is None else (seen[k] for k in FITTED)
+        )
+        s, r = explain(p, qr, qc, lay, hd, f["k"], f["temp"], f["key"])
         return p, s, r
 
-    def draw(self, is_open, img, mdl, res, qr, qc, lay, hd, al, cm, st, k, temp, key, gd=None):
+    def draw(self, **f):
         """The panel's map and text (skipped while closed); a refusal (the pooling head's query) is shown in it."""
-        if not is_open:
+        if not f["is_open"]:
             return gr.skip(), gr.skip()
         try:
-            p, s, r = self._steps(img, mdl, res, qr, qc, lay, hd, st, k, temp, key, gd)
+            p, s, r = self._steps(f)
         except AttentionError as e:
             return None, f"<p>⚠️ {e}</p>"
-        return stepwise_map(r, s, al, cm), panel_html(s, p.model)
+        return stepwise_map(r, s, f["alpha"], f["cmap"]), panel_html(s, p.model)
 
     def follow(self, events: list, m) -> None:
         """Redraw after each of `events` (the key back to the top patch), on the temperature, k, a click."""
-        ins = [*self.inputs(m), m.state, self.k, self.temperature, self.key, m.good]
+        ins = self.draw_inputs(m)
         outs = [self.map, self.html]
         for ev in events:
             ev.success(lambda: None, None, self.key, queue=False, api_visibility="private").then(
-                self.draw, ins, outs, **FAST
+                self.draw, None, outs, inputs_kwargs=ins, **FAST
             )
         for c in (self.temperature, self.k):
-            c.input(user_errors(self.draw), ins, outs, trigger_mode="always_last", **FAST)
+            c.input(user_errors(self.draw), None, outs, inputs_kwargs=ins, trigger_mode="always_last", **FAST)
 
         def pick(img, mdl, res, qr, qc, lay, st, evt: gr.SelectData):
             p = self.vit_pass(img, mdl, res, state=st)
@@ -144,23 +155,22 @@ class StepwisePanel:
 
         self.map.select(
             user_errors(pick), [m.image, m.model, m.resolution, m.qrow, m.qcol, m.layer, m.state], self.key, **FAST
-        ).success(self.draw, ins, outs, **FAST)
+        ).success(self.draw, None, outs, inputs_kwargs=ins, **FAST)
         self.acc.expand(lambda: True, None, self.open, queue=False, api_visibility="private").then(
-            user_errors(self.draw), ins, outs, **HEAVY
+            user_errors(self.draw), None, outs, inputs_kwargs=ins, **HEAVY
         )
         self.acc.collapse(lambda: False, None, self.open, queue=False, api_visibility="private")
 
         @user_errors
-        def export(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, k, temp, key):
-            p = self.vit_pass(img, mdl, res, state=st)
-            lay, hd, qr, qc = self.fit(p, st, lay, hd, qr, qc)
-            q = vit_inputs.parse_query(qr, qc)
-            v = vit_frames.ViewSpec(query=q, layer=lay, view=vw, threshold=thr, alpha=al, cmap=cm)
-            return gr.update(value=str(export_view(p, v, hd, k, temp, key)), visible=True)
+        def export(**f):
+            """The view on screen as one HTML file: its fields read once into a request, fitted to the pass."""
+            r = request_of(accepted(**f))
+            p = self.vit_pass(r.image, r.model, r.resolution, state=f["state"])
+            v, hd = fitted(p, f["state"], r)
+            return gr.update(value=str(export_view(p, v, hd, f["k"], f["temp"], f["key"])), visible=True)
 
-        ex_ins = [m.image, m.model, m.resolution, m.qrow, m.qcol, m.layer, m.view, m.head, m.threshold]
-        ex_ins += [m.alpha, m.cmap, m.state, self.k, self.temperature, self.key]
-        self.export_btn.click(export, ex_ins, self.export_file, **HEAVY, **ROLLOUT_QUEUE)
+        ex_ins = self.inputs(m, *STEPS, "view", "threshold", "alpha", "cmap")
+        self.export_btn.click(export, None, self.export_file, inputs_kwargs=ex_ins, **HEAVY, **ROLLOUT_QUEUE)
         self.main = m
 
 
@@ -182,8 +192,8 @@ def open_in_calculator(calc: dict) -> None:
     tables, texts = calc["tables"], calc["texts"]
 
     @user_errors
-    def fill(img, mdl, res, qr, qc, lay, hd, st, k, temp, key):
-        _, s, _ = panel._steps(img, mdl, res, qr, qc, lay, hd, st, k, temp, key)
+    def fill(**f):
+        _, s, _ = panel._steps(f)
         form = stepwise.calculator_form(s)
         out = {calc["mode"]: CALC_LABEL, calc["edit_as"]: "Tables", calc["use_wo"]: False, calc["preset"]: None}
         out |= {calc["about"]: calculator_about(s, form["folded"]), calc["heads"]: 1}
@@ -197,10 +207,9 @@ def open_in_calculator(calc: dict) -> None:
             out[texts[n]] = "\n".join(" ".join(r) for r in cells)
         return out
 
-    ins = [m.image, m.model, m.resolution, m.qrow, m.qcol, m.layer, m.head, m.state, panel.k, panel.temperature]
-    ins.append(panel.key)
+    ins = panel.inputs(m, *STEPS)
     outs = [calc[c] for c in ("mode", "edit_as", "use_wo", "preset", "about", "heads", "scale_mode", "scale")]
     outs += [calc["mask_mode"], calc["dropout"], *tables.values(), *texts.values()]
-    ev = panel.calc_btn.click(fill, ins, outs, **HEAVY)
+    ev = panel.calc_btn.click(fill, None, outs, inputs_kwargs=ins, **HEAVY)
     calc["calculate"](ev.success)
     ev.success(None, None, None, js=TO_CALCULATOR_TAB, queue=False, api_visibility="private")

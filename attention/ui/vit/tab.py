@@ -18,13 +18,13 @@ from attention.ui.vit import layout as vit_layout
 from attention.ui.vit import live as vit_live
 from attention.ui.vit.fields import ROLLOUT_QUEUE, fit, vit_pass
 from attention.ui.vit.handlers import ViTHandlers
-from attention.ui.vit.layout import VIT_DEFAULTS
 from attention.ui.vit.panels import Main
 from attention.ui.vit.stepwise_api import build as build_stepwise_api
 from attention.ui.vit.stepwise_panel import StepwisePanel
 from attention.ui.vit.tour import build as build_tour
 from attention.vit.models import registry as model_registry
 from attention.vit.models import sources as vit_weights
+from attention.vit.serve import permalink
 
 FAULT = ["vit-fault"]  # the class (tab.css) of an input whose value could not be used
 
@@ -56,13 +56,11 @@ def build(demo: gr.Blocks | None = None) -> None:
         t.qcol,
         t.live,
     ]
-    style = [t.layer, t.view, t.head, t.threshold, t.alpha, t.cmap]
-
     h = ViTHandlers(t, s, first_image)
 
     adopted = []  # events after which only "Why this class?" redraws: the first screen, an example's follow-up
     ropts = h.ropts
-    inputs = [t.image, t.model, t.resolution, t.qrow, t.qcol, *style, t.state, *ropts, t.good]
+    inputs = t.named()  # by name: each handler reads them once into a request (`fields.request_of`)
     # what an answer may set: the view's outputs, and on a refusal every control back to the kept view
     restored = [t.good, t.note, t.image, t.model, t.resolution, t.view, t.threshold, t.alpha, t.cmap, *ropts]
     fast = dict(show_progress="minimal", api_visibility="private")
@@ -76,15 +74,16 @@ def build(demo: gr.Blocks | None = None) -> None:
     # again on blur), its `change` once; "always_last" runs the latest change after a running one; each
     # may run a forward, so each asks for a turn within the visitor's share of the queue
     at = dict(trigger_mode="always_last", js=vit_live.AFTER_DRAWING, api_visibility="private", **heavy_only)
+    at |= dict(inputs_kwargs=inputs)
     quick = dict(queue=False, api_visibility="private")
-    upload = t.image.upload(h.update, inputs, [*show, t.state, *restored], show_progress_on=[t.image], **at)
+    upload = t.image.upload(h.update, None, [*show, t.state, *restored], show_progress_on=[t.image], **at)
     # a file that failed: no broken picture left in the input, which is outlined until an image is read
     upload.failure(lambda: gr.update(value=None, elem_classes=FAULT), None, t.image, **quick)
     upload.success(lambda: gr.update(elem_classes=[]), None, t.image, **quick)
     changes = [
         upload,
-        t.model.change(h.update, inputs, [*show, t.state, *restored], show_progress_on=[t.model], **at),
-        t.resolution.change(h.update, inputs, [*show, t.state, *restored], show_progress_on=[t.resolution], **at),
+        t.model.change(h.update, None, [*show, t.state, *restored], show_progress_on=[t.model], **at),
+        t.resolution.change(h.update, None, [*show, t.state, *restored], show_progress_on=[t.resolution], **at),
         gr.on(
             [
                 t.view.input,
@@ -98,7 +97,7 @@ def build(demo: gr.Blocks | None = None) -> None:
                 t.alpha.release,
             ],
             h.update,
-            inputs,
+            None,
             [*show, t.state, *restored],
             show_progress_on=[t.qimg],
             **at,
@@ -106,39 +105,42 @@ def build(demo: gr.Blocks | None = None) -> None:
         gr.on(  # typed query fields: checked first, so only the field at fault is marked
             [t.qrow.submit, t.qcol.submit],
             h.update,
-            inputs,
+            None,
             [*show, t.state, *restored],
+            inputs_kwargs=inputs,
             **on_map,
             validator=queue_share(h.check_query),
         ),
         # clicks as changes: the latest runs after a running one (the browser has drawn it already)
         t.qimg.select(
             h.click,
-            [t.image, t.model, t.resolution, *style, t.state, *ropts, t.good, t.clicked],
+            None,
             [*show, t.state, *restored],
+            inputs_kwargs=t.named("qrow", "qcol", clicked=t.clicked),  # the pixel last: the page's script sets it
             trigger_mode="always_last",
             js=vit_live.AFTER_CLICK,
             **on_map_heavy,
         ),
         t.gallery.select(
             h.pick_head,
-            inputs,  # the tile names the head
+            None,  # the tile names the head
             [*show, t.state, *restored],
+            inputs_kwargs=inputs,
             trigger_mode="always_last",
             **on_map_heavy,
         ),
         t.cls_btn.click(lambda: (None, None), None, [t.qrow, t.qcol], api_visibility="private", queue=False).then(
-            h.update, inputs, [*show, t.state, *restored], **on_map_heavy
+            h.update, None, [*show, t.state, *restored], inputs_kwargs=inputs, **on_map_heavy
         ),
     ]
-    t.dl_btn.click(h.make_download, inputs, t.download, **heavy)
-    t.mv_btn.click(h.model_sheet, inputs, t.mv_img, **heavy)
+    t.dl_btn.click(h.make_download, None, t.download, inputs_kwargs=inputs, **heavy)
+    t.mv_btn.click(h.model_sheet, None, t.mv_img, inputs_kwargs=inputs, **heavy)
+    found = dict(zip(permalink.FIND_KEYS, [t.find.rule, *t.find.options]))
     t.link_btn.click(
         h.make_link,
-        [t.image, t.model, t.resolution, t.qrow, t.qcol, t.layer, t.view, t.head, t.why.target, *style[3:], *ropts]
-        + [t.find.prompts, t.find.rule, *t.find.options]
-        + [t.page_url],
+        None,
         t.link_box,
+        inputs_kwargs=t.named("state", "good", cls=t.why.target, find=t.find.prompts, **found, page_url=t.page_url),
         js="(...args) => [...args.slice(0, -1), window.location.href]",
         **fast,
     )
@@ -167,7 +169,9 @@ def build(demo: gr.Blocks | None = None) -> None:
 
     shown_by_examples = [c for c in show if c not in (t.download, t.qrow, t.qcol, t.live)]
     adopted += vit_examples.build(t, s, h.example, shown_by_examples, vit_pass, fast)
-    then_update = lambda ev: ev.then(h.update, inputs, [*show, t.state, *restored], **on_map)  # noqa: E731
+    then_update = lambda ev: ev.then(  # noqa: E731
+        h.update, None, [*show, t.state, *restored], inputs_kwargs=inputs, **on_map
+    )
     t.why.follow([*changes, *adopted], main, on_query=then_update, compare=t.cmp.compare)
     with t.steps_slot:  # one head's row step by step, and the guided first visit that drives the tab
         steps = StepwisePanel(vit_pass, fit)
@@ -175,8 +179,8 @@ def build(demo: gr.Blocks | None = None) -> None:
     build_tour(t, steps, first_image, s.model, then_update, demo)
     t.find.follow([*changes, *adopted], main)
     t.faith.follow([*changes, *adopted], main, ropts)
-    vit_api.build(s.model, VIT_DEFAULTS)
-    build_stepwise_api(s.model, VIT_DEFAULTS)
+    vit_api.build(s.model)
+    build_stepwise_api(s.model)
     relevance_panel.build_api(model_registry.OFFLINE_MODEL)
     text_panel.build_api("digit_clip")
     faithfulness_panel.build_api(model_registry.OFFLINE_MODEL)

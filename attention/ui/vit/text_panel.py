@@ -15,6 +15,7 @@ from attention.errors import AttentionError, html_text
 from attention.ui.common.admit import heavy_endpoint, in_lane, who
 from attention.ui.common.api_docs import with_models
 from attention.ui.common.components import answer_outputs, error_note, image_path, picture, tiles_gallery, user_errors
+from attention.vit.engine import request
 from attention.vit.text.find import check_rule
 from attention.vit.text.openvocab import RuleOptions, check_options
 from attention.vit.text.prompts import MAX_PROMPT_CHARS, MAX_PROMPTS
@@ -102,11 +103,13 @@ class TextPanel:
             )
             with gr.Accordion("Rule options (the papers' defaults)", open=False, elem_id="vit-find-options"):
                 with gr.Row():
-                    d = RuleOptions()
                     self.residual = gr.Dropdown(RESIDUAL_CHOICES, value="", label="Residual and MLP of the last block")
-                    self.std = gr.Number(d.std, label="NACLIP: std (patches)", minimum=0.1, maximum=100)
-                    self.gamma = gr.Number(d.gamma, label="proxy: gamma", minimum=0.1, maximum=100)
-                    self.beta = gr.Number(d.beta, label="proxy: beta", minimum=0, maximum=10)
+                    self.std, self.gamma, self.beta = (
+                        gr.Number(b.default, label=label, minimum=b.slider()[0], maximum=b.slider()[1])
+                        for b, label in zip(
+                            request.FIND_OPTIONS.values(), ("NACLIP: std (patches)", "proxy: gamma", "proxy: beta")
+                        )
+                    )
             self.details = gr.Markdown("", elem_id="vit-find-details")
             with gr.Row(equal_height=False):
                 with gr.Column(scale=5, min_width=280):
@@ -152,7 +155,7 @@ class TextPanel:
     def outputs(self) -> list:
         return [self.box, self.details, self.big, self.gallery, self.scores, self.caption, self.chosen]
 
-    def draw(self, img, mdl, res, prompts, rule, residual, std, gamma, beta, chosen, al, cm, progress=gr.Progress()):
+    def draw(self, progress=gr.Progress(), *, img, mdl, res, prompts, rule, residual, std, gamma, beta, chosen, al, cm):
         """The view for the main view's image, model and resolution, the typed prompts, the rule and its options;
         for a model without a text tower, the models that have one."""
         if img is None:
@@ -193,21 +196,22 @@ class TextPanel:
     def follow(self, events: list, main) -> None:
         """Redraw after each of `events` succeeds, on Find, Enter in the prompts, a rule or option change, a tile
         click."""
-        ins = [main.image, main.model, main.resolution, self.prompts, self.rule, *self.options, self.chosen]
-        ins += [main.alpha, main.cmap]
+        ins = dict(img=main.image, mdl=main.model, res=main.resolution, prompts=self.prompts, rule=self.rule)
+        ins |= dict(zip(("residual", "std", "gamma", "beta"), self.options)) | dict(chosen=self.chosen)
+        by_name = dict(inputs_kwargs=ins | dict(al=main.alpha, cm=main.cmap), **FAST)  # the handler's parameters
         draw = in_lane(user_errors(self.draw))  # in the heavy lane's threads, at ATTENTION_HEAVY_NICE
         for ev in events:
-            ev.success(draw, ins, self.outputs, **FAST)
+            ev.success(draw, None, self.outputs, **by_name)
         gr.on([self.go.click, self.prompts.submit], lambda: 0, None, self.chosen, queue=False, **FAST).then(
-            draw, ins, self.outputs, **FAST
+            draw, None, self.outputs, **by_name
         )
-        gr.on([self.rule.input, *(c.input for c in self.options)], draw, ins, self.outputs, **FAST)
+        gr.on([self.rule.input, *(c.input for c in self.options)], draw, None, self.outputs, **by_name)
 
         def pick(evt: gr.SelectData) -> int:
             """A tile clicked: it is shown large."""
             return int(evt.index)
 
-        self.gallery.select(pick, None, self.chosen, queue=False, **FAST).then(draw, ins, self.outputs, **FAST)
+        self.gallery.select(pick, None, self.chosen, queue=False, **FAST).then(draw, None, self.outputs, **by_name)
 
 
 def text_fn(model_default: str):
@@ -218,12 +222,12 @@ def text_fn(model_default: str):
         image,
         prompts,
         model=model_default,
-        resolution="auto",
-        rule=BEST_RULE,
+        resolution=request.RESOLUTION,
+        rule=request.FIND_RULE,
         residual="",
-        std=5.0,
-        gamma=3.0,
-        beta=1.2,
+        std=request.FIND_STD.default,
+        gamma=request.FIND_GAMMA.default,
+        beta=request.FIND_BETA.default,
     ):
         """Where an image matches each of several text prompts, for a vision-language model (CLIP, SigLIP).
 
@@ -235,7 +239,7 @@ def text_fn(model_default: str):
 
         Args:
             image: {image}.
-            prompts: what to find, comma-separated ('a cat, a remote'): 1 to 8 prompts of up to 100 characters.
+            prompts: {prompts}.
             model: a model with a text tower: {text_models}.
             resolution: 'auto' (the model's own size), 'native', or the shorter side in px.
             rule: 'sclip' (the default), 'naclip', 'clearclip', 'maskclip', 'proxy', 'chefer', 'legrad' or 'similarity'.
@@ -244,9 +248,9 @@ def text_fn(model_default: str):
                 similarity: the raw patch-text similarity.
             residual: '' for the paper's choice, 'true' or 'false': keep the last block's residual and MLP.
                 The open-vocabulary rules only; MaskCLIP and SCLIP keep them, the others drop them.
-            std: NACLIP's Gaussian std in patches, over 0 to 100 (the paper's 5).
-            gamma: the proxy rule's scale of the similarity, over 0 to 100 (ProxyCLIP's 3).
-            beta: the proxy rule's shift times the mean similarity, 0 to 10 (ProxyCLIP's 1.2).
+            std: {std}.
+            gamma: {gamma}.
+            beta: {beta}.
         """
         opts = check_options(residual, std, gamma, beta)
         visitor = who()
@@ -263,7 +267,7 @@ def build_api(model_default: str = "digit_clip") -> None:
         t_img = image_path(type="filepath", image_mode=None, label="image")
         t_prompts = gr.Textbox("", label="prompts")
         t_model = gr.Textbox(model_default, label="model")
-        t_res = gr.Textbox("auto", label="resolution")
+        t_res = gr.Textbox(request.RESOLUTION, label="resolution")
         t_rule = gr.Textbox(BEST_RULE, label="rule")
         d = RuleOptions()
         t_opts = [gr.Textbox("", label="residual"), gr.Number(d.std, label="std")]

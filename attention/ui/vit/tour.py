@@ -148,9 +148,8 @@ def build(t, panel, start_image: str, start_model: str, then_update, demo: gr.Bl
         ]
 
     def redraw(ev) -> None:  # the tab's own redraw, then the panel's (it may have opened)
-        panel_ins = [*panel.inputs(panel.main), t.state, panel.k, panel.temperature, panel.key]
         then_update(ev).then(lambda: None, None, panel.key, **quick).then(
-            panel.draw, panel_ins, [panel.map, panel.html], **fast
+            panel.draw, None, [panel.map, panel.html], inputs_kwargs=panel.draw_inputs(panel.main), **fast
         ).then(None, step, None, js=SCROLL)
 
     redraw(nxt.click(lambda s, *a: go(_step(s) + 1, *a), ins, shown + driven, **fast, validator=queue_share()))

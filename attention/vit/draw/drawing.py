@@ -19,7 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
-MIN_DISPLAY = 224  # px: smaller images (MNIST's 28) are shown enlarged by a whole factor
+from attention.render import MIN_SIDE, enlargement
+
+__all__ = ["enlargement"]  # the one enlargement rule (`render`), named here as before
+
+MIN_DISPLAY = MIN_SIDE  # px: smaller images (MNIST's 28) are shown enlarged by a whole factor (`render.enlargement`)
 BIG_DISPLAY = 480  # px: the large map's shorter side is at least this (enlarged by a whole factor)
 THUMB_SIDE = 400  # px: the gallery's copies of the tiles are reduced to at most this longer side
 QUERY_COLOR = (0, 255, 255)  # cyan: the square around the query patch and the crosshair's arms
@@ -28,11 +32,6 @@ REACH = 2.5  # the crosshair's arms, in patches
 
 # A filled rectangle: rows y0..y1 and columns x0..x1 (end exclusive, inside the picture), and its colour.
 Box = tuple[int, int, int, int, tuple[int, int, int]]
-
-
-def enlargement(size: tuple[int, int], at_least: int) -> int:
-    """The whole factor that brings the shorter side of `size` (w, h) to `at_least` px or more (1 if it is)."""
-    return max(1, -(-at_least // min(size)))
 
 
 def reduction(size: tuple[int, int], at_most: int) -> int:

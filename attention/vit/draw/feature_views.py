@@ -21,6 +21,7 @@ from attention.vit.draw.views import display_scale
 from attention.vit.engine.features import check_pca_style, high_norm
 from attention.vit.engine.query import Query
 from attention.vit.engine.query import label as query_label
+from attention.vit.engine.request import CMAP, OPACITY
 
 HIGH_NORM_COLOR = (255, 48, 48)  # red outline around high-norm tokens
 
@@ -44,8 +45,8 @@ def feature_pictures(
     query: Query | None = None,
     layer: int = -1,
     *,
-    alpha: float = 0.6,
-    cmap: str = "inferno",
+    alpha: float = OPACITY.default,
+    cmap: str = CMAP.default,
     background: float | None = None,
     pca_style: str = "minmax",
 ) -> tuple[list[Tile], dict[str, np.ndarray]]:

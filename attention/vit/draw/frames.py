@@ -1,4 +1,5 @@
-"""One view of a cached pass, composed for each of its consumers (no forward pass): the tab's
+"""One view of a cached pass, composed for each of its consumers (no forward pass), a
+`request.ViewSpec` (the view as asked, checked once) each: the tab's
 frame (`tab_frame`: the gallery, the large clickable map, the texts), the tab's download
 (`download_maps`: full-size tile PNGs and the .npz) and an API answer (`api_sheet`: one contact
 sheet and the raw arrays). Each draws the view's tiles the same way (`views.tiles`) and writes
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,9 +33,11 @@ from attention.vit.draw.outputs import (
 )
 from attention.vit.draw.source import MapsSource
 from attention.vit.draw.texts import details, legend_html, query_label, rollout_caption, scores_table
-from attention.vit.draw.views import check_style, check_view, display_scale, drawn_tiles, query_image, sheet_shrink
+from attention.vit.draw.views import display_scale, drawn_tiles, query_image, sheet_shrink
 from attention.vit.engine.extract import AttentionMaps, threshold_masks
-from attention.vit.engine.query import Query
+from attention.vit.engine.request import ViewSpec
+
+__all__ = ["ViewSpec", "Frame", "Render", "tab_frame", "download_maps", "api_sheet", "pictures"]
 
 
 @dataclass(frozen=True)
@@ -58,41 +61,6 @@ class Frame(Render):
     scores_summary: str = ""
     scores_rows: list[list] | None = None
     legend: str = ""  # `texts.legend_html` for this view and style
-
-
-@dataclass(frozen=True)
-class ViewSpec:
-    """One view of a pass, as a visitor asks for it: the query (None: the model's own token), the
-    layer (negative counts from the end), the view (`views.VIEWS`), the masks' threshold, the opacity,
-    the colormap and, for the rollout view, `flow.rollout`'s head_fusion, discard_ratio and discard."""
-
-    query: Query | None = None
-    layer: int = -1
-    view: str = "heads"
-    threshold: float = 0.6
-    alpha: float = 0.6
-    cmap: str = "inferno"
-    rollout_options: dict | None = None
-
-    def __post_init__(self) -> None:
-        """Checked once, here: the view's name (normalised, `views.check_view`) and the style
-        (`views.check_style`); what draws a ViewSpec trusts it. InputError says what is accepted."""
-        object.__setattr__(self, "view", check_view(self.view))
-        check_style(self.threshold, self.alpha, self.cmap)
-
-    @classmethod
-    def trusted(cls, **given) -> ViewSpec:
-        """A view from fields a ViewSpec has checked already (the main view's, kept in the visitor's
-        state, with its query and layer mapped to another pass): nothing checked again."""
-        v = object.__new__(cls)
-        for f in fields(cls):
-            object.__setattr__(v, f.name, given.get(f.name, f.default))
-        return v
-
-    def placed(self, query: Query | None, layer: int) -> ViewSpec:
-        """This checked view at a query and layer parsed by the caller (`inputs.view_request`, or mapped to
-        another pass): nothing checked again."""
-        return self.trusted(**vars(self) | dict(query=query, layer=layer))
 
 
 @dataclass(frozen=True)

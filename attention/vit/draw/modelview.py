@@ -18,12 +18,18 @@ from attention.render import grid, mark_patch, overlays
 from attention.vit.draw.drawing import QUERY_COLOR
 from attention.vit.draw.source import MapsSource
 from attention.vit.engine.query import Query
+from attention.vit.engine.request import CMAP, OPACITY
 
 MODEL_TILE = 160  # px: a tile's longer side (a ViT-B has 144 tiles: about 2,000 px by 1,300)
 
 
 def model_view(
-    p: MapsSource, query: Query | None = None, *, tile: int = MODEL_TILE, alpha: float = 0.6, cmap: str = "inferno"
+    p: MapsSource,
+    query: Query | None = None,
+    *,
+    tile: int = MODEL_TILE,
+    alpha: float = OPACITY.default,
+    cmap: str = CMAP.default,
 ) -> np.ndarray:
     """Every layer's every head's map of `query` (no new forward: rows requeried from kept q/k).
 

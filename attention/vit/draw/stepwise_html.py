@@ -25,12 +25,15 @@ from attention.vit.draw.views import query_image
 from attention.vit.engine import stepwise
 from attention.vit.engine.extract import AttentionMaps
 from attention.vit.engine.query import label as query_label
+from attention.vit.engine.request import CMAP, OPACITY
 from attention.vit.engine.stepwise import RowSteps
 
 KEY_COLOR = (255, 64, 160)  # magenta: the selected key's square (the query keeps its cyan crosshair)
 
 
-def stepwise_map(res: AttentionMaps, steps: RowSteps, alpha: float = 0.6, cmap: str = "inferno") -> np.ndarray:
+def stepwise_map(
+    res: AttentionMaps, steps: RowSteps, alpha: float = OPACITY.default, cmap: str = CMAP.default
+) -> np.ndarray:
     """uint8 (H*s, W*s, 3): the row at the steps' temperature over the image, drawn as the tab's large map
     (`views.query_image`: at temperature 1 the same pixels as head `steps.head`'s map), the query's crosshair
     and a magenta square on the selected key (a patch)."""

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from attention.errors import InputError, as_whole, markdown_text
+from attention.errors import markdown_text
 from attention.render import HEAD_COLORS, colormap
+from attention.validate import head_index
 from attention.vit.engine.extract import AttentionMaps
 from attention.vit.engine.query import kinds
 from attention.vit.engine.query import label as query_label_text
 from attention.vit.engine.query import token_name as query_token_name
+from attention.vit.engine.request import CMAP, DISCARD_RATIO, DISCARD_RULE, FUSION, THRESHOLD, VIEW
 
 
 def query_label(res: AttentionMaps) -> str:
@@ -61,11 +63,7 @@ def scores_table(res: AttentionMaps, head: int, top: int = 10) -> tuple[str, lis
     by weight in rank order, CLS and registers among them where their weight ranks them (the
     summary gives their share)."""
     H = res.weights.shape[1]
-    if (h := as_whole(head)) is None:
-        raise InputError(f"Head {head!r} is not a whole number; accepted: 0 to {H - 1}.")
-    head = h
-    if not 0 <= head < H:
-        raise InputError(f"Head {head} is out of range; this model has {H} heads: 0 to {H - 1}.")
+    head = head_index(head, H)
     s, w = res.scores[res.layer, head], res.weights[res.layer, head]
     P = res.num_prefix_tokens
     order = np.argsort(-w, kind="stable")[:top]
@@ -84,7 +82,9 @@ def scores_table(res: AttentionMaps, head: int, top: int = 10) -> tuple[str, lis
     return summary, rows
 
 
-def legend_html(cmap: str = "inferno", view: str = "heads", heads: int = 0, threshold: float = 0.6) -> str:
+def legend_html(
+    cmap: str = CMAP.default, view: str = VIEW.default, heads: int = 0, threshold: float = THRESHOLD.default
+) -> str:
     """A small HTML legend matching `view`: a colour bar for `cmap` (heads, mean, rollout), the
     tint and outline of the masks (masks), or each head's colour (fig3, `heads` of them)."""
     query = '<span style="color:#0aa">✛</span> query patch'
@@ -119,7 +119,9 @@ def legend_html(cmap: str = "inferno", view: str = "heads", heads: int = 0, thre
     )
 
 
-def rollout_caption(head_fusion: str = "mean", discard_ratio: float = 0.0, discard: str = "row") -> str:
+def rollout_caption(
+    head_fusion: str = FUSION.default, discard_ratio: float = DISCARD_RATIO.default, discard: str = DISCARD_RULE.default
+) -> str:
     """How a rollout was made, for its caption: "max of heads, lowest 90% dropped (whole matrix)"."""
     where = "per row" if discard == "row" else "whole matrix, CLS kept"
     dropped = f", lowest {discard_ratio:.0%} dropped ({where})" if discard_ratio > 0 else ""

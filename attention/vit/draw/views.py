@@ -16,33 +16,15 @@ from __future__ import annotations
 import numpy as np
 
 from attention.errors import InputError
-from attention.render import colormap, mask_overlay, masks_figure, overlay, overlays, upsample
-from attention.validate import check_choice, check_opacity, check_threshold
+from attention.render import mask_overlay, masks_figure, overlay, overlays, upsample
 from attention.vit.draw import drawing
 from attention.vit.draw.drawing import BIG_DISPLAY, MIN_DISPLAY, QUERY_COLOR
 from attention.vit.draw.outputs import SHEET_TILE, Tile
 from attention.vit.engine.extract import AttentionMaps, threshold_masks
 from attention.vit.engine.query import prefix_phrase
+from attention.vit.engine.request import CMAP, OPACITY, THRESHOLD, VIEWS, check_style, check_view
 
-VIEWS: dict[str, str] = {
-    "heads": "Per-head grid",
-    "mean": "Mean of heads",
-    "rollout": "Rollout",
-    "masks": "Threshold masks",
-    "fig3": "All masks (DINO Fig. 3)",
-}
-
-
-def check_view(view: str) -> str:
-    """Normalise a view name; raises InputError listing the accepted ones."""
-    return check_choice(view, VIEWS, "view")
-
-
-def check_style(threshold: float, alpha: float, cmap: str) -> None:
-    """Validate threshold (0, 1], opacity [0, 1] and colormap name; InputError says what is accepted."""
-    check_threshold(threshold)
-    check_opacity(alpha)
-    colormap(cmap)
+__all__ = ["VIEWS", "check_style", "check_view"]  # declared in `request`, named here as before
 
 
 def display_scale(res: AttentionMaps) -> int:
@@ -72,7 +54,13 @@ def _share_caption(res: AttentionMaps, head: int) -> str:
 
 
 def tiles(
-    res: AttentionMaps, view: str, *, threshold: float = 0.6, alpha: float = 0.6, cmap: str = "inferno", **drawn
+    res: AttentionMaps,
+    view: str,
+    *,
+    threshold: float = THRESHOLD.default,
+    alpha: float = OPACITY.default,
+    cmap: str = CMAP.default,
+    **drawn,
 ) -> list[Tile]:
     """The pictures of `view` for `res` (its query and layer), the query patch marked.
 
@@ -95,9 +83,9 @@ def drawn_tiles(
     view: str,
     *,
     rollout: np.ndarray | None = None,
-    threshold: float = 0.6,
-    alpha: float = 0.6,
-    cmap: str = "inferno",
+    threshold: float = THRESHOLD.default,
+    alpha: float = OPACITY.default,
+    cmap: str = CMAP.default,
     shrink: int = 1,
 ) -> list[Tile]:
     """`tiles` for a view and style already checked (a `frames.ViewSpec`'s): nothing checked again."""
@@ -151,8 +139,8 @@ def query_image(
     *,
     head: int | None = None,
     rollout: np.ndarray | None = None,
-    alpha: float = 0.6,
-    cmap: str = "inferno",
+    alpha: float = OPACITY.default,
+    cmap: str = CMAP.default,
     picture: np.ndarray | None = None,
 ) -> np.ndarray:
     """The large, clickable map: head `head`'s map (None: the mean of heads; `rollout` when given) over

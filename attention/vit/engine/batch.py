@@ -40,6 +40,7 @@ from attention.vit.engine.query import POOL, Query
 from attention.vit.engine.query import default as default_query
 from attention.vit.engine.query import index as query_index
 from attention.vit.engine.query import parse as parse_query
+from attention.vit.engine.request import THRESHOLD
 from attention.vit.engine.rows import run_pass
 
 T = TypeVar("T")
@@ -109,7 +110,7 @@ class BatchMaps:
         """float32 (gh, gw): the selected layer's map averaged over heads."""
         return self.maps.mean(0)
 
-    def masks(self, threshold: float = 0.6) -> np.ndarray:
+    def masks(self, threshold: float = THRESHOLD.default) -> np.ndarray:
         """bool (H, gh, gw): DINO's threshold masks of the selected layer (`threshold_masks`)."""
         return threshold_masks(self.maps, threshold)
 

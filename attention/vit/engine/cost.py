@@ -19,6 +19,7 @@ import torch
 from attention.errors import BudgetError
 from attention.images import MAX_TOKENS, largest_resolution_where, patch_tokens
 from attention.vit.backbone import describe
+from attention.vit.engine.request import DISCARD_RULE
 
 
 def dims(model: torch.nn.Module) -> tuple[int, int, int, int, int]:
@@ -135,7 +136,9 @@ def relevance_gflop(model: torch.nn.Module, tokens: int) -> float:
 ROLLOUT_ENTRY_FLOP = {"none": 420.0, "row": 970.0, "global": 1320.0}
 
 
-def rollout_gflop(layers: int, heads: int, tokens: int, width: int, discard: str = "row", ratio: float = 0.0) -> float:
+def rollout_gflop(
+    layers: int, heads: int, tokens: int, width: int, discard: str = DISCARD_RULE.default, ratio: float = 0.0
+) -> float:
     """Estimated GFLOP of one attention rollout through `layers` layers of `heads` heads over `tokens` tokens
     (prefix included) of width `width` (heads x head dim), with `flow.rollout`'s discard rule ("row",
     "global") and discard_ratio `ratio` (0: nothing discarded). Quadratic in the tokens, linear in the layers."""

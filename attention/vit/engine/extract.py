@@ -28,13 +28,14 @@ from PIL import Image
 from attention.errors import InputError
 from attention.images import MAX_TOKENS, ImageSource
 from attention.shows import Shows
-from attention.validate import check_threshold, layer_index
+from attention.validate import layer_index
 from attention.vit.backbone import describe
 from attention.vit.engine.preprocess import prepare
 from attention.vit.engine.query import Query
 from attention.vit.engine.query import default as default_query
 from attention.vit.engine.query import index as query_index_of
 from attention.vit.engine.query import parse as parse_query
+from attention.vit.engine.request import RESOLUTION, THRESHOLD
 from attention.vit.engine.rows import batch_scores, on_cpu, query_rows, run_pass, sample_bias
 
 __all__ = ["AttentionMaps", "attention_maps", "query_rows", "query_scores", "threshold_masks"]
@@ -95,7 +96,7 @@ class AttentionMaps(Shows):
         """Token index of the query (0 for CLS; -1 for the pool's query, not in the sequence)."""
         return self.index_of(self.query)
 
-    def arrays(self, threshold: float = 0.6) -> dict[str, np.ndarray]:
+    def arrays(self, threshold: float = THRESHOLD.default) -> dict[str, np.ndarray]:
         """The raw arrays, for files: maps (H, gh, gw), mean (gh, gw), layers (L, H, gh, gw),
         scores and weights (L, H, N), prefix_share (L, H) float32; masks bool (H, gh, gw)
         (`threshold_masks`); image uint8 (gh*p, gw*p, 3); query (2,) int32 (-1, -1 = CLS);
@@ -198,7 +199,7 @@ def attention_maps(
     *,
     layer: int = -1,
     query: Query | None = None,
-    resolution: int | str | None = "auto",
+    resolution: int | str | None = RESOLUTION,
     max_tokens: int = MAX_TOKENS,
     keep_qk: bool = False,
     max_gflop: float | None = None,
@@ -266,12 +267,12 @@ def attention_maps(
     )
 
 
-def threshold_masks(maps: np.ndarray, threshold: float = 0.6) -> np.ndarray:
+def threshold_masks(maps: np.ndarray, threshold: float = THRESHOLD.default) -> np.ndarray:
     """DINO's masks: per head, the smallest set of patches holding >= `threshold` of its mass.
 
     maps: (H, gh, gw) non-negative -> bool (H, gh, gw). threshold in (0, 1].
     """
-    threshold = check_threshold(threshold)
+    threshold = THRESHOLD.check(threshold)
     H = maps.shape[0]
     flat = maps.reshape(H, -1).astype(np.float64)
     order = np.argsort(-flat, axis=1, kind="stable")  # descending

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from attention.errors import InputError
+from attention.validate import layer_index
 from attention.vit.backbone import describe
 from attention.vit.engine import capture
 from attention.vit.engine.capture import Recorder
@@ -223,10 +224,7 @@ def feature_maps(
     `pca_foreground`'s, and "foreground" (gh, gw) bool is added. Raises InputError for a layer off
     the depth, a query off the grid or an unknown style."""
     style = check_pca_style(pca_style)
-    L = tokens.shape[0]
-    if not -L <= layer < L:
-        raise InputError(f"Layer {layer} is out of range; accepted: 0 to {L - 1}, or -1 for the last.")
-    t = np.asarray(tokens[layer], dtype=np.float32)
+    t = np.asarray(tokens[layer_index(layer, tokens.shape[0])], dtype=np.float32)
     if style == "dinov3":
         colours, fg = pca_foreground(t[num_prefix:], grid)
     else:

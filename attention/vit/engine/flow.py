@@ -20,6 +20,7 @@ from attention.errors import InputError
 from attention.validate import layer_index
 from attention.vit.engine.extract import AttentionMaps
 from attention.vit.engine.query import Query
+from attention.vit.engine.request import DISCARD_RATIO, DISCARD_RULE, FUSION
 
 CHUNK_BYTES = 4 << 20
 """One chunk of every head's float32 scores (H x rows x N) at most this many bytes, by default: the rollout's
@@ -32,9 +33,9 @@ def rollout(
     *,
     query: Query | None = None,
     layer: int | None = None,
-    head_fusion: Literal["mean", "max", "min"] = "mean",
-    discard_ratio: float = 0.0,
-    discard: Literal["row", "global"] = "row",
+    head_fusion: Literal["mean", "max", "min"] = FUSION.default,
+    discard_ratio: float = DISCARD_RATIO.default,
+    discard: Literal["row", "global"] = DISCARD_RULE.default,
     chunk: int | None = None,
 ) -> np.ndarray:
     """Attention rollout (Abnar & Zuidema 2020) of one query through layers 0..layer.
@@ -61,14 +62,8 @@ def rollout(
     """
     if res.qk is None:
         raise InputError("Rollout needs every layer's q and k: extract with keep_qk=True.")
-    if head_fusion not in ("mean", "max", "min"):
-        raise InputError(f"Head fusion {head_fusion!r} is not accepted; use 'mean', 'max' or 'min'.")
-    if discard not in ("row", "global"):
-        raise InputError(f"Discard {discard!r} is not accepted; accepted: 'row' or 'global' (vit-explain's).")
-    if not 0 <= discard_ratio < 1:
-        raise InputError(
-            f"Discard ratio {discard_ratio} is out of range; accepted: 0 (keep all) up to, not including, 1."
-        )
+    head_fusion, discard = FUSION.check(head_fusion), DISCARD_RULE.check(discard)
+    discard_ratio = DISCARD_RATIO.check(discard_ratio)
     last = res.layer if layer is None else layer_index(layer, len(res.qk))
     i = res.query_index if query is None else res.index_of(query)
     if i < 0:

@@ -20,6 +20,7 @@ from attention.errors import InputError
 from attention.images import MAX_TOKENS, RESIZES, ImageSource, check_resolution, load_image, to_tensor
 from attention.vit.backbone import describe
 from attention.vit.engine.cost import check_budget
+from attention.vit.engine.request import RESOLUTION
 
 
 def fixed_size(model: torch.nn.Module) -> tuple[int, int] | None:
@@ -74,7 +75,7 @@ class Preprocess:
     def of(
         cls,
         model: torch.nn.Module,
-        resolution: int | str | None = "auto",
+        resolution: int | str | None = RESOLUTION,
         max_tokens: int = MAX_TOKENS,
         buckets: int = 0,
     ):

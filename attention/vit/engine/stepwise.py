@@ -26,7 +26,7 @@ import torch
 
 from attention.errors import InputError, as_whole, check_number
 from attention.shows import Shows
-from attention.validate import layer_index
+from attention.validate import head_index, layer_index
 from attention.vit.engine.extract import AttentionMaps, query_scores
 from attention.vit.engine.query import Query, parse, token_name
 from attention.vit.engine.query import to_json as query_json
@@ -180,9 +180,7 @@ def explain_row(
         raise InputError("The attention-pooling head's query has no step-by-step view; pick a patch or a prefix token.")
     L, H = len(res.qk), res.qk[0][0].shape[0]
     layer = layer_index(layer, L)
-    h = as_whole(head)
-    if h is None or not 0 <= h < H:
-        raise InputError(f"Head {head!r} is out of range; this model has {H} heads: 0 to {H - 1}.")
+    h = head_index(head, H)
     kk, t = check_k(k), check_temperature(temperature)
     qs, ks = res.qk[layer]
     bias = res.layer_bias[layer]

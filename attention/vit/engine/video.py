@@ -1,9 +1,9 @@
 """Attention videos: every frame of a video through a ViT, in batches of frames, one forward each.
 
-DINO's video_generation.py runs one frame at a time (heads x N^2 per layer: out of memory for 720x1280
-at patch 8). Here frames of one size go through the engine together (its O(N) rows), each decoded source
-frame once; the whole run is priced before it starts (refused with the largest length, rate or size that
-fits); the result is an H.264 MP4 of the chosen view over the frames, plus the raw maps on request.
+DINO's video_generation.py runs one frame at a time (heads x N^2 per layer: out of memory for 720x1280 at patch 8).
+Here frames of one size go through the engine together (its O(N) rows), each decoded frame once; the whole run is
+priced before it starts (refused with the largest length, rate or size that fits); the result is an H.264 MP4 of the
+chosen view over the frames, plus the raw maps on request.
 
     run = attention_video(model, "clip.mp4", layer=-1, fps=10, max_gflop=6000)   # checks, no forward
     for f in run:                       # VideoFrameMaps, in order; one forward per batch of frames
@@ -32,7 +32,7 @@ from attention.errors import BudgetError, InputError
 from attention.images import patch_tokens, target_size
 from attention.npzfile import save_npz
 from attention.render import colormap
-from attention.validate import check_opacity, check_seconds, check_threshold, layer_index
+from attention.validate import check_seconds, layer_index
 from attention.vit.backbone import describe
 from attention.vit.engine.batch import batch_maps
 from attention.vit.engine.cost import forward_gflop, largest_resolution
@@ -41,6 +41,7 @@ from attention.vit.engine.preprocess import Preprocess
 from attention.vit.engine.query import default as default_query
 from attention.vit.engine.query import index as query_index
 from attention.vit.engine.query import tokens_of
+from attention.vit.engine.request import CMAP, LAYER, OPACITY, RESOLUTION, THRESHOLD
 from attention.vit.engine.video_frames import (  # noqa: F401  (VIDEO_VIEWS, STACKED: read through this module too)
     MIN_SIDE,
     STACKED,
@@ -82,8 +83,7 @@ class VideoRun:
     between: Callable[[], None] | None = None  # called between batches (a shared slot's check and hand-over)
 
     def __iter__(self) -> Iterator[VideoFrameMaps]:
-        """Decode, and run each `batch_size` distinct source frames (one grid: every frame is decoded at
-        one size) through one forward of `batch.batch_maps`; yield every output frame in order."""
+        """Run each `batch_size` distinct decoded frames (one grid) through one forward; yield each output frame."""
         prep = self.prep or Preprocess.of(self.model, self.resolution)
         self.seconds_forward = 0.0
         pending: list[videos.Frame] = []
@@ -155,10 +155,10 @@ def attention_video(
     model: torch.nn.Module,
     video: videos.VideoSource,
     *,
-    layer: int = -1,
+    layer: int = LAYER,
     query: Query = "cls",
-    resolution: int | str | None = "auto",
-    threshold: float = 0.6,
+    resolution: int | str | None = RESOLUTION,
+    threshold: float = THRESHOLD.default,
     fps: float | None = None,
     seconds: float | None = None,
     batch_size: int = BATCH,
@@ -183,7 +183,7 @@ def attention_video(
     seconds = check_seconds(seconds)
     if not (isinstance(batch_size, int) and 1 <= batch_size <= 256):
         raise InputError(f"Batch size {batch_size!r} is out of range; accepted: 1 to 256 frames.")
-    threshold = check_threshold(threshold)
+    threshold = THRESHOLD.check(threshold)
     bb = describe(model)
     patch = bb.patch_size
     prep = Preprocess.of(model, resolution)
@@ -249,8 +249,8 @@ def write_video(
     *,
     view: str = "mean",
     head: int = 0,
-    alpha: float = 0.6,
-    cmap: str = "inferno",
+    alpha: float = OPACITY.default,
+    cmap: str = CMAP.default,
     side_by_side: bool | str = False,
     npz: str | os.PathLike | None = None,
     model_name: str | None = None,
@@ -264,7 +264,7 @@ def write_video(
     view = check_video_view(view)  # checked once for the whole video, the head too
     if view in ("head", "masks"):
         head = check_head(head, describe(run.model).heads)
-    alpha = check_opacity(alpha)
+    alpha = OPACITY.check(alpha)
     colormap(cmap)
     kept: dict[str, list] = {"maps": [], "mean": [], "masks": [], "time": [], "source_index": []}
     size: list[int] = []

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from attention.render import MIN_SIDE, enlargement
 from attention.vit.engine.batch import batch_maps
 from attention.vit.engine.cost import dims, forward_gflop
-from attention.vit.engine.video import MIN_SIDE, VideoRun, attention_video
+from attention.vit.engine.video import VideoRun, attention_video
 
 CONFIRM_S = 20.0  # seconds: a longer run asks the visitor to confirm first
 
@@ -99,7 +100,7 @@ def output_pixels(run: VideoRun, side_by_side: bool) -> int:
     to MIN_SIDE (`VideoFrameMaps.picture`), twice as wide side by side."""
     p = dims(run.model)[4]
     h, w = run.grid[0] * p, run.grid[1] * p
-    s = max(1, -(-MIN_SIDE // max(1, min(h, w))))
+    s = enlargement((w, h), MIN_SIDE)
     return (h * s) * (w * s) * (2 if side_by_side else 1)
 
 

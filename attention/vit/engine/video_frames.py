@@ -12,18 +12,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image
 
-from attention.errors import InputError
-from attention.render import mask_overlay, masks_figure, overlay, upsample
+from attention.render import MIN_SIDE, enlarged, mask_overlay, masks_figure, overlay
 from attention.shows import Shows
-from attention.validate import check_choice, layer_index
+from attention.validate import head_index
 from attention.vit.engine.batch import BatchMaps
+from attention.vit.engine.request import CMAP, OPACITY, VIDEO_VIEW
 
-VIDEO_VIEWS: dict[str, str] = {
-    "mean": "Mean of heads (DINO's video)",
-    "head": "One head",
-    "masks": "One head's threshold mask",
-    "fig3": "All masks (DINO Fig. 3)",
-}
+VIDEO_VIEWS = VIDEO_VIEW.choices  # declared in `request`, named here as before
 VIDEO_AXES = {  # the .npz of `video.write_video`: each array's axes and units (`attention.npzfile`)
     "maps": "frames, heads, rows, cols",
     "mean": "frames, rows, cols",
@@ -42,20 +37,17 @@ VIDEO_UNITS = {
     "fps": "output frames per second",
 }
 STACKED = "stacked"  # side_by_side's other layout: the frame above its attention (a phone's narrow page)
-MIN_SIDE = 224  # px: smaller frames (a digit clip) are drawn enlarged by a whole factor
+# smaller frames (a digit clip) are drawn enlarged by a whole factor: `render.MIN_SIDE`, `render.enlargement`
 
 
 def check_video_view(view: str) -> str:
     """Normalise a video view name; InputError lists the accepted ones."""
-    return check_choice(view, VIDEO_VIEWS, "video view")
+    return VIDEO_VIEW.check(view)
 
 
 def check_head(head, n: int) -> int:
-    """A head index in 0..n-1 (negative counts from the end); InputError otherwise."""
-    try:
-        return layer_index(head, n)
-    except InputError:
-        raise InputError(f"Head {head!r} is out of range; this model has {n} heads: 0 to {n - 1}.") from None
+    """A head index in 0..n-1 (negative counts from the end); InputError otherwise (`validate.head_index`)."""
+    return head_index(head, n, from_end=True)
 
 
 @dataclass
@@ -89,7 +81,13 @@ class VideoFrameMaps(Shows):
         return self._masks
 
     def picture(
-        self, view: str = "mean", *, head: int = 0, alpha: float = 0.6, cmap: str = "inferno", side_by_side=False
+        self,
+        view: str = "mean",
+        *,
+        head: int = 0,
+        alpha: float = OPACITY.default,
+        cmap: str = CMAP.default,
+        side_by_side=False,
     ) -> np.ndarray:
         """The frame drawn as `view` (VIDEO_VIEWS), enlarged by a whole factor when its shorter side is
         under MIN_SIDE px; `side_by_side`: the frame itself on the left ("stacked": above, for a phone's
@@ -112,5 +110,4 @@ class VideoFrameMaps(Shows):
             out = masks_figure(img, self.masks)
         if side_by_side:
             out = np.concatenate([img, out], axis=0 if side_by_side == STACKED else 1)
-        s = max(1, -(-MIN_SIDE // min(img.shape[:2])))
-        return upsample(out, s) if s > 1 else out
+        return enlarged(out, MIN_SIDE)

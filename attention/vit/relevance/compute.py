@@ -36,10 +36,11 @@ from attention.vit.engine.capture import Recorder, recording
 from attention.vit.engine.cost import relevance_gflop
 from attention.vit.engine.flow import nth_smallest
 from attention.vit.engine.preprocess import prepare
+from attention.vit.engine.request import GRAD_DISCARD, RESOLUTION
 from attention.vit.relevance.labels import check_classifier, class_index, class_names, short_name
 
 CHUNK_BYTES = 64 << 20  # working memory of one chunk of rows of A, dA and A * dA (float32, all heads)
-DISCARD_RATIO = 0.9  # vit-explain's default for grad-rollout
+DISCARD_RATIO = GRAD_DISCARD.default  # vit-explain's default for grad-rollout (`request.GRAD_DISCARD`)
 
 
 @dataclass
@@ -191,8 +192,7 @@ def relevance_rows(
     """
     check_classifier(model)
     bb = describe(model)
-    if not 0 <= discard_ratio < 1:
-        raise InputError(f"Discard ratio {discard_ratio} is out of range; accepted: 0 up to, not including, 1.")
+    discard_ratio = GRAD_DISCARD.check(discard_ratio)
     param = next(model.parameters())
     n_layers = bb.depth
     rec = _Kept(n_layers)
@@ -240,7 +240,7 @@ def relevance(
     image: ImageSource,
     target: int | str | None = None,
     *,
-    resolution: int | str | None = "auto",
+    resolution: int | str | None = RESOLUTION,
     discard_ratio: float = DISCARD_RATIO,
     max_tokens: int = MAX_TOKENS,
     max_gflop: float | None = None,

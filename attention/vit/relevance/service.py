@@ -21,6 +21,7 @@ from attention.crowd.cache import SharedCache
 from attention.crowd.visitors import Visitor
 from attention.errors import InputError
 from attention.images import ImageSource
+from attention.vit.engine.request import RESOLUTION
 from attention.vit.models.loader import check_allowed, load_vit
 from attention.vit.relevance.compute import Relevance, relevance
 from attention.vit.relevance.labels import check_classifier, class_index, class_names
@@ -52,7 +53,7 @@ def resolve_target(model: str, target) -> int | None:
 def get_relevance(
     image: ImageSource | None,
     model: str,
-    resolution="auto",
+    resolution=RESOLUTION,
     target=None,
     *,
     shared=True,

@@ -7,15 +7,16 @@ sheet_png, npz, info = write_answer(rel, model="mnist_vit")
 from __future__ import annotations
 
 import numpy as np
-from PIL import Image
 
 from attention.npzfile import save_npz
-from attention.render import overlay, png_bytes
+from attention.render import MIN_SIDE, overlay, png_bytes
+from attention.render import enlarged as render_enlarged
 from attention.vit.draw.outputs import OUTPUT_ROOT, Tile, new_dir, sheet
+from attention.vit.engine.request import CMAP, OPACITY
 from attention.vit.relevance.compute import Relevance
 from attention.vit.relevance.labels import short_name
 
-MIN_SIDE = 224  # px: smaller images (mnist_vit's 28 x 28 digits) are enlarged by a whole factor for display
+# smaller images (mnist_vit's 28 x 28 digits) are enlarged by a whole factor for display: `render.MIN_SIDE`
 
 CAPTIONS = {
     "chefer": "Why '{cls}'? Relevance (Chefer et al. 2021)",
@@ -33,12 +34,12 @@ probs (C,); target; num_prefix_tokens; image uint8 (gh*p, gw*p, 3).
 def enlarged(rel: Relevance, min_side: int = MIN_SIDE) -> np.ndarray:
     """The image rel's grid aligns to, uint8 (H, W, 3), enlarged (nearest) by the smallest whole factor
     that brings its shorter side to `min_side` px or more."""
-    img = rel.image
-    k = max(1, -(-min_side // min(img.size)))
-    return np.asarray(img if k == 1 else img.resize((img.width * k, img.height * k), Image.NEAREST))
+    return render_enlarged(rel.image, min_side)
 
 
-def tiles(rel: Relevance, *, alpha: float = 0.6, cmap: str = "inferno", min_side: int = MIN_SIDE) -> list[Tile]:
+def tiles(
+    rel: Relevance, *, alpha: float = OPACITY.default, cmap: str = CMAP.default, min_side: int = MIN_SIDE
+) -> list[Tile]:
     """The relevance map, grad-rollout and the CLS attention of the same pass, captioned, each min-max scaled,
     on the image enlarged to `min_side` px (`enlarged`)."""
     base = enlarged(rel, min_side)
@@ -84,7 +85,9 @@ def relevance_meta(rel: Relevance, model: str, arrays: dict[str, np.ndarray]) ->
     return {"kind": "relevance", "model": model, "query": "cls", "grid": grid, "axes": AXES, "units": UNITS}
 
 
-def write_answer(rel: Relevance, *, model: str, alpha: float = 0.6, cmap: str = "inferno") -> tuple[str, str, dict]:
+def write_answer(
+    rel: Relevance, *, model: str, alpha: float = OPACITY.default, cmap: str = CMAP.default
+) -> tuple[str, str, dict]:
     """(the captioned sheet PNG's path, the .npz's path, the facts) in a fresh folder, swept with the others."""
     ts = tiles(rel, alpha=alpha, cmap=cmap)
     d = new_dir(OUTPUT_ROOT)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from attention.vit.engine import request
+
 
 def _floats(text: str) -> tuple[float, ...]:
     try:
@@ -30,7 +32,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     e.add_argument("--model", default="mnist_vit", help="a classifier, or a CLIP-like model with --prompts")
     e.add_argument("--maps", default="attention,rollout,chefer,random", help="comma-separated map names")
     e.add_argument("--prompts", default=None, help="CLIP: the answers scored over, comma-separated (2 to 8)")
-    e.add_argument("--resolution", default="auto", help="shorter side in px, 'auto' or 'native'")
+    e.add_argument("--resolution", default=request.RESOLUTION, help="shorter side in px, 'auto' or 'native'")
     e.add_argument("--steps", type=_floats, default=STEPS, help="removed fractions (default Chefer's 0,0.1,...,0.9)")
     e.add_argument("--value", choices=VALUES, default="black", help="removal value (default black: Chefer's)")
     e.add_argument("--unit", choices=UNITS, default="patch", help="what is removed whole (default patch)")

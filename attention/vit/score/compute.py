@@ -24,6 +24,7 @@ from attention.errors import InputError
 from attention.images import MAX_TOKENS, ImageSource, load_image
 from attention.vit.backbone import describe
 from attention.vit.engine.preprocess import Preprocess
+from attention.vit.engine.request import RESOLUTION
 from attention.vit.score import protocol as P
 from attention.vit.score.maps import check_names, method_maps
 from attention.vit.score.target import Scorer
@@ -158,7 +159,7 @@ def score_maps(
     *,
     mask: np.ndarray | None = None,
     point: tuple[int, int] | None = None,
-    resolution="auto",
+    resolution=RESOLUTION,
     steps=P.STEPS,
     value: str = "black",
     unit: str = "patch",

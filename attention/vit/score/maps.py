@@ -19,6 +19,7 @@ import numpy as np
 
 from attention.errors import InputError
 from attention.images import ImageSource
+from attention.vit.engine.request import RESOLUTION
 from attention.vit.score.target import Scorer
 
 CLASSIFIER = ("attention", "rollout", "chefer", "grad_rollout", "random")
@@ -56,7 +57,7 @@ def method_maps(
     names: tuple[str, ...],
     *,
     grid: tuple[int, int],
-    resolution="auto",
+    resolution=RESOLUTION,
     mask: np.ndarray | None = None,
     seed: int = 0,
 ) -> dict[str, np.ndarray]:

@@ -28,6 +28,7 @@ import torch
 from attention.dataset.dist import all_sum, barrier, init_dist
 from attention.dataset.shards import check_run
 from attention.errors import AttentionError, InputError
+from attention.vit.engine.request import RESOLUTION
 from attention.vit.score.compute import PROTOCOLS, check_options, score_maps
 from attention.vit.score.data import Items
 from attention.vit.score.maps import check_names
@@ -138,7 +139,7 @@ def evaluate(
     model_name: str,
     maps: tuple[str, ...],
     prompts: list[str] | None = None,
-    resolution="auto",
+    resolution=RESOLUTION,
     steps=STEPS,
     value: str = "black",
     unit: str = "patch",

@@ -4,7 +4,7 @@ identity (a content digest, and whether it is one of the shipped examples).
     parse_query(2, 3) == (2, 3); parse_query(None, None) is None     # None: the model's own token
     parse_index("-1", "Layer") == -1
     parse_layer(None) == -1; parse_head("") == 0                      # empty: the last layer, the first head
-    view_request("mean", 0.6, query_row=2, query_col=3, layer="-1")   # one checked frames.ViewSpec
+    view_request("mean", query_row=2, query_col=3, layer="-1")        # one checked request.ViewSpec
     file_digest("cat.jpg") in example_digests()                       # a shipped example?
 """
 
@@ -18,10 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from attention.config import EXAMPLES_DIR
-from attention.errors import InputError, as_whole
 from attention.images import ImageSource
-from attention.vit.draw.frames import ViewSpec
-from attention.vit.engine.query import Query, from_fields, is_empty
+from attention.vit.engine.query import Query, from_fields
+from attention.vit.engine.request import parse_head, parse_index, parse_layer, view_request
+
+__all__ = ["parse_head", "parse_index", "parse_layer", "view_request"]  # read once in `request`, named here as before
 
 
 def parse_query(row: float | int | None, col: float | int | None, token: str | None = None) -> Query | None:
@@ -31,42 +32,6 @@ def parse_query(row: float | int | None, col: float | int | None, token: str | N
     Raises InputError when only one is given or a value is not a whole number.
     """
     return from_fields(row, col, token)
-
-
-def parse_index(value: float | int | str, what: str = "Layer") -> int:
-    """A whole number (layer or head index; negative counts from the end). InputError otherwise."""
-    v = as_whole(value)
-    if v is None:
-        raise InputError(f"{what} {value!r} is not a whole number; accepted: 0, 1, 2, ... or -1 for the last.")
-    return v
-
-
-def parse_layer(value: float | int | str | None) -> int:
-    """A layer index (`parse_index`); empty (None, NaN, blank: `query.is_empty`) means the last, -1."""
-    return -1 if is_empty(value) else parse_index(value, "Layer")  # type: ignore[arg-type]
-
-
-def parse_head(value: float | int | str | None) -> int:
-    """A head index (`parse_index`); empty (None, NaN, blank: `query.is_empty`) means the first, 0."""
-    return 0 if is_empty(value) else parse_index(value, "Head")  # type: ignore[arg-type]
-
-
-def view_request(
-    view: str,
-    threshold: float,
-    alpha: float = 0.6,
-    cmap: str = "inferno",
-    *,
-    query_row: float | int | None = None,
-    query_col: float | int | None = None,
-    layer: float | int | str | None = -1,
-    rollout_options: dict | None = None,
-) -> ViewSpec:
-    """A view as a caller sends it (an API call, a CLI command), read once at the edge into one checked
-    `frames.ViewSpec`, in this order: the view's name and style (`ViewSpec`), the query (`parse_query`),
-    the layer (`parse_layer`: empty = the last). What draws it trusts it. InputError names the field."""
-    v = ViewSpec(view=view, threshold=threshold, alpha=alpha, cmap=cmap, rollout_options=rollout_options)
-    return v.placed(parse_query(query_row, query_col), parse_layer(layer))
 
 
 def file_digest(src: ImageSource) -> str:

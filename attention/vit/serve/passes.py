@@ -35,6 +35,7 @@ from attention.images import ImageSource
 from attention.vit.engine import features
 from attention.vit.engine.extract import AttentionMaps, attention_maps
 from attention.vit.engine.query import Query
+from attention.vit.engine.request import RESOLUTION
 from attention.vit.models.loader import check_allowed, is_loaded, load_vit
 from attention.vit.models.registry import REGISTRY
 from attention.vit.serve.gpu import gpu
@@ -91,7 +92,7 @@ def pass_key(
 def get_pass(
     image: ImageSource | None,
     model: str,
-    resolution: int | str | None = "auto",
+    resolution: int | str | None = RESOLUTION,
     *,
     progress: Progress | None = None,
     query: Query | None = None,

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
-from attention.errors import InputError, as_whole, check_number
+from attention.errors import InputError, as_whole
 from attention.images import ImageSource
-from attention.vit.draw.views import check_view
+from attention.vit.engine import request
 from attention.vit.engine.query import ACCEPTED, Query, to_text
 from attention.vit.engine.query import parse as parse_query
 from attention.vit.serve.inputs import example_digests, example_files, file_digest
@@ -28,7 +28,9 @@ KEYS = ("example", "model", "res", "layer", "head", "view", "q", "class", "find"
 FIND_KEYS = ("frule", "fres", "fstd", "fgamma", "fbeta")  # "Find in image"'s rule and its options
 # what else changes the picture: colormap, mask threshold, overlay opacity, the rollout's options
 STYLE_KEYS = ("cmap", "thr", "alpha", "fusion", "discard", "rule")
-FUSIONS, RULES = ("mean", "max", "min"), ("row", "global")
+# each style parameter's bounds and words: the request's (`attention.vit.engine.request`), as every reader's
+NUMBERS = {"thr": request.THRESHOLD, "alpha": request.OPACITY, "discard": request.DISCARD_RATIO}
+WORDS = {"fusion": request.FUSION, "rule": request.DISCARD_RULE}
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ def _whole(params: Mapping[str, str], key: str, what: str) -> int | None:
 
 def parse(params: Mapping[str, str]) -> Link:
     """URL parameters -> a Link. Unknown parameters are ignored; a known one with a bad value raises
-    InputError naming it and what it accepts (view names are checked by `views.check_view`)."""
+    InputError naming it and what it accepts (view names are checked by `request.check_view`)."""
     name = (params.get("example") or "").strip() or None
     if name is not None and name not in examples():
         raise InputError(
@@ -96,7 +98,7 @@ def parse(params: Mapping[str, str]) -> Link:
             raise InputError(f"Link parameter q={q_raw!r} is not a query; accepted: {ACCEPTED}.") from None
     view = (params.get("view") or "").strip() or None
     if view is not None:
-        view = check_view(view)
+        view = request.check_view(view)
     find = (params.get("find") or "").strip() or None
     if find is not None:
         from attention.vit.text.prompts import check_prompts
@@ -140,17 +142,20 @@ def _find(params: Mapping[str, str]) -> dict:
 
 def _style(params: Mapping[str, str]) -> dict:
     """The picture's style parameters (`STYLE_KEYS`) -> Link fields; InputError naming a bad one."""
-    from attention.render import colormap
-
     raw = {k: (params.get(k) or "").strip() or None for k in STYLE_KEYS}
     if raw["cmap"] is not None:
-        colormap(raw["cmap"])  # the renderer's own check (InputError naming the accepted names)
-    for key, words in (("fusion", FUSIONS), ("rule", RULES)):
-        if raw[key] is not None and raw[key] not in words:
-            raise InputError(f"Link parameter {key}={raw[key]!r} is not accepted; accepted: {', '.join(words)}.")
+        request.check_cmap(raw["cmap"])  # the renderer's own check (InputError naming the accepted names)
+    for key, choice in WORDS.items():
+        if raw[key] is not None and raw[key] not in choice.keys():
+            raise InputError(
+                f"Link parameter {key}={raw[key]!r} is not accepted; accepted: {', '.join(choice.keys())}."
+            )
     nums = {}
-    for key, lo, hi in (("thr", 0.05, 1.0), ("alpha", 0.0, 1.0), ("discard", 0.0, 0.95)):
-        nums[key] = None if raw[key] is None else check_number(raw[key], f"Link parameter {key}", lo, hi)
+    for key, bound in NUMBERS.items():
+        try:
+            nums[key] = None if raw[key] is None else bound.check(raw[key])
+        except InputError as e:
+            raise InputError(f"Link parameter {key}: {e}") from None
     return dict(cmap=raw["cmap"], threshold=nums["thr"], alpha=nums["alpha"], fusion=raw["fusion"]) | dict(
         discard=nums["discard"], rule=raw["rule"]
     )

@@ -7,33 +7,39 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from attention.vit.engine import request
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
     """The `text` subcommand's parser."""
     t = sub.add_parser("text", help="where an image matches text prompts (CLIP, SigLIP, digit_clip)")
     t.add_argument("images", nargs="+", type=Path, help="image files")
-    t.add_argument("--prompts", required=True, help="what to find, comma-separated: 'a cat, a remote' (1 to 8)")
+    t.add_argument(
+        "--prompts",
+        required=True,
+        help=f"what to find, comma-separated: 'a cat, a remote' (1 to {request.FIND_PROMPTS})",
+    )
     t.add_argument("--model", default="digit_clip", help="a model with a text tower (default digit_clip)")
     t.add_argument(
         "--rule",
-        default="sclip",
-        help="the rule: sclip (default), naclip, clearclip, maskclip, proxy, chefer, legrad or similarity",
+        default=request.FIND_RULE,
+        help=f"the rule: {request.FIND_RULE} (default), naclip, clearclip, maskclip, proxy, chefer, legrad or "
+        "similarity",
     )
     t.add_argument(
         "--residual",
         default="",
         help="open-vocabulary rules: keep the last block's residual and MLP (true/false; default: the paper's choice)",
     )
-    t.add_argument("--std", default=5.0, help="NACLIP's Gaussian std in patches (default 5)")
-    t.add_argument("--gamma", default=3.0, help="the proxy rule's scale (default 3)")
-    t.add_argument("--beta", default=1.2, help="the proxy rule's shift (default 1.2)")
+    for flag, b in (("--std", request.FIND_STD), ("--gamma", request.FIND_GAMMA), ("--beta", request.FIND_BETA)):
+        t.add_argument(flag, default=b.default, help=f"{b.meaning}: {b.accepted} (default {b.default:g})")
     t.add_argument(
         "--proxy",
         default=None,
         help="the proxy rule's vision model (default: mnist_vit for digit_clip, else dino_vitb16)",
     )
-    t.add_argument("--resolution", default="auto", help="shorter side in px, 'auto' or 'native'")
-    t.add_argument("--cmap", default="inferno", help="colormap (default inferno)")
+    t.add_argument("--resolution", default=request.RESOLUTION, help="shorter side in px, 'auto' or 'native'")
+    t.add_argument("--cmap", default=request.CMAP.default, help=f"colormap (default {request.CMAP.default})")
     t.add_argument("--out", type=Path, default=Path("attention_out"), help="output folder (default attention_out)")
     return t
 

@@ -20,6 +20,7 @@ import torch
 from attention.errors import InputError
 from attention.images import MAX_TOKENS, ImageSource
 from attention.vit.engine.preprocess import prepare
+from attention.vit.engine.request import RESOLUTION
 from attention.vit.text.compute import LEGRAD_LAYERS, encode_prompts, text_relevance_rows
 from attention.vit.text.dense import open_vocabulary_rows, scale_bias
 from attention.vit.text.openvocab import OPEN_RULES, RuleOptions
@@ -60,7 +61,7 @@ def text_relevance(
     rules: str | tuple[str, ...] | list[str] | None = None,
     options: RuleOptions | None = None,
     proxy: torch.nn.Module | None = None,
-    resolution: int | str | None = "auto",
+    resolution: int | str | None = RESOLUTION,
     legrad_layers: int = LEGRAD_LAYERS,
     max_tokens: int = MAX_TOKENS,
     max_gflop: float | None = None,

@@ -23,13 +23,13 @@ the paper's choice) overrides it for any rule.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from attention.errors import InputError, UnsupportedModelError
+from attention.vit.engine.request import FIND_BETA, FIND_GAMMA, FIND_STD
 
 OPEN_RULES = ("maskclip", "sclip", "clearclip", "naclip", "proxy")
 RESIDUAL = {"maskclip": True, "sclip": True, "clearclip": False, "naclip": False, "proxy": False}
@@ -43,9 +43,9 @@ class RuleOptions:
     shift of the similarity."""
 
     residual: bool | None = None
-    std: float = 5.0
-    gamma: float = 3.0
-    beta: float = 1.2
+    std: float = FIND_STD.default
+    gamma: float = FIND_GAMMA.default
+    beta: float = FIND_BETA.default
 
     def keeps_residual(self, rule: str) -> bool:
         """Whether `rule` keeps the last block's residual and FFN under these options."""
@@ -61,18 +61,11 @@ class RuleOptions:
         return out
 
 
-def check_options(residual=None, std: float = 5.0, gamma: float = 3.0, beta: float = 1.2) -> RuleOptions:
-    """RuleOptions from a caller's values, checked once: InputError naming what is accepted."""
-
-    def number(name: str, value, hi: float, zero: bool = False) -> float:
-        span = f"{'0' if zero else 'over 0'} to {hi:g}"
-        try:
-            v = float(value)
-        except (TypeError, ValueError):
-            raise InputError(f"{name} = {str(value)[:40]!r} is not a number; accepted: {span}.") from None
-        if not math.isfinite(v) or v < 0 or v > hi or (v == 0 and not zero):
-            raise InputError(f"{name} = {v:g} is out of range; accepted: {span}.")
-        return v
+def check_options(
+    residual=None, std: float = FIND_STD.default, gamma: float = FIND_GAMMA.default, beta: float = FIND_BETA.default
+) -> RuleOptions:
+    """RuleOptions from a caller's values, checked once (`request.FIND_STD`, ...): InputError naming what is
+    accepted."""
 
     if residual not in (None, True, False):
         words = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False, "": None}
@@ -80,7 +73,7 @@ def check_options(residual=None, std: float = 5.0, gamma: float = 3.0, beta: flo
         if key not in words:
             raise InputError(f"residual = {str(residual)[:40]!r} is not accepted; accepted: true, false or empty.")
         residual = words[key]
-    return RuleOptions(residual, number("std", std, 100), number("gamma", gamma, 100), number("beta", beta, 10, True))
+    return RuleOptions(residual, FIND_STD.check(std), FIND_GAMMA.check(gamma), FIND_BETA.check(beta))
 
 
 def gaussian(grid: tuple[int, int], s: int, e: int, std: float, device=None) -> torch.Tensor:

@@ -9,9 +9,11 @@ from __future__ import annotations
 import torch
 
 from attention.errors import InputError
+from attention.vit.engine.request import FIND_PROMPT_CHARS, FIND_PROMPTS
 
-MAX_PROMPTS = 8  # prompts per request: each adds one row of dA per layer and chunk (memory and time grow with it)
-MAX_PROMPT_CHARS = 100  # characters per prompt
+# prompts per request (each adds one row of dA per layer and chunk: memory and time grow with it), characters per
+# prompt: the request's (`attention.vit.engine.request`)
+MAX_PROMPTS, MAX_PROMPT_CHARS = FIND_PROMPTS, FIND_PROMPT_CHARS
 
 
 def tokenizer_of(clip: torch.nn.Module):

@@ -13,6 +13,7 @@ from attention.config import SETTINGS
 from attention.crowd.cache import SharedCache
 from attention.crowd.visitors import Visitor
 from attention.images import ImageSource
+from attention.vit.engine.request import FIND_RULE, RESOLUTION
 from attention.vit.models.loader import is_loaded, load_vit
 from attention.vit.models.registry import REGISTRY
 from attention.vit.relevance.service import checked, stored
@@ -24,7 +25,7 @@ from attention.vit.text.prompts import check_prompts
 from attention.vit.text.result import TextRelevance
 from attention.vit.text.tower import has_text_tower, text_model_of
 
-BEST_RULE = "sclip"  # the rule a visitor first sees: the best of the planted check and the single digits (README)
+BEST_RULE = FIND_RULE  # the rule a visitor first sees (`request.FIND_RULE`; README)
 PROXIES = {"digit_clip": "mnist_vit"}  # the proxy rule's vision model per text model; others: DEFAULT_PROXY
 DEFAULT_PROXY = "dino_vitb16"
 
@@ -69,7 +70,7 @@ def _compute(model, image, resolution, prompts: tuple[str, ...], rule: str, opts
 def get_text_relevance(
     image: ImageSource | None,
     model: str,
-    resolution="auto",
+    resolution=RESOLUTION,
     prompts="",
     rule: str = BEST_RULE,
     options: RuleOptions | None = None,

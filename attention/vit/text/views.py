@@ -8,14 +8,15 @@ colours, and the files of an answer (picture, .npz, facts).
 from __future__ import annotations
 
 import numpy as np
-from PIL import Image
 
-from attention.render import overlay, png_bytes, upsample
+from attention.render import MIN_SIDE, overlay, png_bytes, upsample
+from attention.render import enlarged as render_enlarged
 from attention.vit.draw.outputs import OUTPUT_ROOT, Tile, new_dir, save_npz, sheet
+from attention.vit.engine.request import CMAP, OPACITY
 from attention.vit.text.openvocab import OPEN_RULES
 from attention.vit.text.result import NONE, RULES, TextRelevance
 
-MIN_SIDE = 224  # px: smaller images (digit_clip's canvases) are enlarged by a whole factor for display
+# smaller images (digit_clip's canvases) are enlarged by a whole factor for display: `render.MIN_SIDE`
 PALETTE = np.array(  # the prompts' colours in the segmentation (Tableau 10), one per prompt up to MAX_PROMPTS
     [
         [31, 119, 180],
@@ -91,9 +92,7 @@ def hex_colour(i: int) -> str:
 def enlarged(tr: TextRelevance, min_side: int = MIN_SIDE) -> np.ndarray:
     """The image tr's grid aligns to, uint8 (H, W, 3), enlarged (nearest) by the smallest whole factor that
     brings its shorter side to `min_side` px or more."""
-    img = tr.image
-    k = max(1, -(-min_side // min(img.size)))
-    return np.asarray(img if k == 1 else img.resize((img.width * k, img.height * k), Image.NEAREST))
+    return render_enlarged(tr.image, min_side)
 
 
 def segmentation_image(tr: TextRelevance, rule: str, base: np.ndarray, alpha: float = 0.55) -> np.ndarray:
@@ -114,7 +113,12 @@ def score_text(tr: TextRelevance, i: int) -> str:
 
 
 def tiles(
-    tr: TextRelevance, rule: str = "chefer", *, alpha: float = 0.6, cmap: str = "inferno", min_side: int = MIN_SIDE
+    tr: TextRelevance,
+    rule: str = "chefer",
+    *,
+    alpha: float = OPACITY.default,
+    cmap: str = CMAP.default,
+    min_side: int = MIN_SIDE,
 ) -> list[Tile]:
     """Each prompt's `rule` map (min-max scaled) over the enlarged image, captioned with the rule and its score,
     then the segmentation. Captions carry the prompts as typed (pictures, not HTML)."""
@@ -157,7 +161,7 @@ def arrays(tr: TextRelevance, rule: str) -> dict[str, np.ndarray]:
 
 
 def write_answer(
-    tr: TextRelevance, *, model: str, rule: str = "chefer", alpha: float = 0.6, cmap: str = "inferno"
+    tr: TextRelevance, *, model: str, rule: str = "chefer", alpha: float = OPACITY.default, cmap: str = CMAP.default
 ) -> tuple[str, str, dict]:
     """(the captioned sheet PNG's path, the .npz's path, the facts) in a fresh folder, swept with the others."""
     ts = tiles(tr, rule, alpha=alpha, cmap=cmap)

@@ -16,17 +16,16 @@ from attention.ui.vit import relevance_panel, stepwise_api
 from attention.vit.models import loader as models
 from tests.conftest import DIGIT
 
-DEFAULTS = {"resolution": "auto", "view": "heads", "threshold": 0.6, "alpha": 0.6, "cmap": "inferno"}
 REFUSED = "out of range; accepted: more than 0, at most 1 (the share of each head's attention the mask keeps)"
 
 
 def handlers() -> dict:
     return {
-        "attention_maps": vit_api.attention_maps_fn("dino_vits16", DEFAULTS),
-        "feature_maps": vit_api.feature_maps_fn("dino_vits16", DEFAULTS),
+        "attention_maps": vit_api.attention_maps_fn("dino_vits16"),
+        "feature_maps": vit_api.feature_maps_fn("dino_vits16"),
         "attention_video": video_api.attention_video_fn("dino_vits16"),
         "explain_row": stepwise_api.explain_row_fn("dino_vits16"),
-        "export_view": stepwise_api.export_view_fn("dino_vits16", DEFAULTS),
+        "export_view": stepwise_api.export_view_fn("dino_vits16"),
     }
 
 

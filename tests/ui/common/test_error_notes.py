@@ -27,9 +27,9 @@ def test_the_compare_panel_shows_a_bad_second_model_as_text():
         panel = ComparePanel(vit_pass)
     st = Ref(("d", "mnist_vit", "auto", ""), (7, 7), 4, 4)
     img = "examples/digits/digit_3.png"
-    out = panel.update(
-        img, "mnist_vit", MARKUP, "auto", None, None, -1, "heads", 0, 0.6, 0.6, "inferno", st, None, None
-    )
+    main = dict(image=img, model="mnist_vit", resolution="auto", qrow=None, qcol=None, layer=-1, view="heads")
+    main |= dict(head=0, threshold=0.6, alpha=0.6, cmap="inferno", state=st, good=None)
+    out = panel.update(**main, compare=MARKUP, cstate=None, main=None)  # its inputs by name, as the page sends them
     note = out[panel.cdetails]
     from tests.test_errors import markdown_rendered
 

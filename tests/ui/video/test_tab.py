@@ -22,5 +22,18 @@ def test_a_file_that_is_not_a_video_gets_the_tabs_message_and_no_traceback(tmp_p
     path.write_bytes(b"not a video at all")
     make = _handler(blocks, "make")
     with caplog.at_level(logging.INFO), pytest.raises(gr.Error, match="is not a video FFmpeg can read; accepted"):
-        make(str(path), "mnist_vit", -1, 0, "mean", 0.6, "56", None, None, False, False, False)
+        make(
+            v=str(path),
+            m="mnist_vit",
+            lay=-1,
+            hd=0,
+            vw="mean",
+            thr=0.6,
+            res="56",
+            f=None,
+            sec=None,
+            sbs=False,
+            want_npz=False,
+            sure=False,
+        )
     assert not [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]

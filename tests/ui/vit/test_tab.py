@@ -99,7 +99,7 @@ def test_rollout_options_are_the_packages(client):
     assert "max of heads, lowest 50% dropped (whole matrix, CLS kept)" in info["tiles"][0]["caption"]
     _, _, plain = maps(client, view="rollout", layer=2)
     assert np.abs(plain["rollout"] - d["rollout"]).max() > 1e-3
-    with pytest.raises(AppError, match="Head fusion 'median' is not accepted"):
+    with pytest.raises(AppError, match="Unknown head fusion 'median'; accepted: mean, max, min"):
         maps(client, view="rollout", head_fusion="median")
 
 

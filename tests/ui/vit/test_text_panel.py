@@ -38,41 +38,47 @@ def panel() -> TextPanel:
 
 
 OPTS = ("", 5.0, 3.0, 1.2)
+NAMES = ("img", "mdl", "res", "prompts", "rule", "residual", "std", "gamma", "beta", "chosen", "al", "cm")
+
+
+def draw(p: TextPanel, *values):
+    """The panel's handler, its inputs by name as the page sends them (in this order)."""
+    return p.draw(**dict(zip(NAMES, values)))
 
 
 def test_says_which_models_have_a_text_tower_for_one_without():
     p = panel()
-    out = p.draw(DIGIT, "mnist_vit", "auto", PROMPTS, "naclip", *OPTS, 0, 0.6, "inferno")
+    out = draw(p, DIGIT, "mnist_vit", "auto", PROMPTS, "naclip", *OPTS, 0, 0.6, "inferno")
     assert out[p.box]["visible"] and "needs a model with a text tower" in out[p.details]
     assert "`digit_clip`" in out[p.details] and out[p.gallery] is None
 
 
 def test_shown_with_a_hint_until_prompts_are_typed():
     p = panel()
-    out = p.draw(DIGIT, "digit_clip", "auto", "  ", "naclip", *OPTS, 0, 0.6, "inferno")
+    out = draw(p, DIGIT, "digit_clip", "auto", "  ", "naclip", *OPTS, 0, 0.6, "inferno")
     assert out[p.box]["visible"] and "Type what to find" in out[p.details] and out[p.gallery] is None
 
 
 def test_maps_segmentation_and_escaped_scores_for_digit_clip(two_digits):
     p = panel()
-    out = p.draw(
-        two_digits, "digit_clip", "native", "<b>seven</b>, a handwritten three", "legrad", *OPTS, 2, 0.6, "inferno"
+    out = draw(
+        p, two_digits, "digit_clip", "native", "<b>seven</b>, a handwritten three", "legrad", *OPTS, 2, 0.6, "inferno"
     )
     assert out[p.box]["visible"] and len(out[p.gallery]) == 3  # two prompts, then the segmentation
     assert out[p.chosen] == 2 and out[p.big]["label"].startswith("Segmentation (LeGrad)")
     assert all("LeGrad" in caption for _, caption in out[p.gallery])  # every map's caption names its rule
     assert "&lt;b>seven&lt;/b>" in out[p.scores] and "<b>seven" not in out[p.scores]
     assert "LeGrad" in out[p.caption]
-    bad = p.draw(two_digits, "digit_clip", "native", "a, <i>" + "x" * 200, "naclip", *OPTS, 0, 0.6, "inferno")
+    bad = draw(p, two_digits, "digit_clip", "native", "a, <i>" + "x" * 200, "naclip", *OPTS, 0, 0.6, "inferno")
     assert "Prompt 2 has 203 characters" in bad[p.details] and "<i>" not in bad[p.details]
     assert bad[p.gallery] is None and bad[p.big] is None and bad[p.scores] == ""  # no earlier answer left beneath
-    worse = p.draw(two_digits, "digit_clip", "native", "a seven", "naclip", "", 0, 3.0, 1.2, 0, 0.6, "inferno")
-    assert "std = 0 is out of range" in worse[p.details]
+    worse = draw(p, two_digits, "digit_clip", "native", "a seven", "naclip", "", 0, 3.0, 1.2, 0, 0.6, "inferno")
+    assert "std 0 is out of range" in worse[p.details]
 
 
 def test_one_prompt_shows_its_own_score_never_a_share(two_digits):
     p = panel()
-    out = p.draw(two_digits, "digit_clip", "native", "a handwritten seven", "naclip", *OPTS, 0, 0.6, "inferno")
+    out = draw(p, two_digits, "digit_clip", "native", "a handwritten seven", "naclip", *OPTS, 0, 0.6, "inferno")
     assert "100.0%" not in out[p.scores] and "cosine" in out[p.scores]
     assert "NACLIP" in out[p.gallery][0][1] and "cosine" in out[p.gallery][0][1]
 
@@ -173,7 +179,7 @@ def test_links_carry_the_rule_and_its_options():
     assert permalink.parse(dict(parse_qsl(qs))) == link
     with pytest.raises(InputError, match="Link parameter frule: Rule 'gradcam' is not accepted"):
         permalink.parse({"frule": "gradcam"})
-    with pytest.raises(InputError, match="Link parameter fbeta: beta = 20 is out of range"):
+    with pytest.raises(InputError, match="Link parameter fbeta: beta 20 is out of range"):
         permalink.parse({"fbeta": "20"})
     p = panel()
     fields = p.link_fields("clearclip", "false", 3.0, 3.0, 1.2)

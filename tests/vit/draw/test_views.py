@@ -77,7 +77,7 @@ def test_rollout_view_needs_the_rollout_map(digit_pass):
         ("cube", 0.6, 0.6, "inferno", "heads, mean, rollout, masks"),
         ("heads", 0.0, 0.6, "inferno", "more than 0"),
         ("heads", 1.5, 0.6, "inferno", "at most 1"),
-        ("heads", 0.6, -0.1, "inferno", "0 (image only)"),
+        ("heads", 0.6, -0.1, "inferno", "0 to 1 (0: the image only"),
         ("heads", 0.6, 0.5, "nocmap", "inferno"),
     ],
 )

@@ -117,7 +117,7 @@ def test_pca_colours_put_the_border_low():
 
 
 def test_bad_layers_queries_and_thresholds_are_refused(digit_pass):
-    with pytest.raises(InputError, match="Layer 9 is out of range; accepted: 0 to 3"):
+    with pytest.raises(InputError, match="Layer 9 is out of range; this model has 4 layers: 0 to 3"):
         digit_pass.feature_maps("cls", 9)
     with pytest.raises(InputError, match=r"Patch \(7, 0\) is off the 7x7 grid"):
         digit_pass.feature_maps((7, 0), -1)

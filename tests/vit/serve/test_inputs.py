@@ -84,6 +84,7 @@ def test_file_digest_follows_content_not_identity(tmp_path):
 
 def test_view_request_reads_a_view_once_in_the_order_of_its_fields(monkeypatch):
     from attention.vit.draw import frames
+    from attention.vit.engine import request
 
     v = inputs.view_request("Mean of heads", 0.5, query_row="2", query_col=3.0, layer="-1", rollout_options={})
     want = frames.ViewSpec(query=(2, 3), layer=-1, view="mean", threshold=0.5, rollout_options={})
@@ -99,6 +100,6 @@ def test_view_request_reads_a_view_once_in_the_order_of_its_fields(monkeypatch):
     with pytest.raises(InputError, match="Layer 'x' is not a whole number"):
         inputs.view_request("heads", 0.6, layer="x")
     checks = []
-    monkeypatch.setattr(frames, "check_view", lambda view: checks.append(view) or view)
+    monkeypatch.setattr(request, "check_view", lambda view: checks.append(view) or view)
     inputs.view_request("mean", 0.6, query_row=1, query_col=1, layer=2)
     assert checks == ["mean"]  # checked once: what follows (`ViewSpec.placed`) trusts it
