@@ -12,11 +12,11 @@ import pandas as pd
 from attention.errors import AttentionError, as_whole
 from attention.ui.common.admit import who
 from attention.ui.common.components import info, user_errors, warning
-from attention.ui.common.model_choices import digits_only_note
+from attention.ui.common.model_choices import digits_only_note, visitor_text
 from attention.ui.vit import live as vit_live
 from attention.ui.vit.fields import fit, ref, view_spec, vit_frame, vit_pass
 from attention.ui.vit.layout import VIT_DEFAULTS, map_caption
-from attention.ui.vit.refusals import accepted, cleared, refusal
+from attention.ui.vit.refusals import accepted, cleared, link_note, query_words, refusal
 from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import views as vit_views
 from attention.vit.draw.modelview import model_view
@@ -134,17 +134,13 @@ class ViTHandlers:
             top = f"0 to {grid[i] - 1}" if grid else "0 or more"
             v = as_whole(value)
             ok = (empty and other_empty) or (not empty and v is not None and v >= 0 and (not grid or v < grid[i]))
-            msg = (
-                ""
-                if ok
-                else f"Query {name} {value!r}: accepted a whole number {top}, or both fields empty for the "
-                "model's own token (CLS, or its pooling head's)."
-            )
-            verdicts.append(gr.validate(ok, msg))
+            verdicts.append(gr.validate(ok, "" if ok else query_words(name, value, top)))
         return [gr.validate(True, "")] * 3 + verdicts + [gr.validate(True, "")] * (7 + len(ro))
 
     @user_errors
     def update(self, img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, fu, dr, du, gd, progress=gr.Progress()):
+        if vit_query.is_empty(qr) != vit_query.is_empty(qc) and gd:  # a query half typed (Enter commits it): not
+            qr, qc = gd.get("qrow"), gd.get("qcol")  # this change's business, which keeps the query on screen
         return self.answer(self.view_of(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, fu, dr, du), gd, st, progress)
 
     @user_errors
@@ -195,18 +191,25 @@ class ViTHandlers:
         """What a new visitor sees at once: the start example's maps (the pass is shared by all), or
         the view a permalink names (`?example=chelsea&layer=9&q=5,7`; a bad parameter is named in a
         warning and the start screen shown)."""
-        d = VIT_DEFAULTS
+        d, refused = VIT_DEFAULTS, None
         try:
             link = permalink.parse(dict(request.query_params) if request is not None else {})
         except AttentionError as e:
-            warning(f"This link could not be opened as given: {e}")
-            link = permalink.Link()
+            link, refused = permalink.Link(), str(e)
         img = str(permalink.examples()[link.example]) if link.example else self.first_image
         digit = link.example is not None and link.example.startswith("digit_")
-        mdl = link.model or (model_registry.OFFLINE_MODEL if digit else self.s.model)
-        res, vw = link.resolution or d["resolution"], link.view or d["view"]
+        start = model_registry.OFFLINE_MODEL if digit else self.s.model
+        mdl, res, vw = link.model or start, link.resolution or d["resolution"], link.view or d["view"]
         qr, qc = link.query if isinstance(link.query, tuple) else (None, None)
-        p = vit_pass(img, mdl, res, progress)
+        try:
+            p = vit_pass(img, mdl, res, progress)
+        except AttentionError as e:  # the link's model or resolution: the start screen's, the refusal named
+            if (mdl, res) == (start, d["resolution"]):
+                raise
+            refused, mdl, res = visitor_text(e, mdl), start, d["resolution"]
+            p = vit_pass(img, mdl, res, progress)
+        if refused:
+            warning(f"This link could not be opened as given: {refused}")
         lay, hd, qr, qc = fit(p, None, link.layer, link.head, qr, qc)
         thr, al, cm = (d[k] if v is None else v for k, v in zip(STYLE, (link.threshold, link.alpha, link.cmap)))
         ro = tuple(ROLLOUT[i] if v is None else v for i, v in enumerate((link.fusion, link.discard, link.rule)))
@@ -225,6 +228,7 @@ class ViTHandlers:
             **dict(zip([self.t.threshold, self.t.alpha, self.t.cmap, *self.ropts], (thr, al, cm, *ro))),
             self.t.find.prompts: link.find or "",
             **self.t.find.from_link(link),
+            **({} if refused is None else {self.t.note: gr.update(value=link_note(refused, mdl), visible=True)}),
         }
 
     @user_errors

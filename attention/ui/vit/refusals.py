@@ -20,6 +20,7 @@ import gradio as gr
 from attention.errors import AttentionError, markdown_text
 from attention.ui.common import model_choices
 from attention.ui.common.components import warning
+from attention.vit.engine import query as vit_query
 from attention.vit.serve.inputs import file_digest
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,21 @@ def note_html(message: str) -> str:
         '<div class="vit-note" role="status">⚠️ <b>Not changed:</b> '
         f"{markdown_text(message)} The map still shows your last view; every control is back to it.</div>"
     )
+
+
+def link_note(message: str, model: str) -> str:
+    """The note beside the map when a link could not be opened as given (the visitor's message escaped)."""
+    return (
+        '<div class="vit-note" role="status">⚠️ <b>This link could not be opened as given:</b> '
+        f"{markdown_text(message)} Shown instead: the start view, on {markdown_text(model)}.</div>"
+    )
+
+
+def query_words(name: str, value, top: str) -> str:
+    """What a typed query field at fault is told: `name` "row" or "column", its `value`, `top` the range."""
+    if vit_query.is_empty(value):
+        return f"Type a {name} too ({top}), or clear both fields for the model's own token (CLS)."
+    return f"Query {name} {value}: type a whole number {top}, or clear both fields for the model's own token (CLS)."
 
 
 def refusal(t, e: AttentionError, kept: dict | None, now: dict, redraw) -> dict:

@@ -144,7 +144,12 @@ def build(demo: gr.Blocks | None = None) -> None:
     )
     if demo is not None:
         adopted.append(  # the first screen: "Why this class?" follows it too
-            demo.load(h.first_screen, None, [*show, t.state, *restored, t.why.target, *t.find.linked], **fast)
+            demo.load(
+                h.first_screen,
+                None,
+                [*show, t.state, *restored, t.why.target, *t.find.linked],
+                **dict(fast, show_progress_on=[t.qimg]),  # one timer, on the map (not on every control it sets)
+            )
         )
     main = Main(
         t.image,
