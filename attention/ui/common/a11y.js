@@ -9,6 +9,8 @@ const MOVES = new Set(["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home"
 const BACK = new Set(["ArrowLeft", "ArrowUp", "PageUp"]);
 
 function name() {
+  // Gradio's empty-value placeholder names itself with aria-label but has no role (axe: aria-prohibited-attr)
+  for (const e of document.querySelectorAll(".empty[aria-label]:not([role])")) e.setAttribute("role", "img");
   for (const [sel, n] of Object.entries(A.names))
     document.querySelectorAll(sel).forEach((e, i) => {
       const v = Array.isArray(n) ? n[i] : n;

@@ -26,6 +26,8 @@ from attention.vit.serve.inputs import file_digest
 log = logging.getLogger(__name__)
 
 KEYS = ("image", "model", "resolution", "qrow", "qcol", "layer", "view", "head", "threshold", "alpha", "cmap")
+# the controls whose `change` the tab listens to: put back by a refusal, they fire once more (the rollback's echo)
+ECHOED = ("model", "resolution")
 ROLLOUT = ("fusion", "discard_ratio", "discard_rule")
 
 
@@ -79,6 +81,8 @@ def refusal(t, e: AttentionError, kept: dict | None, now: dict, redraw) -> dict:
     for k, comp in controls.items():
         if k in kept and now.get(k, kept[k]) != kept[k]:
             out[comp] = kept[k]
+    if any(getattr(t, k) in out for k in ECHOED):  # their echo redraws the kept view: the note stays for it, once
+        out[t.good] = {**kept, "echo": True}
     try:
         drawn = redraw({**now, **kept})
     except AttentionError:
@@ -90,8 +94,13 @@ def refusal(t, e: AttentionError, kept: dict | None, now: dict, redraw) -> dict:
 
 
 def cleared(t, kept: dict | None, now: dict) -> dict:
-    """A drawn view's note: hidden, unless this view is the kept one redrawn (a rollback's own echo)."""
-    same = kept is not None and all(now.get(k) == v for k, v in kept.items() if k != "image")
+    """A drawn view's note: hidden, unless this view is a rollback's own echo (the kept view, marked `echo` by
+    `refusal`, drawn again): any other drawn view, the kept one included, is the visitor's next step."""
+    same = (
+        kept is not None
+        and kept.get("echo")
+        and all(now.get(k) == v for k, v in kept.items() if k != "echo" and k != "image")
+    )
     return (
         {}
         if same and _same_image(now.get("image"), kept.get("image"))

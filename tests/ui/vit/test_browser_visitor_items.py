@@ -59,15 +59,22 @@ def test_refusals_replace_each_other_a_drawn_view_clears_them_and_no_words_are_i
         pg.locator(NOTE).get_by_text("Resolution 99999").wait_for()  # the new refusal replaces the old one
         assert "truncated" not in pg.locator(NOTE).inner_text()
         close_toasts(pg)
-        # a row typed, the column not yet: the layer still changes, and the half-typed query is not its business
-        pg.locator("#vit-qrow input").fill("3")
+        # a query field refused by its check: marked on its own, and the note (every control back...) is gone
+        pg.locator("#vit-qcol input").fill("2")
+        row = pg.locator("#vit-qrow input")
+        row.fill("99")
+        row.press("Enter")
+        pg.locator("#vit-qrow").get_by_text("type a whole number 0 to 6").wait_for()
+        pg.locator(NOTE).wait_for(state="hidden")
+        # a row typed, the column not: the layer still changes (the half-typed query is not its business)
+        row.fill("3")
+        pg.locator("#vit-qcol input").fill("")
         number = pg.locator("#vit-layer input[type=number]")
         number.fill("1")
         answered(pg, lambda: number.press("Enter"))
         pg.locator("#vit-details").get_by_text("layer 1/3").wait_for()
-        pg.locator(NOTE).wait_for(state="hidden")  # a drawn view clears the note
-        assert pg.get_by_test_id("toast-body").count() == 0
-        pg.locator("#vit-qrow input").press("Enter")  # the query committed half typed: the column is asked for
+        assert pg.get_by_test_id("toast-body").count() == 0 and not pg.locator(NOTE).is_visible()
+        row.press("Enter")  # the query committed half typed: the column is asked for, in a visitor's words
         words = pg.locator("#vit-qcol").get_by_text(re.compile("Type a column too"))
         words.wait_for()
         assert "None" not in words.inner_text() and "query_row" not in pg.locator("#vit-main").inner_text()
