@@ -7,6 +7,7 @@ Object.assign(A.names, JSON.parse(props.value || "{}"));
 
 const MOVES = new Set(["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End", "PageUp", "PageDown"]);
 const BACK = new Set(["ArrowLeft", "ArrowUp", "PageUp"]);
+const SETTLE = 300;  // ms without a key on a slider: its keyboard change is committed
 
 function name() {
   // Gradio's empty-value placeholder names itself with aria-label but has no role (axe: aria-prohibited-attr)
@@ -48,15 +49,20 @@ if (!A.listening) {  // once per page, on the document: Gradio re-renders the el
     if (e.key === "Enter" && t.type === "number" && t.closest(".tab-like-container")) t.blur();
   }, true);
   // Gradio fires a slider's `release` on pointerup (and on leaving its number box) only: a keyboard change is
-  // committed the same way once the key is let go, if the value moved (a held key: once, at the end)
+  // committed the same way once the keys rest for SETTLE ms (a held key, or several presses: once, at the end),
+  // if the value moved; Gradio's own value is synced from the range first (its `input` event), then released
   document.addEventListener("keyup", (e) => {
     const t = e.target;
     if (t.type !== "range" || t.dataset.keyFrom === undefined) return;
-    const from = t.dataset.keyFrom;
-    delete t.dataset.keyFrom;
-    if (t.value === from) return;
-    A.commits += 1;
-    t.dispatchEvent(new PointerEvent("pointerup", { bubbles: true }));
+    clearTimeout(A.settle);
+    A.settle = setTimeout(() => {
+      const from = t.dataset.keyFrom;
+      delete t.dataset.keyFrom;
+      if (t.value === from) return;
+      A.commits += 1;
+      t.dispatchEvent(new Event("input", { bubbles: true }));
+      t.dispatchEvent(new PointerEvent("pointerup", { bubbles: true }));
+    }, SETTLE);
   }, true);
   let queued = false;  // names again after Gradio re-renders (at most once a frame)
   new MutationObserver(() => {

@@ -33,13 +33,20 @@ NAMELESS = """() => {
 }"""
 
 
-def tab_to(pg, selector: str, stops: int = 80) -> None:
-    """Tab (forward) until the focus is inside `selector`."""
+def tab_to(pg, selector: str, back: bool = False, stops: int = 80) -> None:
+    """Tab (Shift+Tab when `back`) until the focus is inside `selector`."""
     for _ in range(stops):
-        pg.keyboard.press("Tab")
+        pg.keyboard.press("Shift+Tab" if back else "Tab")
         if pg.evaluate("s => !!document.activeElement.closest(s)", selector):
             return
-    raise AssertionError(f"{selector} was not reached in {stops} Tab presses")
+    raise AssertionError(f"{selector} was not reached in {stops} presses")
+
+
+def new_map(pg, act) -> None:
+    """Do `act`; wait until the server's large map has replaced the one before."""
+    src = pg.locator("#vit-query-image img").get_attribute("src")
+    act()
+    pg.wait_for_function("s => document.querySelector('#vit-query-image img').src !== s", arg=src)
 
 
 def focus_drawn(pg) -> bool:
@@ -63,38 +70,49 @@ def serious(pg) -> list[str]:
 @pytest.mark.browser
 def test_the_keyboard_walk_redraws_the_map_and_its_caption(browser, app_url):
     with visit(browser, app_url, DESKTOP) as pg:
-        caption, details = pg.locator("#vit-caption"), pg.locator("#vit-details")
+        caption, details, tiles = pg.locator("#vit-caption"), pg.locator("#vit-details"), pg.locator("#vit-gallery")
         pg.locator("body").click(position={"x": 2, "y": 2})
         tab_to(pg, "#vit-view")  # the View radios: the arrow keys move the choice, the map follows
-        answered(pg, lambda: pg.keyboard.press("ArrowRight"))
+        pg.keyboard.press("ArrowRight")  # per-head grid -> mean of heads
+        caption.get_by_text("the mean of the 4 heads").wait_for()
+        assert pg.locator("#vit-view input[value='mean']").is_checked() and focus_drawn(pg)
+        pg.keyboard.press("ArrowRight")  # -> rollout -> threshold masks
+        pg.keyboard.press("ArrowRight")
         caption.get_by_text("its threshold mask").wait_for()
-        assert pg.locator("#vit-view input[value='masks']").is_checked() and focus_drawn(pg)
         tab_to(pg, "#vit-more")  # "More options", opened by the keyboard
         pg.keyboard.press("Enter")
         tab_to(pg, "#vit-threshold input[type=range]")
         assert focus_drawn(pg)
-        answered(pg, lambda: pg.keyboard.press("ArrowLeft"))  # 0.6 -> 0.55: the masks keep 55%
-        pg.locator("#vit-gallery").get_by_text("hold 55%").first.wait_for()
+        pg.keyboard.press("ArrowLeft")  # 0.6 -> 0.55: each mask keeps 55%
+        tiles.get_by_text("hold 55%").first.wait_for()
         tab_to(pg, "#vit-alpha input[type=range]")
-        src = pg.locator("#vit-query-image img").get_attribute("src")
-        answered(pg, lambda: pg.keyboard.press("ArrowRight"))  # opacity 0.65: another picture
-        pg.wait_for_function("s => document.querySelector('#vit-query-image img').src !== s", arg=src)
+        answered(pg, lambda: pg.keyboard.press("ArrowRight"))  # opacity 0.65: the view's new opacity came back
+        assert pg.evaluate("window.attentionLive.p.alpha") == 0.65
         tab_to(pg, "#vit-cmap")
-        legend = pg.locator("#vit-legend").inner_html()
+        lut = pg.evaluate("window.attentionLive.p.lut")
         pg.keyboard.press("ArrowDown")
-        answered(pg, lambda: pg.keyboard.press("Enter"))  # the next colormap: its legend
-        pg.wait_for_function("l => document.querySelector('#vit-legend').innerHTML !== l", arg=legend)
+        answered(pg, lambda: pg.keyboard.press("Enter"))  # another colormap: the view's colours came back
+        assert pg.evaluate("window.attentionLive.p.lut") != lut
+        tab_to(pg, "#vit-view", back=True)  # back to the View: the rollout, for its options
+        for key in ("Home", "ArrowRight", "ArrowRight"):  # the first choice, then the third
+            pg.keyboard.press(key)
+        tiles.get_by_text("rollout through layers 0-3").wait_for()
         tab_to(pg, "#vit-rollout-options")
         pg.keyboard.press("Enter")
         tab_to(pg, "#vit-discard input[type=range]")
-        answered(pg, lambda: pg.keyboard.press("ArrowRight"))  # the discard ratio: at once, not on leaving it
+        new_map(pg, lambda: pg.keyboard.press("ArrowRight"))  # the discard ratio: at once, not on leaving it
         tab_to(pg, "#vit-layer input[type=range]")
         assert focus_drawn(pg)
-        answered(pg, lambda: [pg.keyboard.press("ArrowLeft") for _ in range(2)])  # layer 3 -> 1
+        pg.keyboard.press("ArrowLeft")
+        pg.keyboard.press("ArrowLeft")  # layer 3 -> 1
         details.get_by_text("layer 1/3").wait_for()
+        tiles.get_by_text("rollout through layers 0-1").wait_for()
         assert "layer 1" in caption.inner_text()
+        tab_to(pg, "#vit-view", back=True)  # the per-head grid again, for the head
+        pg.keyboard.press("Home")
+        caption.get_by_text("head 0").wait_for()
         tab_to(pg, "#vit-head input[type=range]")
-        answered(pg, lambda: pg.keyboard.press("ArrowRight"))
+        pg.keyboard.press("ArrowRight")
         caption.get_by_text("head 1").wait_for()
         assert pg.get_by_test_id("toast-body").count() == 0
         screenshot(pg, "vit_keyboard_walk")
