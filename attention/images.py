@@ -57,7 +57,8 @@ def load_image(src: ImageSource, *, max_pixels: int = MAX_PIXELS) -> Image.Image
 
     src: a path, encoded bytes, a PIL image (any mode: RGB, RGBA, L, P, CMYK, I;16, ...),
     or a uint8 array (H, W), (H, W, 1), (H, W, 3) or (H, W, 4). EXIF orientation is applied;
-    transparency is composited on white; 16-bit and float images are scaled to 8 bits.
+    transparency is composited on the background its content stands out from (black under
+    light content, else white: `info["background"]` names it); 16-bit and float images are scaled to 8 bits.
     Raises ImageError for anything that is not a decodable image or is over `max_pixels`.
     """
     if isinstance(src, np.ndarray):
@@ -124,10 +125,26 @@ def _to_rgb(img: Image.Image) -> Image.Image:
     if img.mode == "P":
         img = img.convert("RGBA")
     if img.mode in ("RGBA", "LA", "PA") or (img.mode in ("RGB", "L") and "transparency" in img.info):
-        img = img.convert("RGBA")
-        bg = Image.new("RGBA", img.size, (255, 255, 255, 255))
-        return Image.alpha_composite(bg, img).convert("RGB")
+        return _flattened(img.convert("RGBA"))
     return img if img.mode == "RGB" else img.convert("RGB")
+
+
+def _flattened(img: Image.Image) -> Image.Image:
+    """An RGBA image composited onto the background its content stands out from: black under light content (a
+    white digit drawn on transparency), white otherwise; fully opaque images are only converted. The background
+    chosen is kept in the result's `info["background"]` ("black" or "white"), for the words beside the maps."""
+    if img.getchannel("A").getextrema()[0] == 255:
+        return img.convert("RGB")
+    w, h = img.size
+    k = max(1, max(w, h) // 256)  # the content's brightness judged on every k-th pixel: cheap for any size
+    a = np.asarray(img.resize((max(1, w // k), max(1, h // k)), Image.NEAREST), dtype=np.float32)
+    alpha = a[..., 3]
+    luma = a[..., :3] @ np.array([0.299, 0.587, 0.114], np.float32)  # PIL's "L"
+    light = alpha.sum() > 0 and float((luma * alpha).sum() / alpha.sum()) > 127.5
+    bg = Image.new("RGBA", img.size, (0, 0, 0, 255) if light else (255, 255, 255, 255))
+    out = Image.alpha_composite(bg, img).convert("RGB")
+    out.info["background"] = "black" if light else "white"
+    return out
 
 
 def target_size(

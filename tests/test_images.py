@@ -33,9 +33,28 @@ def test_sixteen_bit_is_scaled_not_clipped():
     assert out[1, 1, 0] == 255 and out[0, 0, 0] == 0
 
 
-def test_transparency_is_composited_on_white():
+def test_transparency_is_composited_on_white_under_dark_content_and_says_so():
     img = Image.new("RGBA", (4, 4), (255, 0, 0, 0))
-    assert np.asarray(load_image(encode(img)))[0, 0].tolist() == [255, 255, 255]
+    img.putpixel((1, 1), (20, 20, 20, 255))  # dark ink
+    out = load_image(encode(img))
+    assert np.asarray(out)[0, 0].tolist() == [255, 255, 255] and np.asarray(out)[1, 1].tolist() == [20, 20, 20]
+    assert out.info["background"] == "white"
+
+
+def test_light_content_on_transparency_is_composited_on_black():
+    """A white digit drawn on a transparent canvas: on white it would vanish (a blank map)."""
+    a = np.zeros((28, 28, 4), np.uint8)
+    a[6:22, 12:16] = (255, 255, 255, 255)
+    a[5, 12:16] = (255, 255, 255, 128)  # a half-transparent edge: blended onto black
+    out = load_image(encode(Image.fromarray(a)))
+    px = np.asarray(out)
+    assert px[0, 0].tolist() == [0, 0, 0] and px[10, 13].tolist() == [255, 255, 255]
+    assert abs(int(px[5, 13, 0]) - 128) <= 1 and out.info["background"] == "black"
+
+
+def test_an_opaque_alpha_channel_flattens_nothing():
+    out = load_image(encode(Image.new("RGBA", (4, 4), (250, 250, 250, 255))))
+    assert np.asarray(out)[0, 0].tolist() == [250, 250, 250] and "background" not in out.info
 
 
 def test_exif_orientation_is_honoured():

@@ -11,8 +11,8 @@ calculator/     the Q/K/V calculator (tab); edit, patches its image part, api it
                 /calculate_from_x, /patch_attention)
 common/         what every tab shares: server (launch()'s other arguments: the guard in front of Gradio's app,
                 attention.crowd.guard), admit, fair_queue, callers, endpoint, components (typed errors as
-                messages, inputs handed over as sent), api_docs, model_choices; app.css the page-wide CSS
-                (APP_CSS, given to launch())
+                messages, inputs handed over as sent), api_docs, model_choices, a11y (keyboard and screen readers);
+                app.css the page-wide CSS (APP_CSS, given to launch())
 """
 
 from importlib import resources

@@ -45,6 +45,13 @@ def compare_with(pg, model: str) -> None:
     pick.press("Enter")
 
 
+def more_options(pg) -> None:
+    """Opens the ViT tab's "More options" (folded at first: threshold, opacity, colours, resolution, rollout)."""
+    if not pg.locator("#vit-threshold").is_visible():
+        pg.locator("#vit-more").get_by_text("More options").first.click()
+        pg.locator("#vit-threshold").wait_for()
+
+
 def permalink(pg, *parts: str) -> str:
     """The link the ViT tab's link button gives, once it is filled in; asserts it holds each of `parts`."""
     pg.locator("#vit-link-btn").click()

@@ -177,8 +177,9 @@ def slider(*args, **kwargs) -> gr.Slider:
 
 
 def picture(value=None, **kwargs) -> gr.Image:
-    """A picture the app draws (not an input): PNG, so its pixels arrive exactly as drawn."""
-    return gr.Image(value, **{"format": "png", "interactive": False, **kwargs})
+    """A picture the app draws (not an input): PNG, so its pixels arrive exactly as drawn; its label is its
+    alternative text for screen readers unless `alt_text` is given (a picture to click is a button: named)."""
+    return gr.Image(value, **{"format": "png", "interactive": False, "alt_text": kwargs.get("label"), **kwargs})
 
 
 def image_path(*args, **kwargs) -> gr.Image:

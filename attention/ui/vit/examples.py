@@ -6,10 +6,12 @@ Gradio caches, then fits to the visitor's own state (`adopt`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import gradio as gr
 
 from attention.config import EXAMPLES_DIR
+from attention.ui.common import a11y
 from attention.ui.common.components import user_errors
 from attention.ui.vit import live as vit_live
 from attention.ui.vit.refusals import accepted
@@ -93,9 +95,13 @@ def build(t, startup: Startup, example: Callable, shown: list, vit_pass: Callabl
             return {c: gr.skip() for c in shown}
         return example(img, mdl, res, vw, thr, al, cm)
 
-    adopted = []
+    adopted, names = [], {}
     with t.examples_slot:
         for label, rows, api in sets:
+            # each thumbnail's name for screen readers (Gradio draws it as a button holding only the picture)
+            names[f"#{api.replace('_', '-')} button.gallery-item"] = [
+                f"Example: {Path(r[0]).stem.replace('_', ' ')}" for r in rows
+            ]
             ex = gr.Examples(
                 rows,
                 ex_in,
@@ -122,4 +128,5 @@ def build(t, startup: Startup, example: Callable, shown: list, vit_pass: Callabl
                     **after,
                 )
             )
+        a11y.component(names, "vit-examples-names")
     return adopted

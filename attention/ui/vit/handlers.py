@@ -14,11 +14,11 @@ import pandas as pd
 from attention.errors import AttentionError, as_whole
 from attention.ui.common.admit import who
 from attention.ui.common.components import info, user_errors, warning
-from attention.ui.common.model_choices import digits_only_note
+from attention.ui.common.model_choices import digits_only_note, visitor_text
 from attention.ui.vit import live as vit_live
 from attention.ui.vit.fields import ROLLOUT, fitted, link_request, ref, request_of, vit_frame, vit_pass
 from attention.ui.vit.layout import map_caption
-from attention.ui.vit.refusals import accepted, cleared, refusal
+from attention.ui.vit.refusals import accepted, cleared, link_note, query_words, refusal
 from attention.vit.draw import frames as vit_frames
 from attention.vit.draw import views as vit_views
 from attention.vit.draw.modelview import model_view
@@ -30,6 +30,7 @@ from attention.vit.engine.request import (
     FUSION,
     HEAD,
     OPACITY,
+    RESOLUTION,
     THRESHOLD,
     ViewSpec,
 )
@@ -145,19 +146,17 @@ class ViTHandlers:
             top = f"0 to {grid[i] - 1}" if grid else "0 or more"
             v = as_whole(value)
             ok = (empty and other_empty) or (not empty and v is not None and v >= 0 and (not grid or v < grid[i]))
-            msg = (
-                ""
-                if ok
-                else f"Query {name} {value!r}: accepted a whole number {top}, or both fields empty for the "
-                "model's own token (CLS, or its pooling head's)."
-            )
-            verdicts["q" + name[:3]] = gr.validate(ok, msg)
+            verdicts["q" + name[:3]] = gr.validate(ok, "" if ok else query_words(name, value, top))
         return [verdicts.get(k, gr.validate(True, "")) for k in fields]  # in the order of the event's inputs
 
     @user_errors
     def update(self, progress=gr.Progress(), **fields):
         """A control changed: the view of the controls (`tab.named`: the event's inputs by name)."""
-        return self.answer(accepted(**fields), fields.get("good"), fields.get("state"), progress)
+        gd = fields.get("good")
+        if vit_query.is_empty(fields.get("qrow")) != vit_query.is_empty(fields.get("qcol")) and gd:
+            # a query half typed (Enter commits it) is not this change's business: the query on screen stays
+            fields |= dict(qrow=gd.get("qrow"), qcol=gd.get("qcol"))
+        return self.answer(accepted(**fields), gd, fields.get("state"), progress)
 
     @user_errors
     def click(self, evt: gr.SelectData, **fields):
@@ -221,16 +220,26 @@ class ViTHandlers:
         """What a new visitor sees at once: the start example's maps (the pass is shared by all), or
         the view a permalink names (`?example=chelsea&layer=9&q=5,7`; a bad parameter is named in a
         warning and the start screen shown)."""
+        refused = None
         try:
             link = permalink.parse(dict(request.query_params) if request is not None else {})
         except AttentionError as e:
-            warning(f"This link could not be opened as given: {e}")
-            link = permalink.Link()
+            link, refused = permalink.Link(), str(e)
         img = str(permalink.examples()[link.example]) if link.example else self.first_image
         digit = link.example is not None and link.example.startswith("digit_")
-        mdl = link.model or (model_registry.OFFLINE_MODEL if digit else self.s.model)
+        start = model_registry.OFFLINE_MODEL if digit else self.s.model
+        mdl = link.model or start
         r = link_request(link, img, mdl)
-        p = vit_pass(img, mdl, r.resolution, progress)
+        try:
+            p = vit_pass(img, mdl, r.resolution, progress)
+        except AttentionError as e:  # the link's model or resolution: the start screen's, the refusal named
+            if (mdl, r.resolution) == (start, RESOLUTION):
+                raise
+            refused, mdl = visitor_text(e, mdl), start
+            r = link_request(replace(link, model=None, resolution=None), img, mdl)
+            p = vit_pass(img, mdl, r.resolution, progress)
+        if refused:
+            warning(f"This link could not be opened as given: {refused}")
         v, hd = fitted(p, None, r)
         fv = vit_frame(p, v, hd)
         q = v.query if isinstance(v.query, tuple) else (None, None)
@@ -250,6 +259,7 @@ class ViTHandlers:
             **dict(zip([self.t.threshold, self.t.alpha, self.t.cmap, *self.ropts], (thr, al, cm, *ro))),
             self.t.find.prompts: link.find or "",
             **self.t.find.from_link(link),
+            **({} if refused is None else {self.t.note: gr.update(value=link_note(refused, mdl), visible=True)}),
         }
 
     @user_errors

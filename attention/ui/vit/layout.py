@@ -1,11 +1,12 @@
 """The ViT tab's layout: every component, where it sits, its labels. `tab` wires the events.
 
-The first screen (1400x1000) holds the image, the model and the view on the left, the large map with
-the layer and head sliders right under it in the middle, and every head's map on the right (`side`:
-room for another view beside the map). Under the map and the tiles, for a classifier: "Why this
-class?" (`relevance_panel`). Below: a second model beside the main one, the examples, then the
-scores, the model view, the features, the link and the download. On a phone the map and its sliders
-come first, then the tiles, "Why this class?", then the controls (`tab.css`).
+The first screen (1400x1000) holds the image with its examples right under the upload, the model and
+the view on the left (threshold, opacity, colours, resolution and the rollout's options folded under
+"More options"), the large map with the layer and head sliders right under it in the middle, and every
+head's map on the right (`side`: room for another view beside the map). Under the map and the tiles, for
+a classifier: "Why this class?" (`relevance_panel`). Below: a second model beside the main one, the
+scores, the model view, the features, the link and the download. On a phone the map and its sliders come
+first, then the image, its examples, the model and the view, then the tiles and the rest (`tab.css`).
 """
 
 from __future__ import annotations
@@ -58,9 +59,8 @@ class ViTTab:
     def __init__(self, s: Startup, vit_pass: Callable, fit: Callable):
         self.tour_slot = gr.Column(elem_id="vit-tour-slot")  # the guided first visit (`tour`)
         gr.Markdown(
-            "Every head's attention from the **query token** (CLS, or any patch you click) over the image. "
-            "Layer, head, view and colours reuse your last forward pass: they answer at once. Upload an image or "
-            "pick an example below.",
+            "Where each head of a vision transformer looks from the **query token** (CLS, or any patch you click "
+            "on the large map). Upload an image or pick an example under the upload; every control answers at once.",
             elem_id="vit-intro",
         )
         if notice := model_choices.visitor_notice(s):  # short, for visitors (the operator's fix: the log)
@@ -79,7 +79,7 @@ class ViTTab:
                 self._controls(s)
             with gr.Column(scale=9, min_width=340, elem_id="vit-results"):
                 self.details = gr.Markdown("Loading the first example...", elem_id="vit-details")
-                with gr.Row(equal_height=False):
+                with gr.Row(equal_height=False, elem_id="vit-map-row"):
                     with gr.Column(scale=7, min_width=320, elem_id="vit-map-column"):
                         self._map()
                     with gr.Column(scale=5, min_width=300, elem_id="vit-side") as self.side:
@@ -89,7 +89,6 @@ class ViTTab:
                 self.steps_slot = gr.Column(elem_id="vit-steps-slot")  # one head's row step by step (`stepwise_panel`)
                 self.find = TextPanel()  # "Find in image" (models with a text tower only)
         self.cmp = ComparePanel(vit_pass)
-        self.examples_slot = gr.Column(elem_id="vit-examples")
         self._panels()
         self.feats = FeaturePanel(vit_pass, fit)
         self._keep()
@@ -109,9 +108,10 @@ class ViTTab:
             label="Image",
             format="png",
             sources=["upload", "clipboard"],
-            height=170,
+            height=150,
             elem_id="vit-image",
         )
+        self.examples_slot = gr.Column(elem_id="vit-examples")  # right under the upload (`examples`)
         self.model = gr.Dropdown(
             model_choices.choices(),
             value=s.model,
@@ -121,6 +121,13 @@ class ViTTab:
             elem_id="vit-model",
         )
         self.view = gr.Radio(request.VIEW.pairs(), value=request.VIEW.default, label="View", elem_id="vit-view")
+        with gr.Accordion(
+            "More options: mask threshold, opacity, colours, resolution, rollout", open=False, elem_id="vit-more"
+        ):
+            self._more()
+
+    def _more(self) -> None:
+        """What "More options" folds: the threshold, the opacity, the colours, the resolution, the rollout's."""
         self.threshold = bounded(
             request.THRESHOLD,
             label="Mask threshold",
@@ -165,6 +172,7 @@ class ViTTab:
             show_label=False,
             format="png",
             interactive=False,
+            alt_text="The large attention map: click a patch to make it the query",  # (its name, for screen readers)
             elem_id="vit-query-image",
             buttons=[],  # no chrome over the map's patches (the download is in its panel below)
         )

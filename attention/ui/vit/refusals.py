@@ -20,11 +20,14 @@ import gradio as gr
 from attention.errors import AttentionError, markdown_text
 from attention.ui.common import model_choices
 from attention.ui.common.components import warning
+from attention.vit.engine import query as vit_query
 from attention.vit.serve.inputs import file_digest
 
 log = logging.getLogger(__name__)
 
 KEYS = ("image", "model", "resolution", "qrow", "qcol", "layer", "view", "head", "threshold", "alpha", "cmap")
+# the controls whose `change` the tab listens to: put back by a refusal, they fire once more (the rollback's echo)
+ECHOED = ("model", "resolution")
 ROLLOUT = ("fusion", "discard_ratio", "discard_rule")
 
 
@@ -48,6 +51,21 @@ def note_html(message: str) -> str:
     )
 
 
+def link_note(message: str, model: str) -> str:
+    """The note beside the map when a link could not be opened as given (the visitor's message escaped)."""
+    return (
+        '<div class="vit-note" role="status">⚠️ <b>This link could not be opened as given:</b> '
+        f"{markdown_text(message)} Shown instead: the start view, on {markdown_text(model)}.</div>"
+    )
+
+
+def query_words(name: str, value, top: str) -> str:
+    """What a typed query field at fault is told: `name` "row" or "column", its `value`, `top` the range."""
+    if vit_query.is_empty(value):
+        return f"Type a {name} too ({top}), or clear both fields for the model's own token (CLS)."
+    return f"Query {name} {value}: type a whole number {top}, or clear both fields for the model's own token (CLS)."
+
+
 def refusal(t, e: AttentionError, kept: dict | None, now: dict, redraw) -> dict:
     """The answer to a refused change: `kept` (the last accepted view, or None before any) restored in
     every control that `now` (the controls as sent) differs in, the last good view redrawn by `redraw`
@@ -63,6 +81,8 @@ def refusal(t, e: AttentionError, kept: dict | None, now: dict, redraw) -> dict:
     for k, comp in controls.items():
         if k in kept and now.get(k, kept[k]) != kept[k]:
             out[comp] = kept[k]
+    if any(getattr(t, k) in out for k in ECHOED):  # their echo redraws the kept view: the note stays for it, once
+        out[t.good] = {**kept, "echo": True}
     try:
         drawn = redraw({**now, **kept})
     except AttentionError:
@@ -74,8 +94,13 @@ def refusal(t, e: AttentionError, kept: dict | None, now: dict, redraw) -> dict:
 
 
 def cleared(t, kept: dict | None, now: dict) -> dict:
-    """A drawn view's note: hidden, unless this view is the kept one redrawn (a rollback's own echo)."""
-    same = kept is not None and all(now.get(k) == v for k, v in kept.items() if k != "image")
+    """A drawn view's note: hidden, unless this view is a rollback's own echo (the kept view, marked `echo` by
+    `refusal`, drawn again): any other drawn view, the kept one included, is the visitor's next step."""
+    same = (
+        kept is not None
+        and kept.get("echo")
+        and all(now.get(k) == v for k, v in kept.items() if k != "echo" and k != "image")
+    )
     return (
         {}
         if same and _same_image(now.get("image"), kept.get("image"))

@@ -78,7 +78,12 @@ class StepwisePanel:
             with gr.Row(equal_height=False):
                 with gr.Column(scale=5, min_width=260):
                     self.map = gr.Image(
-                        show_label=False, format="png", interactive=False, elem_id="vit-steps-map", buttons=[]
+                        show_label=False,
+                        format="png",
+                        interactive=False,
+                        alt_text="The row step by step: click a patch to select its key",
+                        elem_id="vit-steps-map",
+                        buttons=[],
                     )
                     self.temperature = slider(
                         0.05,

@@ -80,6 +80,9 @@ def build(demo: gr.Blocks | None = None) -> None:
     # a file that failed: no broken picture left in the input, which is outlined until an image is read
     upload.failure(lambda: gr.update(value=None, elem_classes=FAULT), None, t.image, **quick)
     upload.success(lambda: gr.update(elem_classes=[]), None, t.image, **quick)
+    # a typed query field's check (below) refuses by marking that field: an earlier refusal's note, which says every
+    # control is back to the last view, would contradict it, so it goes at once (a drawn view or a refusal answers)
+    gr.on([t.qrow.submit, t.qcol.submit], lambda: gr.update(visible=False), None, t.note, **quick)
     changes = [
         upload,
         t.model.change(h.update, None, [*show, t.state, *restored], show_progress_on=[t.model], **at),
@@ -146,7 +149,12 @@ def build(demo: gr.Blocks | None = None) -> None:
     )
     if demo is not None:
         adopted.append(  # the first screen: "Why this class?" follows it too
-            demo.load(h.first_screen, None, [*show, t.state, *restored, t.why.target, *t.find.linked], **fast)
+            demo.load(
+                h.first_screen,
+                None,
+                [*show, t.state, *restored, t.why.target, *t.find.linked],
+                **dict(fast, show_progress_on=[t.qimg]),  # one timer, on the map (not on every control it sets)
+            )
         )
     main = Main(
         t.image,

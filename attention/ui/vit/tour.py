@@ -1,6 +1,8 @@
 """A guided first visit of the ViT tab: five short steps through the start example, each one driving the
 tab's real controls (query, view, layer, head, the step-by-step panel), skippable at any time and
-remembered as done for the browser tab's session (sessionStorage), with a button to take it again.
+remembered as done in this browser (localStorage: offered once), with a button to take it again. The offer is one
+small line in place of the tab's intro; while the tour runs it is a bar at the bottom of the screen, and each step
+scrolls what it asks for into view above the bar.
 """
 
 from __future__ import annotations
@@ -41,17 +43,25 @@ STEPS = (
         "That's the tour: explore on your own.",
     ),
 )
-SET_DONE = f"(d) => {{ if (d) sessionStorage.setItem('{DONE_KEY}', '1'); }}"
-# what each step is about, scrolled to the middle of the screen once it is drawn (the tour bar stays at the bottom)
+SET_DONE = f"(d) => {{ if (d) localStorage.setItem('{DONE_KEY}', '1'); }}"
+# what each step is about, scrolled to the top of the screen once it is drawn; then the control the step asks the
+# visitor to move (step 3: the temperature, step 5: the layer), if the tour bar (fixed at the bottom) covers it,
+# scrolled up until it lies just above the bar
 SCROLL = """(s) => { const id = ["vit-caption", "vit-caption", "vit-steps-panel", "vit-gallery",
   "vit-caption"][s]; const e = id && document.getElementById(id);
-  if (e) e.scrollIntoView({block: "start", behavior: "instant"}); document.body.dataset.tourShown = s; }"""
+  if (e) e.scrollIntoView({block: "start", behavior: "instant"});
+  const want = document.getElementById(["", "", "vit-steps-temperature", "", "vit-layer"][s] || "-");
+  const bar = document.getElementById("vit-tour-bar");
+  if (want && bar) { const w = want.getBoundingClientRect(), b = bar.getBoundingClientRect();
+    if (w.bottom > b.top - 8) window.scrollBy(0, w.bottom - (b.top - 8)); }
+  document.body.dataset.tourShown = s; }"""
 CSS = """
 #vit-tour-bar { border: 1px solid #f97316; border-radius: 8px; background: var(--background-fill-primary, #fff);
   padding: 0 8px; gap: 2px 8px; flex-direction: row; flex-wrap: wrap; align-items: center; justify-content: flex-end; }
 #vit-tour-bar > * { flex: 0 0 auto; width: auto; }
 #vit-tour-bar > #vit-tour-text { flex: 1 1 300px; }
 #vit-tour-bar p { margin: 1px 0; }
+#vit-tour-bar:not(.vit-tour-running) { font-size: 0.9em; }
 body:has(#vit-tour-bar:not(.vit-tour-running)) #vit-intro { display: none; }
 #vit-tour-slot:not(:has(#vit-tour-bar)) { display: none; }
 #vit-tour-bar.vit-tour-running { position: fixed; left: 50%; transform: translateX(-50%); bottom: 10px;
@@ -59,7 +69,7 @@ body:has(#vit-tour-bar:not(.vit-tour-running)) #vit-intro { display: none; }
   border-width: 2px; padding: 8px 12px; max-height: 45vh; overflow-y: auto; }
 #vit-tour-bar.vit-tour-running > #vit-tour-text { flex: 1 1 100%; }
 """
-READ_DONE = f"() => sessionStorage.getItem('{DONE_KEY}') === '1'"
+READ_DONE = f"() => localStorage.getItem('{DONE_KEY}') === '1'"
 
 
 def _step(s: object) -> int:
@@ -71,10 +81,7 @@ def _step(s: object) -> int:
 def text(step: int) -> str:
     """The tour box's markdown at `step` (-1: the offer)."""
     if step < 0:
-        return (
-            "**New here?** A 1-minute tour in five steps through this example: patches, a query and its keys, "
-            "softmax, every head, layers."
-        )
+        return "**New here?** A 1-minute tour of this example, in five steps."
     title, body = STEPS[step]
     return f"**Step {step + 1} of {len(STEPS)}: {title}**\n\n{body}"
 
@@ -95,7 +102,7 @@ def controls(step: int, st, start_image: str, start_model: str, image, model) ->
 def build(t, panel, start_image: str, start_model: str, then_update, demo: gr.Blocks | None) -> None:
     """The tour box in `t.tour_slot`, driving tab `t` (`layout.ViTTab`) and the step-by-step `panel`;
     `then_update(event)`: the tab's redraw after an event; `demo`: the app, whose load hides the box when the
-    tour was done or skipped in this browser tab's session."""
+    tour was done or skipped in this browser."""
     step = gr.Number(-1, visible="hidden", precision=0, elem_id="vit-tour-step")  # the browser reads it (scroll)
     with t.tour_slot:
         gr.HTML("", visible="hidden", head=f"<style>{CSS}</style>")  # display: none, its style in the head

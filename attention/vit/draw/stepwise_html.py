@@ -83,7 +83,7 @@ def vectors_html(steps: RowSteps) -> str:
     worst = ", ".join(f"d{int(d)} ({steps.products[d]:+.3f})" for d in order[::-1][:2])
     out.append(
         f'<p style="margin:4px 0">Sum of the {len(steps.q)} products: <b>q<sub>i</sub> · k<sub>j</sub> = '
-        f"{steps.dots[sel]:.4f}</b> (red: positive, blue: negative; hover a cell for its value). Pulling this weight "
+        f"{steps.dots[sel]:.4f}</b> (red: positive, blue: negative; the darker, the larger). Pulling this weight "
         f"up most: {best}; down most: {worst}.</p>"
     )
     return "".join(out)
@@ -135,12 +135,12 @@ def summary_html(steps: RowSteps, model: str = "") -> str:
 def panel_html(steps: RowSteps, model: str = "") -> str:
     """The whole step-by-step text: summary, the neuron view of the selected key, the table of keys."""
     return (
-        '<div class="stepwise" style="line-height:1.35">'
+        '<div class="stepwise" style="line-height:1.35;max-width:100%">'
         + summary_html(steps, model)
-        + '<div style="overflow-x:auto;margin:6px 0">'
+        + '<div style="overflow-x:auto;max-width:100%;margin:6px 0">'
         + vectors_html(steps)
         + "</div>"
-        + '<div style="overflow-x:auto">'
+        + '<div style="overflow-x:auto;max-width:100%">'
         + keys_html(steps)
         + "</div></div>"
     )
@@ -176,14 +176,16 @@ def export_html(
     if steps is not None:
         pic = img(steps_map, "the row step by step", "steps-map", "100%") if steps_map else ""
         step = '<h2>Step by step</h2><div style="display:flex;flex-wrap:wrap;gap:12px">'
-        step += f'<div style="max-width:480px">{pic}</div><div>{panel_html(steps, model)}</div></div>'
+        # (min-width 0: the tables scroll in their own boxes on a phone instead of widening the page)
+        step += f'<div style="max-width:480px">{pic}</div>'
+        step += f'<div style="flex:1 1 300px;min-width:0">{panel_html(steps, model)}</div></div>'
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{html.escape(title)}</title></head>"
         '<body style="font-family:system-ui,sans-serif;margin:16px;color:#222">'
         f'<h1 style="font-size:20px">{html.escape(title)}</h1><p>{html.escape(details)}</p>'
-        f"<h2>Large map</h2>{img(large_map, 'large map', 'large-map')}"
+        f"<h2>Large map</h2>{img(large_map, 'large map', 'large-map', '100%')}"
         f'<h2>Every head</h2><div style="display:flex;flex-wrap:wrap;gap:8px">{figs}</div>{step}'
         '<p style="font-size:12px;color:#666">Exported from Attention Explorer: every picture is inside this file.</p>'
         "</body></html>"

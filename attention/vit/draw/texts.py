@@ -42,10 +42,12 @@ def details(res: AttentionMaps, *, model: str, device: str, plain: bool = False)
     L, H, N = res.weights.shape
     w, h = res.image.size
     name = model if plain else f"<code>{markdown_text(model)}</code>"
+    bg = res.image.info.get("background")  # a transparent picture, flattened by `images.load_image`
     return (
         f"{name} · patch {res.patch_size} px · grid {gh}×{gw} · "
         f"{N} tokens ({res.num_prefix_tokens} prefix) · "
         f"layer {res.layer}/{L - 1} · {H} heads · input {w}×{h} px · {device} · forward {res.seconds * 1000:.0f} ms"
+        + (f" · transparent parts shown on {bg} (the picture is {'light' if bg == 'black' else 'dark'})" if bg else "")
     )
 
 

@@ -15,7 +15,7 @@ import re
 import pytest
 
 from tests.conftest import ROOT
-from tests.ui.pages import calculator_page, opened, permalink
+from tests.ui.pages import calculator_page, more_options, opened, permalink
 from tests.ui.vit import test_browser_live as live
 from tests.ui.vit.test_browser_layout import DESKTOP, PHONE, visit, wait_for_head
 
@@ -24,7 +24,8 @@ STYLED = "?example=digit_5&view=rollout&cmap=viridis&thr=0.8&alpha=0.4&fusion=ma
 
 
 def style_of(pg) -> dict:
-    """The style and rollout controls' values (the rollout's accordion opened to read them)."""
+    """The style and rollout controls' values ("More options" and the rollout's accordion opened to read them)."""
+    more_options(pg)
     if pg.locator("#vit-fusion").count() == 0 or not pg.locator("#vit-fusion").is_visible():
         pg.locator("#vit-rollout-options").get_by_text("Rollout options").click()
         pg.locator("#vit-fusion").wait_for()

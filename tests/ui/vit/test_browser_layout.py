@@ -1,7 +1,7 @@
 """In a real browser: the ViT tab's layout. On a desktop (1400x1000) the large map and the controls that
-act on it are on the first screen together; on a phone (390x844) the layer slider comes right under the
-map; no panel makes the page wider than the screen; the caption names the head the large map shows and
-its tile is the highlighted one, whatever changed it."""
+act on it are on the first screen together, the examples right under the upload; on a phone (390x844) the
+layer slider comes right under the map; no panel makes the page wider than the screen; the caption names the
+head the large map shows and its tile is the highlighted one, whatever changed it."""
 
 from __future__ import annotations
 
@@ -84,8 +84,9 @@ def test_on_a_desktop_the_map_and_its_controls_are_on_the_first_screen(browser, 
             assert b["x"] >= 0 and b["y"] >= 0, sel
             assert b["x"] + b["width"] <= DESKTOP[0] and b["y"] + b["height"] <= DESKTOP[1], (sel, b)
         assert box(pg, "#vit-gallery img")["y"] + 100 <= DESKTOP[1]  # the head tiles start there too
-        examples = box(pg, "#vit-digit-examples")
-        assert examples["y"] > box(pg, "#vit-layer")["y"]  # the examples below the map, not above it
+        examples, image = box(pg, "#vit-digit-examples"), box(pg, "#vit-image")
+        assert examples["y"] + examples["height"] <= DESKTOP[1]  # the examples on the first screen, under the upload
+        assert 0 <= examples["y"] - (image["y"] + image["height"]) <= 40
         m, lay = box(pg, "#vit-query-image img"), box(pg, "#vit-layer")
         assert 0 <= lay["y"] - (m["y"] + m["height"]) <= 40  # the layer slider right under the map
         assert_nothing_overflows(pg, "desktop")
@@ -97,7 +98,7 @@ def test_on_a_phone_the_layer_slider_starts_right_under_the_map(browser, app_url
     with visit(browser, app_url, PHONE) as pg:
         m, lay, hd = box(pg, "#vit-query-image img"), box(pg, "#vit-layer"), box(pg, "#vit-head")
         assert 0 <= lay["y"] - (m["y"] + m["height"]) <= 150, (m, lay)
-        assert lay["y"] < hd["y"] < box(pg, "#vit-gallery")["y"] < box(pg, "#vit-model")["y"]  # then the rest
+        assert lay["y"] < hd["y"] < box(pg, "#vit-model")["y"] < box(pg, "#vit-gallery")["y"]  # controls, then tiles
         for sel in ("#vit-layer input[type=number]", "#vit-layer button.reset-button", "#vit-layer input[type=range]"):
             b = box(pg, sel)
             assert b["height"] >= 40, (sel, b)  # touch targets

@@ -18,6 +18,7 @@ from attention.vit.draw.drawing import reduced
 from attention.vit.serve import live
 from tests.conftest import screenshot
 from tests.hub_cache import DINOV3_REPO, add_tiny_dinov3, temporary_hf_home
+from tests.ui.pages import more_options
 from tests.ui.vit.test_browser import click_image_at
 
 MAP = "#vit-query-image img"
@@ -98,6 +99,7 @@ def test_patch_layer_head_and_opacity_are_drawn_here_first_and_match_the_servers
 
     assert drawn_then_served(page, lambda: page.locator("#vit-gallery .thumbnail-item").nth(2).click()) == [0] * 6
     assert page.locator("#vit-head input[type=number]").input_value() == "2"
+    more_options(page)  # (the opacity is folded there)
     for slider in ("#vit-head", "#vit-alpha"):  # the head's and the opacity's ranges, at their right end
         assert drawn_then_served(page, lambda s=slider: click_range(page, s, -4)) == [0] * 6
     assert page.locator("#vit-head input[type=number]").input_value() == "3"

@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from tests.conftest import ROOT
+from tests.ui.pages import more_options
 from tests.ui.vit.test_browser import click_image_at
 from tests.ui.vit.test_browser_layout import DESKTOP, PHONE, visit
 
@@ -104,6 +105,7 @@ def test_a_refused_upload_keeps_the_page_consistent(browser, app_url, size, kind
 @SIZES
 def test_a_resolution_out_of_range_is_refused_and_the_dropdown_stays_usable(browser, app_url, size):
     with visit(browser, app_url, size) as pg:
+        more_options(pg)
         box = pg.locator("#vit-resolution input")
         box.fill("99999")
         box.press("Enter")

@@ -1,5 +1,5 @@
 """In a real browser: the guided first visit end to end at desktop (1400x1000) and phone (390x844) sizes,
-each step driving the tab's real controls and remembered as done for the session; the step-by-step
+each step driving the tab's real controls and remembered as done in the browser (offered once); the step-by-step
 panel (temperature redraws the map and the entropy, a click on its map selects the key); "Open in the
 calculator"; and the exported HTML opened with the network off, showing the same pixels as the page.
 
@@ -84,6 +84,9 @@ def test_the_guided_visit_end_to_end(browser, app_url, size):
         step(pg, 3)  # scores, scale, softmax: the step-by-step panel opened and drawn for that query
         pg.locator("#vit-steps").get_by_text("query patch (row 3, col 3)").wait_for()
         loaded(pg, STEPS_MAP)
+        # the temperature it asks for lies on the screen, above the tour's bar (not under it)
+        temperature, at = pg.locator("#vit-steps-temperature").bounding_box(), pg.locator(BAR).bounding_box()
+        assert temperature["y"] >= 0 and temperature["y"] + temperature["height"] <= at["y"], (temperature, at)
         shot(pg, f"tour-{tag}-3")
         h1, src = entropy(pg), pg.locator(STEPS_MAP).get_attribute("src")
         pg.locator("#vit-steps-temperature").scroll_into_view_if_needed()
@@ -109,7 +112,7 @@ def test_the_guided_visit_end_to_end(browser, app_url, size):
         pg.locator(NEXT).click()  # the end: the bar goes, the tour can be taken again
         bar.wait_for(state="hidden")
         pg.locator("#vit-tour-again").wait_for()
-        pg.reload()  # remembered for the session
+        pg.reload()  # remembered in this browser
         pg.locator("#vit-tour-again").wait_for()
         pg.locator("#vit-gallery").get_by_text("mean of heads").first.wait_for()
         assert not bar.is_visible()
@@ -125,7 +128,7 @@ def test_skipping_the_tour_is_remembered_and_a_new_session_is_offered_it(browser
         pg.reload()
         pg.locator("#vit-tour-again").wait_for()
         assert not pg.locator(BAR).is_visible()
-    with visit(browser, app_url, DESKTOP) as pg:  # another browser session: offered again
+    with visit(browser, app_url, DESKTOP) as pg:  # another browser (a fresh context): offered again
         pg.locator(BAR).get_by_text("New here?").wait_for()
 
 

@@ -9,6 +9,7 @@ import re
 import matplotlib
 import numpy as np
 import pytest
+from PIL import Image
 from scipy.special import softmax
 from scipy.stats import entropy
 
@@ -33,6 +34,17 @@ def test_details_state_the_models_own_facts(model, res):
     assert f"grid 6×8 · {n} tokens ({model.num_prefix_tokens} prefix)" in line
     assert f"layer {len(model.blocks) - 1}/{len(model.blocks) - 1}" in line
     assert f"{model.blocks[0].attn.num_heads} heads" in line and "input 64×48 px" in line
+
+
+def test_details_say_which_background_a_transparent_picture_was_shown_on(model):
+    """A white digit on transparency is flattened onto black (attention.images): the visitor is told, and an
+    opaque picture's line says nothing of it."""
+    ink = np.zeros((48, 64, 4), np.uint8)
+    ink[10:40, 20:30] = 255
+    light = attention_maps(model, Image.fromarray(ink), resolution=None)
+    assert "transparent parts shown on black (the picture is light)" in texts.details(light, model="m", device="cpu")
+    opaque = attention_maps(model, photo(48, 64), resolution=None)
+    assert "transparent" not in texts.details(opaque, model="m", device="cpu")
 
 
 def test_token_names_follow_row_major_order_after_the_prefix(res):
