@@ -19,7 +19,7 @@ from attention.vit.relevance.service import checked, stored
 from attention.vit.serve.gpu import gpu
 from attention.vit.serve.inputs import file_digest, visitor_scope
 from attention.vit.text.find import check_rule, text_relevance
-from attention.vit.text.openvocab import RuleOptions
+from attention.vit.text.openvocab import OPEN_RULES, RuleOptions
 from attention.vit.text.prompts import check_prompts
 from attention.vit.text.result import TextRelevance
 from attention.vit.text.tower import has_text_tower, text_model_of
@@ -53,6 +53,12 @@ def proxy_of(model: str) -> str:
     """The vision model whose patch similarity the proxy rule uses for text model `model` (a name): digit_clip's
     is mnist_vit (trained on the same digits, shipped), any other's DINO ViT-B/16."""
     return PROXIES.get((model or "").strip(), DEFAULT_PROXY)
+
+
+def options_key(rule: str, opts: RuleOptions) -> tuple | None:
+    """What of `opts` changes `rule`'s answer, hashable: an open-vocabulary rule's own options (`summary`: the
+    residual, NACLIP's std, the proxy's gamma and beta); nothing for the gradient rules and the similarity."""
+    return tuple(sorted(opts.summary(rule).items())) if rule in OPEN_RULES else None
 
 
 @gpu
@@ -91,6 +97,6 @@ def get_text_relevance(
     if rule == "proxy":
         proxy, _ = checked(image, proxy_of(model), shared)
     digest = file_digest(image)
-    key = (digest, model, str(resolution), items, rule, opts, proxy, visitor_scope(digest, visitor))
+    key = (digest, model, str(resolution), items, rule, options_key(rule, opts), proxy, visitor_scope(digest, visitor))
     job = lambda: _compute(model, image, resolution, items, rule, opts, proxy)  # noqa: E731
     return stored(RESULTS, key, job, visitor if shared else None)
