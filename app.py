@@ -17,8 +17,13 @@ try:
     from attention.config import SETTINGS  # every setting, read once
 except ValueError as e:  # attention.config.ConfigError: a bad ATTENTION_* value, named in the message
     raise SystemExit(f"Attention Explorer cannot start: {e}") from None
-from attention.ui import APP_CSS, calculator_tab, retrieval_tab, server, video_tab, vit_tab
-from attention.ui.stepwise_panel import open_in_calculator
+from attention.ui import APP_CSS
+from attention.ui.calculator import tab as calculator_tab
+from attention.ui.common import server
+from attention.ui.retrieval import tab as retrieval_tab
+from attention.ui.video import tab as video_tab
+from attention.ui.vit import tab as vit_tab
+from attention.ui.vit.stepwise_panel import open_in_calculator
 from attention.vit.models.own_checkpoint import serve_args
 
 if __name__ == "__main__":
@@ -51,7 +56,7 @@ demo.queue(default_concurrency_limit=SETTINGS.concurrency)  # 2 cores: two jobs 
 # What launch() needs wherever the app is served (here, tests, benches): the upload cap, how many
 # sessions' state Gradio keeps (the oldest forgotten first), the API endpoints as MCP tools, the
 # page-wide CSS (in the page's head from the start), and, as `app_kwargs`, the guard in front of
-# Gradio's app (body sizes, session ids, per-client rates: attention/serving/guard.py).
+# Gradio's app (body sizes, session ids, per-client rates: attention/crowd/guard.py).
 LAUNCH = server.LaunchKwargs(
     SETTINGS,
     demo,

@@ -118,7 +118,7 @@ class Settings:
     max_upload_mb: float = 20.0  # largest upload: ATTENTION_MAX_UPLOAD_MB
     cache_age: float = 900.0  # seconds a served file is kept before deletion: ATTENTION_FILE_TTL
     max_text_chars: int = 200_000  # characters of one typed matrix, checked before parsing: ATTENTION_MAX_TEXT
-    guard: bool = True  # the checks in front of the app (attention.serving.guard); ATTENTION_GUARD=0 turns them off
+    guard: bool = True  # the checks in front of the app (attention.crowd.guard); ATTENTION_GUARD=0 turns them off
     max_body_kb: float = 1024.0  # a body on other routes than uploads, MCP, live: ATTENTION_MAX_BODY_KB
     live_body_kb: float = 16.0  # a live-route call's body: ATTENTION_LIVE_BODY_KB
     new_sessions_per_min: float = 30.0  # new sessions a client opens a minute: ATTENTION_NEW_SESSIONS_PER_MIN
@@ -131,12 +131,13 @@ class Settings:
     video_gflop_gpu: float = 400_000.0  # ... on a GPU: ATTENTION_VIDEO_MAX_GFLOP_GPU
     video_max_pixels: int = 3840 * 2160  # pixels per video frame (more: scaled down): ATTENTION_VIDEO_MAX_PIXELS
     concurrency: int = 2  # jobs computed at once: ATTENTION_CONCURRENCY
-    # admission of computing jobs (attention.serving.admission): relevance and videos share ATTENTION_HEAVY_SLOTS slots
+    # admission of computing jobs (attention.crowd.admission): relevance and videos share ATTENTION_HEAVY_SLOTS slots
     # round-robin between client addresses, then between an address's sessions, each address 1 computing; Gradio
     # starts ATTENTION_HEAVY_WAITING more to wait in the lane (a thread each: a video hands its slot to one between
-    # chunks), the rest wait in Gradio's queue, served by the same rule (attention.ui.fair_queue); each job at most
-    # ATTENTION_JOB_SECONDS holding a slot. Two slots: a visitor's short job runs beside another visitor's long one
-    # (sharing the cores, at the heavy lane's nice) instead of waiting for it to end (docs/admission.md).
+    # chunks), the rest wait in Gradio's queue, served by the same rule (attention.ui.common.fair_queue); each
+    # job at most ATTENTION_JOB_SECONDS holding a slot. Two slots: a visitor's short job runs beside another
+    # visitor's long one (sharing the cores, at the heavy lane's nice) instead of waiting for it to end
+    # (docs/admission.md).
     # ATTENTION_VISITOR_QUEUED: an MCP session's calls waiting in the MCP lane
     heavy_slots: int = 2
     visitor_queued: int = 2
@@ -179,7 +180,7 @@ class Settings:
     checkpoint_family: str = ""  # how images are fed (dino, dinov2, ..., default the arch's): ATTENTION_FAMILY
 
     def pass_store(self) -> dict[str, float | int]:
-        """The pass store's limits as `attention.serving.cache.SharedCache`'s keyword arguments (bytes, seconds)."""
+        """The pass store's limits as `attention.crowd.cache.SharedCache`'s keyword arguments (bytes, seconds)."""
         mb = 2**20
         return dict(
             max_bytes=int(self.state_mb * mb),

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from attention.config import EXAMPLES_DIR
+from attention.crowd import net
 from attention.errors import ImageError
-from attention.serving import net
 
 log = logging.getLogger(__name__)
 SUBSET_PATH = EXAMPLES_DIR / "mnist_5k.npz"

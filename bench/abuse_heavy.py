@@ -301,7 +301,7 @@ def mcp_clients(app, page, n, max_s):
 
 def mcp_data(app, page, n, max_s):
     """n MCP calls from one client, each with its own ~1 MB data: PNG (the same bytes would be one file)."""
-    from attention.ui.server import MCP_COPIES, MCP_COPY_AGE
+    from attention.ui.common.server import MCP_COPIES, MCP_COPY_AGE
 
     _MCP_DATA["before"] = bl.usage(app.env["GRADIO_TEMP_DIR"])[0]
     counts: dict[str, int] = {}
@@ -326,7 +326,7 @@ def mcp_data(app, page, n, max_s):
 def mcp_data_settled(app, settle: float) -> tuple[str, bool]:
     """After the settle: the MCP copies swept, and the upload folder grown by at most one copy of each file
     sent (Gradio's tracked upload, deleted at ATTENTION_FILE_TTL) and 0.1 MB of answer files a call."""
-    from attention.ui.server import MCP_COPIES
+    from attention.ui.common.server import MCP_COPIES
 
     grown = bl.usage(app.env["GRADIO_TEMP_DIR"])[0] - _MCP_DATA["before"]
     copies = bl.usage(os.path.join(app.env["GRADIO_TEMP_DIR"], MCP_COPIES))[0]

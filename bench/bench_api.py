@@ -69,7 +69,11 @@ def twins() -> dict[str, Callable]:
     import numpy as np
     from PIL import Image
 
-    from attention.ui import calculator_api, calculator_patches, retrieval_api, vit_api, vit_layout
+    from attention.ui.calculator import api as calculator_api
+    from attention.ui.calculator import patches as calculator_patches
+    from attention.ui.retrieval import api as retrieval_api
+    from attention.ui.vit import api as vit_api
+    from attention.ui.vit import layout as vit_layout
 
     d = vit_layout.VIT_DEFAULTS
     maps = vit_api.attention_maps_fn("mnist_vit", d)

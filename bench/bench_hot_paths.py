@@ -155,7 +155,7 @@ def run() -> dict[str, int]:
     import gradio as gr
     from gradio.context import LocalContext
 
-    import attention.ui.vit_tab as vit_tab
+    import attention.ui.vit.tab as vit_tab
     import attention.vit.relevance.service  # noqa: F401  (loaded for instrument)
     from attention.vit.serve.inputs import example_digests
 

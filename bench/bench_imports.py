@@ -20,7 +20,7 @@ MAX_LINES = 300
 # The planned floors (docs/layout.md), lowest first; a module's floor is the first whose prefix it has.
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("attention.errors", "attention.config", "attention.validate", "attention.turns", "attention.shows")),
-    ("serving", ("attention.serving",)),  # server plumbing that is not about ViTs: imports only the ground
+    ("crowd", ("attention.crowd",)),  # crowd control, not about ViTs (guard, admission, lanes): imports only the ground
     (
         "media",
         (

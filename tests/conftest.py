@@ -22,14 +22,14 @@ os.environ.setdefault("GRADIO_EXAMPLES_CACHE", tempfile.mkdtemp(prefix="gradio-e
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("MPLBACKEND", "Agg")
 # The suite is one client (127.0.0.1) opening hundreds of sessions in minutes: the shared app's per-client
-# rates are lifted; the guard's limits are specified on their own (tests/serving/test_guard.py,
-# tests/ui/test_server.py).
+# rates are lifted; the guard's limits are specified on their own (tests/crowd/test_guard.py,
+# tests/ui/common/test_server.py).
 os.environ.setdefault("ATTENTION_NEW_SESSIONS_PER_MIN", "1000000")
 os.environ.setdefault("ATTENTION_LIVE_PER_S", "1000000")
 os.environ.setdefault("ATTENTION_REFUSAL_DELAY", "0.05")  # the tests' refusals are not floods
-# Visitors are told apart by client address (attention.serving.admission): tests that need several visitors at once
+# Visitors are told apart by client address (attention.crowd.admission): tests that need several visitors at once
 # name them in X-Forwarded-For, as a proxy on loopback would (`visitor_client`); the forged-header case is
-# specified on an app that trusts no proxy (tests/ui/test_server.py).
+# specified on an app that trusts no proxy (tests/ui/common/test_server.py).
 os.environ.setdefault("ATTENTION_TRUSTED_PROXIES", "127.0.0.1")
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,7 +57,7 @@ def offline_switches(monkeypatch):
 
     from huggingface_hub import constants
 
-    from attention.serving import net
+    from attention.crowd import net
 
     def set_(attention: bool = False, hub: bool = False) -> None:
         monkeypatch.setattr(net, "SETTINGS", dataclasses.replace(net.SETTINGS, offline=attention))

@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 
 from attention import mnist
+from attention.crowd import net
 from attention.errors import ImageError
-from attention.serving import net
 
 
 @pytest.fixture

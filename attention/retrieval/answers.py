@@ -20,9 +20,9 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from attention.config import SETTINGS
+from attention.crowd.cache import sweep
 from attention.render import font, png_bytes
 from attention.retrieval import lookup, panels, trained_panels
-from attention.serving.cache import sweep
 
 OUTPUT_DIR = Path(tempfile.gettempdir()) / "attention-explorer-retrieval"  # the endpoints' PNGs
 

@@ -10,9 +10,9 @@ import pytest
 from PIL import Image
 
 from attention import retrieval
+from attention.crowd import cache
 from attention.errors import InputError
 from attention.retrieval import answers, panels, trained_panels
-from attention.serving import cache
 
 POOL = retrieval.pools(full=True)
 

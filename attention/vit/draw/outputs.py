@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from attention.config import SETTINGS
+from attention.crowd.cache import sweep
 from attention.npzfile import save_npz
 from attention.render import grid, jpeg_bytes, png_bytes
-from attention.serving.cache import sweep
 from attention.vit.draw.drawing import reduced
 from attention.vit.engine.extract import AttentionMaps
 

@@ -22,8 +22,8 @@ from collections import OrderedDict
 import torch
 
 from attention.config import SETTINGS
+from attention.crowd import net
 from attention.errors import ModelLoadError
-from attention.serving import net
 from attention.vit.models import posembed
 from attention.vit.models.registry import (
     FAMILIES,

@@ -14,8 +14,8 @@ from urllib.parse import urlparse
 import torch
 
 from attention.config import WEIGHTS_DIR
+from attention.crowd import net
 from attention.errors import ModelLoadError
-from attention.serving import net
 from attention.vit.backbone import describe
 from attention.vit.models import hub_errors
 from attention.vit.models.registry import FIXED_SIZE, REGISTRY

@@ -1,5 +1,5 @@
 """Relevance for a server's visitors: a model by name (the allow-list), the relevance budget (the job
-priced whole: `cost.relevance_gflop`), the heavy lane's turn (`attention.serving.admission.HEAVY`: one job of a
+priced whole: `cost.relevance_gflop`), the heavy lane's turn (`attention.crowd.admission.HEAVY`: one job of a
 visitor at a time, round-robin between visitors), and a bounded store of results, so redrawing (another
 rule, opacity, colours) needs no new pass. A result of a visitor's own picture is theirs alone (keyed by
 their session, as passes are: no one else can time whether they sent it); a shipped example's is shared.
@@ -16,11 +16,11 @@ from typing import TypeVar
 import torch
 
 from attention.config import SETTINGS
+from attention.crowd.admission import HEAVY
+from attention.crowd.cache import SharedCache
+from attention.crowd.visitors import Visitor
 from attention.errors import InputError
 from attention.images import ImageSource
-from attention.serving.admission import HEAVY
-from attention.serving.cache import SharedCache
-from attention.serving.visitors import Visitor
 from attention.vit.models.loader import check_allowed, load_vit
 from attention.vit.relevance.compute import Relevance, relevance
 from attention.vit.relevance.labels import check_classifier, class_index, class_names

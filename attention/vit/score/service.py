@@ -1,7 +1,7 @@
 """How faithful is the view on screen, here? For a server's visitors: the shown map (the ViT tab's view of a
 pass: a head's map, the mean of heads, rollout with its options) scored against a random order by the
 perturbation test (Chefer et al.'s protocol: `score_maps`), priced whole before it runs (the relevance budget:
-`compute.price`), computed in the heavy lane (`attention.serving.admission.HEAVY`: one job of a visitor at a
+`compute.price`), computed in the heavy lane (`attention.crowd.admission.HEAVY`: one job of a visitor at a
 time, round-robin), and kept in a bounded store (a visitor's own picture keyed to their session).
 
     s = faithfulness("examples/digits/digit_3.png", "mnist_vit", "auto", ViewSpec(view="mean"), head=0)
@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from attention.config import SETTINGS
+from attention.crowd.cache import SharedCache
+from attention.crowd.visitors import Visitor
 from attention.images import ImageSource
-from attention.serving.cache import SharedCache
-from attention.serving.visitors import Visitor
 from attention.vit.draw.frames import ViewSpec
 from attention.vit.relevance.service import checked, stored
 from attention.vit.score.compute import Scored, score_maps

@@ -16,7 +16,7 @@ import queue
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
-from attention.serving.threads import NicedThreads
+from attention.crowd.threads import NicedThreads
 
 T = TypeVar("T")
 OWN_THREAD = NicedThreads(0, "gpu")  # `streamed`'s job without a niced pool: a thread of its own ("gpu-job")

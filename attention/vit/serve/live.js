@@ -40,7 +40,7 @@ L.receive = async function (json) {
   L.answers += 1;
   const p = JSON.parse(json);
   p.lutBytes = bytes(p.lut);
-  // a refused change (attention/ui/vit_refusals.py): the last good view again, this browser's own drawing of
+  // a refused change (attention/ui/vit/refusals.py): the last good view again, this browser's own drawing of
   // the refused one (a crosshair, a layer) taken off at once, not left until the server's picture changes
   if (p.rollback) for (const cv of document.querySelectorAll("canvas.vit-live")) cv.style.display = "none";
   reveal();
@@ -221,7 +221,7 @@ function onPatch(e) {  // Gradio's own click -> pixel rule (Image's select), the
 }
 
 // The caption's bold words for a head drawn here (the server's answer then brings its whole caption, and
-// the highlighted tile): the wording of vit_layout.map_caption for the two views drawn here.
+// the highlighted tile): the wording of attention.ui.vit.layout.map_caption for the two views drawn here.
 function caption() {
   const b = document.querySelector("#vit-caption strong");
   if (b) b.textContent = L.cur.view === "mean" ? `the mean of the ${L.p.heads} heads` : `head ${L.cur.head}`;

@@ -27,11 +27,11 @@ from collections.abc import Callable
 import numpy as np
 
 from attention.config import SETTINGS
+from attention.crowd.admission import Lane
+from attention.crowd.cache import SharedCache
+from attention.crowd.visitors import Visitor
 from attention.errors import InputError
 from attention.images import ImageSource
-from attention.serving.admission import Lane
-from attention.serving.cache import SharedCache
-from attention.serving.visitors import Visitor
 from attention.vit.engine import features
 from attention.vit.engine.extract import AttentionMaps, attention_maps
 from attention.vit.engine.query import Query
@@ -155,9 +155,9 @@ FORWARDS = Lane(
     bound_s=60.0,
     typical_s=0.5,
 )
-"""Forward passes (`attention.serving.admission`): one of each session and one of each client address computing
+"""Forward passes (`attention.crowd.admission`): one of each session and one of each client address computing
 at a time, the others of that address waiting their turn (the jobs that reach it are the ones Gradio's queue
-started: admitted and ordered there, `attention.ui.fair_queue`); the server's ATTENTION_CONCURRENCY slots shared
+started: admitted and ordered there, `attention.ui.common.fair_queue`); the server's ATTENTION_CONCURRENCY slots shared
 round-robin between addresses, then between an address's sessions. A forward's time is bounded by the compute
 budget (ATTENTION_MAX_GFLOP_CPU/GPU)."""
 

@@ -15,9 +15,9 @@ download, /export_view) asks `ready` first, then draws from the pass's memo.
 from __future__ import annotations
 
 from attention.config import SETTINGS
+from attention.crowd.admission import HEAVY, Lane
+from attention.crowd.visitors import Visitor
 from attention.errors import BudgetError
-from attention.serving.admission import HEAVY, Lane
-from attention.serving.visitors import Visitor
 from attention.vit.draw.frames import ViewSpec
 from attention.vit.serve.pass_memo import Pass
 

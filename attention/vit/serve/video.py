@@ -12,10 +12,10 @@ import os
 
 from attention import videos
 from attention.config import SETTINGS
+from attention.crowd.admission import HEAVY
+from attention.crowd.threads import torch_threads
+from attention.crowd.visitors import Visitor
 from attention.errors import BudgetError
-from attention.serving.admission import HEAVY
-from attention.serving.threads import torch_threads
-from attention.serving.visitors import Visitor
 from attention.vit.draw.outputs import OUTPUT_ROOT, new_dir
 from attention.vit.engine.video import VideoRun, attention_video, write_video
 from attention.vit.models.loader import check_allowed, load_vit
@@ -59,7 +59,7 @@ def visitor_video(
     device's video budget (`SETTINGS.video_budget_gflop`) and frame cap, files in a fresh folder
     swept after ATTENTION_FILE_TTL. options: `attention_video`'s layer, query, resolution, threshold,
     fps, seconds. visitor: who asks: the video is computed in their turns of the heavy lane
-    (`attention.serving.admission.HEAVY`), the slot handed to a waiting visitor between batches of frames and the
+    (`attention.crowd.admission.HEAVY`), the slot handed to a waiting visitor between batches of frames and the
     job stopped past ATTENTION_JOB_SECONDS of holding it (on ZeroGPU, where each job is lent its own GPU,
     the turn is held for the whole job). The .npz is priced before the run (ATTENTION_VIDEO_NPZ_MB).
     Returns (mp4 path, npz path or None, facts with the model and device)."""

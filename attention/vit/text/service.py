@@ -10,9 +10,9 @@ rules: one forward; the similarity comes with either); the proxy rule runs the m
 from __future__ import annotations
 
 from attention.config import SETTINGS
+from attention.crowd.cache import SharedCache
+from attention.crowd.visitors import Visitor
 from attention.images import ImageSource
-from attention.serving.cache import SharedCache
-from attention.serving.visitors import Visitor
 from attention.vit.models.loader import is_loaded, load_vit
 from attention.vit.models.registry import REGISTRY
 from attention.vit.relevance.service import checked, stored

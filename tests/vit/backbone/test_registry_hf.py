@@ -41,7 +41,7 @@ def test_entries_name_their_repos_and_families():
 
 
 def test_uncached_entries_are_not_on_this_server_but_stay_registry_choices(tmp_path):
-    from attention.ui import model_choices
+    from attention.ui.common import model_choices
 
     assert constants.HF_HUB_OFFLINE  # the suite's: no download is tried
     with temporary_hf_home(tmp_path / "home"):

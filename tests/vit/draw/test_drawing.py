@@ -1,5 +1,5 @@
 """Spec of attention.vit.draw.drawing: the one definition of where the ViT tab's pictures put things,
-which the server draws by (views) and the browser receives (`Layout.to_json`, vit_live.js)."""
+which the server draws by (views) and the browser receives (`Layout.to_json`, live.js)."""
 
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ import pytest
 from PIL import Image
 
 from attention import npzfile
+from attention.crowd import cache
 from attention.render import overlay, upsample
-from attention.serving import cache
 from attention.vit.draw import outputs, views
 
 CYAN = np.array(views.QUERY_COLOR, np.uint8)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from attention.crowd.visitors import Visitor
 from attention.errors import NoClassifierError
-from attention.serving.visitors import Visitor
 from attention.vit.draw.frames import ViewSpec
 from attention.vit.models.loader import load_vit
 from attention.vit.score import score_maps, scorer, service

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from gradio_client import handle_file
 
-from attention.serving.cache import SharedCache
+from attention.crowd.cache import SharedCache
 from attention.vit.engine.extract import attention_maps
 from attention.vit.models.loader import load_vit
 from attention.vit.serve import passes

@@ -32,7 +32,7 @@ def unpack(b64: str, heads: int, grid: tuple[int, int]) -> np.ndarray:
 
 
 def draw(res, idx: np.ndarray, which: int, cmap: str = "inferno", alpha: float = 0.6) -> np.ndarray:
-    """What vit_live.js draws from the indices (the overlay part, before enlargement), in numpy."""
+    """What live.js draws from the indices (the overlay part, before enlargement), in numpy."""
     img = np.asarray(res.image, dtype=np.uint8)
     p = res.patch_size
     colour = np.repeat(np.repeat(colormap(cmap)[idx[which]], p, 0), p, 1)

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from attention.crowd.cache import SharedCache
 from attention.errors import ImageError, InputError, ModelLoadError
-from attention.serving.cache import SharedCache
 from attention.vit.engine.extract import attention_maps
 from attention.vit.engine.flow import rollout_map
 from attention.vit.models import loader as models

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from attention.crowd.admission import Lane
+from attention.crowd.visitors import Visitor
 from attention.errors import BudgetError
-from attention.serving.admission import Lane
-from attention.serving.visitors import Visitor
 from attention.vit.draw.frames import ViewSpec
 from attention.vit.engine.cost import rollout_gflop
 from attention.vit.serve import passes, rollouts
@@ -79,7 +79,7 @@ def test_a_heavy_rollout_waits_for_the_visitors_turn_and_runs_in_the_lanes_threa
 
 
 def test_a_visitor_over_their_share_of_the_lane_is_refused_at_once(monkeypatch, computed):
-    from attention.serving.visitors import Busy
+    from attention.crowd.visitors import Busy
 
     _settings(monkeypatch, rollout_light_gflop=0.0)
     lane = Lane("test heavy", slots=1, queued=0)

@@ -104,8 +104,8 @@ def test_the_video_computes_in_its_own_thread_with_the_heavy_lanes_torch_threads
     nice (its progress told as before)."""
     import threading
 
-    from attention.serving.admission import HEAVY
-    from attention.serving.threads import NicedThreads, thread_nice
+    from attention.crowd.admission import HEAVY
+    from attention.crowd.threads import NicedThreads, thread_nice
 
     main = torch.get_num_threads()
     monkeypatch.setattr(HEAVY, "threads", main + 1)  # neither the main thread's nor a new thread's default

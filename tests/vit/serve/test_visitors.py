@@ -17,7 +17,7 @@ from gradio_client.exceptions import AppError, ValidationError
 from PIL import Image
 
 from attention.config import SETTINGS
-from attention.serving.cache import SharedCache
+from attention.crowd.cache import SharedCache
 from attention.vit.serve import passes
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -189,8 +189,8 @@ def _big_upload(tmp_path, seed: int) -> str:
 
 
 def test_a_visitor_gets_one_turn_and_another_visitor_is_not_held_up():
-    from attention.serving.admission import Lane
-    from attention.serving.visitors import Busy, Visitor
+    from attention.crowd.admission import Lane
+    from attention.crowd.visitors import Busy, Visitor
 
     turns = Lane("forward", slots=4, queued=0)
     A, B = Visitor("A", "10.0.0.1"), Visitor("B", "10.0.0.2")
@@ -213,9 +213,9 @@ def test_a_visitor_gets_one_turn_and_another_visitor_is_not_held_up():
 
 
 def test_threads_of_one_visitor_never_run_two_forwards_at_once(tmp_path):
+    from attention.crowd.admission import Lane
+    from attention.crowd.visitors import Visitor
     from attention.errors import BudgetError
-    from attention.serving.admission import Lane
-    from attention.serving.visitors import Visitor
 
     turns, running, most = Lane("forward", slots=4, queued=0), [0], [0]
     lock, barrier = threading.Lock(), threading.Barrier(6)

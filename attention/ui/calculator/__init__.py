@@ -1,0 +1,1 @@
+"""The Q/K/V calculator tab and its endpoints."""

@@ -1,0 +1,1 @@
+"""The MNIST retrieval tab and its endpoints."""

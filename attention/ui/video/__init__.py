@@ -1,0 +1,1 @@
+"""The ViT tab's Video sub-tab and its endpoint."""

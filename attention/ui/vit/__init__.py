@@ -1,0 +1,1 @@
+"""The ViT tab: its events, layout, handlers, fields, panels and endpoints."""

@@ -1,0 +1,96 @@
+"""Spec of attention.crowd.memory: freed memory goes back to the system, the number of malloc arenas is bounded,
+and the janitor runs its chores on a clock, surviving a chore's failure."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attention.crowd.memory import Janitor, at_most_every, release
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim: Linux only")
+def test_freed_memory_in_the_middle_of_the_heap_goes_back_to_the_system():
+    chunks = [np.ones(8192) for _ in range(3200)]  # 64 kB each (under glibc's mmap threshold): 200 MB of heap
+    last = chunks[-1]  # kept: the heap's top stays in use, so glibc's own trimming at free cannot return the rest
+    del chunks
+    held = _rss_mb()
+    assert release()
+    assert held - _rss_mb() > 100, (held, _rss_mb())
+    assert last.sum() == 8192
+
+
+def test_the_janitor_runs_its_chores_on_its_clock_and_outlives_a_failing_one(caplog):
+    ran = threading.Event()
+    calls = []
+
+    def chore():
+        calls.append(time.monotonic())
+        if len(calls) >= 3:
+            ran.set()
+
+    def broken():
+        raise RuntimeError("a chore's fault")
+
+    janitor = Janitor(0.05, [broken, chore])
+    with caplog.at_level(logging.ERROR, logger="attention.crowd.memory"):
+        assert janitor.start() is janitor.start()  # idempotent: one thread
+        assert ran.wait(10)
+        janitor.stop()
+    assert janitor.rounds >= 3 and len(calls) == janitor.rounds
+    assert "a chore's fault" in caplog.text
+    assert len([t for t in threading.enumerate() if t.name == "memory-janitor"]) == 0
+
+
+ARENAS = """
+import ctypes, ctypes.util, sys, threading
+import numpy as np
+from attention.crowd.memory import limit_arenas
+if sys.argv[1] != "0":
+    assert limit_arenas(int(sys.argv[1]))
+barrier = threading.Barrier(8)
+def work():
+    barrier.wait()  # all at once: each thread wants an arena of its own
+    for _ in range(200):
+        np.ones(4096).sum()
+threads = [threading.Thread(target=work) for _ in range(8)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+ctypes.CDLL(ctypes.util.find_library("c")).malloc_stats()  # to stderr: one "Arena i:" per arena
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt: Linux only")
+def test_limiting_arenas_bounds_how_many_eight_busy_threads_make():
+    def arenas(limit: int) -> int:
+        out = subprocess.run([sys.executable, "-c", ARENAS, str(limit)], capture_output=True, text=True, cwd=ROOT)
+        assert out.returncode == 0, out.stderr
+        return out.stderr.count("Arena ")
+
+    assert arenas(2) <= 2 < arenas(0)
+
+
+def test_a_slower_chore_runs_at_most_once_in_its_period():
+    """`at_most_every`: the first call runs the chore, calls within the period do not, the next one does."""
+    now, runs = [0.0], []
+    chore = at_most_every(300.0, lambda: runs.append(now[0]), clock=lambda: now[0])
+    for t in (0.0, 10.0, 299.0, 300.0, 310.0, 601.0):
+        now[0] = t
+        chore()
+    assert runs == [0.0, 300.0, 601.0]
