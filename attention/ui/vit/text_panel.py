@@ -11,7 +11,7 @@ from __future__ import annotations
 import gradio as gr
 
 from attention.crowd.admission import HEAVY
-from attention.errors import AttentionError, html_text
+from attention.errors import AttentionError, html_text, markdown_text
 from attention.ui.common.admit import heavy_endpoint, in_lane, who
 from attention.ui.common.api_docs import with_models
 from attention.ui.common.components import answer_outputs, error_note, image_path, picture, tiles_gallery, user_errors
@@ -75,7 +75,7 @@ def no_text_note(model: str) -> str:
     names = ", ".join(f"`{m}`" for m in text_models())
     return (
         f"**Find in image** (where does the picture show *a cat*?) needs a model with a text tower; "
-        f"`{html_text(model or 'this model')}` has none. Pick one under **Model**: {names} "
+        f"{markdown_text(model or 'this model')} has none. Pick one under **Model**: {names} "
         "(`digit_clip` ships with the app and reads the digits)."
     )
 

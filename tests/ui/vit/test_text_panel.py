@@ -47,6 +47,17 @@ def test_says_which_models_have_a_text_tower_for_one_without():
     assert "`digit_clip`" in out[p.details] and out[p.gallery] is None
 
 
+def test_the_note_for_a_model_without_a_text_tower_shows_its_name_as_typed():
+    from markdown_it import MarkdownIt
+
+    from attention.ui.vit.text_panel import no_text_note
+
+    name = "open_clip:[x](http://h/a.png)_*b*`<i>`"
+    html = MarkdownIt().render(no_text_note(name))
+    assert "<a " not in html and "<em>" not in html and "<i>" not in html and "<code>open" not in html
+    assert "open_clip:[x](http://h/a.png)_*b*`&lt;i&gt;`" in html.replace("&amp;", "&")
+
+
 def test_shown_with_a_hint_until_prompts_are_typed():
     p = panel()
     out = p.draw(DIGIT, "digit_clip", "auto", "  ", "naclip", *OPTS, 0, 0.6, "inferno")
