@@ -132,7 +132,15 @@ def dense_loss(cosines: torch.Tensor, threshold: torch.Tensor, labels: torch.Ten
     return ink + BLANK_WEIGHT * blank
 
 
-def train(steps: int = 1200, seed: int = 0, out: Path = Path("retrained"), init=None, checks: int = 100) -> dict:
+def train(
+    steps: int = 1200,
+    seed: int = 0,
+    out: Path = Path("retrained"),
+    init=None,
+    checks: int = 100,
+    lr: float = 1e-3,
+    dense_weight: float = DENSE_WEIGHT,
+) -> dict:
     """Train, save weights and config into `out`, return the held-out figures (`evaluate`). init: a digit_clip's
     weights (.safetensors) to start from, else the image tower from mnist_vit's and the rest from random."""
     from safetensors.torch import load_file, save_file
@@ -148,7 +156,6 @@ def train(steps: int = 1200, seed: int = 0, out: Path = Path("retrained"), init=
         clip.load_state_dict(pooled_names(load_file(init), clip))
     tower, tok = vision_tower(clip), clip.tokenizer
     threshold = torch.nn.Parameter(torch.tensor(0.2))
-    lr = 1e-3
     opt = torch.optim.AdamW([*clip.parameters(), threshold], lr=lr, weight_decay=0.05)
     warm = max(1, steps // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -167,7 +174,7 @@ def train(steps: int = 1200, seed: int = 0, out: Path = Path("retrained"), init=
             emb = F.normalize(tower.embed(tokens), dim=-1)
             cosines = F.normalize(tower.embed_each(tokens[:, prefix:]), dim=-1) @ text.T
             loss = loss + caption_loss(clip.logit_scale.exp() * emb @ text.T, present)
-            loss = loss + DENSE_WEIGHT * dense_loss(cosines, threshold, labels)
+            loss = loss + dense_weight * dense_loss(cosines, threshold, labels)
             right.append((cosines.argmax(-1) == labels)[labels >= 0].float().mean().item())
         opt.zero_grad()
         loss.backward()
@@ -186,7 +193,8 @@ def train(steps: int = 1200, seed: int = 0, out: Path = Path("retrained"), init=
     start = "mnist_vit" if init is None else f"{Path(init).name} (sha256 {_sha256(init)[:16]})"
     groups = [[list(k) if isinstance(k, tuple) else k, n] for k, n in GROUPS]
     meta = {**dc.CONFIG, **figures}
-    meta["train"] = {"steps": steps, "seed": seed, "init": start, "groups": groups, "lr": lr, "minutes": minutes}
+    meta["train"] = {"steps": steps, "seed": seed, "init": start, "groups": groups, "lr": lr}
+    meta["train"] |= {"dense_weight": dense_weight, "minutes": minutes, "threads": torch.get_num_threads()}
     (out / f"{dc.ALIAS}.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(json.dumps(figures))
     return figures
@@ -242,10 +250,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("retrained"), help="output folder (default retrained/)")
     parser.add_argument("--checks", type=int, default=100, help="planted canvases checked after (default 100)")
+    parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (default %(default)s)")
+    parser.add_argument("--dense-weight", type=float, default=DENSE_WEIGHT, help="the dense loss's weight (default 1)")
     parser.add_argument("--replace", action="store_true", help="write into weights/, replacing the shipped weights")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    train(args.steps, args.seed, WEIGHTS_DIR if args.replace else args.out, args.init, args.checks)
+    out = WEIGHTS_DIR if args.replace else args.out
+    train(args.steps, args.seed, out, args.init, args.checks, args.lr, args.dense_weight)
     return 0
 
 

@@ -15,6 +15,7 @@ from attention.errors import AttentionError, html_text, markdown_text
 from attention.ui.common.admit import heavy_endpoint, in_lane, who
 from attention.ui.common.api_docs import with_models
 from attention.ui.common.components import answer_outputs, error_note, image_path, picture, tiles_gallery, user_errors
+from attention.ui.vit import text_rows
 from attention.vit.text.find import check_rule
 from attention.vit.text.openvocab import RuleOptions, check_options
 from attention.vit.text.prompts import MAX_PROMPT_CHARS, MAX_PROMPTS
@@ -113,6 +114,7 @@ class TextPanel:
                     self.big = picture(label="Where the prompt matches", height=420, elem_id="vit-find-map")
                 with gr.Column(scale=4, min_width=240):
                     self.gallery = tiles_gallery("Each prompt and the segmentation (click one)", 2, "vit-find-tiles")
+            self.rows = picture(label=text_rows.LABEL, visible=False, elem_id="vit-find-rows")  # a click on the map
             self.scores = gr.HTML("", elem_id="vit-find-scores")
             self.caption = gr.Markdown("", elem_id="vit-find-caption")
 
@@ -150,7 +152,7 @@ class TextPanel:
 
     @property
     def outputs(self) -> list:
-        return [self.box, self.details, self.big, self.gallery, self.scores, self.caption, self.chosen]
+        return [self.box, self.details, self.big, self.gallery, self.scores, self.caption, self.chosen, self.rows]
 
     def draw(self, img, mdl, res, prompts, rule, residual, std, gamma, beta, chosen, al, cm, progress=gr.Progress()):
         """The view for the main view's image, model and resolution, the typed prompts, the rule and its options;
@@ -158,6 +160,7 @@ class TextPanel:
         if img is None:
             return {self.box: gr.update(visible=False)}
         empty = {self.big: None, self.gallery: None, self.scores: "", self.caption: ""}
+        empty[self.rows] = gr.update(visible=False)
         if not has_text(mdl):
             return {self.box: gr.update(visible=True), self.details: no_text_note(mdl), **empty}
         if not (prompts or "").strip():
@@ -188,6 +191,7 @@ class TextPanel:
             "where no prompt is (background, or a tie). Each score is the prompt's own: "
             + ("the sigmoid of its logit." if tr.kind == "siglip" else "the cosine of image and prompt, not a share."),
             self.chosen: k,
+            self.rows: gr.update(value=None, visible=False),  # a click on the new map shows its rows
         }
 
     def follow(self, events: list, main) -> None:
@@ -208,6 +212,8 @@ class TextPanel:
             return int(evt.index)
 
         self.gallery.select(pick, None, self.chosen, queue=False, **FAST).then(draw, ins, self.outputs, **FAST)
+        where = [main.image, main.model, main.resolution, self.prompts, self.rule, *self.options, main.alpha, main.cmap]
+        self.big.select(text_rows.patch_rows(MAP_SIDE), where, self.rows, **FAST)
 
 
 def text_fn(model_default: str):

@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from attention.render import overlay, png_bytes, upsample
+from attention.render import grid, mark_patch, overlay, png_bytes, upsample
 from attention.vit.draw.outputs import OUTPUT_ROOT, Tile, new_dir, save_npz, sheet
 from attention.vit.text.openvocab import OPEN_RULES
+from attention.vit.text.patchrow import PatchRows
 from attention.vit.text.result import NONE, RULES, TextRelevance
 
 MIN_SIDE = 224  # px: smaller images (digit_clip's canvases) are enlarged by a whole factor for display
@@ -128,6 +129,20 @@ def tiles(
     caption = f"Segmentation ({name}): each patch's clear best prompt, none elsewhere"
     out.append(Tile(segmentation_image(tr, rule, base), caption, "segmentation"))
     return out
+
+
+def rows_picture(pr: PatchRows, *, alpha: float = 0.6, cmap: str = "inferno", min_side: int = MIN_SIDE) -> np.ndarray:
+    """The clicked patch's last-block attention rows side by side over the enlarged image, uint8 (H, W, 3): the
+    model's own, then the rule's (each min-max scaled on its own), the patch outlined, each captioned with its
+    weight on the prefix tokens."""
+    img = pr.image
+    k = max(1, -(-min_side // min(img.size)))
+    base = np.asarray(img.resize((img.width * k, img.height * k), Image.NEAREST))
+    step = base.shape[0] // pr.grid[0]
+    rows = [mark_patch(overlay(base, m.numpy(), alpha=alpha, cmap=cmap), pr.patch, step) for m in (pr.own, pr.rule)]
+    name = RULE_NAMES[pr.rule_name].split(" (")[0]
+    own, new = (f"{w:.0%} on the prefix tokens" for w in pr.prefix)
+    return grid(rows, ncols=2, labels=[f"the model's own q-k row ({own})", f"{name}'s row ({new})"])
 
 
 def describe(tr: TextRelevance, *, model: str, rule: str) -> dict:

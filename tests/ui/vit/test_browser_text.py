@@ -103,6 +103,10 @@ def test_a_four_against_a_nine_is_labelled_a_four(page, app_url):
     page.locator("#vit-find-scores table").wait_for()
     got = patches(page)
     assert got["a 4"] > 3 * max(got["a 9"], 1) and got["none"] > 0, got
+    box = page.locator("#vit-find-map img").bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # a patch: its rows
+    page.locator("#vit-find-rows img").wait_for()
+    assert "Patch (row" in page.locator("#vit-find-rows").inner_text()
     page.locator("#vit-find").scroll_into_view_if_needed()
     screenshot(page, "find_four_nine_desktop")
 
