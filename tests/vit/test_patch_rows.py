@@ -1,6 +1,6 @@
 """One patch's row of the last block's attention under each open-vocabulary rule beside the model's own
 (`attention.vit.text.patchrow`), against the papers' whole matrices (tests/vit/openvocab_reference.py) on the
-tiny random CLIP of the rules' tests: square and non-square grids, a corner and an inner patch."""
+tiny random CLIP of the rules' tests: a non-square grid, a corner and an inner patch."""
 
 from __future__ import annotations
 
@@ -26,10 +26,9 @@ def _image(size) -> Image.Image:
     return Image.fromarray(np.random.default_rng(size[1]).integers(0, 255, (*size, 3), dtype=np.uint8))
 
 
-@pytest.mark.parametrize("size", [(64, 64), (48, 80)])
-def test_each_rules_row_and_the_models_own_equal_the_whole_matrices(size):
+def test_each_rules_row_and_the_models_own_equal_the_whole_matrices():
     clip = _tiny("clip")
-    img = _image(size)
+    img = _image((48, 80))  # a 3 x 5 grid: rows and columns told apart
     x, _, grid = prepare(ready(clip).trunk, img, "native", 10_000, None)
     for patch in ((0, 0), (grid[0] - 1, 2)):
         i = 1 + patch[0] * grid[1] + patch[1]  # after the class token

@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import screenshot
 from tests.ui.pages import PHONE_TOUCH, opened
+from tests.ui.vit.test_browser import click_image_at
 
 PROMPTS = "a handwritten three, a handwritten seven, <b>bold</b>"
 
@@ -103,8 +104,7 @@ def test_a_four_against_a_nine_is_labelled_a_four(page, app_url):
     page.locator("#vit-find-scores table").wait_for()
     got = patches(page)
     assert got["a 4"] > 3 * max(got["a 9"], 1) and got["none"] > 0, got
-    box = page.locator("#vit-find-map img").bounding_box()
-    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # a patch: its rows
+    click_image_at(page, "#vit-find-map img", 0.5, 0.5)  # a patch: its rows under the rule and the model's own
     page.locator("#vit-find-rows img").wait_for()
     assert "Patch (row" in page.locator("#vit-find-rows").inner_text()
     page.locator("#vit-find").scroll_into_view_if_needed()
