@@ -32,7 +32,8 @@ def patch_rows(map_side: int):
         gh, gw = tr.grid
         patch = (min(max(y, 0) * gh // h, gh - 1), min(max(x, 0) * gw // w, gw - 1))
         pr = get_patch_rows(img, mdl, res, rule, opts, patch, visitor=who())
-        label = f"Patch (row {patch[0]}, col {patch[1]}): the model's own q-k row, then {RULE_NAMES[rule]}'s"
+        name = RULE_NAMES[rule].split(" (")[0]
+        label = f"Patch (row {patch[0]}, col {patch[1]}): its last-block attention row, the model's own, then {name}'s"
         return gr.update(value=rows_picture(pr, alpha=al, cmap=cm, min_side=map_side // 2), visible=True, label=label)
 
     return in_lane(user_errors(rows))  # in the heavy lane's threads, as the maps
