@@ -56,6 +56,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
             "attention.vit.text.openvocab",
             "attention.vit.text.dense",
             "attention.vit.text.proxy",
+            "attention.vit.text.patchrow",
             "attention.vit.text.result",
             "attention.vit.text.rows",
             "attention.vit.text.backward",

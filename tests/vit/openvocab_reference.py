@@ -42,36 +42,54 @@ def neighbourhood(gh: int, gw: int, std: float, prefix: int) -> torch.Tensor:
     return torch.from_numpy(w).float()
 
 
-def maps(clip, x, text, rule, *, std=5.0, gamma=3.0, beta=1.2, residual=None, proxy=None) -> torch.Tensor:
-    """(P, Np) the cosine of each patch's embedding under `rule` with each unit prompt embedding text (P, E)."""
+def _qkv(trunk, h):
+    blk = trunk.blocks[-1]
+    a = blk.attn
+    N, D = h.shape
+    H = a.num_heads
+    qkv = a.qkv(blk.norm1(h)).reshape(N, 3, H, D // H).permute(1, 2, 0, 3)
+    return a.q_norm(qkv[0]), a.k_norm(qkv[1]), qkv[2], (D // H) ** -0.5
+
+
+def attention(clip, x, rule, *, std=5.0, gamma=3.0, beta=1.2, proxy=None) -> torch.Tensor:
+    """The last block's whole attention under `rule`, or the model's own ("own": softmax(q k^T s)): (H, N, N);
+    the proxy rule's (1, Np, Np), over the patches only."""
     trunk = clip.visual.trunk
     T = trunk.num_prefix_tokens
     gh, gw = x.shape[2] // trunk.patch_embed.patch_size[0], x.shape[3] // trunk.patch_embed.patch_size[1]
     with torch.no_grad():
-        h = _last_input(trunk, x)
-        blk = trunk.blocks[-1]
-        a = blk.attn
-        N, D = h.shape
-        H = a.num_heads
-        qkv = a.qkv(blk.norm1(h)).reshape(N, 3, H, D // H).permute(1, 2, 0, 3)
-        q, k, v = qkv[0], qkv[1], qkv[2]
-        q, k = a.q_norm(q), a.k_norm(k)
-        s = (D // H) ** -0.5
+        q, k, _, s = _qkv(trunk, _last_input(trunk, x))
+        H, N, _ = q.shape
         if rule == "proxy":
             xp = F.normalize(proxy, dim=-1)
             S = xp @ xp.T
             Z = gamma * (S - beta * S.mean())
-            A = torch.softmax(Z.masked_fill(Z < 0, float("-inf")), -1)
-            o = (A[None] @ v[:, T:]).transpose(0, 1).reshape(gh * gw, D)
+            return torch.softmax(Z.masked_fill(Z < 0, float("-inf")), -1)[None]
+        if rule == "own":
+            return torch.softmax(q @ k.mT * s, -1)
+        if rule == "maskclip":
+            return torch.eye(N).expand(H, N, N)
+        if rule == "sclip":
+            return torch.softmax(q @ q.mT * s, -1) + torch.softmax(k @ k.mT * s, -1)
+        if rule == "clearclip":
+            return torch.softmax(q @ q.mT * s, -1)
+        return torch.softmax(k @ k.mT * s + neighbourhood(gh, gw, std, T), -1)  # naclip
+
+
+def maps(clip, x, text, rule, *, std=5.0, gamma=3.0, beta=1.2, residual=None, proxy=None) -> torch.Tensor:
+    """(P, Np) the cosine of each patch's embedding under `rule` with each unit prompt embedding text (P, E)."""
+    trunk = clip.visual.trunk
+    T = trunk.num_prefix_tokens
+    A = attention(clip, x, rule, std=std, gamma=gamma, beta=beta, proxy=proxy)
+    with torch.no_grad():
+        h = _last_input(trunk, x)
+        blk = trunk.blocks[-1]
+        a = blk.attn
+        _, _, v, _ = _qkv(trunk, h)
+        N, D = h.shape
+        if rule == "proxy":
+            o = (A @ v[:, T:]).transpose(0, 1).reshape(N - T, D)
         else:
-            if rule == "maskclip":
-                A = torch.eye(N).expand(H, N, N)
-            elif rule == "sclip":
-                A = torch.softmax(q @ q.mT * s, -1) + torch.softmax(k @ k.mT * s, -1)
-            elif rule == "clearclip":
-                A = torch.softmax(q @ q.mT * s, -1)
-            elif rule == "naclip":
-                A = torch.softmax(k @ k.mT * s + neighbourhood(gh, gw, std, T), -1)
             o = (A @ v).transpose(0, 1).reshape(N, D)[T:]
         o = a.proj(o)
         keep = RESIDUAL[rule] if residual is None else residual

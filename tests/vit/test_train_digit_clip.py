@@ -1,46 +1,47 @@
-"""digit_clip's training batches (weights/train_digit_clip.py): canvases with digits in known places, and each
-canvas's hard negative, the same canvas with the named digit swapped in place for a class it lacks."""
+"""digit_clip's training (weights/train_digit_clip.py): canvases with digits in known places, each patch labelled
+with the digit whose ink it holds, and losses that are low only when the image names the digits it holds and
+each ink patch names its own digit over a background threshold that every blank patch stays under."""
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-from weights.train_digit_clip import BACKGROUND, CELL, canvases, hard_negatives
+from weights.train_digit_clip import (
+    BACKGROUND,
+    CELL,
+    INK,
+    PATCH,
+    canvases,
+    caption_loss,
+    dense_loss,
+    group,
+    patch_labels,
+)
 
 
-def test_a_hard_negative_swaps_the_named_digit_in_place_for_a_class_the_canvas_lacks():
-    y = torch.arange(10).repeat(3)
-    x = (y.float() + 1)[:, None, None, None].expand(-1, 1, CELL, CELL).clone()  # class c: a square of c + 1
-    gen = torch.Generator().manual_seed(0)
-    img, present, placed = canvases(x, y, 40, gen, (2, 3), (1, 3))
-    neg, neg_present, named, other = hard_negatives(x, y, img, present, placed, gen, jitter=False)
+def squares(copies: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+    """Digits of class c drawn as a full square of value c + 1 (every pixel ink), copies of each class."""
+    y = torch.arange(10).repeat(copies)
+    return (y.float() + 1)[:, None, None, None].expand(-1, 1, CELL, CELL).clone(), y
+
+
+def test_each_canvas_holds_its_digits_where_it_says_on_a_blank_background():
+    x, y = squares()
+    img, present, placed = canvases(x, y, 40, torch.Generator().manual_seed(0), (2, 3), (1, 3))
     for i, digits in enumerate(placed):
-        assert sorted(c for c, *_ in digits) == present[i].nonzero()[:, 0].tolist()
-        for c, _, top, left in digits:  # each digit where it says, its class's value
+        assert sorted(c for c, *_ in digits) == present[i].nonzero()[:, 0].tolist()  # distinct classes
+        for c, _, top, left in digits:
             assert (img[i, 0, top : top + CELL, left : left + CELL] == c + 1).all()
-        n, o = int(named[i]), int(other[i])
-        assert present[i, n] and not present[i, o]
-        want = present[i].clone()
-        want[n], want[o] = False, True
-        assert torch.equal(neg_present[i], want)
-        top, left = next((t, q) for c, _, t, q in digits if c == n)
-        square = torch.zeros_like(img[i, 0], dtype=torch.bool)
-        square[top : top + CELL, left : left + CELL] = True
-        assert (neg[i, 0][square] == o + 1).all()  # the new digit in the named one's place
-        assert torch.equal(neg[i, 0][~square], img[i, 0][~square])  # the rest untouched
         assert (img[i, 0] == BACKGROUND).sum() == img[i, 0].numel() - CELL * CELL * len(digits)
 
 
 def test_each_patch_is_labelled_with_the_digit_whose_ink_it_holds_and_blank_ones_with_none():
-    from weights.train_digit_clip import PATCH, patch_labels
-
     digit = torch.full((1, CELL, CELL), BACKGROUND)
     digit[0, 8:12, 4:24] = 2.5  # a bar of ink: patch rows 2, patch cols 1 to 5
     other = torch.full((1, CELL, CELL), BACKGROUND)
     other[0, 0:4, 0:4] = 2.5
-    labels = patch_labels([(7, digit, 0, 28), (2, other, 28, 0)], (56, 56))
+    faint = torch.full((1, CELL, CELL), BACKGROUND + 0.1)  # under the ink threshold: blank
+    labels = patch_labels([(7, digit, 0, 28), (2, other, 28, 0), (5, faint, 28, 28)], (56, 56))
     assert labels.shape == (56 // PATCH, 56 // PATCH)
     want = torch.full_like(labels, -1)
     want[2, 8:13] = 7  # the first digit sits 28 px to the right: 7 patches
@@ -48,14 +49,43 @@ def test_each_patch_is_labelled_with_the_digit_whose_ink_it_holds_and_blank_ones
     assert torch.equal(labels, want)
 
 
-def test_the_dense_loss_is_low_only_when_ink_patches_name_their_digit():
-    from weights.train_digit_clip import BLANK_WEIGHT, dense_loss
+def test_a_step_group_of_large_single_digits_labels_their_ink_at_that_scale():
+    x, y = squares(1)
+    x[:, :, :, 14:] = BACKGROUND  # ink on the left half only
+    img, present, labels = group(x, y, torch.Generator().manual_seed(0), 2, 5)
+    assert img.shape == (5, 1, 56, 56) and labels.shape == (5, 14 * 14)
+    for i in range(5):
+        (c,) = present[i].nonzero()[:, 0].tolist()
+        ink = (img[i, 0] > BACKGROUND + INK).reshape(14, 4, 14, 4).any(3).any(1)  # patches of the 56 px image
+        assert ink.sum() > 40 and not ink[:, 11:].any()  # the left half's ink, scaled 2x (and jittered)
+        assert torch.equal(labels[i].reshape(14, 14), torch.where(ink, c, -1))
 
-    labels = torch.tensor([[3, -1, 5]])
-    right = torch.full((1, 3, 10), -5.0)
-    right[0, 0, 3] = right[0, 2, 5] = 5.0
-    right[0, 1] = 0.0  # the blank patch: no caption in particular
+
+def test_the_caption_loss_pushes_down_only_absent_digits():
+    present = torch.zeros(1, 10, dtype=torch.bool)
+    present[0, [2, 5]] = True
+    right = torch.full((1, 10), -5.0)
+    right[0, [2, 5]] = 5.0
+    assert caption_loss(right, present) < 0.01
+    lower = right.clone()
+    lower[0, 5] = 3.0  # one present digit below the other: not a fault, both over every absent one
+    assert caption_loss(lower, present) < 0.01
     wrong = right.clone()
-    wrong[0, 0, 3], wrong[0, 0, 4] = -5.0, 5.0
-    floor = BLANK_WEIGHT * math.log(10)  # a blank patch's least loss: the uniform target's entropy
-    assert dense_loss(right, labels) < floor + 0.01 < 1.0 < dense_loss(wrong, labels)
+    wrong[0, 7] = 6.0  # an absent digit over a present one
+    assert caption_loss(wrong, present) > 1.0
+
+
+def test_the_dense_loss_is_low_only_when_ink_names_its_digit_and_blank_stays_under_the_threshold():
+    labels = torch.tensor([[3, -1, 5]])
+    threshold = torch.tensor(0.2)
+    right = torch.full((1, 3, 10), -0.5)
+    right[0, 0, 3] = right[0, 2, 5] = 0.9
+    assert dense_loss(right, threshold, labels) < 0.01
+    other = right.clone()
+    other[0, 0, 3], other[0, 0, 4] = -0.5, 0.9  # an ink patch naming another digit
+    loud = right.clone()
+    loud[0, 1, 7] = 0.9  # a blank patch naming a digit
+    faint = right.clone()
+    faint[0, 0, 3] = 0.1  # an ink patch under the threshold
+    for bad in (other, loud, faint):
+        assert dense_loss(bad, threshold, labels) > 0.4

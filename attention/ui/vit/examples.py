@@ -40,6 +40,14 @@ DIGIT_TEXT_MODELS = ("digit_clip",)  # models with a text tower that read the sh
 PRIVATE = {"api_visibility": "private", "show_progress": "hidden"}
 
 
+def remembered(model: str):
+    """The kept text model after the model control changed by any means: a digit text model is kept, mnist_vit
+    (a digit example sets it) leaves the kept one as it is (`gr.skip`), any other model clears it."""
+    if model in DIGIT_TEXT_MODELS:
+        return model
+    return gr.skip() if model == model_registry.OFFLINE_MODEL else None
+
+
 def start_image(startup: Startup) -> str:
     """The first screen's image: a photo through the default model when its weights are at hand, else a
     digit through mnist_vit."""
@@ -82,6 +90,8 @@ def build(t, startup: Startup, example: Callable, shown: list, vit_pass: Callabl
         sets.insert(0, (f"Photos · {vit_models.default_model()}", photos, "vit_photo_examples"))
     kept = gr.State(None)  # a text model the visitor picked that reads the digits: digit examples keep it
     t.model.input(lambda m: m if m in DIGIT_TEXT_MODELS else None, t.model, kept, queue=False, **PRIVATE)
+    # set without a pick too (a permalink's ?model=digit_clip); mnist_vit set by a digit example leaves it as it was
+    t.model.change(remembered, t.model, kept, queue=False, **PRIVATE)
 
     def keep_model(mdl, chosen):
         """A digit example after the visitor picked a model that reads digits with a text tower: that model

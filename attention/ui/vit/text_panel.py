@@ -11,10 +11,11 @@ from __future__ import annotations
 import gradio as gr
 
 from attention.crowd.admission import HEAVY
-from attention.errors import AttentionError, html_text
+from attention.errors import AttentionError, html_text, markdown_text
 from attention.ui.common.admit import heavy_endpoint, in_lane, who
 from attention.ui.common.api_docs import with_models
 from attention.ui.common.components import answer_outputs, error_note, image_path, picture, tiles_gallery, user_errors
+from attention.ui.vit import text_rows
 from attention.vit.engine import request
 from attention.vit.text.find import check_rule
 from attention.vit.text.openvocab import RuleOptions, check_options
@@ -76,7 +77,7 @@ def no_text_note(model: str) -> str:
     names = ", ".join(f"`{m}`" for m in text_models())
     return (
         f"**Find in image** (where does the picture show *a cat*?) needs a model with a text tower; "
-        f"`{html_text(model or 'this model')}` has none. Pick one under **Model**: {names} "
+        f"{markdown_text(model or 'this model')} has none. Pick one under **Model**: {names} "
         "(`digit_clip` ships with the app and reads the digits)."
     )
 
@@ -116,6 +117,7 @@ class TextPanel:
                     self.big = picture(label="Where the prompt matches", height=420, elem_id="vit-find-map")
                 with gr.Column(scale=4, min_width=240):
                     self.gallery = tiles_gallery("Each prompt and the segmentation (click one)", 2, "vit-find-tiles")
+            self.rows = picture(label=text_rows.LABEL, visible=False, elem_id="vit-find-rows")  # a click on the map
             self.scores = gr.HTML("", elem_id="vit-find-scores")
             self.caption = gr.Markdown("", elem_id="vit-find-caption")
 
@@ -153,7 +155,7 @@ class TextPanel:
 
     @property
     def outputs(self) -> list:
-        return [self.box, self.details, self.big, self.gallery, self.scores, self.caption, self.chosen]
+        return [self.box, self.details, self.big, self.gallery, self.scores, self.caption, self.chosen, self.rows]
 
     def draw(self, progress=gr.Progress(), *, img, mdl, res, prompts, rule, residual, std, gamma, beta, chosen, al, cm):
         """The view for the main view's image, model and resolution, the typed prompts, the rule and its options;
@@ -161,6 +163,7 @@ class TextPanel:
         if img is None:
             return {self.box: gr.update(visible=False)}
         empty = {self.big: None, self.gallery: None, self.scores: "", self.caption: ""}
+        empty[self.rows] = gr.update(visible=False)
         if not has_text(mdl):
             return {self.box: gr.update(visible=True), self.details: no_text_note(mdl), **empty}
         if not (prompts or "").strip():
@@ -191,6 +194,7 @@ class TextPanel:
             "where no prompt is (background, or a tie). Each score is the prompt's own: "
             + ("the sigmoid of its logit." if tr.kind == "siglip" else "the cosine of image and prompt, not a share."),
             self.chosen: k,
+            self.rows: gr.update(value=None, visible=False),  # a click on the new map shows its rows
         }
 
     def follow(self, events: list, main) -> None:
@@ -212,6 +216,8 @@ class TextPanel:
             return int(evt.index)
 
         self.gallery.select(pick, None, self.chosen, queue=False, **FAST).then(draw, None, self.outputs, **by_name)
+        where = [main.image, main.model, main.resolution, self.prompts, self.rule, *self.options, main.alpha, main.cmap]
+        self.big.select(text_rows.patch_rows(MAP_SIDE), where, self.rows, **FAST)
 
 
 def text_fn(model_default: str):

@@ -26,6 +26,7 @@ WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
 VOCAB = ("<pad>", "<start>", "<unk>", "a", "an", "the", "handwritten", "digit", "number", "of", "photo", "written")
 VOCAB = VOCAB + WORDS + tuple(str(d) for d in range(10)) + ("<end>",)
 TEMPLATES = ("a handwritten {w}", "the digit {w}", "a {w}", "the number {w}", "{d}", "a handwritten {d}", "{w}")
+TEMPLATES = TEMPLATES + ("a {d}",)  # the app's own example ("a 4, a 9")
 CONFIG = {
     "embed_dim": 32,
     "vision": {

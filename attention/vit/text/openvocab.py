@@ -118,23 +118,29 @@ def rule_rows(
         return v[:, prefix:].clone()
     if rule == "proxy":
         return _proxy_rows(proxy, v[:, prefix:], opts, chunk_bytes)
+    if rule not in ("sclip", "clearclip", "naclip"):
+        raise InputError(f"Rule {rule!r} is not accepted; accepted: {', '.join(OPEN_RULES)}.")
     out = torch.empty(H, n, v.shape[-1], device=v.device)
     step = _rows(n, H, N, chunk_bytes)
     for s in range(0, n, step):
         e = min(s + step, n)
-        i, j = prefix + s, prefix + e
-        if rule == "sclip":
-            a = torch.softmax(q[:, i:j] @ q.mT * scale, -1).add_(torch.softmax(k[:, i:j] @ k.mT * scale, -1))
-        elif rule == "clearclip":
-            a = torch.softmax(q[:, i:j] @ q.mT * scale, -1)
-        elif rule == "naclip":
-            z = k[:, i:j] @ k.mT * scale
-            z[..., prefix:] += gaussian(grid, s, e, opts.std, z.device)
-            a = torch.softmax(z, -1)
-        else:
-            raise InputError(f"Rule {rule!r} is not accepted; accepted: {', '.join(OPEN_RULES)}.")
-        out[:, s:e] = a @ v
+        out[:, s:e] = attention_rows(rule, q, k, scale, grid, prefix, opts, s, e) @ v
     return out
+
+
+def attention_rows(
+    rule: str, q: torch.Tensor, k: torch.Tensor, scale: float, grid: tuple[int, int], prefix: int, opts, s: int, e: int
+) -> torch.Tensor:
+    """The attention of SCLIP, ClearCLIP or NACLIP (`rule`) for patch rows s..e-1 over all N keys, float32
+    (H, e - s, N), from the last block's q, k (H, N, d) float32 and the kernel's scale."""
+    i, j = prefix + s, prefix + e
+    if rule == "sclip":
+        return torch.softmax(q[:, i:j] @ q.mT * scale, -1).add_(torch.softmax(k[:, i:j] @ k.mT * scale, -1))
+    if rule == "clearclip":
+        return torch.softmax(q[:, i:j] @ q.mT * scale, -1)
+    z = k[:, i:j] @ k.mT * scale  # naclip
+    z[..., prefix:] += gaussian(grid, s, e, opts.std, z.device)
+    return torch.softmax(z, -1)
 
 
 def _proxy_rows(proxy: torch.Tensor | None, v: torch.Tensor, opts: RuleOptions, chunk_bytes: int) -> torch.Tensor:
@@ -144,21 +150,28 @@ def _proxy_rows(proxy: torch.Tensor | None, v: torch.Tensor, opts: RuleOptions, 
         got = "none" if proxy is None else f"{proxy.shape[0]} patches"
         raise InputError(f"The proxy rule needs the proxy model's features for {n} patches; got {got}.")
     x = F.normalize(proxy.float().to(v.device), dim=-1)
-    mean = (x.sum(0) ** 2).sum() / (n * n)  # the mean of x x^T without forming it
     out = torch.empty_like(v)
     step = _rows(n, 1, n, chunk_bytes)
     for s in range(0, n, step):
         e = min(s + step, n)
-        z = opts.gamma * (x[s:e] @ x.T - opts.beta * mean)
-        lost = z < 0
-        empty = lost.all(-1)
-        if empty.any():  # nothing left in the row: the patch keeps its own value
-            own = torch.arange(s, e, device=z.device)[empty]
-            lost[empty.nonzero()[:, 0], own] = False
-            z[empty.nonzero()[:, 0], own] = 0.0
-        a = torch.softmax(z.masked_fill(lost, float("-inf")), -1)
-        out[:, s:e] = a[None] @ v
+        out[:, s:e] = proxy_attention(x, opts, s, e)[None] @ v
     return out
+
+
+def proxy_attention(x: torch.Tensor, opts: RuleOptions, s: int, e: int) -> torch.Tensor:
+    """The proxy rule's attention of patch rows s..e-1 over the patches, float32 (e - s, Np), from the proxy
+    model's unit patch features x (Np, D): softmax(gamma (x x^T - beta mean(x x^T))), entries below 0 masked;
+    a row with every entry masked keeps its own patch."""
+    n = x.shape[0]
+    mean = (x.sum(0) ** 2).sum() / (n * n)  # the mean of x x^T without forming it
+    z = opts.gamma * (x[s:e] @ x.T - opts.beta * mean)
+    lost = z < 0
+    empty = lost.all(-1)
+    if empty.any():  # nothing left in the row: the patch keeps its own value
+        own = torch.arange(s, e, device=z.device)[empty]
+        lost[empty.nonzero()[:, 0], own] = False
+        z[empty.nonzero()[:, 0], own] = 0.0
+    return torch.softmax(z.masked_fill(lost, float("-inf")), -1)
 
 
 def last_block_tokens(

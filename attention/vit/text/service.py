@@ -20,7 +20,8 @@ from attention.vit.relevance.service import checked, stored
 from attention.vit.serve.gpu import gpu
 from attention.vit.serve.inputs import file_digest, visitor_scope
 from attention.vit.text.find import check_rule, text_relevance
-from attention.vit.text.openvocab import RuleOptions
+from attention.vit.text.openvocab import OPEN_RULES, RuleOptions
+from attention.vit.text.patchrow import PatchRows, patch_rows
 from attention.vit.text.prompts import check_prompts
 from attention.vit.text.result import TextRelevance
 from attention.vit.text.tower import has_text_tower, text_model_of
@@ -54,6 +55,12 @@ def proxy_of(model: str) -> str:
     """The vision model whose patch similarity the proxy rule uses for text model `model` (a name): digit_clip's
     is mnist_vit (trained on the same digits, shipped), any other's DINO ViT-B/16."""
     return PROXIES.get((model or "").strip(), DEFAULT_PROXY)
+
+
+def options_key(rule: str, opts: RuleOptions) -> tuple | None:
+    """What of `opts` changes `rule`'s answer, hashable: an open-vocabulary rule's own options (`summary`: the
+    residual, NACLIP's std, the proxy's gamma and beta); nothing for the gradient rules and the similarity."""
+    return tuple(sorted(opts.summary(rule).items())) if rule in OPEN_RULES else None
 
 
 @gpu
@@ -92,6 +99,39 @@ def get_text_relevance(
     if rule == "proxy":
         proxy, _ = checked(image, proxy_of(model), shared)
     digest = file_digest(image)
-    key = (digest, model, str(resolution), items, rule, opts, proxy, visitor_scope(digest, visitor))
+    key = (digest, model, str(resolution), items, rule, options_key(rule, opts), proxy, visitor_scope(digest, visitor))
     job = lambda: _compute(model, image, resolution, items, rule, opts, proxy)  # noqa: E731
+    return stored(RESULTS, key, job, visitor if shared else None)
+
+
+@gpu
+def _rows(model, image, resolution, rule: str, opts: RuleOptions, patch: tuple[int, int], proxy):
+    vit = load_vit(model)
+    budget = SETTINGS.relevance_budget_gflop(str(next(vit.parameters()).device))  # priced as a forward
+    helper = None if proxy is None else load_vit(proxy)
+    return patch_rows(vit, image, rule, patch, options=opts, proxy=helper, resolution=resolution, max_gflop=budget)
+
+
+def get_patch_rows(
+    image: ImageSource | None,
+    model: str,
+    resolution,
+    rule: str,
+    options: RuleOptions | None,
+    patch: tuple[int, int],
+    *,
+    shared: bool = True,
+    visitor: Visitor | None = None,
+) -> PatchRows:
+    """The last block's attention row of grid patch (row, col) `patch` under open-vocabulary `rule` beside the
+    model's own (`patchrow.patch_rows`), from the store or computed once, as `get_text_relevance` serves maps."""
+    rule = check_rule(rule)
+    opts = options or RuleOptions()
+    model, _ = checked(image, model, shared)
+    proxy = checked(image, proxy_of(model), shared)[0] if rule == "proxy" else None
+    where = (int(patch[0]), int(patch[1]))
+    digest = file_digest(image)
+    key = ("rows", digest, model, str(resolution), rule, options_key(rule, opts), where, proxy)
+    key += (visitor_scope(digest, visitor),)
+    job = lambda: _rows(model, image, resolution, rule, opts, where, proxy)  # noqa: E731
     return stored(RESULTS, key, job, visitor if shared else None)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from attention.render import MIN_SIDE, overlay, png_bytes, upsample
+from attention.render import MIN_SIDE, grid, mark_patch, overlay, png_bytes, upsample
 from attention.render import enlarged as render_enlarged
 from attention.vit.draw.outputs import OUTPUT_ROOT, Tile, new_dir, save_npz, sheet
 from attention.vit.engine.request import CMAP, OPACITY
 from attention.vit.text.openvocab import OPEN_RULES
+from attention.vit.text.patchrow import PatchRows
 from attention.vit.text.result import NONE, RULES, TextRelevance
 
 # smaller images (digit_clip's canvases) are enlarged by a whole factor for display: `render.MIN_SIDE`
@@ -132,6 +133,20 @@ def tiles(
     caption = f"Segmentation ({name}): each patch's clear best prompt, none elsewhere"
     out.append(Tile(segmentation_image(tr, rule, base), caption, "segmentation"))
     return out
+
+
+def rows_picture(
+    pr: PatchRows, *, alpha: float = OPACITY.default, cmap: str = CMAP.default, min_side: int = MIN_SIDE
+) -> np.ndarray:
+    """The clicked patch's last-block attention rows side by side over the enlarged image, uint8 (H, W, 3): the
+    model's own, then the rule's (each min-max scaled on its own), the patch outlined, each captioned with its
+    weight on the prefix tokens."""
+    base = render_enlarged(pr.image.convert("RGB"), min_side)
+    step = base.shape[0] // pr.grid[0]
+    rows = [mark_patch(overlay(base, m.numpy(), alpha=alpha, cmap=cmap), pr.patch, step) for m in (pr.own, pr.rule)]
+    name = RULE_NAMES[pr.rule_name].split(" (")[0]
+    own, new = (f"{w:.0%} on the prefix tokens" for w in pr.prefix)
+    return grid(rows, ncols=2, labels=[f"the model's own q-k row ({own})", f"{name}'s row ({new})"])
 
 
 def describe(tr: TextRelevance, *, model: str, rule: str) -> dict:

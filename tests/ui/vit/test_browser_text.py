@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import screenshot
 from tests.ui.pages import PHONE_TOUCH, opened
+from tests.ui.vit.test_browser import click_image_at
 
 PROMPTS = "a handwritten three, a handwritten seven, <b>bold</b>"
 
@@ -84,11 +85,28 @@ def test_the_first_screen_offers_find_and_a_digit_example_keeps_digit_clip(page,
 
 
 @pytest.mark.browser
+def test_a_digit_example_after_a_link_to_digit_clip_keeps_it_and_find(page, app_url):
+    """The link sets the model without a pick (no `input` event): the example keeps it all the same."""
+    page.goto(app_url + "?example=digit_3&model=digit_clip")
+    page.locator("#vit-find-details").get_by_text("Type what to find").wait_for()
+    page.locator("#vit-digit-examples").get_by_role("button").nth(4).click()  # digit 4
+    page.wait_for_timeout(1500)
+    page.wait_for_function("() => document.querySelector('#vit-model input').value.startsWith('digit_clip')")
+    find(page, "a 4, a 9")
+    assert list(patches(page))[0] == "a 4"  # the 4's own caption first
+    toasts = page.get_by_test_id("toast-body").all_inner_texts()
+    assert not toasts, toasts
+
+
+@pytest.mark.browser
 def test_a_four_against_a_nine_is_labelled_a_four(page, app_url):
     page.goto(app_url + "?example=digit_4&model=digit_clip&find=a+4,a+9")
     page.locator("#vit-find-scores table").wait_for()
     got = patches(page)
     assert got["a 4"] > 3 * max(got["a 9"], 1) and got["none"] > 0, got
+    click_image_at(page, "#vit-find-map img", 0.5, 0.5)  # a patch: its rows under the rule and the model's own
+    page.locator("#vit-find-rows img").wait_for()
+    assert "Patch (row" in page.locator("#vit-find-rows").inner_text()
     page.locator("#vit-find").scroll_into_view_if_needed()
     screenshot(page, "find_four_nine_desktop")
 

@@ -53,6 +53,17 @@ def test_says_which_models_have_a_text_tower_for_one_without():
     assert "`digit_clip`" in out[p.details] and out[p.gallery] is None
 
 
+def test_the_note_for_a_model_without_a_text_tower_shows_its_name_as_typed():
+    from markdown_it import MarkdownIt
+
+    from attention.ui.vit.text_panel import no_text_note
+
+    name = "open_clip:[x](http://h/a.png)_*b*`<i>`"
+    html = MarkdownIt().render(no_text_note(name))
+    assert "<a " not in html and "<i>" not in html and "<code>open" not in html  # no link, markup or code span
+    assert "open_clip:[x](http://h/a.png)_*b*`&lt;i&gt;`" in html.replace("&amp;", "&")
+
+
 def test_shown_with_a_hint_until_prompts_are_typed():
     p = panel()
     out = draw(p, DIGIT, "digit_clip", "auto", "  ", "naclip", *OPTS, 0, 0.6, "inferno")
@@ -81,6 +92,24 @@ def test_one_prompt_shows_its_own_score_never_a_share(two_digits):
     out = draw(p, two_digits, "digit_clip", "native", "a handwritten seven", "naclip", *OPTS, 0, 0.6, "inferno")
     assert "100.0%" not in out[p.scores] and "cosine" in out[p.scores]
     assert "NACLIP" in out[p.gallery][0][1] and "cosine" in out[p.gallery][0][1]
+
+
+def test_a_click_on_the_map_shows_that_patchs_row_under_the_rule_beside_the_models_own():
+    from attention.ui.vit.text_panel import MAP_SIDE
+    from attention.ui.vit.text_rows import patch_rows
+    from attention.vit.text.openvocab import RuleOptions
+    from attention.vit.text.patchrow import patch_rows as rows_of_patch
+
+    click = patch_rows(MAP_SIDE)
+    at = gr.SelectData(None, {"index": [240, 100], "value": None})  # the 448 px map of a 14 x 14 grid: 32 px a patch
+    out = click(DIGIT, "digit_clip", "auto", "a 3", "naclip", *OPTS, 0.6, "inferno", at)
+    assert out["visible"] and "row 3, col 7" in out["label"] and "NACLIP" in out["label"]
+    pr = rows_of_patch(load_vit("digit_clip", device="cpu"), DIGIT, "naclip", (3, 7), options=RuleOptions())
+    h, w = out["value"].shape[:2]
+    assert w > 1.5 * h and pr.rule.shape == (14, 14)  # two rows side by side
+    assert not np.allclose(pr.own, pr.rule)  # the rule changed the row
+    gradient = click(DIGIT, "digit_clip", "auto", "a 3", "chefer", *OPTS, 0.6, "inferno", at)
+    assert gradient["value"] is None and "changes no attention" in gradient["label"]
 
 
 def test_the_endpoint_answers_a_picture_the_maps_and_the_ranking(client, two_digits):
