@@ -216,8 +216,8 @@ class TextPanel:
             return int(evt.index)
 
         self.gallery.select(pick, None, self.chosen, queue=False, **FAST).then(draw, None, self.outputs, **by_name)
-        where = [main.image, main.model, main.resolution, self.prompts, self.rule, *self.options, main.alpha, main.cmap]
-        self.big.select(text_rows.patch_rows(MAP_SIDE), where, self.rows, **FAST)
+        where = {k: v for k, v in by_name["inputs_kwargs"].items() if k != "chosen"}
+        self.big.select(text_rows.patch_rows(MAP_SIDE), None, self.rows, inputs_kwargs=where, **FAST)
 
 
 def text_fn(model_default: str):

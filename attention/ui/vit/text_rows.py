@@ -17,10 +17,10 @@ LABEL = "Click a patch of the map: its row of the last block's attention, the mo
 
 
 def patch_rows(map_side: int):
-    """The click handler: (image, model, resolution, prompts, rule, residual, std, gamma, beta, opacity, colours,
-    the click) -> the rows' picture, its label naming the patch."""
+    """The click handler: (the click; by name: image, model, resolution, prompts, rule, residual, std, gamma, beta,
+    opacity, colours) -> the rows' picture, its label naming the patch."""
 
-    def rows(img, mdl, res, prompts, rule, residual, std, gamma, beta, al, cm, evt: gr.SelectData):
+    def rows(evt: gr.SelectData, *, img, mdl, res, prompts, rule, residual, std, gamma, beta, al, cm):
         """That patch's rows under `rule` (an open-vocabulary rule), from the stored answer's grid."""
         if rule not in OPEN_RULES:
             return gr.update(value=None, visible=True, label=f"{RULE_NAMES.get(rule, rule)} changes no attention: "

@@ -21,6 +21,7 @@ from attention.errors import InputError, UnsupportedModelError
 from attention.images import MAX_TOKENS, ImageSource
 from attention.vit.engine.capture import recording
 from attention.vit.engine.preprocess import prepare
+from attention.vit.engine.request import RESOLUTION
 from attention.vit.text.dense import LastKernel
 from attention.vit.text.openvocab import OPEN_RULES, RuleOptions, attention_rows, proxy_attention
 from attention.vit.text.proxy import proxy_features
@@ -81,7 +82,7 @@ def patch_rows(
     *,
     options: RuleOptions | None = None,
     proxy: torch.nn.Module | None = None,
-    resolution: int | str | None = "auto",
+    resolution: int | str | None = RESOLUTION,
     max_tokens: int = MAX_TOKENS,
     max_gflop: float | None = None,
 ) -> PatchRows:

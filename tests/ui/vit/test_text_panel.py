@@ -102,13 +102,15 @@ def test_a_click_on_the_map_shows_that_patchs_row_under_the_rule_beside_the_mode
 
     click = patch_rows(MAP_SIDE)
     at = gr.SelectData(None, {"index": [240, 100], "value": None})  # the 448 px map of a 14 x 14 grid: 32 px a patch
-    out = click(DIGIT, "digit_clip", "auto", "a 3", "naclip", *OPTS, 0.6, "inferno", at)
+    ask = dict(img=DIGIT, mdl="digit_clip", res="auto", prompts="a 3", al=0.6, cm="inferno")
+    ask |= dict(zip(("residual", "std", "gamma", "beta"), OPTS))
+    out = click(at, rule="naclip", **ask)
     assert out["visible"] and "row 3, col 7" in out["label"] and "NACLIP" in out["label"]
     pr = rows_of_patch(load_vit("digit_clip", device="cpu"), DIGIT, "naclip", (3, 7), options=RuleOptions())
     h, w = out["value"].shape[:2]
     assert w > 1.5 * h and pr.rule.shape == (14, 14)  # two rows side by side
     assert not np.allclose(pr.own, pr.rule)  # the rule changed the row
-    gradient = click(DIGIT, "digit_clip", "auto", "a 3", "chefer", *OPTS, 0.6, "inferno", at)
+    gradient = click(at, rule="chefer", **ask)
     assert gradient["value"] is None and "changes no attention" in gradient["label"]
 
 
