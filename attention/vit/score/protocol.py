@@ -16,8 +16,9 @@ map's order at a time, from the image to the removal value (deletion) or from a 
 (insertion); the score at each of the ceil(H * W / step) + 1 points; its area (`rise_auc`).
 Segmentation (Chefer et al.'s `imagenet_seg_eval.py`): the map upsampled bilinearly, min-max scaled,
 foreground where it is over its mean; per class (background, foreground) intersection and union, pixel
-accuracy; a dataset's mIoU from the summed counts. Pointing game (Zhang et al., ECCV 2016): the map's highest pixel
-(the first, raster order) within `tolerance` px of the mask.
+accuracy; a dataset's mIoU from the summed counts. Pointing game (Zhang et al., ECCV 2016; TorchRay's
+`PointingGame`): the map's highest pixel (the first, raster order) closer than `tolerance` px to the mask
+(strictly, as TorchRay: 1 is the peak pixel itself; EBP's benchmark uses 15).
 """
 
 from __future__ import annotations
@@ -165,15 +166,16 @@ def segmentation(m: np.ndarray, mask: np.ndarray) -> Segmentation:
     return Segmentation(int((fg == t).sum()), int(t.size), inter, union)
 
 
-def pointing(m: np.ndarray, mask: np.ndarray, tolerance: float = 0.0) -> bool:
+def pointing(m: np.ndarray, mask: np.ndarray, tolerance: float = 1.0) -> bool:
     """Whether the highest pixel of map m (upsampled to the mask's (H, W); the first in raster order) lies
-    within `tolerance` px (Euclidean) of a pixel of `mask` (bool (H, W))."""
+    closer than `tolerance` px (Euclidean, strictly, as TorchRay's `PointingGame`: 1 is the peak pixel itself)
+    to a pixel of `mask` (bool (H, W))."""
     r = upsampled(m, mask.shape)
     y, x = np.unravel_index(int(np.argmax(r)), r.shape)
     ys, xs = np.nonzero(mask)
     if len(ys) == 0:
         return False
-    return bool(((ys - y) ** 2 + (xs - x) ** 2).min() <= tolerance**2)
+    return bool(((ys - y) ** 2 + (xs - x) ** 2).min() < tolerance**2)
 
 
 def point_mask(point: tuple[int, int], size: tuple[int, int]) -> np.ndarray:
