@@ -34,7 +34,7 @@ from attention.errors import InputError
 STEPS = tuple(i / 10 for i in range(10))  # Chefer et al.'s 0.1 ... 0.9, and 0 (the whole image)
 UNITS = ("patch", "pixel")
 VALUES = ("black", "mean")  # 0 on the [0, 1] image (Chefer et al.'s code); the dataset mean (0 once normalised)
-BLUR = (11, 5.0)  # RISE's insertion substrate: a Gaussian of 11 x 11 px, sigma 5
+BLUR = (11, 5.0)  # RISE's insertion substrate: its `gkern(11, 5)`
 
 
 def upsampled(m: np.ndarray, size: tuple[int, int]) -> np.ndarray:
@@ -104,13 +104,21 @@ def removal_value(value: str, mean: tuple[float, ...], std: tuple[float, ...]) -
     return v[:, None, None]
 
 
+def rise_kernel(klen: int = BLUR[0], sigma: float = BLUR[1]) -> np.ndarray:
+    """float64 (klen, klen): RISE's `gkern`, scipy's `gaussian_filter` (truncate 4, mode "reflect") of an impulse
+    at the centre of a klen x klen grid, written out: the normalised 1-D Gaussian of radius int(4 sigma + 0.5)
+    summed over the impulse's half-sample reflections (d c b a | a b c d | d c b a), its outer product."""
+    x = np.arange(-int(4 * sigma + 0.5), int(4 * sigma + 0.5) + 1)
+    phi = np.exp(-0.5 * x**2 / sigma**2)
+    n = (np.arange(klen)[:, None] + x[None, :]) % (2 * klen)
+    k1 = (phi / phi.sum() * (np.where(n < klen, n, 2 * klen - 1 - n) == klen // 2)).sum(1)
+    return np.outer(k1, k1)
+
+
 def blurred(x: torch.Tensor, klen: int = BLUR[0], sigma: float = BLUR[1]) -> torch.Tensor:
-    """x (1, C, H, W) blurred per channel by a normalised klen x klen Gaussian of `sigma`, zero padding (RISE's
-    `conv2d(x, kern, padding=klen // 2)`; its kernel is scipy's filtered impulse, this one the plain Gaussian)."""
-    r = torch.arange(klen, dtype=torch.float32) - klen // 2
-    g = torch.exp(-(r**2) / (2 * sigma**2))
-    k = torch.outer(g, g)
-    k = (k / k.sum())[None, None].repeat(x.shape[1], 1, 1, 1)
+    """x (1, C, H, W) blurred per channel by RISE's kernel (`rise_kernel`), zero padding, as RISE's
+    `conv2d(x, kern, padding=klen // 2)`."""
+    k = torch.from_numpy(rise_kernel(klen, sigma)).float()[None, None].repeat(x.shape[1], 1, 1, 1)
     return F.conv2d(x.float(), k, padding=klen // 2, groups=x.shape[1])
 
 

@@ -103,10 +103,13 @@ def rise_reference(model, x: torch.Tensor, expl: np.ndarray, step: int, start, f
 
 
 def gaussian_blur(x: torch.Tensor, klen: int = 11, sigma: float = 5.0) -> torch.Tensor:
-    """The insertion substrate: a normalised klen x klen Gaussian, zero padding (conv2d as RISE)."""
-    ax = np.arange(klen) - klen // 2
-    k = np.exp(-(ax[:, None] ** 2 + ax[None, :] ** 2) / (2 * sigma**2))
-    k = torch.from_numpy(k / k.sum()).float()[None, None]
+    """The insertion substrate as RISE's `gkern` and `blur`: scipy's gaussian_filter of an impulse at the centre of
+    a klen x klen grid, conv2d with zero padding klen // 2."""
+    from scipy.ndimage import gaussian_filter
+
+    impulse = np.zeros((klen, klen))
+    impulse[klen // 2, klen // 2] = 1
+    k = torch.from_numpy(gaussian_filter(impulse, sigma)).float()[None, None]
     return F.conv2d(x, k, padding=klen // 2)
 
 
