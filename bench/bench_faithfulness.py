@@ -4,7 +4,8 @@
 mnist_vit: one digit on its 28 x 28 input, the explained class the digit's own. digit_clip: two digits on a
 56 x 56 canvas (2 x 2 cells), the prompts their two captions, the explained answer the first digit's caption,
 its mask the first digit's. Beside every method, two controls: "truth" (the share of each patch inside the
-explained digit's mask: the map built to be right, which should score better than every method) and "random"
+explained digit's mask, the other digit's patches ranked last, below the background: the map built to be right,
+which should score better than every method) and "random"
 (a seeded uniform map: chance; its positive and negative AUCs equal within their intervals).
 Also the cost: the run's seconds per item against one forward of one input (median of 20, same thread count).
 
