@@ -39,12 +39,13 @@ BLUR = (11, 5.0)  # RISE's insertion substrate: its `gkern(11, 5)`
 
 def upsampled(m: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """float64 (H, W): a map (gh, gw) upsampled bilinearly to `size` (torch's, align_corners=False, as
-    Chefer et al.'s `F.interpolate(..., mode='bilinear')`); a map already (H, W) unchanged."""
+    Chefer et al.'s `F.interpolate(..., mode='bilinear')` and TorchRay's), in float32 as theirs, so that the
+    upsampling's exact ties (its clamped border) stay ties; a map already (H, W) unchanged."""
     m = np.asarray(m, np.float64)
     if m.shape == tuple(size):
         return m
-    t = torch.from_numpy(m)[None, None]
-    return F.interpolate(t, size=tuple(size), mode="bilinear", align_corners=False)[0, 0].numpy()
+    t = torch.from_numpy(m).float()[None, None]
+    return F.interpolate(t, size=tuple(size), mode="bilinear", align_corners=False)[0, 0].double().numpy()
 
 
 def unit_order(m: np.ndarray) -> np.ndarray:
