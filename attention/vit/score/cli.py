@@ -37,7 +37,12 @@ def add_parser(sub) -> argparse.ArgumentParser:
     e.add_argument("--value", choices=VALUES, default="black", help="removal value (default black: Chefer's)")
     e.add_argument("--unit", choices=UNITS, default="patch", help="what is removed whole (default patch)")
     e.add_argument("--protocols", default=",".join(PROTOCOLS), help="perturbation[,deletion,insertion]")
-    e.add_argument("--tolerance", type=float, default=0.0, help="the pointing game's tolerance in px (default 0)")
+    e.add_argument(
+        "--tolerance",
+        type=float,
+        default=1.0,
+        help="pointing game: a hit is closer than this, px (default 1: the peak)",
+    )
     e.add_argument("--masks", default=None, help="a folder of masks for a folder of images (same names, .png)")
     e.add_argument("--split", default="train", help="split of a Hugging Face dataset (default train)")
     e.add_argument("--image-column", default=None, help="image column of a dataset (default: its first Image one)")

@@ -58,8 +58,11 @@ class Scores:
         return P.auc(self.negative, self.steps)
 
     def figures(self) -> dict[str, float]:
-        """The scalars: AUCs, deletion/insertion areas, pointing hit, mIoU and pixel accuracy, where measured."""
+        """The scalars: AUCs (of the probability; top1_*: of the hit curve, whose mean over a dataset x 100 is
+        Chefer et al.'s Table 1 figure), deletion/insertion areas, pointing hit, mIoU and pixel accuracy."""
         out = {"auc_positive": self.auc_positive, "auc_negative": self.auc_negative}
+        for side, hits in (("positive", self.positive_hits), ("negative", self.negative_hits)):
+            out[f"top1_{side}"] = P.auc(hits.astype(np.float64), self.steps)
         if self.deletion is not None:
             out["deletion"] = P.rise_auc(self.deletion)
         if self.insertion is not None:
@@ -108,13 +111,45 @@ def price(
     return inputs * forward_gflop(model, tokens) + (relevance_gflop(model, tokens) if rules else 0.0)
 
 
-def check_options(steps, value: str, unit: str, protocols) -> tuple[tuple[float, ...], tuple[str, ...]]:
-    """(steps, protocols) checked: steps increasing in [0, 1), the value, unit and protocols known."""
+def check_price(
+    sc: Scorer,
+    img,
+    prep: Preprocess,
+    maps: int,
+    *,
+    rules: bool,
+    steps: int,
+    protocols,
+    step: int | None,
+    max_gflop: float,
+    extra_gflop: float = 0.0,
+) -> float:
+    """The price (GFLOP) of scoring `maps` maps of the decoded image `img` (`price`, and `extra_gflop` of other
+    work in the same job: the faithfulness line's rollout); BudgetError over `max_gflop` before anything runs,
+    naming the largest resolution that fits."""
+    from attention.vit.engine.cost import check_budget
+
+    model = sc.image_model
+    cost = partial(price, maps=maps, steps=steps, protocols=protocols, step=step, rules=rules)
+    name, device = getattr(model, "alias", "this model"), str(next(model.parameters()).device)
+    return check_budget(
+        model, prep.input_size(img), prep.resolution, max_gflop, name=name, device=device,
+        max_tokens=prep.max_tokens, gflop=lambda m, t: cost(m, t) + extra_gflop, job="faithfulness job",
+    )  # fmt: skip
+
+
+def check_options(
+    steps, value: str, unit: str, protocols, tolerance: float = 1.0
+) -> tuple[tuple[float, ...], tuple[str, ...]]:
+    """(steps, protocols) checked: steps increasing in [0, 1), the value, unit and protocols known, the pointing
+    game's tolerance over 0."""
     steps = tuple(float(s) for s in steps)
     if not steps or any(not 0 <= s < 1 for s in steps) or list(steps) != sorted(set(steps)):
         raise InputError(f"Steps {steps} are not accepted; accepted: increasing fractions in [0, 1), e.g. 0, 0.1, ...")
     if value not in P.VALUES:
         raise InputError(f"Removal value {value!r} is not accepted; accepted: {', '.join(P.VALUES)}.")
+    if not tolerance > 0:
+        raise InputError(f"Tolerance {tolerance} px is not accepted; accepted: over 0 (1: the peak pixel itself).")
     if unit not in P.UNITS:
         raise InputError(f"Unit {unit!r} is not accepted; accepted: {', '.join(P.UNITS)}.")
     given = (protocols,) if isinstance(protocols, str) else tuple(protocols)
@@ -158,6 +193,7 @@ def score_maps(
     target: int | str | None = None,
     *,
     mask: np.ndarray | None = None,
+    others: np.ndarray | None = None,
     point: tuple[int, int] | None = None,
     resolution=RESOLUTION,
     steps=P.STEPS,
@@ -165,7 +201,7 @@ def score_maps(
     unit: str = "patch",
     protocols=PROTOCOLS,
     step: int | None = None,
-    tolerance: float = 0.0,
+    tolerance: float = 1.0,
     seed: int = 0,
     batch: int = 64,
     max_tokens: int = MAX_TOKENS,
@@ -174,36 +210,31 @@ def score_maps(
     """Score `maps` (names, `maps.accepted`, or {name: array (gh, gw) or (H, W)}) of `image` for `target`
     (a class index or name, a prompt; None: the model's top answer on the whole image).
 
-    mask: bool (H, W) of the image or the input (pointing game, segmentation, the "truth" map); point:
-    (row, col) px of the input (pointing game). value: "black" (Chefer et al.'s 0 before normalising) or
-    "mean" (0 after). unit: "patch" or "pixel" (`protocol`). step: pixels per deletion/insertion step
-    (default ceil(H * W / 16)). tolerance: the pointing game's, px. max_gflop: the budget of the whole job,
-    priced before it runs (`price`: its forwards, and a relevance job when a rule's map is asked; BudgetError
-    naming the largest resolution that fits). Returns a Scored with one Scores per map.
+    mask: bool (H, W) of the image or the input (pointing game, segmentation, the "truth" map); others: the
+    other objects' pixels, the same way ("truth" ranks them last: `maps.truth_map`); point: (row, col) px of
+    the input (pointing game). value: "black" (Chefer et al.'s 0 before normalising) or "mean" (0 after).
+    unit: "patch" or "pixel" (`protocol`). step: pixels per deletion/insertion step (default ceil(H * W / 16)).
+    tolerance: the pointing game's, px (a hit: closer than it; 1: the peak pixel itself in the mask).
+    max_gflop: the budget of the whole job, priced before it runs (`price`: its forwards, and a relevance job
+    when a rule's map is asked; BudgetError naming the largest resolution that fits). Returns a Scored.
     """
-    steps, protocols = check_options(steps, value, unit, protocols)
+    steps, protocols = check_options(steps, value, unit, protocols, tolerance)
     t0 = time.perf_counter()
     model = sc.image_model
     prep = Preprocess.of(model, resolution, max_tokens)
     img = load_image(image)
     if max_gflop is not None:
-        from attention.vit.engine.cost import check_budget
-
         n_maps = len(maps) if isinstance(maps, dict) else len(check_names(sc, maps))
         rules = not isinstance(maps, dict) and bool({"chefer", "grad_rollout", "legrad"} & set(check_names(sc, maps)))
-        device = str(next(model.parameters()).device)
-        cost = partial(price, maps=n_maps, steps=len(steps), protocols=protocols, step=step, rules=rules)
-        name = getattr(model, "alias", "this model")
-        size = prep.input_size(img)
-        check_budget(model, size, prep.resolution, max_gflop, name=name, device=device, max_tokens=max_tokens,
-                     gflop=cost, job="faithfulness job")  # fmt: skip
+        check_price(sc, img, prep, n_maps, rules=rules, steps=len(steps), protocols=protocols, step=step,
+                    max_gflop=max_gflop)  # fmt: skip
     p = prep.decoded(img)
     x, grid = p.x[None], p.grid
     size = (x.shape[2], x.shape[3])
     m_in = None if mask is None else _mask_at(mask, prep, size)
-    if point is not None:
-        pm = P.point_mask(point, size)
-        m_in = pm if m_in is None else m_in
+    o_in = None if others is None else _mask_at(others, prep, size)
+    pm = None if point is None else P.point_mask(point, size)  # checked, even beside a mask
+    m_in = pm if m_in is None else m_in
     if sc.bind is not None:
         sc = sc.bind(x)
     whole = sc.predict(x)[0]
@@ -214,7 +245,7 @@ def score_maps(
             raise InputError("No map to score: give at least one.")
     else:
         names = check_names(sc, maps)
-        raw = method_maps(sc, image, t, names, grid=grid, resolution=resolution, mask=m_in, seed=seed)
+        raw = method_maps(sc, image, t, names, grid=grid, resolution=resolution, mask=m_in, others=o_in, seed=seed)
     step = step or -(-size[0] * size[1] // RISE_POINTS)
     if step < 1:
         raise InputError(f"Step {step} px is not accepted; accepted: 1 or more.")
@@ -253,15 +284,9 @@ def score_maps(
             segmentation=None if mask is None else P.segmentation(m, m_in),
             steps=steps,
         )
-    settings = {
-        "kind": sc.kind,
-        "value": value,
-        "unit": unit,
-        "steps": list(steps),
-        "step": step,
-        "tolerance": tolerance,
-    }
-    settings |= {"blur": list(P.BLUR), "resolution": str(resolution), "protocols": list(protocols)}
+    settings = {"kind": sc.kind, "value": value, "unit": unit, "steps": list(steps), "step": step}
+    settings |= {"tolerance": tolerance, "blur": list(P.BLUR), "resolution": str(resolution)}
+    settings["protocols"] = list(protocols)
     return Scored(
         maps=out,
         target=t,

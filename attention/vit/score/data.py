@@ -29,13 +29,15 @@ PLANTED = "planted:"
 @dataclass(frozen=True)
 class Item:
     """One item: image (a path, bytes or a uint8 array), mask bool (H, W) or None, target (a class index or
-    name, a prompt; None: the model's top answer), prompts (CLIP: this item's, else None), name."""
+    name, a prompt; None: the model's top answer), prompts (CLIP: this item's, else None), name, others bool
+    (H, W) or None (the other objects' pixels, where known: a planted canvas's other digits)."""
 
     image: Any
     mask: np.ndarray | None
     target: int | str | None
     prompts: tuple[str, ...] | None
     name: str
+    others: np.ndarray | None = None
 
 
 def read_mask(value) -> np.ndarray:
@@ -96,12 +98,13 @@ def _planted(text: str, cells: tuple[int, int], digits: int, captions: bool) -> 
 
     def get(i: int) -> Item:
         p = batch[i]
+        others = p.masks[1:].any(0) if len(p.masks) > 1 else None
         if captions:
             from attention.vit.text.digit_clip import caption
 
             prompts = tuple(caption(int(c)) for c in p.classes)
-            return Item(p.image, p.masks[0], prompts[0], prompts, f"planted[{i}]")
-        return Item(p.image, p.masks[0], int(p.classes[0]), None, f"planted[{i}]")
+            return Item(p.image, p.masks[0], prompts[0], prompts, f"planted[{i}]", others)
+        return Item(p.image, p.masks[0], int(p.classes[0]), None, f"planted[{i}]", others)
 
     spec = {"kind": "planted", "items": int(n), "cells": list(cells), "digits": digits, "captions": captions}
     return Items(int(n), get, spec)

@@ -10,7 +10,8 @@ legrad        LeGrad (CLIP, SigLIP)
 similarity    each patch's own logit with the prompt (CLIP, SigLIP)
 maskclip, sclip, clearclip, naclip   the open-vocabulary attention rules (CLIP, SigLIP: `text.openvocab`)
 random        a uniform random map (seeded): chance
-truth         the share of each patch inside the given mask: the map built to be right (needs a mask)
+truth         the share of each patch inside the given mask: the map built to be right (needs a mask); with
+              the other objects' pixels (`others`), the rest ranked by how little of them it holds
 """
 
 from __future__ import annotations
@@ -44,10 +45,17 @@ def check_names(sc: Scorer, names) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def truth_map(mask: np.ndarray, patch: int) -> np.ndarray:
-    """float64 (gh, gw): the share of each patch's pixels inside mask (bool (gh * patch, gw * patch))."""
+def truth_map(mask: np.ndarray, patch: int, others: np.ndarray | None = None) -> np.ndarray:
+    """float64 (gh, gw): the share of each patch's pixels inside mask (bool (gh * patch, gw * patch)). others
+    (bool, the same shape): the other objects' pixels, evidence for the other answers (a planted canvas's
+    other digits, whose captions compete in CLIP's softmax): then each patch outside the mask is ranked by how
+    little of them it holds, 1 - that share, scaled to 1 / (8 * patch**2) of it: under every patch of the mask
+    (at least 1 / patch**2), so most relevant first is the object, then the background, the others last."""
     h, w = mask.shape
-    return mask.reshape(h // patch, patch, w // patch, patch).mean((1, 3)).astype(np.float64)
+    share = mask.reshape(h // patch, patch, w // patch, patch).mean((1, 3)).astype(np.float64)
+    if others is None:
+        return share
+    return np.where(share > 0, share, (1 - truth_map(others, patch)) / (8 * patch * patch))
 
 
 def method_maps(
@@ -59,10 +67,11 @@ def method_maps(
     grid: tuple[int, int],
     resolution=RESOLUTION,
     mask: np.ndarray | None = None,
+    others: np.ndarray | None = None,
     seed: int = 0,
 ) -> dict[str, np.ndarray]:
     """{name: float (gh, gw)} of each of `names` (checked) for `image` and the explained `target`, at
-    `resolution` (the grid `prepare` made). mask: bool (H, W) at the input's size, for "truth"."""
+    `resolution` (the grid `prepare` made). mask, others: bool (H, W) at the input's size, for "truth"."""
     model = sc.image_model
     out: dict[str, np.ndarray] = {}
     if {"attention", "rollout"} & set(names):
@@ -89,7 +98,7 @@ def method_maps(
     if "truth" in names:
         if mask is None:
             raise InputError("The map 'truth' is the given mask: give a mask (or leave 'truth' out).")
-        out["truth"] = truth_map(mask, sc.patch)
+        out["truth"] = truth_map(mask, sc.patch, others)
     for n in names:
         if out[n].shape != tuple(grid):
             raise RuntimeError(f"Map {n} has shape {out[n].shape}, not the grid {grid}.")

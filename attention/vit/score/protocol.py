@@ -16,8 +16,9 @@ map's order at a time, from the image to the removal value (deletion) or from a 
 (insertion); the score at each of the ceil(H * W / step) + 1 points; its area (`rise_auc`).
 Segmentation (Chefer et al.'s `imagenet_seg_eval.py`): the map upsampled bilinearly, min-max scaled,
 foreground where it is over its mean; per class (background, foreground) intersection and union, pixel
-accuracy; a dataset's mIoU from the summed counts. Pointing game (Zhang et al., ECCV 2016): the map's highest pixel
-(the first, raster order) within `tolerance` px of the mask.
+accuracy; a dataset's mIoU from the summed counts. Pointing game (Zhang et al., ECCV 2016; TorchRay's
+`PointingGame`): the map's highest pixel (the first, raster order) closer than `tolerance` px to the mask
+(strictly, as TorchRay: 1 is the peak pixel itself; EBP's benchmark uses 15).
 """
 
 from __future__ import annotations
@@ -33,17 +34,18 @@ from attention.errors import InputError
 STEPS = tuple(i / 10 for i in range(10))  # Chefer et al.'s 0.1 ... 0.9, and 0 (the whole image)
 UNITS = ("patch", "pixel")
 VALUES = ("black", "mean")  # 0 on the [0, 1] image (Chefer et al.'s code); the dataset mean (0 once normalised)
-BLUR = (11, 5.0)  # RISE's insertion substrate: a Gaussian of 11 x 11 px, sigma 5
+BLUR = (11, 5.0)  # RISE's insertion substrate: its `gkern(11, 5)`
 
 
 def upsampled(m: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """float64 (H, W): a map (gh, gw) upsampled bilinearly to `size` (torch's, align_corners=False, as
-    Chefer et al.'s `F.interpolate(..., mode='bilinear')`); a map already (H, W) unchanged."""
+    Chefer et al.'s `F.interpolate(..., mode='bilinear')` and TorchRay's), in float32 as theirs, so that the
+    upsampling's exact ties (its clamped border) stay ties; a map already (H, W) unchanged."""
     m = np.asarray(m, np.float64)
     if m.shape == tuple(size):
         return m
-    t = torch.from_numpy(m)[None, None]
-    return F.interpolate(t, size=tuple(size), mode="bilinear", align_corners=False)[0, 0].numpy()
+    t = torch.from_numpy(m).float()[None, None]
+    return F.interpolate(t, size=tuple(size), mode="bilinear", align_corners=False)[0, 0].double().numpy()
 
 
 def unit_order(m: np.ndarray) -> np.ndarray:
@@ -103,13 +105,21 @@ def removal_value(value: str, mean: tuple[float, ...], std: tuple[float, ...]) -
     return v[:, None, None]
 
 
+def rise_kernel(klen: int = BLUR[0], sigma: float = BLUR[1]) -> np.ndarray:
+    """float64 (klen, klen): RISE's `gkern`, scipy's `gaussian_filter` (truncate 4, mode "reflect") of an impulse
+    at the centre of a klen x klen grid, written out: the normalised 1-D Gaussian of radius int(4 sigma + 0.5)
+    summed over the impulse's half-sample reflections (d c b a | a b c d | d c b a), its outer product."""
+    x = np.arange(-int(4 * sigma + 0.5), int(4 * sigma + 0.5) + 1)
+    phi = np.exp(-0.5 * x**2 / sigma**2)
+    n = (np.arange(klen)[:, None] + x[None, :]) % (2 * klen)
+    k1 = (phi / phi.sum() * (np.where(n < klen, n, 2 * klen - 1 - n) == klen // 2)).sum(1)
+    return np.outer(k1, k1)
+
+
 def blurred(x: torch.Tensor, klen: int = BLUR[0], sigma: float = BLUR[1]) -> torch.Tensor:
-    """x (1, C, H, W) blurred per channel by a normalised klen x klen Gaussian of `sigma`, zero padding (RISE's
-    `conv2d(x, kern, padding=klen // 2)`; its kernel is scipy's filtered impulse, this one the plain Gaussian)."""
-    r = torch.arange(klen, dtype=torch.float32) - klen // 2
-    g = torch.exp(-(r**2) / (2 * sigma**2))
-    k = torch.outer(g, g)
-    k = (k / k.sum())[None, None].repeat(x.shape[1], 1, 1, 1)
+    """x (1, C, H, W) blurred per channel by RISE's kernel (`rise_kernel`), zero padding, as RISE's
+    `conv2d(x, kern, padding=klen // 2)`."""
+    k = torch.from_numpy(rise_kernel(klen, sigma)).float()[None, None].repeat(x.shape[1], 1, 1, 1)
     return F.conv2d(x.float(), k, padding=klen // 2, groups=x.shape[1])
 
 
@@ -165,15 +175,16 @@ def segmentation(m: np.ndarray, mask: np.ndarray) -> Segmentation:
     return Segmentation(int((fg == t).sum()), int(t.size), inter, union)
 
 
-def pointing(m: np.ndarray, mask: np.ndarray, tolerance: float = 0.0) -> bool:
+def pointing(m: np.ndarray, mask: np.ndarray, tolerance: float = 1.0) -> bool:
     """Whether the highest pixel of map m (upsampled to the mask's (H, W); the first in raster order) lies
-    within `tolerance` px (Euclidean) of a pixel of `mask` (bool (H, W))."""
+    closer than `tolerance` px (Euclidean, strictly, as TorchRay's `PointingGame`: 1 is the peak pixel itself)
+    to a pixel of `mask` (bool (H, W))."""
     r = upsampled(m, mask.shape)
     y, x = np.unravel_index(int(np.argmax(r)), r.shape)
     ys, xs = np.nonzero(mask)
     if len(ys) == 0:
         return False
-    return bool(((ys - y) ** 2 + (xs - x) ** 2).min() <= tolerance**2)
+    return bool(((ys - y) ** 2 + (xs - x) ** 2).min() < tolerance**2)
 
 
 def point_mask(point: tuple[int, int], size: tuple[int, int]) -> np.ndarray:

@@ -35,8 +35,9 @@ from attention.vit.score.maps import check_names
 from attention.vit.score.protocol import STEPS, Segmentation
 from attention.vit.score.target import scorer
 
-MEANS = ("auc_positive", "auc_negative", "deletion", "insertion", "pointing")
+MEANS = ("auc_positive", "auc_negative", "top1_positive", "top1_negative", "deletion", "insertion", "pointing")
 BETTER = {"auc_positive": "lower", "auc_negative": "higher", "deletion": "lower", "insertion": "higher"}
+BETTER |= {"top1_positive": "lower", "top1_negative": "higher"}
 BOOTSTRAP = 1000
 
 
@@ -144,7 +145,7 @@ def evaluate(
     value: str = "black",
     unit: str = "patch",
     protocols=PROTOCOLS,
-    tolerance: float = 0.0,
+    tolerance: float = 1.0,
     shard_size: int = 100,
     seed: int = 0,
     progress: bool = True,
@@ -184,7 +185,7 @@ def evaluate(
         return scorers[key]
 
     if len(items):  # the settings and map names checked once, before any shard
-        check_options(steps, value, unit, protocols)
+        check_options(steps, value, unit, protocols, tolerance)
         check_names(scorer_for(items[0].prompts), maps)
     from tqdm.auto import tqdm
 
@@ -198,8 +199,8 @@ def evaluate(
                 it = items[i]
                 sc = scorer_for(it.prompts)
                 scored = score_maps(
-                    sc, it.image, list(maps), it.target, mask=it.mask, resolution=resolution, steps=steps,
-                    value=value, unit=unit, protocols=protocols, tolerance=tolerance, seed=seed + i,
+                    sc, it.image, list(maps), it.target, mask=it.mask, others=it.others, resolution=resolution,
+                    steps=steps, value=value, unit=unit, protocols=protocols, tolerance=tolerance, seed=seed + i,
                 )  # fmt: skip
                 rows.append(_row(i, it, scored))
             except AttentionError as e:

@@ -18,15 +18,19 @@ import numpy as np
 from attention.config import SETTINGS
 from attention.crowd.cache import SharedCache
 from attention.crowd.visitors import Visitor
-from attention.images import ImageSource
+from attention.images import ImageSource, load_image
 from attention.vit.draw.frames import ViewSpec
+from attention.vit.engine.preprocess import Preprocess
 from attention.vit.relevance.service import checked, stored
-from attention.vit.score.compute import Scored, score_maps
+from attention.vit.score.compute import Scored, check_price, score_maps
+from attention.vit.score.protocol import STEPS
 from attention.vit.score.target import scorer
+from attention.vit.serve import rollouts
 from attention.vit.serve.gpu import gpu
 from attention.vit.serve.inputs import file_digest, visitor_scope
 from attention.vit.serve.passes import PASSES, get_pass
 
+PROTOCOL = ("perturbation",)
 RESULTS: SharedCache[Scored] = SharedCache(8 << 20, SETTINGS.state_ttl)
 """Every visitor's lines together: 8 MB, least recently used out first (a result: two maps and their curves,
 a few kB)."""
@@ -59,17 +63,15 @@ def _compute(model: str, image: ImageSource, resolution, view: ViewSpec, head: i
     _, vit = checked(image, model, False)
     cache = PASSES if shared else None  # the tab's pass, from the server's store (a new forward if it went)
     p = get_pass(image, model, resolution, cache=cache, shared=shared, visitor=visitor, digest=digest)
+    sc = scorer(vit, embedding=True)
+    # The whole job priced before it runs: the shown rollout (`rollouts.check`, as every view that draws one)
+    # and the scoring; BudgetError over the heavy jobs' budget, nothing computed.
+    prep = Preprocess.of(vit, resolution)
+    check_price(sc, load_image(image), prep, 2, rules=False, steps=len(STEPS), protocols=PROTOCOL, step=None,
+                max_gflop=budget(p.device), extra_gflop=rollouts.check(p, view))  # fmt: skip
     m = shown_map(p, view, head)
     rnd = np.random.default_rng(0).random(m.shape)
-    device = str(next(vit.parameters()).device)
-    return score_maps(
-        scorer(vit, embedding=True),
-        image,
-        {"shown": m, "random": rnd},
-        resolution=resolution,
-        protocols=("perturbation",),
-        max_gflop=budget(device),
-    )
+    return score_maps(sc, image, {"shown": m, "random": rnd}, resolution=resolution, protocols=PROTOCOL)
 
 
 def faithfulness(

@@ -94,6 +94,7 @@ def scorer(model: torch.nn.Module, prompts: str | list[str] | None = None, *, em
 
 def _text_scorer(model: torch.nn.Module, prompts) -> Scorer:
     from attention.vit.text.compute import encode_prompts
+    from attention.vit.text.dense import logits_of, scale_bias
     from attention.vit.text.prompts import check_prompts
     from attention.vit.text.tower import ready, text_model_of
 
@@ -104,19 +105,18 @@ def _text_scorer(model: torch.nn.Module, prompts) -> Scorer:
     clip = text_model_of(model)
     tower = ready(clip)
     items = tuple(check_prompts(prompts, clip))
-    siglip = getattr(clip, "logit_bias", None) is not None
+    scale, bias = scale_bias(clip)  # SigLIP has a bias, CLIP none
+    siglip = bias is not None
     if not siglip and len(items) < 2:
         raise InputError("CLIP's score is a softmax over the prompts: give two or more (one is always 100%).")
     text = encode_prompts(clip, list(items))
-    scale = clip.logit_scale.detach().float().exp()
-    bias = clip.logit_bias.detach().float() if siglip else None
 
     def predict(x: torch.Tensor) -> torch.Tensor:
         p = next(tower.trunk.parameters())
         with torch.inference_mode():
             emb = tower.embed(tower.trunk.forward_features(x.to(p.device, p.dtype)))
-            z = scale * (F.normalize(emb.float(), dim=-1) @ text.to(emb.device).T)
-            return (torch.sigmoid(z + bias) if siglip else torch.softmax(z, -1)).cpu()
+            z = logits_of(emb, text.to(emb.device), scale.to(emb.device), None if bias is None else bias.to(emb.device))
+            return (torch.sigmoid(z) if siglip else torch.softmax(z, -1)).cpu()
 
     return Scorer(tower.trunk, predict, items, "siglip" if siglip else "clip", items)
 

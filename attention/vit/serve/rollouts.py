@@ -32,14 +32,10 @@ def price(p: Pass, v: ViewSpec) -> float:
     return p.rollout_gflop(v.query, v.layer, **opts)
 
 
-def ready(p: Pass, v: ViewSpec, visitor: Visitor, lane: Lane = HEAVY) -> None:
-    """View `v`'s rollout memoised in `p` (nothing for another view): refused over the heavy jobs' budget
-    (BudgetError, before anything runs), computed in `lane` (`lane.call`, in `visitor`'s turn: Busy at once
-    over their share) when its price is over ATTENTION_ROLLOUT_LIGHT_GFLOP, else here. A visitor without keys
-    (a script, the command line): computed here, whatever its price."""
+def check(p: Pass, v: ViewSpec) -> float:
+    """`price(p, v)` (GFLOP; 0 for another view or a memoised one), BudgetError over the heavy jobs' budget
+    before anything runs. For a job that draws the rollout inside its own heavy job (the faithfulness line)."""
     gflop = price(p, v)
-    if not gflop:
-        return
     budget = SETTINGS.relevance_budget_gflop(p.device)
     if gflop > budget:
         layer = p.at(v.query, v.layer).layer
@@ -49,6 +45,17 @@ def ready(p: Pass, v: ViewSpec, visitor: Visitor, lane: Lane = HEAVY) -> None:
             f"{budget:,.0f} GFLOP per heavy job on {p.device.split(':')[0]}; accepted: an earlier layer, a lower "
             "resolution, or discard ratio 0 (dropping the lowest share costs more)."
         )
+    return gflop
+
+
+def ready(p: Pass, v: ViewSpec, visitor: Visitor, lane: Lane = HEAVY) -> None:
+    """View `v`'s rollout memoised in `p` (nothing for another view): refused over the heavy jobs' budget
+    (BudgetError, before anything runs: `check`), computed in `lane` (`lane.call`, in `visitor`'s turn: Busy at
+    once over their share) when its price is over ATTENTION_ROLLOUT_LIGHT_GFLOP, else here. A visitor without
+    keys (a script, the command line): computed here, whatever its price."""
+    gflop = check(p, v)
+    if not gflop:
+        return
     opts = v.rollout_options or {}
     if gflop <= SETTINGS.rollout_light_gflop or not visitor.keys:
         p.rollout(v.query, v.layer, **opts)

@@ -32,13 +32,15 @@ def canvas():
     return p.image, p.masks[0]
 
 
-def model_prob(model, data01: torch.Tensor, c: int) -> float:
-    """The reference's read: normalise a [0, 1] image (1, 1, H, W), one forward, softmax, class c."""
+def model_prob(model, data01: torch.Tensor, c: int, hit: bool = False) -> float:
+    """The reference's read: normalise a [0, 1] image (1, 1, H, W), one forward, softmax, class c's
+    probability (hit: 1.0 when c is the top class, else 0.0: their accuracy)."""
     with torch.no_grad():
-        return float(torch.softmax(model((data01 - MEAN) / STD).double(), -1)[0, c])
+        p = torch.softmax(model((data01 - MEAN) / STD).double(), -1)[0]
+    return float(p.argmax() == c) if hit else float(p[c])
 
 
-def chefer_reference(model, img: np.ndarray, vis: np.ndarray, steps, c: int, neg: bool) -> list[float]:
+def chefer_reference(model, img: np.ndarray, vis: np.ndarray, steps, c: int, neg: bool, hit: bool = False):
     """Chefer et al.'s loop: for each step, the top int(HW * step) pixels of vis (negated for --neg) set to 0."""
     data = torch.from_numpy(img).double()[None, None] / 255
     v = torch.from_numpy(-vis if neg else vis).reshape(1, -1)
@@ -47,7 +49,7 @@ def chefer_reference(model, img: np.ndarray, vis: np.ndarray, steps, c: int, neg
         d = data.clone().reshape(1, 1, -1)
         _, idx = torch.topk(v, int(v.shape[1] * s), dim=-1)
         d[0, 0, idx[0]] = 0
-        out.append(model_prob(model, d.reshape(data.shape).float(), c))
+        out.append(model_prob(model, d.reshape(data.shape).float(), c, hit))
     return out
 
 
@@ -57,10 +59,13 @@ def test_positive_and_negative_perturbation_match_chefers_loop_pixel_by_pixel(sc
     vis = rng.random((28, 28))  # a pixel map: no upsampling, no ties
     r = score_maps(sc, img, {"m": vis}, unit="pixel", protocols=["perturbation"])
     c = r.target
+    f = r.maps["m"].figures()
     for neg, got in ((False, r.maps["m"].positive), (True, r.maps["m"].negative)):
         want = chefer_reference(sc.image_model, img, vis, P.STEPS, c, neg)
         np.testing.assert_allclose(got, want, atol=2e-6)
         assert f"{P.auc(got, P.STEPS):.4f}" == f"{np.trapezoid(want, P.STEPS):.4f}"
+        hits = chefer_reference(sc.image_model, img, vis, P.STEPS, c, neg, hit=True)  # their accuracy curve
+        assert f[f"top1_{'negative' if neg else 'positive'}"] == pytest.approx(np.trapezoid(hits, P.STEPS))
     assert r.maps["m"].positive[0] == pytest.approx(r.probability, abs=1e-6)
 
 
@@ -98,10 +103,13 @@ def rise_reference(model, x: torch.Tensor, expl: np.ndarray, step: int, start, f
 
 
 def gaussian_blur(x: torch.Tensor, klen: int = 11, sigma: float = 5.0) -> torch.Tensor:
-    """The insertion substrate: a normalised klen x klen Gaussian, zero padding (conv2d as RISE)."""
-    ax = np.arange(klen) - klen // 2
-    k = np.exp(-(ax[:, None] ** 2 + ax[None, :] ** 2) / (2 * sigma**2))
-    k = torch.from_numpy(k / k.sum()).float()[None, None]
+    """The insertion substrate as RISE's `gkern` and `blur`: scipy's gaussian_filter of an impulse at the centre of
+    a klen x klen grid, conv2d with zero padding klen // 2."""
+    from scipy.ndimage import gaussian_filter
+
+    impulse = np.zeros((klen, klen))
+    impulse[klen // 2, klen // 2] = 1
+    k = torch.from_numpy(gaussian_filter(impulse, sigma)).float()[None, None]
     return F.conv2d(x, k, padding=klen // 2)
 
 
@@ -150,16 +158,17 @@ def test_segmentation_counts_and_miou_match_chefers_evaluation(canvas):
     assert two.miou == pytest.approx(got.miou) and two.labeled == 2 * labeled
 
 
-def test_pointing_game_hits_within_the_tolerance_only():
+def test_pointing_game_hits_closer_than_the_tolerance_only():
+    """TorchRay's PointingGame: a hit when the peak is strictly closer than the tolerance to the mask."""
     m = np.zeros((7, 7))
     m[1, 5] = 1.0  # upsampled: the peak's first pixel in raster order
     r = P.upsampled(m, (28, 28))
     peak = np.unravel_index(int(np.argmax(r)), r.shape)
     mask = np.zeros((28, 28), bool)
-    mask[peak[0], peak[1] + 3] = True  # 3 px right of the peak
-    assert not P.pointing(m, mask, 0) and not P.pointing(m, mask, 2.9) and P.pointing(m, mask, 3)
+    mask[peak[0] + 3, peak[1] + 4] = True  # 5 px from the peak
+    assert not P.pointing(m, mask, 1) and not P.pointing(m, mask, 5) and P.pointing(m, mask, 5.01)
     mask[peak] = True
-    assert P.pointing(m, mask, 0)
+    assert P.pointing(m, mask, 1) and P.pointing(m, mask)  # the default, 1: the peak pixel itself
     assert not P.pointing(m, np.zeros((28, 28), bool), 5)
 
 
@@ -186,6 +195,7 @@ def test_truth_beats_random_and_curves_start_at_the_whole_image(sc):
         ({"maps": ["truth"]}, "give a mask"),
         ({"mask": np.ones((3, 3, 3))}, "(H, W)"),
         ({"point": (30, 2)}, "outside"),
+        ({"tolerance": 0}, "over 0"),
         ({"target": 12}, "index 0 to 9"),
     ],
 )

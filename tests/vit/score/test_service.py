@@ -1,21 +1,28 @@
 """The shown view scored for a server's visitors (`attention.vit.score.service`): the map on screen is the one
 the tab draws (a head's, the mean of heads, rollout with its options), its scores are the package's for that
-map, a visitor's own picture is answered from their own result only, threads asking at once share one job, and
-a model without a classifier is scored by its embedding (the cosine with the whole image's: 1 at 0% removed)."""
+map, the whole job (the shown rollout and the scoring) is priced before anything runs, a visitor's own picture
+is answered from their own result only, threads asking at once share one job, and a model without a classifier
+is scored by its embedding (the cosine with the whole image's: 1 at 0% removed)."""
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 from PIL import Image
 
+from attention.crowd.cache import SharedCache
 from attention.crowd.visitors import Visitor
-from attention.errors import NoClassifierError
+from attention.errors import BudgetError, NoClassifierError
+from attention.images import load_image
 from attention.vit.draw.frames import ViewSpec
+from attention.vit.engine.preprocess import Preprocess
 from attention.vit.models.loader import load_vit
 from attention.vit.score import score_maps, scorer, service
+from attention.vit.score.compute import check_price
+from attention.vit.serve import pass_memo, rollouts
 from attention.vit.serve.passes import get_pass
 from tests.conftest import DIGIT
 
@@ -45,6 +52,28 @@ def test_the_shown_view_is_scored_as_the_package_scores_its_map():
     for m in ("shown", "random"):
         np.testing.assert_allclose(s.maps[m].positive, ref.maps[m].positive, atol=1e-6)
         np.testing.assert_allclose(s.maps[m].negative, ref.maps[m].negative, atol=1e-6)
+
+
+def test_a_shown_rollout_is_priced_with_the_scoring_and_refused_before_it_is_computed(monkeypatch):
+    view = ViewSpec(view="rollout", rollout_options={"head_fusion": "max", "discard_ratio": 0.5, "discard": "global"})
+    roll = rollouts.price(get_pass(DIGIT, "mnist_vit", "auto", cache=None), view)  # a fresh pass: nothing memoised
+    sc = scorer(load_vit("mnist_vit", device="cpu"), embedding=True)
+    scoring = check_price(sc, load_image(DIGIT), Preprocess.of(sc.image_model, "auto"), 2, rules=False, steps=10,
+                          protocols=("perturbation",), step=None, max_gflop=float("inf"))  # fmt: skip
+    computed = []
+    real = pass_memo.rollout_map
+    monkeypatch.setattr(pass_memo, "rollout_map", lambda *a, **k: computed.append(1) or real(*a, **k))
+    for budget, fits in ((scoring + roll / 2, False), ((scoring + roll) * 1.001, True)):
+        for module in (service, rollouts):  # the heavy jobs' budget, as the server reads it
+            monkeypatch.setattr(module, "SETTINGS", dataclasses.replace(module.SETTINGS, relevance_gflop_cpu=budget))
+        monkeypatch.setattr(service, "RESULTS", SharedCache(1 << 20, 60))
+        if fits:
+            s = service.faithfulness(DIGIT, "mnist_vit", "auto", view, shared=False)
+            assert computed == [1] and set(s.maps) == {"shown", "random"}
+        else:  # the scoring alone fits: the rollout's price tips it over, and nothing is computed
+            with pytest.raises(BudgetError, match="over this server.s budget"):
+                service.faithfulness(DIGIT, "mnist_vit", "auto", view, shared=False)
+            assert computed == [] and roll > 0 and scoring < budget
 
 
 def test_a_visitors_picture_is_theirs_and_threads_share_one_job(tmp_path, monkeypatch):
