@@ -152,9 +152,8 @@ class ViTHandlers:
     @user_errors
     def update(self, progress=gr.Progress(), **fields):
         """A control changed: the view of the controls (`tab.named`: the event's inputs by name)."""
-        gd = fields.get("good")
+        gd = fields.get("good")  # a query half typed (Enter commits it) is not this change's: the one on screen stays
         if vit_query.is_empty(fields.get("qrow")) != vit_query.is_empty(fields.get("qcol")) and gd:
-            # a query half typed (Enter commits it) is not this change's business: the query on screen stays
             fields |= dict(qrow=gd.get("qrow"), qcol=gd.get("qcol"))
         return self.answer(accepted(**fields), gd, fields.get("state"), progress)
 
@@ -217,9 +216,8 @@ class ViTHandlers:
 
     @user_errors
     def first_screen(self, request: gr.Request, progress=gr.Progress()):
-        """What a new visitor sees at once: the start example's maps (the pass is shared by all), or
-        the view a permalink names (`?example=chelsea&layer=9&q=5,7`; a bad parameter is named in a
-        warning and the start screen shown)."""
+        """What a new visitor sees at once: the start example's maps (the pass is shared by all), or the view a
+        permalink names (`?example=chelsea&layer=9&q=5,7`; a bad parameter named, the start screen shown)."""
         refused = None
         try:
             link = permalink.parse(dict(request.query_params) if request is not None else {})
@@ -232,13 +230,13 @@ class ViTHandlers:
         r = link_request(link, img, mdl)
         try:
             p = vit_pass(img, mdl, r.resolution, progress)
-        except AttentionError as e:  # the link's model or resolution: the start screen's, the refusal named
+        except AttentionError as e:  # the link's model or resolution refused
             if (mdl, r.resolution) == (start, RESOLUTION):
                 raise
             refused, mdl = visitor_text(e, mdl), start
             r = link_request(replace(link, model=None, resolution=None), img, mdl)
             p = vit_pass(img, mdl, r.resolution, progress)
-        if refused:
+        if refused:  # the start view shown, the refusal named
             warning(f"This link could not be opened as given: {refused}")
         v, hd = fitted(p, None, r)
         fv = vit_frame(p, v, hd)

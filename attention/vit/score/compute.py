@@ -141,8 +141,7 @@ def check_price(
 def check_options(
     steps, value: str, unit: str, protocols, tolerance: float = 1.0
 ) -> tuple[tuple[float, ...], tuple[str, ...]]:
-    """(steps, protocols) checked: steps increasing in [0, 1), the value, unit and protocols known, the pointing
-    game's tolerance over 0."""
+    """(steps, protocols) checked: steps increasing in [0, 1), value, unit, protocols known, tolerance over 0."""
     steps = tuple(float(s) for s in steps)
     if not steps or any(not 0 <= s < 1 for s in steps) or list(steps) != sorted(set(steps)):
         raise InputError(f"Steps {steps} are not accepted; accepted: increasing fractions in [0, 1), e.g. 0, 0.1, ...")
