@@ -139,9 +139,11 @@ class ViTHandlers:
 
     @user_errors
     def update(self, img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, st, fu, dr, du, gd, progress=gr.Progress()):
-        if vit_query.is_empty(qr) != vit_query.is_empty(qc) and gd:  # a query half typed (Enter commits it): not
-            qr, qc = gd.get("qrow"), gd.get("qcol")  # this change's business, which keeps the query on screen
-        return self.answer(self.view_of(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, fu, dr, du), gd, st, progress)
+        half = vit_query.is_empty(qr) != vit_query.is_empty(qc) and gd  # a query half typed (Enter commits it):
+        if half:  # not this change's business: the query on screen is kept, and so are the fields as typed
+            qr, qc = gd.get("qrow"), gd.get("qcol")
+        out = self.answer(self.view_of(img, mdl, res, qr, qc, lay, vw, hd, thr, al, cm, fu, dr, du), gd, st, progress)
+        return {k: v for k, v in out.items() if k not in (self.t.qrow, self.t.qcol)} if half else out
 
     @user_errors
     def click(self, img, mdl, res, lay, vw, hd, thr, al, cm, st, fu, dr, du, gd, px, evt: gr.SelectData):
