@@ -50,16 +50,19 @@ if (!A.listening) {  // once per page, on the document: Gradio re-renders the el
   }, true);
   // Gradio fires a slider's `release` on pointerup (and on leaving its number box) only: a keyboard change is
   // committed the same way once the keys rest for SETTLE ms (a held key, or several presses: once, at the end),
-  // if the value moved; Gradio's own value is synced from the range first (its `input` event), then released
+  // if the value moved. The value the keys reached is kept (an answer to an earlier change arriving meanwhile may
+  // have put the range back), synced into Gradio's own value (the range's `input` event), then released.
   document.addEventListener("keyup", (e) => {
     const t = e.target;
     if (t.type !== "range" || t.dataset.keyFrom === undefined) return;
-    clearTimeout(A.settle);
-    A.settle = setTimeout(() => {
+    const to = t.value;
+    clearTimeout(t.keySettle);  // (per slider: a key on another slider does not cancel this one's commit)
+    t.keySettle = setTimeout(() => {
       const from = t.dataset.keyFrom;
       delete t.dataset.keyFrom;
-      if (t.value === from) return;
+      if (to === from) return;
       A.commits += 1;
+      t.value = to;
       t.dispatchEvent(new Event("input", { bubbles: true }));
       t.dispatchEvent(new PointerEvent("pointerup", { bubbles: true }));
     }, SETTLE);

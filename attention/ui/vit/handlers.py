@@ -151,11 +151,14 @@ class ViTHandlers:
 
     @user_errors
     def update(self, progress=gr.Progress(), **fields):
-        """A control changed: the view of the controls (`tab.named`: the event's inputs by name)."""
-        gd = fields.get("good")  # a query half typed (Enter commits it) is not this change's: the one on screen stays
-        if vit_query.is_empty(fields.get("qrow")) != vit_query.is_empty(fields.get("qcol")) and gd:
+        """A control changed: the view of the controls (`tab.named`: the event's inputs by name). A query half
+        typed (Enter commits it) is not this change's business: the query on screen stays, the fields as typed."""
+        gd = fields.get("good")
+        half = vit_query.is_empty(fields.get("qrow")) != vit_query.is_empty(fields.get("qcol")) and gd
+        if half:
             fields |= dict(qrow=gd.get("qrow"), qcol=gd.get("qcol"))
-        return self.answer(accepted(**fields), gd, fields.get("state"), progress)
+        out = self.answer(accepted(**fields), gd, fields.get("state"), progress)
+        return {k: v for k, v in out.items() if k not in (self.t.qrow, self.t.qcol)} if half else out
 
     @user_errors
     def click(self, evt: gr.SelectData, **fields):
@@ -186,17 +189,13 @@ class ViTHandlers:
 
         now = accepted(**fields)
         out = self.answer(now, fields.get("good"), fields.get("state"), pick=tile)
-        refused = self.t.note in out and out[self.t.note].get("visible")
-        return (
-            out
-            if refused
-            else {**out, self.t.head: picked.get("head", now["head"]), self.t.view: picked.get("view", now["view"])}
-        )
+        if self.t.note in out and out[self.t.note].get("visible"):  # refused: the controls as they were
+            return out
+        return {**out, self.t.head: picked.get("head", now["head"]), self.t.view: picked.get("view", now["view"])}
 
     def _fitted(self, fields: dict):
         """The event's request fitted to its pass: (pass, view, head)."""
-        r = request_of(accepted(**fields))
-        st = fields.get("state")
+        r, st = request_of(accepted(**fields)), fields.get("state")
         p = vit_pass(r.image, r.model, r.resolution, state=st)
         return (p, *fitted(p, st, r))
 

@@ -36,9 +36,10 @@ def test_the_first_screen_holds_the_map_the_image_its_examples_and_the_main_cont
         pg.goto(app_url)
         ready(pg)
         beside = ("#vit-image", "#vit-digit-examples", "#vit-model", "#vit-view")  # (on a phone: under the map)
-        shown = ON_SCREEN + (beside if size == DESKTOP else ())
+        shown = ON_SCREEN + beside if size == DESKTOP else ("#vit-caption", "#vit-query-image img")
         for sel in shown:
             assert inside(box(pg, sel), size), (sel, box(pg, sel))
+        assert box(pg, "#vit-layer")["y"] < size[1]  # (on a phone: the layer slider starts on it, right under the map)
         for sel in FOLDED:
             assert not pg.locator(sel).is_visible(), sel
         image, examples = box(pg, "#vit-image"), box(pg, "#vit-digit-examples")

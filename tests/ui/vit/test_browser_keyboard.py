@@ -17,13 +17,14 @@ from tests.ui.vit.test_browser_live import answered
 AXE = (resources.files("axe_playwright_python") / "axe.min.js").read_text()
 
 # focusable controls of the tab whose accessible name is empty (a close reading of the accessible-name rules:
-# aria-labelledby, aria-label, a <label>, the text or a picture's alt inside, a title)
+# aria-labelledby, aria-label, a <label>, the text, a picture's alt or a named element inside, a title)
 NAMELESS = """() => {
   const named = (e) => {
     const by = (e.getAttribute('aria-labelledby') || '').split(' ').map(i => document.getElementById(i));
     const texts = [...by.filter(Boolean).map(x => x.innerText), e.getAttribute('aria-label'),
       ...[...(e.labels || [])].map(l => l.innerText), e.innerText,
-      ...[...e.querySelectorAll('img[alt]')].map(i => i.alt), e.getAttribute('title'), e.getAttribute('placeholder')];
+      ...[...e.querySelectorAll('img[alt]')].map(i => i.alt), e.getAttribute('title'), e.getAttribute('placeholder'),
+      ...[...e.querySelectorAll('[aria-label]')].map(x => x.getAttribute('aria-label'))];
     return texts.some(t => (t || '').trim());
   };
   const sel = 'a[href],button,input,select,textarea,[tabindex]:not([tabindex="-1"])';
