@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image
 
-from attention.render import MIN_SIDE, enlarged, mask_overlay, masks_figure, overlay
+from attention.render import MIN_SIDE, enlargement, mask_overlay, masks_figure, overlay, upsample
 from attention.shows import Shows
 from attention.validate import head_index
 from attention.vit.engine.batch import BatchMaps
@@ -110,4 +110,5 @@ class VideoFrameMaps(Shows):
             out = masks_figure(img, self.masks)
         if side_by_side:
             out = np.concatenate([img, out], axis=0 if side_by_side == STACKED else 1)
-        return enlarged(out, MIN_SIDE)
+        k = enlargement((img.shape[1], img.shape[0]), MIN_SIDE)  # the frame's factor, whatever is beside it
+        return upsample(out, k) if k > 1 else out
