@@ -46,14 +46,18 @@ STEPS = (
 SET_DONE = f"(d) => {{ if (d) localStorage.setItem('{DONE_KEY}', '1'); }}"
 # what each step is about, scrolled to the top of the screen once it is drawn; then the control the step asks the
 # visitor to move (step 3: the temperature, step 5: the layer), if the tour bar (fixed at the bottom) covers it,
-# scrolled up until it lies just above the bar
+# scrolled up until it lies just above the bar: again whenever the page's height changes in the next 3 s (the
+# step-by-step panel draws after the step shows, and pushed the temperature under the bar on a phone)
 SCROLL = """(s) => { const id = ["vit-caption", "vit-caption", "vit-steps-panel", "vit-gallery",
   "vit-caption"][s]; const e = id && document.getElementById(id);
   if (e) e.scrollIntoView({block: "start", behavior: "instant"});
-  const want = document.getElementById(["", "", "vit-steps-temperature", "", "vit-layer"][s] || "-");
-  const bar = document.getElementById("vit-tour-bar");
-  if (want && bar) { const w = want.getBoundingClientRect(), b = bar.getBoundingClientRect();
-    if (w.bottom > b.top - 8) window.scrollBy(0, w.bottom - (b.top - 8)); }
+  const lift = () => {
+    const want = document.getElementById(["", "", "vit-steps-temperature", "", "vit-layer"][s] || "-");
+    const bar = document.getElementById("vit-tour-bar");
+    if (want && bar) { const w = want.getBoundingClientRect(), b = bar.getBoundingClientRect();
+      if (w.bottom > b.top - 8) window.scrollBy(0, w.bottom - (b.top - 8)); } };
+  lift(); const watch = new ResizeObserver(lift); watch.observe(document.body);
+  setTimeout(() => watch.disconnect(), 3000);
   document.body.dataset.tourShown = s; }"""
 CSS = """
 #vit-tour-bar { border: 1px solid #f97316; border-radius: 8px; background: var(--background-fill-primary, #fff);
