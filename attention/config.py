@@ -97,6 +97,9 @@ class Settings:
     state_mb: float = 1024.0  # every visitor's kept passes together, MB: ATTENTION_STATE_MB
     state_ttl: float = 1800.0  # seconds a kept pass lives unused: ATTENTION_STATE_TTL
     state_visitor_mb: float = 256.0  # one visitor's kept passes together, MB: ATTENTION_STATE_VISITOR_MB
+    state_address_mb: float = (
+        384.0  # one client address's sessions' kept passes together, MB: ATTENTION_STATE_ADDRESS_MB
+    )
     state_idle: float = 30.0  # seconds unused after which a visitor keeps only state_idle_mb: ATTENTION_STATE_IDLE
     state_idle_mb: float = 64.0  # an idle visitor's newest passes (and always the newest): ATTENTION_STATE_IDLE_MB
     memory_every: float = 10.0  # seconds between sweeps of the store and of freed memory: ATTENTION_MEMORY_EVERY
@@ -150,6 +153,9 @@ class Settings:
     # the nice value (CPU priority, 0..19) of the threads computing heavy jobs on the CPU, below the light lane's
     # forwards at 0: ATTENTION_HEAVY_NICE (0: off; where CUDA is available: off) (docs/admission.md)
     heavy_nice: int = 10
+    # the nice of a crowded address's jobs (its sessions' or jobs together in Gradio's queue: cpu_share), light and
+    # heavy, below a lone visitor's heavy jobs: ATTENTION_CROWD_NICE (at least ATTENTION_HEAVY_NICE; docs/admission.md)
+    crowd_nice: int = 15
     # MCP tool calls of the light endpoints in progress at once, for every MCP caller together, shared round-robin
     # between callers (each 1 running and ATTENTION_VISITOR_QUEUED waiting): ATTENTION_MCP_SLOTS (docs/admission.md)
     mcp_slots: int = 1
@@ -186,6 +192,7 @@ class Settings:
             max_bytes=int(self.state_mb * mb),
             ttl=self.state_ttl,
             max_owner_bytes=int(self.state_visitor_mb * mb),
+            max_group_bytes=int(self.state_address_mb * mb),
             idle=self.state_idle,
             idle_bytes=int(self.state_idle_mb * mb),
         )
@@ -212,6 +219,7 @@ class Settings:
             state_mb=_read("ATTENTION_STATE_MB", cls.state_mb),
             state_ttl=_read("ATTENTION_STATE_TTL", cls.state_ttl),
             state_visitor_mb=_read("ATTENTION_STATE_VISITOR_MB", cls.state_visitor_mb),
+            state_address_mb=_read("ATTENTION_STATE_ADDRESS_MB", cls.state_address_mb),
             state_idle=_read("ATTENTION_STATE_IDLE", cls.state_idle, float, 1),
             state_idle_mb=_read("ATTENTION_STATE_IDLE_MB", cls.state_idle_mb),
             memory_every=_read("ATTENTION_MEMORY_EVERY", cls.memory_every, float, 1),
@@ -244,6 +252,7 @@ class Settings:
             job_seconds=_read("ATTENTION_JOB_SECONDS", cls.job_seconds, float, 1),
             heavy_threads=int(_read("ATTENTION_HEAVY_THREADS", cls.heavy_threads, int, 0, 1024)),
             heavy_nice=int(_read("ATTENTION_HEAVY_NICE", cls.heavy_nice, int, 0, 19)),
+            crowd_nice=int(_read("ATTENTION_CROWD_NICE", cls.crowd_nice, int, 0, 19)),
             mcp_slots=int(_read("ATTENTION_MCP_SLOTS", cls.mcp_slots, int, 1, 64)),
             relevance_gflop_cpu=_read("ATTENTION_RELEVANCE_MAX_GFLOP_CPU", cls.relevance_gflop_cpu, float, 0.001),
             relevance_gflop_gpu=_read("ATTENTION_RELEVANCE_MAX_GFLOP_GPU", cls.relevance_gflop_gpu, float, 0.001),

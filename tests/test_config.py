@@ -15,7 +15,9 @@ def test_defaults_bound_everything_a_visitor_can_make_the_server_hold():
     assert s.max_sessions == 1000 and s.max_upload_mb == 20 and s.cache_age == 900 and not s.allow_downloads
     assert s.budget_gflop("cpu") == s.gflop_cpu and s.budget_gflop("cuda:0") == s.gflop_gpu > s.gflop_cpu
     assert s.state_idle == 30 and s.state_idle_mb == 64 and s.memory_every == 10 and s.malloc_arenas == 2
-    assert s.pass_store() == dict(max_bytes=1 << 30, ttl=1800, max_owner_bytes=1 << 28, idle=30, idle_bytes=1 << 26)
+    assert s.pass_store() == dict(
+        max_bytes=1 << 30, ttl=1800, max_owner_bytes=1 << 28, idle=30, idle_bytes=1 << 26, max_group_bytes=384 << 20
+    )
 
 
 def test_settings_are_read_from_the_environment(monkeypatch):

@@ -7,11 +7,14 @@ the visitor too: two visitors who send the same example get the same entry, whil
 upload is theirs alone (no one learns from a fast answer that someone else sent that picture).
 Each entry is charged to an owner, whose share of the budget is bounded (`max_owner_bytes`), and an
 owner who stopped asking keeps after `idle` seconds only their newest values within `idle_bytes`
-(`sweep` applies both clocks without waiting for a request).
+(`sweep` applies both clocks without waiting for a request). An owner may be a pair (group, member), e.g.
+(client address, session): a group's owners together stay under `max_group_bytes`, the idle rule and the store's
+eviction then apply to the group, so twenty sessions of one address hold what one address may, not twenty shares.
 
     cache = SharedCache(max_bytes=1 << 30, ttl=1800, max_owner_bytes=1 << 28, idle=30, idle_bytes=1 << 26)
     value = cache.get_or_run(key, lambda: compute())   # computed once, even from 8 threads at once
     value = cache.get_or_run(key, compute, owner=visitor)  # kept within that visitor's share
+    value = cache.get_or_run(key, compute, owner=(address, session))  # and within the address's share
 
 The files the server writes for Gradio to serve are bounded the same way, by age: `sweep`.
 """
@@ -54,6 +57,10 @@ class SharedCache(Generic[V]):
     (until `ttl`): what a visitor who stopped asking holds is then at most the larger of `idle_bytes`
     and one value, however many they made, while an active visitor's recent values all stay.
 
+    An owner that is a pair (group, member) is also bounded by its group: all the group's values together stay
+    under `max_group_bytes` (the group's least recently used dropped first), and the idle rule and the store's
+    eviction count groups, not owners (a plain owner is a group of its own).
+
     Why not cachetools: its caches bound bytes (`getsizeof`) and age (TTLCache) and `cached(condition=)`
     computes a key once, but they evict by one policy over all keys: no share per owner, no eviction
     from the owner holding the most, which is what keeps one visitor from emptying the store of others."""
@@ -66,15 +73,18 @@ class SharedCache(Generic[V]):
         max_owner_bytes: int | None = None,
         idle: float | None = None,
         idle_bytes: int = 0,
+        max_group_bytes: int | None = None,
     ):
         self.max_bytes, self.ttl, self._clock = int(max_bytes), float(ttl), clock
         self.max_owner_bytes = self.max_bytes if max_owner_bytes is None else int(max_owner_bytes)
+        self.max_group_bytes = self.max_bytes if max_group_bytes is None else int(max_group_bytes)
         self.idle, self.idle_bytes = (None if idle is None else float(idle)), int(idle_bytes)
-        self._last: dict[Hashable, float] = {}  # owner -> when it last used (or put) any of its values
-        self._trimmed: set[Hashable] = set()  # idle owners already down to one value
+        self._last: dict[Hashable, float] = {}  # group -> when it last used (or put) any of its values
+        self._trimmed: set[Hashable] = set()  # idle groups already trimmed
         # key -> (value, bytes, last use, owner), least recently used first
         self._items: OrderedDict[Hashable, tuple[V, int, float, Hashable]] = OrderedDict()
         self._owned: dict[Hashable, int] = {}  # owner -> bytes of its values
+        self._grouped: dict[Hashable, int] = {}  # group -> bytes of its owners' values
         self._inflight: dict[Hashable, Future] = {}
         self._lock = threading.Lock()
         self.nbytes = 0
@@ -90,6 +100,12 @@ class SharedCache(Generic[V]):
         with self._lock:
             self._expire()
             return self._owned.get(owner, 0)
+
+    def group_owned(self, group: Hashable) -> int:
+        """Bytes of the values charged to the owners of `group` (a plain owner: its own)."""
+        with self._lock:
+            self._expire()
+            return self._grouped.get(group, 0)
 
     def sweep(self) -> int:
         """Apply the time to live and the idle rule now (they are otherwise applied at each call);
@@ -142,6 +158,7 @@ class SharedCache(Generic[V]):
         with self._lock:
             self._items.clear()
             self._owned.clear()
+            self._grouped.clear()
             self._last.clear()
             self._trimmed.clear()
             self.nbytes = 0
@@ -151,9 +168,12 @@ class SharedCache(Generic[V]):
             return None
         value, size, _, owner = self._items.pop(key)
         self._items[key] = (value, size, self._clock(), owner)
-        self._last[owner] = self._clock()
-        self._trimmed.discard(owner)
+        self._used(group_of(owner))
         return value
+
+    def _used(self, group: Hashable) -> None:
+        self._last[group] = self._clock()
+        self._trimmed.discard(group)
 
     def _drop(self, key: Hashable) -> None:
         _, size, _, owner = self._items.pop(key)
@@ -161,29 +181,38 @@ class SharedCache(Generic[V]):
         self._owned[owner] -= size
         if not self._owned[owner]:
             del self._owned[owner]
-            self._last.pop(owner, None)
-            self._trimmed.discard(owner)
+        group = group_of(owner)
+        self._grouped[group] -= size
+        if not self._grouped[group]:
+            del self._grouped[group]
+            self._last.pop(group, None)
+            self._trimmed.discard(group)
 
     def _oldest_of(self, owner: Hashable) -> Hashable:
         return next(k for k, item in self._items.items() if item[3] == owner)
 
+    def _oldest_in(self, group: Hashable) -> Hashable:
+        return next(k for k, item in self._items.items() if group_of(item[3]) == group)
+
     def _put(self, key: Hashable, value: V, owner: Hashable) -> None:
         if key in self._items:
             self._drop(key)
-        size = int(value.nbytes)
-        if size > min(self.max_bytes, self.max_owner_bytes):
+        size, group = int(value.nbytes), group_of(owner)
+        if size > min(self.max_bytes, self.max_owner_bytes, self.max_group_bytes):
             return
         while self._owned.get(owner, 0) + size > self.max_owner_bytes:  # the owner's share: its own go first
             self._drop(self._oldest_of(owner))
-        while self.nbytes + size > self.max_bytes:  # the whole store: from the owner holding the most
-            held = {o: b + (size if o == owner else 0) for o, b in self._owned.items()}
-            richest = max(held, key=lambda o: (held[o], o == owner))  # a tie: the newcomer's own first
-            self._drop(self._oldest_of(richest))
+        while self._grouped.get(group, 0) + size > self.max_group_bytes:  # the group's: its own go first
+            self._drop(self._oldest_in(group))
+        while self.nbytes + size > self.max_bytes:  # the whole store: from the group holding the most
+            held = {g: b + (size if g == group else 0) for g, b in self._grouped.items()}
+            richest = max(held, key=lambda g: (held[g], g == group))  # a tie: the newcomer's own first
+            self._drop(self._oldest_in(richest))
         self._items[key] = (value, size, self._clock(), owner)
         self.nbytes += size
         self._owned[owner] = self._owned.get(owner, 0) + size
-        self._last[owner] = self._clock()
-        self._trimmed.discard(owner)
+        self._grouped[group] = self._grouped.get(group, 0) + size
+        self._used(group)
 
     def _expire(self) -> None:
         cutoff = self._clock() - self.ttl
@@ -195,14 +224,14 @@ class SharedCache(Generic[V]):
         if self.idle is None:
             return
         cutoff = self._clock() - self.idle
-        idle = {o for o, t in self._last.items() if t <= cutoff and o not in self._trimmed}
+        idle = {g for g, t in self._last.items() if t <= cutoff and g not in self._trimmed}
         if not idle:
             return
         self._trimmed |= idle
-        recent: dict[Hashable, list[Hashable]] = {o: [] for o in idle}  # idle owner -> its keys, newest first
+        recent: dict[Hashable, list[Hashable]] = {g: [] for g in idle}  # idle group -> its keys, newest first
         for key in reversed(self._items):
-            if (owner := self._items[key][3]) in recent:
-                recent[owner].append(key)
+            if (group := group_of(self._items[key][3])) in recent:
+                recent[group].append(key)
         for keys in recent.values():
             kept = self._items[keys[0]][1] if keys else 0  # the newest stays, whatever its size
             for i, key in enumerate(keys[1:], 1):
@@ -211,6 +240,11 @@ class SharedCache(Generic[V]):
                         self._drop(old)
                     break
                 kept += self._items[key][1]
+
+
+def group_of(owner: Hashable) -> Hashable:
+    """The group an owner's values count in: the first of a pair (group, member), else the owner itself."""
+    return owner[0] if isinstance(owner, tuple) and len(owner) == 2 else owner
 
 
 _sweep_gates: dict[Path, Callable[[], bool]] = {}  # root -> its `memory.at_most_every` gate

@@ -77,3 +77,35 @@ def test_without_an_idle_time_a_quiet_visitor_keeps_everything_until_its_time_to
         store.put(f"a{i}", Blob(100), owner="A")
     now[0] = 599
     assert store.sweep() == 0 and store.owned("A") == 300
+
+
+def test_the_sessions_of_one_address_share_its_bound_and_go_idle_together():
+    now = [0.0]
+    store: SharedCache[Blob] = SharedCache(
+        max_bytes=10_000, ttl=600, max_owner_bytes=300, max_group_bytes=500, idle=30, idle_bytes=150,
+        clock=lambda: now[0],
+    )  # fmt: skip
+    for i in range(8):  # eight sessions of one address, 100 bytes each, one after another
+        now[0] = i
+        store.put(f"s{i}", Blob(100), owner=("c:10.0.0.1", f"s{i}"))
+    store.put("other", Blob(100), owner=("c:10.0.0.2", "t"))
+    assert store.group_owned("c:10.0.0.1") == 500  # the address's five newest; each session's share never reached
+    assert [store.get(f"s{i}") is not None for i in range(8)] == [False] * 3 + [True] * 5
+    assert store.owned(("c:10.0.0.1", "s7")) == 100 and store.group_owned("c:10.0.0.2") == 100
+    now[0] = 20
+    assert store.get("other") is not None  # the other address stays active
+    now[0] = 36  # the first address used last at 7, by its newest session: not yet idle (30 s)
+    assert store.sweep() == 0
+    now[0] = 38  # idle: the address keeps its newest value, s7 (s6 too would pass the idle 150 bytes)
+    assert store.sweep() == 400 and store.group_owned("c:10.0.0.1") == 100 and store.get("s7") is not None
+    assert store.group_owned("c:10.0.0.2") == 100  # the other address, active at 20, untouched
+
+
+def test_a_full_store_drops_from_the_address_holding_most_not_the_session():
+    store: SharedCache[Blob] = SharedCache(max_bytes=600, ttl=600, max_owner_bytes=200)
+    for i in range(4):  # four sessions of one address, 100 each: no session holds more than the lone visitor
+        store.put(f"s{i}", Blob(100), owner=("c:A", f"s{i}"))
+    store.put("lone", Blob(200), owner=("c:B", "lone"))
+    store.put("new", Blob(100), owner=("c:B", "other"))  # full: address A (400) pays, not B's 200
+    assert store.group_owned("c:A") == 300 and store.group_owned("c:B") == 300
+    assert store.get("s0") is None and store.get("lone") is not None

@@ -144,7 +144,7 @@ def get_pass(
     with FORWARDS.turn(who) if shared and who.keys else contextlib.nullcontext():  # a forward: the visitor's turn
         if cache is None or not keep_qk:
             return compute()
-        return cache.get_or_run(key, compute, owner=key[3] or "examples")
+        return cache.get_or_run(key, compute, owner=pass_owner(key, visitor))
 
 
 FORWARDS = Lane(
@@ -163,6 +163,16 @@ round-robin between addresses, then between an address's sessions. A forward's t
 budget (ATTENTION_MAX_GFLOP_CPU/GPU)."""
 
 
+def pass_owner(key: PassKey, visitor: str | Visitor | None) -> str | tuple[str, str]:
+    """Whom a kept pass is charged to in the store: "examples" for a shared one; else its scope (the session),
+    paired with the visitor's client address when known, so that an address's sessions share one bound
+    (ATTENTION_STATE_ADDRESS_MB) besides each session's own (`SharedCache`'s groups)."""
+    if not key[3]:
+        return "examples"
+    client = visitor.client if isinstance(visitor, Visitor) else None
+    return (f"c:{client}", key[3]) if client else key[3]
+
+
 def known_digest(state: Ref | None, image: ImageSource | None) -> str | None:
     """The content digest `state`'s key holds when `image` is the very file the state was made from
     (same `inputs.source_stamp`: path, size, modification time, inode), else None (hash it again)."""
@@ -173,10 +183,10 @@ def known_digest(state: Ref | None, image: ImageSource | None) -> str | None:
 
 PASSES: SharedCache[Pass] = SharedCache(**SETTINGS.pass_store())
 """The server's passes, every visitor's together (`Settings.pass_store`): ATTENTION_STATE_MB, one
-visitor's (or the shared examples') at most ATTENTION_STATE_VISITOR_MB, their own least recently used
-out first; when full, the least recently used of whoever holds most goes; an idle visitor's cut to
-ATTENTION_STATE_IDLE_MB; each dropped after ATTENTION_STATE_TTL seconds unused. A dropped pass is
-recomputed when its visitor next needs it."""
+visitor's (or the shared examples') at most ATTENTION_STATE_VISITOR_MB, one client address's sessions together
+at most ATTENTION_STATE_ADDRESS_MB (`pass_owner`), their own least recently used out first; when full, the least
+recently used of the address (or owner) holding most goes; an idle address's cut to ATTENTION_STATE_IDLE_MB;
+each dropped after ATTENTION_STATE_TTL seconds unused. A dropped pass is recomputed when its visitor next needs it."""
 
 
 def served_pass(

@@ -142,6 +142,18 @@ def test_two_visitors_uploading_the_same_bytes_get_passes_of_their_own(tmp_path)
     assert store.owned("A") == a.nbytes and store.owned("B") == b.nbytes
 
 
+def test_the_sessions_of_one_address_share_its_bound_in_the_store(tmp_path):
+    from attention.crowd.visitors import Visitor
+
+    one = passes.get_pass(DIGITS[0], "mnist_vit", 56).nbytes
+    store: SharedCache = SharedCache(max_bytes=1 << 30, ttl=60, max_owner_bytes=3 * one, max_group_bytes=4 * one)
+    for i in range(10):  # ten sessions of one address, a pass each
+        passes.get_pass(_upload(tmp_path, i), "mnist_vit", 56, cache=store, visitor=Visitor(f"s{i}", "10.0.0.9"))
+    lone = passes.get_pass(_upload(tmp_path, 50), "mnist_vit", 56, cache=store, visitor=Visitor("t", "10.0.0.8"))
+    assert store.group_owned("c:10.0.0.9") == 4 * one and store.owned(("c:10.0.0.9", "s9")) == one
+    assert store.get(lone.key) is lone and store.group_owned("c:10.0.0.8") == one
+
+
 def test_examples_stay_shared_between_visitors():
     store: SharedCache = SharedCache(max_bytes=1 << 30, ttl=60, max_owner_bytes=1 << 28)
     a = passes.get_pass(DIGITS[5], "mnist_vit", "auto", cache=store, visitor="A")
