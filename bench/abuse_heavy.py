@@ -136,11 +136,6 @@ def _honest_heavy(url: str, images: str, ready, go, out) -> None:
     its interpreter lock, and the time it waited for them would count as the server's): its session opened
     by one relevance call as when timed quiet, then, 1 s after `go`, one relevance and one video call, each
     put on `out` as (name, seconds or the failure)."""
-    if os.getpriority(os.PRIO_PROCESS, 0) > 0:  # born of a niced attacker thread (bench_abuse --attacker-nice)
-        try:
-            os.setpriority(os.PRIO_PROCESS, 0, 0)  # the honest visitor at nice 0, as the server (root may)
-        except PermissionError:
-            print(f"honest heavy visitor left at nice {os.getpriority(os.PRIO_PROCESS, 0)}", flush=True)
     _URL[0] = url
     bl.TEMP[:] = [images] * 6  # where `_noise` writes its pictures
     honest_relevance()

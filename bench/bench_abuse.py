@@ -34,8 +34,7 @@ Goals: honest p95 <= 3x quiet during new_sessions, live_flood and the computing 
 relevance_flood and mixed_sessions an honest relevance and an honest 1 s video each within 3x their quiet
 time plus one attacker job (the longest kind of heavy job the attack sends, each kind timed quiet); RSS
 --settle s after within 10% of before; large_passes: RSS <= ATTENTION_STATE_MB + the RSS before, and the
-other visitor's pass alive. --attacker-nice 19 runs the attacker's clients (the bench's own threads sending the
-attacks) at nice 19: on loopback they share the server's cores, which a Space's visitors' machines do not.
+other visitor's pass alive.
 Ends with the attacks as Markdown blocks: the light ones (docs/security.md's table sets a run without the guard
 beside one with it) and the computing endpoints' (the README's, with the other visitor's heavy calls).
 """
@@ -295,12 +294,6 @@ def main() -> list[Attack]:
     ap.add_argument("--only", default=",".join(ATTACKS), help=f"comma-separated attacks to run, of {','.join(ATTACKS)}")
     ap.add_argument("--max-seconds", type=float, default=120.0, help="stop each attack after this long")
     ap.add_argument("--min-honest", type=int, default=20, help="repeat a flood until the visitor made this many calls")
-    ap.add_argument(
-        "--attacker-nice",
-        type=int,
-        default=0,
-        help="run the attacker's clients at this nice (19: as if on a machine of their own; see the doc)",
-    )
     args = ap.parse_args()
     bl.go_offline()
     t0 = time.time()
@@ -336,12 +329,12 @@ def main() -> list[Attack]:
             with RssPeak(app.proc.pid) as peak:
                 extra = (visitor_token,) if name == "large_passes" else ()
                 attack = COMPUTING[name][0] if name in COMPUTING else globals()[name]
-                got, note = as_attacker(args.attacker_nice, attack, app, page, n, args.max_seconds, *extra)
+                got, note = attack(app, page, n, args.max_seconds, *extra)
                 # a flood over before the visitor made --min-honest calls goes on (again n) until they have
                 while name in REPEATABLE and honest.stats(heavy.MARK[0] or start)[2] < args.min_honest:
                     if time.time() - start > args.max_seconds:
                         break
-                    more, note = as_attacker(args.attacker_nice, attack, app, page, n, args.max_seconds)
+                    more, note = attack(app, page, n, args.max_seconds)
                     got = {k: got.get(k, 0) + more.get(k, 0) for k in {*got, *more}}
             during = honest.stats(heavy.MARK[0] or start, time.time())  # from when its requests began
             time.sleep(args.settle)
@@ -398,30 +391,6 @@ def main() -> list[Attack]:
     if computing := [a for a in rows if a.name in COMPUTING]:  # the README's: the computing endpoints (issue 32)
         print(readme_block("bench_abuse", "heavy", attacks_table(computing, guarded, args.settle, heavy=True)))
     return rows
-
-
-def as_attacker(nice: int, attack, *args):
-    """`attack(*args)` run in a thread at `nice` (0: here), so that the attacker's clients, and every thread they
-    start (a thread is born at its parent's nice), compute below the server and the honest visitors' processes:
-    on loopback the attacker's own client work (sixty gradio_client jobs' uploads and event streams) shares the
-    server's two cores, which on a Space it does not (its machine is its own)."""
-    if not nice:
-        return attack(*args)
-    box: dict = {}
-
-    def run():
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
-        try:
-            box["value"] = attack(*args)
-        except BaseException as e:
-            box["error"] = e
-
-    t = threading.Thread(target=run, name=f"attacker-nice{nice}")
-    t.start()
-    t.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 class Attack(NamedTuple):
