@@ -129,7 +129,6 @@ class Settings:
     upload_mb_per_min: float = 120.0  # upload MB of one client a minute (as a burst too): ATTENTION_UPLOAD_MB_PER_MIN
     temp_mb: float = 4096.0  # every file in Gradio's upload/cache folder together, MB: ATTENTION_TEMP_MB
     refusal_delay: float = 1.0  # seconds the guard holds a refusal (400/403/413/429): ATTENTION_REFUSAL_DELAY
-    address_uploads: int = 2  # uploads of one client address inside the app at once: ATTENTION_ADDRESS_UPLOADS
     video_max_frames: int = 600  # frames of one attention video: ATTENTION_VIDEO_MAX_FRAMES
     video_gflop_cpu: float = 6000.0  # estimated compute of one attention video on a CPU: ATTENTION_VIDEO_MAX_GFLOP_CPU
     video_gflop_gpu: float = 400_000.0  # ... on a GPU: ATTENTION_VIDEO_MAX_GFLOP_GPU
@@ -242,7 +241,6 @@ class Settings:
             upload_mb_per_min=_read("ATTENTION_UPLOAD_MB_PER_MIN", cls.upload_mb_per_min, float, 1),
             temp_mb=_read("ATTENTION_TEMP_MB", cls.temp_mb, float, 1),
             refusal_delay=_read("ATTENTION_REFUSAL_DELAY", cls.refusal_delay, float, 0, 10),
-            address_uploads=int(_read("ATTENTION_ADDRESS_UPLOADS", cls.address_uploads, int, 0, 1000)),
             video_max_frames=int(_read("ATTENTION_VIDEO_MAX_FRAMES", cls.video_max_frames, int, 1)),
             video_gflop_cpu=_read("ATTENTION_VIDEO_MAX_GFLOP_CPU", cls.video_gflop_cpu, float, 0.001),
             video_gflop_gpu=_read("ATTENTION_VIDEO_MAX_GFLOP_GPU", cls.video_gflop_gpu, float, 0.001),

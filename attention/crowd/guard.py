@@ -10,8 +10,6 @@ A plain ASGI middleware (no web framework imported) that answers, before the app
 - 403 for a live-route call from a session this server has not seen on another route (a browser's
   first call there always follows an answer of the queue, which carried the token it asks about);
 - 507 for an upload that would take the upload folder over its total.
-A client's uploads enter the app `address_uploads` at a time (the app parses each on the event loop), the others
-waiting their turn: a crowd of one address sending sixty at once holds the loop for two, not sixty.
 Refusals of the kinds a flood sends (400, 403, 413, 429) are held `refusal_delay` seconds before they are
 sent (an asyncio sleep: nearly free here), so one connection of a flooding client gets one answer a
 second instead of hundreds.
@@ -42,7 +40,7 @@ from urllib.parse import parse_qs
 
 from attention.crowd.asgi import Refusal, answer, content_length, counting, loads, read_body, replay
 from attention.crowd.clients import VISITOR_HEADER, Proxies, sign, verify
-from attention.crowd.limits import Buckets, FolderBudget, Gates, GuardLimits, Recent, Routes, session_id_ok
+from attention.crowd.limits import Buckets, FolderBudget, GuardLimits, Recent, Routes, session_id_ok
 
 __all__ = ["Guard", "Refusal"]
 log = logging.getLogger(__name__)
@@ -79,7 +77,6 @@ class Guard:
         self.refused: dict[int, int] = {}  # status -> how many (for benches and tests)
         self.check_json = check_json  # (path, JSON body) -> None, or (message, detail) answered with 422
         self.proxies = proxies or Proxies()
-        self.upload_gates = Gates(lim.address_uploads)  # a client's uploads inside the app at once
 
     def _who(self, scope) -> dict:
         """`scope` with the client address resolved (`proxies`); a VISITOR_HEADER kept only on a loopback
@@ -135,13 +132,8 @@ class Guard:
             await send({**held[0], "headers": [*headers, (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
 
-        upload = scope["method"] == "POST" and scope["path"].startswith(self.routes.upload)
         try:
-            if upload:  # parsed on the event loop: a crowd's uploads take turns, not the whole loop at once
-                async with self.upload_gates.hold(scope["client"][0]):
-                    await self.app(scope, receive, sending)
-            else:
-                await self.app(scope, receive, sending)
+            await self.app(scope, receive, sending)
         except Exception as e:
             if type(e).__name__ != "ClientDisconnect":  # starlette's: the client went away mid-body
                 raise

@@ -14,13 +14,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,7 +171,6 @@ class GuardLimits:
     max_sessions: int = 1000  # session ids remembered as seen (the app's own session capacity)
     max_clients: int = 10_000  # clients whose buckets are remembered
     refusal_delay: float = 1.0  # seconds a refusal (400, 403, 413, 429) is held before it is sent
-    address_uploads: int = 2  # uploads of one client inside the app at once; the others wait their turn (0: any)
 
 
 @dataclass(frozen=True)
@@ -184,35 +182,3 @@ class Routes:
     mcp: str = "/gradio_api/mcp"
     fresh_session: tuple[str, ...] = ("/gradio_api/call/",)  # a POST without a session id opens one
     session_in_path: tuple[str, ...] = ("/gradio_api/heartbeat/",)  # the segment after it is a session id
-
-
-class Gates:
-    """At most `n` requests of one key (a client) inside at once, the others waiting their turn in order (an
-    asyncio semaphore per key, made when the key has a request in and dropped when it has none: the table holds
-    only keys with requests in or waiting). For the event loop's own work: one asyncio loop, no threads.
-
-        async with gates.hold(client):   # n <= 0: no bound
-            await app(scope, receive, send)
-    """
-
-    def __init__(self, n: int):
-        self.n = int(n)
-        self._gates: dict[str, list] = {}  # key -> [semaphore, requests in or waiting]
-
-    def __len__(self) -> int:
-        return len(self._gates)
-
-    @contextlib.asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[None]:
-        if self.n <= 0:
-            yield
-            return
-        gate = self._gates.setdefault(key, [asyncio.Semaphore(self.n), 0])
-        gate[1] += 1
-        try:
-            async with gate[0]:
-                yield
-        finally:
-            gate[1] -= 1
-            if not gate[1]:
-                del self._gates[key]

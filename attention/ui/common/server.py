@@ -65,7 +65,6 @@ def guard_limits(s: Settings) -> GuardLimits:
         upload_folder_bytes=int(s.temp_mb * MB),
         max_sessions=s.max_sessions,
         refusal_delay=s.refusal_delay,
-        address_uploads=s.address_uploads,
     )
 
 
