@@ -153,9 +153,6 @@ class Settings:
     # the nice value (CPU priority, 0..19) of the threads computing heavy jobs on the CPU, below the light lane's
     # forwards at 0: ATTENTION_HEAVY_NICE (0: off; where CUDA is available: off) (docs/admission.md)
     heavy_nice: int = 10
-    # the nice of a crowded address's jobs (its sessions' or jobs together in Gradio's queue: cpu_share), light and
-    # heavy, below a lone visitor's heavy jobs: ATTENTION_CROWD_NICE (at least ATTENTION_HEAVY_NICE; docs/admission.md)
-    crowd_nice: int = 15
     # MCP tool calls of the light endpoints in progress at once, for every MCP caller together, shared round-robin
     # between callers (each 1 running and ATTENTION_VISITOR_QUEUED waiting): ATTENTION_MCP_SLOTS (docs/admission.md)
     mcp_slots: int = 1
@@ -252,7 +249,6 @@ class Settings:
             job_seconds=_read("ATTENTION_JOB_SECONDS", cls.job_seconds, float, 1),
             heavy_threads=int(_read("ATTENTION_HEAVY_THREADS", cls.heavy_threads, int, 0, 1024)),
             heavy_nice=int(_read("ATTENTION_HEAVY_NICE", cls.heavy_nice, int, 0, 19)),
-            crowd_nice=int(_read("ATTENTION_CROWD_NICE", cls.crowd_nice, int, 0, 19)),
             mcp_slots=int(_read("ATTENTION_MCP_SLOTS", cls.mcp_slots, int, 1, 64)),
             relevance_gflop_cpu=_read("ATTENTION_RELEVANCE_MAX_GFLOP_CPU", cls.relevance_gflop_cpu, float, 0.001),
             relevance_gflop_gpu=_read("ATTENTION_RELEVANCE_MAX_GFLOP_GPU", cls.relevance_gflop_gpu, float, 0.001),

@@ -32,7 +32,6 @@ os.environ.setdefault("ATTENTION_REFUSAL_DELAY", "0.05")  # the tests' refusals 
 # and its floods ran past their clients' timeouts (test_a_mixed_flood...: ReadTimeout at 204 s with 10, passed in
 # 111 s with 2, same load). The niced path is the same at 2; tests/crowd/test_heavy_nice.py specifies it.
 os.environ.setdefault("ATTENTION_HEAVY_NICE", "2")
-os.environ.setdefault("ATTENTION_CROWD_NICE", "3")  # a crowded address's jobs: below the heavy ones, as 15 below 10
 # Visitors are told apart by client address (attention.crowd.admission): tests that need several visitors at once
 # name them in X-Forwarded-For, as a proxy on loopback would (`visitor_client`); the forged-header case is
 # specified on an app that trusts no proxy (tests/ui/common/test_server.py).

@@ -20,8 +20,9 @@ A job is admitted in two steps when a queue stands in front (Gradio's): `reserve
 (refused at once, nothing queued), then `held` around its handler, which claims that reservation (a
 `turn` inside it is not admitted again; a handler that needs no turn, a stored answer, gives its place
 back on leaving). A reservation no handler claims within `reserve_ttl` seconds (a job dropped before it
-ran) lapses. An asyncio task waits for its turn with `aturn` (the grant wakes it), leaving the queue if
-cancelled while waiting. The round itself (who gets a free slot, `Turn`): `attention.crowd.rounds`.
+ran) lapses. An asyncio task waits for its turn with `aturn` (the same round as the threads': the grant
+wakes it), leaving the queue if it is cancelled while waiting. The round itself (who gets a free slot,
+`Turn`): `attention.crowd.rounds`.
 
     HEAVY = Lane("heavy", slots=1, queued=2, max_waiting=16, bound_s=120)
     HEAVY.reserve(Visitor("sess", "10.0.0.1"))          # in the queue's validator: Busy at once if over
@@ -44,7 +45,7 @@ from typing import TypeVar
 
 from attention.config import SETTINGS
 from attention.crowd.rounds import Round, Ticket, Turn, waker
-from attention.crowd.threads import CROWDED, NicedThreads, torch_threads
+from attention.crowd.threads import NicedThreads, torch_threads
 from attention.crowd.visitors import Busy, Visitor
 
 T = TypeVar("T")
@@ -70,7 +71,6 @@ class Lane(Round):
         reserve_ttl: float = 30.0,
         threads: int | None = None,
         nice: int = 0,
-        crowd_nice: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ):
         super().__init__(slots, running, bound_s, clock, address_running)
@@ -80,8 +80,6 @@ class Lane(Round):
         self.typical_s = float(typical_s)  # a job's seconds in a slot: a first guess, then the recent jobs' mean
         self.threads = threads  # torch threads of the thread inside a `turn` (None: left as they are)
         self.pool = NicedThreads(nice)  # the threads its jobs are handed to (`call`)
-        crowd = nice if crowd_nice is None else max(nice, crowd_nice)
-        self.crowd_pool = NicedThreads(crowd, name="crowd-heavy")  # a crowded address's jobs' (`threads_now`)
         self._reserved: dict[Visitor, deque[float]] = {}  # visitor -> when each unclaimed reservation was made
         self._holding: dict[Visitor, int] = {}  # visitor -> admitted jobs inside `held` and not in a turn
         self._local = threading.local()  # the Visitor whose admitted job this thread's handler holds
@@ -248,16 +246,11 @@ class Lane(Round):
                 self._finished(turn.seconds())
                 self._release_slot(ticket)
 
-    def threads_now(self) -> NicedThreads:
-        """The threads for the job being handled: the crowd's (`crowd_nice`) if `threads.CROWDED`, else `pool`."""
-        return self.crowd_pool if CROWDED.get() else self.pool
-
     def call(self, fn: Callable[..., T], *args, **kwargs) -> T:
-        """`fn(*args, **kwargs)` run in one of the lane's threads (`threads_now`: at its `nice`, a crowded
-        address's at `crowd_nice`; nice 0, or where CUDA is available: in this thread), in a copy of this
-        thread's context; its value, or its exception raised here. A handler that takes its `turn` inside `fn`
-        waits for it in that thread."""
-        return self.threads_now().call(fn, *args, **kwargs)
+        """`fn(*args, **kwargs)` run in one of the lane's threads, at its `nice` (`NicedThreads`; nice 0, or
+        where CUDA is available: in this thread), in a copy of this thread's context; its value, or its
+        exception raised here. A handler that takes its `turn` inside `fn` waits for it in that thread."""
+        return self.pool.call(fn, *args, **kwargs)
 
 
 HEAVY = Lane(
@@ -270,7 +263,6 @@ HEAVY = Lane(
     typical_s=5.0,
     threads=SETTINGS.heavy_threads,
     nice=SETTINGS.heavy_nice,
-    crowd_nice=SETTINGS.crowd_nice,
 )
 """Relevance and attention videos: ATTENTION_HEAVY_SLOTS at once (2), shared round-robin between addresses, then
 between an address's sessions; one of each address computing at a time (a slot stays for another visitor's
@@ -278,9 +270,10 @@ short job). The jobs that reach it are those Gradio's heavy group started (`atte
 slots + ATTENTION_HEAVY_WAITING at once), admitted and ordered in Gradio's queue (`attention.ui.common.fair_queue`);
 the reservations its door makes (`attention.ui.common.admit.heavy_share`) count in rooms of the queue's sizes (a
 session's ATTENTION_VISITOR_JOBS, an address's ATTENTION_ADDRESS_WAITING, everyone's ATTENTION_QUEUE_WAITING),
-so a flooder's 64 cannot fill the lane for another address. Each job holds its slot at most ATTENTION_JOB_SECONDS
-(a video between its chunks), with ATTENTION_HEAVY_THREADS torch threads (0: as torch has them), in threads at
-ATTENTION_HEAVY_NICE, a crowded address's at ATTENTION_CROWD_NICE (`call`; a video's: `gpu.streamed`)."""
+so a flooder's 64 cannot fill the lane for another address. Each job holds its slot at most
+ATTENTION_JOB_SECONDS (a video between its chunks), computing with
+ATTENTION_HEAVY_THREADS torch threads on the CPU (0, the default: as torch has them), in threads at nice
+ATTENTION_HEAVY_NICE on the CPU (`call`; the video's job thread: `gpu.streamed`), below the light lane's forwards."""
 
 
 MCP = Lane(

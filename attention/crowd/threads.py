@@ -32,10 +32,6 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-CROWDED: contextvars.ContextVar[bool] = contextvars.ContextVar("attention_crowded", default=False)
-"""Whether the job being handled is a crowded address's (set by `attention.ui.common.cpu_share`): a lane then
-hands it to its crowd's threads (`Lane.threads_now`), below a lone visitor's jobs of the same lane."""
-
 
 @contextlib.contextmanager
 def torch_threads(n: int | None) -> Iterator[None]:

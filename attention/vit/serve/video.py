@@ -82,7 +82,7 @@ def _video_job(video, model: str, view: str, head: int, side_by_side: bool, npz:
         with torch_threads(HEAVY.threads):
             return _video_work(video, model, view, head, side_by_side, npz, progress, options, between)
 
-    yield from streamed(work, HEAVY.threads_now())
+    yield from streamed(work, HEAVY.pool)
 
 
 def _video_work(video, model: str, view, head, side_by_side, npz, progress: Progress, options: dict, between) -> tuple:

@@ -1,8 +1,7 @@
-"""A crowded address's jobs compute below a lone visitor's CPU priority (`attention.ui.common.cpu_share`): an
-address with jobs of two sessions, or three jobs, in Gradio's queue runs its light event functions in threads at
-ATTENTION_CROWD_NICE, and its heavy ones (plain or generators) in their lane's crowd threads, at the same nice; a
-lone visitor's light jobs run at nice 0 in Gradio's own thread, its heavy ones at the lane's own nice; Gradio still
-reads each function's own signature; async functions and light generators are left alone."""
+"""A crowded address's light jobs compute below everyone else's CPU priority (`attention.ui.common.cpu_share`):
+an address with jobs of two sessions, or three jobs, in Gradio's queue runs its light event functions in threads
+at ATTENTION_HEAVY_NICE; a lone visitor's run at nice 0 in Gradio's own thread; Gradio still reads each function's
+own signature; heavy, async and generator functions are left alone."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ import gradio as gr
 import pytest
 from gradio.context import LocalContext
 
-from attention.crowd.admission import Lane
 from attention.crowd.threads import thread_nice
 from attention.crowd.visitors import Visitor
 from attention.ui.common import cpu_share
@@ -24,24 +22,17 @@ def _event(session: str, address: str):
     return SimpleNamespace(_attention_visitor=Visitor(session, address), _attention_counted=True)
 
 
-LANE = Lane("test", nice=2, crowd_nice=4)  # a heavy lane: its own threads at nice 2, its crowd's at 4
-
-
 def _blocks_with(waiting: list, running: list):
     """A Blocks whose Gradio queue holds `waiting` events in one group and `running` ones started."""
     with gr.Blocks() as blocks:
         n = gr.Number()
         gr.Button().click(lambda x: thread_nice(), n, n)  # a light event: its thread's nice
-        gr.Button().click(lambda x: LANE.call(thread_nice), n, n, **HEAVY_QUEUE)  # a heavy one: its lane's
+        gr.Button().click(lambda x: thread_nice(), n, n, **HEAVY_QUEUE)  # the heavy group: left alone
 
         def streamed(x):
             yield thread_nice()
 
-        def heavy_streamed(x):
-            yield LANE.threads_now().submit(thread_nice).result()  # as a video's job thread is started
-
         gr.Button().click(streamed, n, n)
-        gr.Button().click(heavy_streamed, n, n, **HEAVY_QUEUE)
     group = SimpleNamespace(queue=list(waiting), concurrency_limit=2, current_concurrency=len(running))
     blocks._queue = SimpleNamespace(
         event_queue_per_concurrency_id={"g": group},
@@ -70,23 +61,20 @@ def test_an_address_is_crowded_with_two_sessions_or_three_jobs_in_the_queue(wait
     assert cpu_share.crowded(_blocks_with(waiting, running), _request("a", "10.0.0.1")) is want
 
 
-def test_a_crowded_addresss_jobs_run_at_the_crowd_nice_and_a_lone_visitors_at_their_lanes():
-    if not cpu_share.CROWD.nice or not LANE.pool.nice or thread_nice() >= LANE.pool.nice:
-        pytest.skip("no per-thread nice here (not Linux, CUDA: the work is the GPU's, or the test run niced)")
+def test_a_crowded_addresss_light_job_runs_at_the_heavy_nice_and_a_lone_visitors_at_nice_0():
+    if not cpu_share.CROWD.nice:
+        pytest.skip("no per-thread nice here (not Linux, or CUDA: the work is the GPU's)")
     blocks = _blocks_with([_event("b", "10.0.0.1")], [_event("a", "10.0.0.1")])
-    light, heavy, streamed, heavy_streamed = (f.fn for f in blocks.fns.values())
-    before = [inspect.signature(f) for f in (light, heavy, heavy_streamed)]
-    assert cpu_share.share_cpu(blocks) == 3 and cpu_share.share_cpu(blocks) == 0  # all but a light generator, once
-    fns = [f.fn for f in blocks.fns.values()]
-    assert fns[2] is streamed and all(f is not g for f, g in zip(fns, (light, heavy, None, heavy_streamed)))
-    assert [inspect.signature(f) for f in (fns[0], fns[1], fns[3])] == before  # what Gradio reads: the function's
-    assert inspect.isgeneratorfunction(fns[3])
+    light, heavy, streamed = (f.fn for f in blocks.fns.values())
+    before = inspect.signature(light)
+    assert cpu_share.share_cpu(blocks) == 1 and cpu_share.share_cpu(blocks) == 0  # light only, once
+    wrapped = next(iter(blocks.fns.values())).fn
+    assert wrapped is not light and inspect.signature(wrapped) == before  # what Gradio reads is the function's own
+    assert [f.fn for f in list(blocks.fns.values())[1:]] == [heavy, streamed]
     token = LocalContext.request.set(_request("a", "10.0.0.1"))
     try:
-        crowd = cpu_share.CROWD.nice
-        assert (fns[0](0), fns[1](0), list(fns[3](0))) == (crowd, 4, [4])  # the crowd's jobs: all below
+        assert wrapped(0) == cpu_share.CROWD.nice  # the crowd's job: in a niced thread
         blocks._queue.event_queue_per_concurrency_id["g"].queue.clear()  # the other session's job is done
-        here = thread_nice()
-        assert (fns[0](0), fns[1](0), list(fns[3](0))) == (here, 2, [2])  # a lone visitor: light as it is, heavy 2
+        assert wrapped(0) == thread_nice()  # a lone visitor again: in Gradio's thread, as it is
     finally:
         LocalContext.request.reset(token)
