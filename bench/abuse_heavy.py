@@ -189,13 +189,20 @@ def _honest_during(attack, name: str) -> tuple[dict, str, bool]:
     return got, "; ".join(parts) + f"; one job: the attack's longest, {kind}", ok
 
 
+DRAIN_S = 600.0  # the most `_submit_all` waits, after its clients gave up, for the server to end their jobs
+
+
 def _submit_all(calls, max_s: float) -> dict:
-    """Submits every (client, args, kwargs) at once, then waits: {'done'|'refused'|error: count}."""
+    """Submits every (client, args, kwargs) at once, then waits up to `max_s`: {'done'|'refused'|error: count}.
+    Jobs its clients gave up on (a TimeoutError here) still run on the server, which ends what it accepted: it
+    then waits for those to end too (up to DRAIN_S; counted as "ended after": how many, and when), so that the
+    RSS measured --settle s after the attack is memory held after its work, not the work still running."""
     from gradio_client.exceptions import ValidationError
 
     jobs = [c.submit(*a, **k) for c, a, k in calls]
     counts: dict[str, int] = {}
-    deadline = time.time() + max_s
+    start = time.time()
+    deadline = start + max_s
     for j in jobs:
         try:
             j.result(timeout=max(1.0, deadline - time.time()))
@@ -205,6 +212,11 @@ def _submit_all(calls, max_s: float) -> dict:
         except Exception as e:  # noqa: BLE001
             key = f"{type(e).__name__}: {str(e)[:60]}"
         counts[key] = counts.get(key, 0) + 1
+    late = sum(not j.done() for j in jobs)
+    while not all(j.done() for j in jobs) and time.time() < start + max_s + DRAIN_S:
+        time.sleep(0.5)
+    if late:
+        counts[f"ended after the client gave up, by {time.time() - start:.0f} s"] = late
     return {**counts, "sent": len(jobs)}
 
 
