@@ -44,6 +44,7 @@ from attention.config import EXAMPLES_DIR, WEIGHTS_DIR
 from attention.vit.models.mnist_vit import _augment, _digits
 from attention.vit.text import digit_clip as dc
 from attention.vit.text.tower import vision_tower
+from weights.dense_paths import rule_tokens, tokens_and_block_in
 
 BACKGROUND = (0 - mnist.MEAN) / mnist.STD  # a blank pixel, normalised
 INK = planted.INK / 255 / mnist.STD  # a pixel is ink this far over blank (normalised): the planted check's ink
@@ -55,6 +56,7 @@ DENSE_WEIGHT = 2.0  # the dense loss beside the caption loss
 BLANK_WEIGHT = 0.5  # the blank patches' share of the dense loss
 DENSE_SCALE = 10.0  # the dense loss's fixed logit scale (the model's own is learnt for the caption loss)
 RULES = ("similarity", "maskclip", "sclip", "clearclip", "naclip")  # the forward-only rules the checks read
+PATHS = ("similarity", "maskclip", "clearclip", "naclip")  # the tokens the dense loss trains (`dense_paths`)
 
 
 def draw(x: torch.Tensor, y: torch.Tensor, cls: int, gen: torch.Generator, jitter: bool) -> torch.Tensor:
@@ -143,6 +145,8 @@ def train(
     checks: int = 100,
     lr: float = 2e-3,
     dense_weight: float = DENSE_WEIGHT,
+    paths: tuple[str, ...] = PATHS,
+    check_every: int = 0,
 ) -> dict:
     """Train, save weights and config into `out`, return the held-out figures (`evaluate`). init: a digit_clip's
     weights (.safetensors) to start from, else the image tower from mnist_vit's and the rest from random."""
@@ -173,12 +177,19 @@ def train(
         loss, right = torch.zeros(()), []
         for kind, n in GROUPS:
             img, present, labels = group(xt, yt, gen, kind, n)
-            tokens = tower.trunk.forward_features(img)
+            tokens, block_in = tokens_and_block_in(tower.trunk, img)
             emb = F.normalize(tower.embed(tokens), dim=-1)
-            cosines = F.normalize(tower.embed_each(tokens[:, prefix:]), dim=-1) @ text.T
             loss = loss + caption_loss(clip.logit_scale.exp() * emb @ text.T, present)
-            loss = loss + dense_weight * dense_loss(cosines, threshold, labels)
-            right.append((cosines.argmax(-1) == labels)[labels >= 0].float().mean().item())
+            used = paths if kind != 1 else paths[:1]  # 28 px single digits: the first path only
+            for path in used:
+                if path == "similarity":
+                    each = tokens[:, prefix:]
+                else:
+                    grid = (img.shape[2] // PATCH, img.shape[3] // PATCH)
+                    each = torch.stack([rule_tokens(tower.trunk, b, path, grid) for b in block_in])
+                cosines = F.normalize(tower.embed_each(each), dim=-1) @ text.T
+                loss = loss + dense_weight / len(used) * dense_loss(cosines, threshold, labels)
+                right.append((cosines.argmax(-1) == labels)[labels >= 0].float().mean().item())
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(clip.parameters(), 1.0)
@@ -189,6 +200,10 @@ def train(
         if step % 50 == 49 or step in (4, steps - 1):
             ink = " ".join(f"{r:.2f}" for r in right)  # share of ink patches naming their digit, per group
             print(f"step {step + 1}/{steps} loss {loss.item():.3f} ink {ink} ({time.time() - t0:.0f}s)", flush=True)
+        if check_every and step % check_every == check_every - 1:
+            progress(clip.eval(), step + 1)
+            out.mkdir(parents=True, exist_ok=True)  # a checkpoint each check (not the shipped file)
+            save_file({k: v.contiguous() for k, v in clip.state_dict().items()}, out / f"step{step + 1}.safetensors")
     minutes = round((time.time() - t0) / 60, 1)
     out.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in clip.state_dict().items()}, out / f"{dc.ALIAS}.safetensors")
@@ -197,10 +212,22 @@ def train(
     groups = [[list(k) if isinstance(k, tuple) else k, n] for k, n in GROUPS]
     meta = {**dc.CONFIG, **figures}
     meta["train"] = {"steps": steps, "seed": seed, "init": start, "groups": groups, "lr": lr}
-    meta["train"] |= {"dense_weight": dense_weight, "minutes": minutes, "threads": torch.get_num_threads()}
+    meta["train"] |= {"dense_weight": dense_weight, "paths": list(paths), "minutes": minutes}
+    meta["train"]["threads"] = torch.get_num_threads()
     (out / f"{dc.ALIAS}.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(json.dumps(figures))
     return figures
+
+
+def progress(clip: torch.nn.Module, step: int, n: int = 40) -> None:
+    """Print the planted check's best peaks and labels on n canvases of seed 1 (held-out digits, not the bench's
+    seed-0 canvases) while training."""
+    from bench.bench_digit_clip import evaluate as planted_check
+
+    with torch.no_grad():
+        rules = planted_check(clip, n=n, seed=1, rules=RULES)["rules"]
+    best = {k: max(rules, key=lambda r: rules[r][k]) for k in ("peaks", "labels")}
+    print(f"check {step}: " + " ".join(f"{k} {r} {rules[r][k]:.0%}" for k, r in best.items()), flush=True)
 
 
 def pooled_names(state: dict, model: torch.nn.Module) -> dict:
@@ -255,11 +282,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checks", type=int, default=100, help="planted canvases checked after (default 100)")
     parser.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default %(default)s)")
     parser.add_argument("--dense-weight", type=float, default=DENSE_WEIGHT, help="the dense loss's weight (default 2)")
+    parser.add_argument("--paths", default=",".join(PATHS), help="the dense loss's tokens (default %(default)s)")
+    parser.add_argument("--check-every", type=int, default=0, help="planted check every N steps (default: none)")
     parser.add_argument("--replace", action="store_true", help="write into weights/, replacing the shipped weights")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     out = WEIGHTS_DIR if args.replace else args.out
-    train(args.steps, args.seed, out, args.init, args.checks, args.lr, args.dense_weight)
+    paths = tuple(args.paths.split(","))
+    train(args.steps, args.seed, out, args.init, args.checks, args.lr, args.dense_weight, paths, args.check_every)
     return 0
 
 
