@@ -4,6 +4,7 @@ each ink patch names its own digit over a background threshold that every blank 
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from weights.train_digit_clip import (
@@ -89,3 +90,31 @@ def test_the_dense_loss_is_low_only_when_ink_names_its_digit_and_blank_stays_und
     faint[0, 0, 3] = 0.1  # an ink patch under the threshold
     for bad in (other, loud, faint):
         assert dense_loss(bad, threshold, labels) > 0.4
+
+
+@pytest.mark.slow
+def test_the_dense_loss_reads_the_tokens_each_rule_draws_its_map_from():
+    # The map the app draws under each rule (text_relevance) is the cosine of the tokens `dense_paths` trains.
+    import torch.nn.functional as F
+    from PIL import Image
+
+    from attention.planted import planted_batch
+    from attention.vit.text import text_relevance
+    from attention.vit.text.digit_clip import caption, load_digit_clip
+    from attention.vit.text.tower import ready
+    from weights.dense_paths import rule_tokens, tokens_and_block_in
+
+    clip, rules = load_digit_clip(), ("maskclip", "clearclip", "naclip")
+    p = next(iter(planted_batch(1, (2, 3), (2, 3), 0)))  # a non-square grid: 14 x 21 patches
+    prompts = [caption(int(c)) for c in p.classes]
+    tr = text_relevance(clip, Image.fromarray(p.image), prompts, rules=rules, resolution="native")
+    tower = ready(clip)
+    img = (torch.from_numpy(p.image).float()[None, None] / 255 - 0.1307) / 0.3081
+    with torch.no_grad():
+        text = F.normalize(clip.encode_text(clip.tokenizer(prompts)), dim=-1)
+        final, block_in = tokens_and_block_in(tower.trunk, img)
+        assert torch.allclose(final, tower.trunk.forward_features(img), atol=1e-6)
+        for rule in rules:
+            each = F.normalize(tower.embed_each(rule_tokens(tower.trunk, block_in[0], rule, tr.grid)), dim=-1)
+            maps = (each @ text.T).T.reshape(len(prompts), *tr.grid).numpy()
+            assert abs(maps - tr.maps(rule)).max() < 1e-5, rule
