@@ -44,7 +44,7 @@ from attention.config import EXAMPLES_DIR, WEIGHTS_DIR
 from attention.vit.models.mnist_vit import _augment, _digits
 from attention.vit.text import digit_clip as dc
 from attention.vit.text.tower import vision_tower
-from weights.dense_paths import rule_tokens, tokens_and_block_in
+from weights.digit_clip_dense import dense_loss, present_loss, rule_tokens, tokens_and_block_in
 
 BACKGROUND = (0 - mnist.MEAN) / mnist.STD  # a blank pixel, normalised
 INK = planted.INK / 255 / mnist.STD  # a pixel is ink this far over blank (normalised): the planted check's ink
@@ -53,10 +53,9 @@ PATCH = 4  # the tower's patch size
 GROUPS = ((1, 16), (2, 4), ((2, 2), 4), ((3, 3), 5))  # (a single digit's scale, or a canvas's cells; images a step)
 SHIFT = 6  # px a canvas's digit moves off its cell's corner, each way
 DENSE_WEIGHT = 2.0  # the dense loss beside the caption loss
-BLANK_WEIGHT = 0.5  # the blank patches' share of the dense loss
-DENSE_SCALE = 10.0  # the dense loss's fixed logit scale (the model's own is learnt for the caption loss)
+PRESENT_WEIGHT = 1.0  # the present loss beside the caption loss
 RULES = ("similarity", "maskclip", "sclip", "clearclip", "naclip")  # the forward-only rules the checks read
-PATHS = ("similarity", "maskclip", "clearclip", "naclip")  # the tokens the dense loss trains (`dense_paths`)
+PATHS = ("similarity", "maskclip", "clearclip", "naclip")  # the tokens the dense loss trains (`digit_clip_dense`)
 
 
 def draw(x: torch.Tensor, y: torch.Tensor, cls: int, gen: torch.Generator, jitter: bool) -> torch.Tensor:
@@ -124,19 +123,6 @@ def caption_loss(logits: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
     return nll[present].mean()
 
 
-def dense_loss(cosines: torch.Tensor, threshold: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """cosines (n, Np, 10) of each patch with the captions, threshold () a cosine, labels (n, Np) (-1 blank):
-    cross-entropy over the ten captions and "background" (the threshold) at DENSE_SCALE; an ink patch's target
-    is its digit, a blank one's background; the blank patches' mean weighted BLANK_WEIGHT."""
-    z = DENSE_SCALE * torch.cat([cosines, threshold.expand(*cosines.shape[:2], 1)], -1)
-    target = torch.where(labels >= 0, labels, torch.full_like(labels, 10))
-    nll = F.cross_entropy(z.flatten(0, 1), target.flatten(), reduction="none")
-    inked = labels.flatten() >= 0
-    ink = nll[inked].mean() if inked.any() else nll.sum() * 0
-    blank = nll[~inked].mean() if (~inked).any() else nll.sum() * 0
-    return ink + BLANK_WEIGHT * blank
-
-
 def train(
     steps: int = 800,
     seed: int = 0,
@@ -147,6 +133,7 @@ def train(
     dense_weight: float = DENSE_WEIGHT,
     paths: tuple[str, ...] = PATHS,
     check_every: int = 0,
+    present_weight: float = PRESENT_WEIGHT,
 ) -> dict:
     """Train, save weights and config into `out`, return the held-out figures (`evaluate`). init: a digit_clip's
     weights (.safetensors) to start from, else the image tower from mnist_vit's and the rest from random."""
@@ -189,6 +176,8 @@ def train(
                     each = torch.stack([rule_tokens(tower.trunk, b, path, grid) for b in block_in])
                 cosines = F.normalize(tower.embed_each(each), dim=-1) @ text.T
                 loss = loss + dense_weight / len(used) * dense_loss(cosines, threshold, labels)
+                if present_weight and kind != 1:  # canvases and 56 px digits (one digit: the loss is 0)
+                    loss = loss + present_weight / len(used) * present_loss(cosines, labels, present)
                 right.append((cosines.argmax(-1) == labels)[labels >= 0].float().mean().item())
         opt.zero_grad()
         loss.backward()
@@ -213,6 +202,7 @@ def train(
     meta = {**dc.CONFIG, **figures}
     meta["train"] = {"steps": steps, "seed": seed, "init": start, "groups": groups, "lr": lr}
     meta["train"] |= {"dense_weight": dense_weight, "paths": list(paths), "minutes": minutes}
+    meta["train"]["present_weight"] = present_weight
     meta["train"]["threads"] = torch.get_num_threads()
     (out / f"{dc.ALIAS}.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(json.dumps(figures))
@@ -283,13 +273,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default %(default)s)")
     parser.add_argument("--dense-weight", type=float, default=DENSE_WEIGHT, help="the dense loss's weight (default 2)")
     parser.add_argument("--paths", default=",".join(PATHS), help="the dense loss's tokens (default %(default)s)")
+    parser.add_argument("--present-weight", type=float, default=PRESENT_WEIGHT, help="the present loss's weight")
     parser.add_argument("--check-every", type=int, default=0, help="planted check every N steps (default: none)")
     parser.add_argument("--replace", action="store_true", help="write into weights/, replacing the shipped weights")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     out = WEIGHTS_DIR if args.replace else args.out
     paths = tuple(args.paths.split(","))
-    train(args.steps, args.seed, out, args.init, args.checks, args.lr, args.dense_weight, paths, args.check_every)
+    train(
+        args.steps,
+        args.seed,
+        out,
+        args.init,
+        args.checks,
+        args.lr,
+        args.dense_weight,
+        paths,
+        args.check_every,
+        args.present_weight,
+    )
     return 0
 
 
