@@ -45,6 +45,7 @@ from attention.vit.models.mnist_vit import _augment, _digits
 from attention.vit.text import digit_clip as dc
 from attention.vit.text.tower import vision_tower
 from weights.digit_clip_dense import dense_loss, present_loss, rule_tokens, tokens_and_block_in
+from weights.digit_clip_init import pooled_names, tiled_pos
 
 BACKGROUND = (0 - mnist.MEAN) / mnist.STD  # a blank pixel, normalised
 INK = planted.INK / 255 / mnist.STD  # a pixel is ink this far over blank (normalised): the planted check's ink
@@ -134,6 +135,7 @@ def train(
     paths: tuple[str, ...] = PATHS,
     check_every: int = 0,
     present_weight: float = PRESENT_WEIGHT,
+    reps: int = 1,
 ) -> dict:
     """Train, save weights and config into `out`, return the held-out figures (`evaluate`). init: a digit_clip's
     weights (.safetensors) to start from, else the image tower from mnist_vit's and the rest from random."""
@@ -142,9 +144,12 @@ def train(
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     x, y, tr, ho = _digits()
-    clip = dc.build()
+    cfg = json.loads(json.dumps(dc.CONFIG))
+    cfg["vision"]["model_args"]["img_size"] = CELL * reps
+    clip = dc.build(cfg)
     if init is None:
         own = {k: v for k, v in load_file(WEIGHTS_DIR / "mnist_vit.safetensors").items() if not k.startswith("head.")}
+        own["pos_embed"] = tiled_pos(own["pos_embed"], clip.visual.trunk.num_prefix_tokens, reps)
         clip.visual.trunk.load_state_dict(pooled_names(own, clip.visual.trunk))
     else:
         clip.load_state_dict(pooled_names(load_file(init), clip))
@@ -199,10 +204,10 @@ def train(
     figures = evaluate(clip.eval(), x[ho], y[ho], seed, checks)
     start = "mnist_vit" if init is None else f"{Path(init).name} (sha256 {_sha256(init)[:16]})"
     groups = [[list(k) if isinstance(k, tuple) else k, n] for k, n in GROUPS]
-    meta = {**dc.CONFIG, **figures}
+    meta = {**cfg, **figures}
     meta["train"] = {"steps": steps, "seed": seed, "init": start, "groups": groups, "lr": lr}
     meta["train"] |= {"dense_weight": dense_weight, "paths": list(paths), "minutes": minutes}
-    meta["train"]["present_weight"] = present_weight
+    meta["train"] |= {"present_weight": present_weight, "pos_cells": reps}
     meta["train"]["threads"] = torch.get_num_threads()
     (out / f"{dc.ALIAS}.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(json.dumps(figures))
@@ -218,17 +223,6 @@ def progress(clip: torch.nn.Module, step: int, n: int = 40) -> None:
         rules = planted_check(clip, n=n, seed=1, rules=RULES)["rules"]
     best = {k: max(rules, key=lambda r: rules[r][k]) for k in ("peaks", "labels")}
     print(f"check {step}: " + " ".join(f"{k} {r} {rules[r][k]:.0%}" for k, r in best.items()), flush=True)
-
-
-def pooled_names(state: dict, model: torch.nn.Module) -> dict:
-    """`state` with its final norm's tensors renamed to `model`'s: a class-token tower's `norm` is a mean-pooled
-    one's `fc_norm` (timm puts the norm after the pool), so a token-pooled tower starts a mean-pooled one."""
-    have = set(model.state_dict())
-    out = {}
-    for k, v in state.items():
-        alt = k.replace("norm.", "fc_norm.") if k.endswith(("norm.weight", "norm.bias")) and "blocks" not in k else k
-        out[alt if k not in have and alt in have else k] = v
-    return out
 
 
 def _sha256(path) -> str:
@@ -274,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dense-weight", type=float, default=DENSE_WEIGHT, help="the dense loss's weight (default 2)")
     parser.add_argument("--paths", default=",".join(PATHS), help="the dense loss's tokens (default %(default)s)")
     parser.add_argument("--present-weight", type=float, default=PRESENT_WEIGHT, help="the present loss's weight")
+    parser.add_argument("--pos-cells", type=int, default=1, help="position embedding for N x N cells (default 1)")
     parser.add_argument("--check-every", type=int, default=0, help="planted check every N steps (default: none)")
     parser.add_argument("--replace", action="store_true", help="write into weights/, replacing the shipped weights")
     args = parser.parse_args(argv)
@@ -291,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         paths,
         args.check_every,
         args.present_weight,
+        args.pos_cells,
     )
     return 0
 
