@@ -1,29 +1,33 @@
-"""Train `digit_clip` so that its patch tokens name the digit they hold (seeded; ~18 min on a shared 2-core CPU).
+"""Train `digit_clip` so that its patch tokens name the digit they hold (seeded; its run: docs/text-relevance.md).
 
-    python -m weights.train_digit_clip --threads 1      # into retrained/, then the held-out checks
-    python -m weights.train_digit_clip --replace        # into weights/, replacing the shipped ones
-
-Not yet good enough to ship (docs/text-relevance.md, "digit_clip"): the shipped weights were made by this file as
-of commit 9489f7c (a class-token tower, caption losses with hard negatives).
+    python -m weights.train_digit_clip --threads 1 --steps 1200 --present-weight 2 --pos-cells 3 --check-every 400
+    (the same with --replace)            # into weights/, replacing the shipped ones (default: into retrained/)
 
 Image tower: mnist_vit's timm ViT pooled by the mean of its patch tokens (so the image embedding is made of the
 patch tokens the maps read), started from mnist_vit's shipped weights (its classifier dropped; its final norm
 becomes the pool's norm) or from a digit_clip's (`--init`); the text tower and the projections from random.
+`--pos-cells N`: the tower's position embedding is made for N x N cells of 28 px (img_size 28 N), mnist_vit's
+7 x 7 one tiled per cell plus half of it resampled over the grid (`digit_clip_init.tiled_pos`): with mnist_vit's
+7 x 7 stretched over a canvas, a lone digit on a canvas had a third of its ink patches naming it.
 Each step is four forwards, one per token count (GROUPS): single digits at 28 px (the single-digit accuracy),
 single digits at 56 px (the app's "auto" size for a 28 px digit), and canvases of 2 x 2 and 3 x 3 cells of 28 px
 holding 1 to 3 digits of different classes at random places (`attention.planted`'s layout, each digit shifted
-by up to 6 px); mnist_vit's jitter on every digit. Two losses over the ten digits' captions (a random template
-each, the text tower trained with them):
+by up to 6 px); mnist_vit's jitter on every digit. Losses over the ten digits' captions (a random template
+each, the text tower trained with them), in `weights/digit_clip_dense.py` but the first:
 - caption: the pooled embedding (the model's own logit scale) names each digit present against the captions of
   the digits absent (the other present digits left out, not pushed down);
 - dense (DENSE_WEIGHT): each patch token through the pool's norm and the projection, as `Tower.embed_each` reads
-  it for the raw patch-text similarity, against the ten captions and a background threshold (a cosine learnt
-  beside the model, not saved), at a fixed scale: a patch holding a digit's ink (a pixel over `planted.INK`, as
-  the planted check counts ink) names that digit's caption over the threshold and over the others; a blank patch
-  stays under the threshold for every caption (BLANK_WEIGHT). The labels come from where the canvas put each
-  digit: dense supervision from the layout, not from the captions alone.
-Learning rate: AdamW, linear warm-up then cosine to 0. Only the split's train digits are used; the held-out
-ones are the checks' (`evaluate`, bench/bench_digit_clip.py).
+  it, against the ten captions and a background threshold (a cosine learnt beside the model, not saved), at a
+  fixed scale: a patch holding a digit's ink (a pixel over `planted.INK`, as the planted check counts ink) names
+  that digit's caption over the threshold and over the others; a blank patch stays under the threshold for every
+  caption (BLANK_WEIGHT). Taken on each of PATHS (`--paths`): the final tokens (the raw similarity) and the
+  tokens MaskCLIP, ClearCLIP and NACLIP make from the last block (the app's own rule code, `digit_clip_dense`);
+  the 28 px single digits on the first path only;
+- present (PRESENT_WEIGHT, canvases and 56 px digits): each ink patch's digit against the other digits of its
+  image only, at scale 30 (the segmentation's question: its prompt clearly over the image's other prompts).
+The labels come from where the canvas put each digit: dense supervision from the layout, not from the captions
+alone. Learning rate: AdamW, linear warm-up then cosine to 0. Only the split's train digits are used; the
+held-out ones are the checks' (`evaluate`, `progress`: seed-1 canvases; bench/bench_digit_clip.py: seed 0).
 """
 
 from __future__ import annotations
