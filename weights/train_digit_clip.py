@@ -1,29 +1,33 @@
-"""Train `digit_clip` so that its patch tokens name the digit they hold (seeded; ~18 min on a shared 2-core CPU).
+"""Train `digit_clip` so that its patch tokens name the digit they hold (seeded; its run: docs/text-relevance.md).
 
-    python -m weights.train_digit_clip --threads 1      # into retrained/, then the held-out checks
-    python -m weights.train_digit_clip --replace        # into weights/, replacing the shipped ones
-
-Not yet good enough to ship (docs/text-relevance.md, "digit_clip"): the shipped weights were made by this file as
-of commit 9489f7c (a class-token tower, caption losses with hard negatives).
+    python -m weights.train_digit_clip --threads 1 --steps 1200 --present-weight 2 --pos-cells 3 --check-every 400
+    (the same with --replace)            # into weights/, replacing the shipped ones (default: into retrained/)
 
 Image tower: mnist_vit's timm ViT pooled by the mean of its patch tokens (so the image embedding is made of the
 patch tokens the maps read), started from mnist_vit's shipped weights (its classifier dropped; its final norm
 becomes the pool's norm) or from a digit_clip's (`--init`); the text tower and the projections from random.
+`--pos-cells N`: the tower's position embedding is made for N x N cells of 28 px (img_size 28 N), mnist_vit's
+7 x 7 one tiled per cell plus half of it resampled over the grid (`digit_clip_init.tiled_pos`): with mnist_vit's
+7 x 7 stretched over a canvas, a lone digit on a canvas had a third of its ink patches naming it.
 Each step is four forwards, one per token count (GROUPS): single digits at 28 px (the single-digit accuracy),
 single digits at 56 px (the app's "auto" size for a 28 px digit), and canvases of 2 x 2 and 3 x 3 cells of 28 px
 holding 1 to 3 digits of different classes at random places (`attention.planted`'s layout, each digit shifted
-by up to 6 px); mnist_vit's jitter on every digit. Two losses over the ten digits' captions (a random template
-each, the text tower trained with them):
+by up to 6 px); mnist_vit's jitter on every digit. Losses over the ten digits' captions (a random template
+each, the text tower trained with them), in `weights/digit_clip_dense.py` but the first:
 - caption: the pooled embedding (the model's own logit scale) names each digit present against the captions of
   the digits absent (the other present digits left out, not pushed down);
 - dense (DENSE_WEIGHT): each patch token through the pool's norm and the projection, as `Tower.embed_each` reads
-  it for the raw patch-text similarity, against the ten captions and a background threshold (a cosine learnt
-  beside the model, not saved), at a fixed scale: a patch holding a digit's ink (a pixel over `planted.INK`, as
-  the planted check counts ink) names that digit's caption over the threshold and over the others; a blank patch
-  stays under the threshold for every caption (BLANK_WEIGHT). The labels come from where the canvas put each
-  digit: dense supervision from the layout, not from the captions alone.
-Learning rate: AdamW, linear warm-up then cosine to 0. Only the split's train digits are used; the held-out
-ones are the checks' (`evaluate`, bench/bench_digit_clip.py).
+  it, against the ten captions and a background threshold (a cosine learnt beside the model, not saved), at a
+  fixed scale: a patch holding a digit's ink (a pixel over `planted.INK`, as the planted check counts ink) names
+  that digit's caption over the threshold and over the others; a blank patch stays under the threshold for every
+  caption (BLANK_WEIGHT). Taken on each of PATHS (`--paths`): the final tokens (the raw similarity) and the
+  tokens MaskCLIP, ClearCLIP and NACLIP make from the last block (the app's own rule code, `digit_clip_dense`);
+  the 28 px single digits on the first path only;
+- present (PRESENT_WEIGHT, canvases and 56 px digits): each ink patch's digit against the other digits of its
+  image only, at scale 30 (the segmentation's question: its prompt clearly over the image's other prompts).
+The labels come from where the canvas put each digit: dense supervision from the layout, not from the captions
+alone. Learning rate: AdamW, linear warm-up then cosine to 0. Only the split's train digits are used; the
+held-out ones are the checks' (`evaluate`, `progress`: seed-1 canvases; bench/bench_digit_clip.py: seed 0).
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ from attention.config import EXAMPLES_DIR, WEIGHTS_DIR
 from attention.vit.models.mnist_vit import _augment, _digits
 from attention.vit.text import digit_clip as dc
 from attention.vit.text.tower import vision_tower
+from weights.digit_clip_dense import dense_loss, present_loss, rule_tokens, tokens_and_block_in
+from weights.digit_clip_init import pooled_names, tiled_pos
 
 BACKGROUND = (0 - mnist.MEAN) / mnist.STD  # a blank pixel, normalised
 INK = planted.INK / 255 / mnist.STD  # a pixel is ink this far over blank (normalised): the planted check's ink
@@ -52,9 +58,9 @@ PATCH = 4  # the tower's patch size
 GROUPS = ((1, 16), (2, 4), ((2, 2), 4), ((3, 3), 5))  # (a single digit's scale, or a canvas's cells; images a step)
 SHIFT = 6  # px a canvas's digit moves off its cell's corner, each way
 DENSE_WEIGHT = 2.0  # the dense loss beside the caption loss
-BLANK_WEIGHT = 0.5  # the blank patches' share of the dense loss
-DENSE_SCALE = 10.0  # the dense loss's fixed logit scale (the model's own is learnt for the caption loss)
+PRESENT_WEIGHT = 1.0  # the present loss beside the caption loss
 RULES = ("similarity", "maskclip", "sclip", "clearclip", "naclip")  # the forward-only rules the checks read
+PATHS = ("similarity", "maskclip", "clearclip", "naclip")  # the tokens the dense loss trains (`digit_clip_dense`)
 
 
 def draw(x: torch.Tensor, y: torch.Tensor, cls: int, gen: torch.Generator, jitter: bool) -> torch.Tensor:
@@ -122,19 +128,6 @@ def caption_loss(logits: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
     return nll[present].mean()
 
 
-def dense_loss(cosines: torch.Tensor, threshold: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """cosines (n, Np, 10) of each patch with the captions, threshold () a cosine, labels (n, Np) (-1 blank):
-    cross-entropy over the ten captions and "background" (the threshold) at DENSE_SCALE; an ink patch's target
-    is its digit, a blank one's background; the blank patches' mean weighted BLANK_WEIGHT."""
-    z = DENSE_SCALE * torch.cat([cosines, threshold.expand(*cosines.shape[:2], 1)], -1)
-    target = torch.where(labels >= 0, labels, torch.full_like(labels, 10))
-    nll = F.cross_entropy(z.flatten(0, 1), target.flatten(), reduction="none")
-    inked = labels.flatten() >= 0
-    ink = nll[inked].mean() if inked.any() else nll.sum() * 0
-    blank = nll[~inked].mean() if (~inked).any() else nll.sum() * 0
-    return ink + BLANK_WEIGHT * blank
-
-
 def train(
     steps: int = 800,
     seed: int = 0,
@@ -143,6 +136,10 @@ def train(
     checks: int = 100,
     lr: float = 2e-3,
     dense_weight: float = DENSE_WEIGHT,
+    paths: tuple[str, ...] = PATHS,
+    check_every: int = 0,
+    present_weight: float = PRESENT_WEIGHT,
+    reps: int = 1,
 ) -> dict:
     """Train, save weights and config into `out`, return the held-out figures (`evaluate`). init: a digit_clip's
     weights (.safetensors) to start from, else the image tower from mnist_vit's and the rest from random."""
@@ -151,9 +148,12 @@ def train(
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     x, y, tr, ho = _digits()
-    clip = dc.build()
+    cfg = json.loads(json.dumps(dc.CONFIG))
+    cfg["vision"]["model_args"]["img_size"] = CELL * reps
+    clip = dc.build(cfg)
     if init is None:
         own = {k: v for k, v in load_file(WEIGHTS_DIR / "mnist_vit.safetensors").items() if not k.startswith("head.")}
+        own["pos_embed"] = tiled_pos(own["pos_embed"], clip.visual.trunk.num_prefix_tokens, reps)
         clip.visual.trunk.load_state_dict(pooled_names(own, clip.visual.trunk))
     else:
         clip.load_state_dict(pooled_names(load_file(init), clip))
@@ -173,12 +173,21 @@ def train(
         loss, right = torch.zeros(()), []
         for kind, n in GROUPS:
             img, present, labels = group(xt, yt, gen, kind, n)
-            tokens = tower.trunk.forward_features(img)
+            tokens, block_in = tokens_and_block_in(tower.trunk, img)
             emb = F.normalize(tower.embed(tokens), dim=-1)
-            cosines = F.normalize(tower.embed_each(tokens[:, prefix:]), dim=-1) @ text.T
             loss = loss + caption_loss(clip.logit_scale.exp() * emb @ text.T, present)
-            loss = loss + dense_weight * dense_loss(cosines, threshold, labels)
-            right.append((cosines.argmax(-1) == labels)[labels >= 0].float().mean().item())
+            used = paths if kind != 1 else paths[:1]  # 28 px single digits: the first path only
+            for path in used:
+                if path == "similarity":
+                    each = tokens[:, prefix:]
+                else:
+                    grid = (img.shape[2] // PATCH, img.shape[3] // PATCH)
+                    each = torch.stack([rule_tokens(tower.trunk, b, path, grid) for b in block_in])
+                cosines = F.normalize(tower.embed_each(each), dim=-1) @ text.T
+                loss = loss + dense_weight / len(used) * dense_loss(cosines, threshold, labels)
+                if present_weight and kind != 1:  # canvases and 56 px digits (one digit: the loss is 0)
+                    loss = loss + present_weight / len(used) * present_loss(cosines, labels, present)
+                right.append((cosines.argmax(-1) == labels)[labels >= 0].float().mean().item())
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(clip.parameters(), 1.0)
@@ -189,29 +198,35 @@ def train(
         if step % 50 == 49 or step in (4, steps - 1):
             ink = " ".join(f"{r:.2f}" for r in right)  # share of ink patches naming their digit, per group
             print(f"step {step + 1}/{steps} loss {loss.item():.3f} ink {ink} ({time.time() - t0:.0f}s)", flush=True)
+        if check_every and step % check_every == check_every - 1:
+            progress(clip.eval(), step + 1)
+            out.mkdir(parents=True, exist_ok=True)  # a checkpoint each check (not the shipped file)
+            save_file({k: v.contiguous() for k, v in clip.state_dict().items()}, out / f"step{step + 1}.safetensors")
     minutes = round((time.time() - t0) / 60, 1)
     out.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in clip.state_dict().items()}, out / f"{dc.ALIAS}.safetensors")
     figures = evaluate(clip.eval(), x[ho], y[ho], seed, checks)
     start = "mnist_vit" if init is None else f"{Path(init).name} (sha256 {_sha256(init)[:16]})"
     groups = [[list(k) if isinstance(k, tuple) else k, n] for k, n in GROUPS]
-    meta = {**dc.CONFIG, **figures}
+    meta = {**cfg, **figures}
     meta["train"] = {"steps": steps, "seed": seed, "init": start, "groups": groups, "lr": lr}
-    meta["train"] |= {"dense_weight": dense_weight, "minutes": minutes, "threads": torch.get_num_threads()}
+    meta["train"] |= {"dense_weight": dense_weight, "paths": list(paths), "minutes": minutes}
+    meta["train"] |= {"present_weight": present_weight, "pos_cells": reps}
+    meta["train"]["threads"] = torch.get_num_threads()
     (out / f"{dc.ALIAS}.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(json.dumps(figures))
     return figures
 
 
-def pooled_names(state: dict, model: torch.nn.Module) -> dict:
-    """`state` with its final norm's tensors renamed to `model`'s: a class-token tower's `norm` is a mean-pooled
-    one's `fc_norm` (timm puts the norm after the pool), so a token-pooled tower starts a mean-pooled one."""
-    have = set(model.state_dict())
-    out = {}
-    for k, v in state.items():
-        alt = k.replace("norm.", "fc_norm.") if k.endswith(("norm.weight", "norm.bias")) and "blocks" not in k else k
-        out[alt if k not in have and alt in have else k] = v
-    return out
+def progress(clip: torch.nn.Module, step: int, n: int = 40) -> None:
+    """Print the planted check's best peaks and labels on n canvases of seed 1 (held-out digits, not the bench's
+    seed-0 canvases) while training."""
+    from bench.bench_digit_clip import evaluate as planted_check
+
+    with torch.no_grad():
+        rules = planted_check(clip, n=n, seed=1, rules=RULES)["rules"]
+    best = {k: max(rules, key=lambda r: rules[r][k]) for k in ("peaks", "labels")}
+    print(f"check {step}: " + " ".join(f"{k} {r} {rules[r][k]:.0%}" for k, r in best.items()), flush=True)
 
 
 def _sha256(path) -> str:
@@ -255,11 +270,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checks", type=int, default=100, help="planted canvases checked after (default 100)")
     parser.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default %(default)s)")
     parser.add_argument("--dense-weight", type=float, default=DENSE_WEIGHT, help="the dense loss's weight (default 2)")
+    parser.add_argument("--paths", default=",".join(PATHS), help="the dense loss's tokens (default %(default)s)")
+    parser.add_argument("--present-weight", type=float, default=PRESENT_WEIGHT, help="the present loss's weight")
+    parser.add_argument("--pos-cells", type=int, default=1, help="position embedding for N x N cells (default 1)")
+    parser.add_argument("--check-every", type=int, default=0, help="planted check every N steps (default: none)")
     parser.add_argument("--replace", action="store_true", help="write into weights/, replacing the shipped weights")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     out = WEIGHTS_DIR if args.replace else args.out
-    train(args.steps, args.seed, out, args.init, args.checks, args.lr, args.dense_weight)
+    paths = tuple(args.paths.split(","))
+    train(
+        args.steps,
+        args.seed,
+        out,
+        args.init,
+        args.checks,
+        args.lr,
+        args.dense_weight,
+        paths,
+        args.check_every,
+        args.present_weight,
+        args.pos_cells,
+    )
     return 0
 
 

@@ -4,8 +4,10 @@ each ink patch names its own digit over a background threshold that every blank 
 
 from __future__ import annotations
 
+import pytest
 import torch
 
+from weights.digit_clip_dense import dense_loss, present_loss
 from weights.train_digit_clip import (
     BACKGROUND,
     CELL,
@@ -13,7 +15,6 @@ from weights.train_digit_clip import (
     PATCH,
     canvases,
     caption_loss,
-    dense_loss,
     group,
     patch_labels,
 )
@@ -89,3 +90,44 @@ def test_the_dense_loss_is_low_only_when_ink_names_its_digit_and_blank_stays_und
     faint[0, 0, 3] = 0.1  # an ink patch under the threshold
     for bad in (other, loud, faint):
         assert dense_loss(bad, threshold, labels) > 0.4
+
+
+@pytest.mark.slow
+def test_the_dense_loss_reads_the_tokens_each_rule_draws_its_map_from():
+    # The map the app draws under each rule (text_relevance) is the cosine of the tokens `digit_clip_dense` trains.
+    import torch.nn.functional as F
+    from PIL import Image
+
+    from attention.planted import planted_batch
+    from attention.vit.text import text_relevance
+    from attention.vit.text.digit_clip import caption, load_digit_clip
+    from attention.vit.text.tower import ready
+    from weights.digit_clip_dense import rule_tokens, tokens_and_block_in
+
+    clip, rules = load_digit_clip(), ("maskclip", "clearclip", "naclip")
+    p = next(iter(planted_batch(1, (2, 3), (2, 3), 0)))  # a non-square grid: 14 x 21 patches
+    prompts = [caption(int(c)) for c in p.classes]
+    tr = text_relevance(clip, Image.fromarray(p.image), prompts, rules=rules, resolution="native")
+    tower = ready(clip)
+    img = (torch.from_numpy(p.image).float()[None, None] / 255 - 0.1307) / 0.3081
+    with torch.no_grad():
+        text = F.normalize(clip.encode_text(clip.tokenizer(prompts)), dim=-1)
+        final, block_in = tokens_and_block_in(tower.trunk, img)
+        assert torch.allclose(final, tower.trunk.forward_features(img), atol=1e-6)
+        for rule in rules:
+            each = F.normalize(tower.embed_each(rule_tokens(tower.trunk, block_in[0], rule, tr.grid)), dim=-1)
+            maps = (each @ text.T).T.reshape(len(prompts), *tr.grid).numpy()
+            assert abs(maps - tr.maps(rule)).max() < 1e-5, rule
+
+
+def test_the_present_loss_is_low_only_when_each_ink_patch_names_its_own_digit_over_the_others_on_its_canvas():
+    present = torch.zeros(1, 10, dtype=torch.bool)
+    present[0, [3, 5]] = True
+    labels = torch.tensor([[3, -1, 5]])
+    right = torch.full((1, 3, 10), 0.9)  # absent captions as high as any: not this loss's business
+    right[0, 0, 5] = right[0, 2, 3] = 0.5
+    assert present_loss(right, labels, present) < 0.01
+    mixed = right.clone()
+    mixed[0, 0, 5] = mixed[0, 2, 3] = 0.88  # each ink patch names both digits of its canvas: mixed
+    assert present_loss(mixed, labels, present) > 0.4
+    assert present_loss(right, torch.full_like(labels, -1), present) == 0
