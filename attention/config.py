@@ -97,9 +97,7 @@ class Settings:
     state_mb: float = 1024.0  # every visitor's kept passes together, MB: ATTENTION_STATE_MB
     state_ttl: float = 1800.0  # seconds a kept pass lives unused: ATTENTION_STATE_TTL
     state_visitor_mb: float = 256.0  # one visitor's kept passes together, MB: ATTENTION_STATE_VISITOR_MB
-    state_address_mb: float = (
-        384.0  # one client address's sessions' kept passes together, MB: ATTENTION_STATE_ADDRESS_MB
-    )
+    state_address_mb: float = 384.0  # one address's sessions' kept passes together, MB: ATTENTION_STATE_ADDRESS_MB
     state_idle: float = 30.0  # seconds unused after which a visitor keeps only state_idle_mb: ATTENTION_STATE_IDLE
     state_idle_mb: float = 64.0  # an idle visitor's newest passes (and always the newest): ATTENTION_STATE_IDLE_MB
     memory_every: float = 10.0  # seconds between sweeps of the store and of freed memory: ATTENTION_MEMORY_EVERY

@@ -169,8 +169,9 @@ def pass_owner(key: PassKey, visitor: str | Visitor | None) -> str | tuple[str, 
     (ATTENTION_STATE_ADDRESS_MB) besides each session's own (`SharedCache`'s groups)."""
     if not key[3]:
         return "examples"
-    client = visitor.client if isinstance(visitor, Visitor) else None
-    return (f"c:{client}", key[3]) if client else key[3]
+    if isinstance(visitor, Visitor) and visitor.client:
+        return visitor.turn_key, key[3]  # the address's counter ("c:<address>"), as the lanes count it
+    return key[3]
 
 
 def known_digest(state: Ref | None, image: ImageSource | None) -> str | None:
