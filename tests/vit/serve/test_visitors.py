@@ -154,6 +154,23 @@ def test_the_sessions_of_one_address_share_its_bound_in_the_store(tmp_path):
     assert store.get(lone.key) is lone and store.group_owned("c:10.0.0.8") == one
 
 
+def test_the_sessions_of_one_address_from_four_threads_at_once_each_get_their_own_pass(tmp_path):
+    from attention.crowd.visitors import Visitor
+
+    one = passes.get_pass(DIGITS[0], "mnist_vit", 56).nbytes
+    store: SharedCache = SharedCache(max_bytes=1 << 30, ttl=60, max_owner_bytes=3 * one, max_group_bytes=4 * one)
+    lone = passes.get_pass(_upload(tmp_path, 50), "mnist_vit", 56, cache=store, visitor=Visitor("t", "10.0.0.8"))
+
+    def session(i):
+        return passes.get_pass(_upload(tmp_path, i), "mnist_vit", 56, cache=store, visitor=Visitor(f"s{i}", "10.0.0.9"))
+
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(session, range(10)))
+    assert [p.key[3] for p in got] == [f"s{i}" for i in range(10)] and store.computed == 11  # each its own
+    assert store.group_owned("c:10.0.0.9") == 4 * one and store.nbytes == 5 * one
+    assert store.get(lone.key) is lone and store.group_owned("c:10.0.0.8") == one
+
+
 def test_examples_stay_shared_between_visitors():
     store: SharedCache = SharedCache(max_bytes=1 << 30, ttl=60, max_owner_bytes=1 << 28)
     a = passes.get_pass(DIGITS[5], "mnist_vit", "auto", cache=store, visitor="A")
