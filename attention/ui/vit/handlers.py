@@ -63,13 +63,17 @@ class ViTHandlers:
         )
         return {self.t.score_bars: data, self.t.weight_bars: data}
 
-    def shown(self, fv, p, img, hd: int, plain=False, now: dict | None = None, kept: dict | None = None) -> dict:
+    def shown(
+        self, fv, p, img, hd: int, plain=False, now: dict | None = None, kept: dict | None = None, asked=None
+    ) -> dict:
         """A Frame and its checked view (`vit_frame`) as the display outputs, for `img` (the file the
         visitor's state stamps) and head `hd` (fitted); the view's style goes to the browser's copy
         (#vit-live). `plain`: values only, no gr.update and no browser copy (cached example
         outputs cannot hold updates in Gradio 6.31; `adopt` fits the sliders and sends the copy).
         `now`: the controls' values of this view, kept as the last accepted one (`refusals`);
-        `kept`: the one before (a refusal's note stays while the view is the kept one)."""
+        `kept`: the one before (a refusal's note stays while the view is the kept one). `asked`: the layer the
+        request carried; when the view drew that layer the slider's value is not sent back, so a change the
+        visitor made while this job ran (Gradio sends it after this answer) is not put back to this one's."""
         f, v = fv
         q = None if isinstance(f.res.query, str) else f.res.query
         vw = v.view
@@ -95,7 +99,9 @@ class ViTHandlers:
             **out,
             # the highlighted tile is the one shown large (a one-tile view: that tile)
             self.t.gallery: gr.update(value=tiles, selected_index=hd if vw in ("heads", "masks") else 0),
-            self.t.layer: gr.update(maximum=p.num_layers - 1, value=f.res.layer),
+            self.t.layer: gr.update(maximum=p.num_layers - 1)
+            if asked == f.res.layer
+            else gr.update(maximum=p.num_layers - 1, value=f.res.layer),
             self.t.head: gr.update(maximum=p.num_heads - 1),
             self.t.qrow: None if q is None else q[0],
             self.t.qcol: None if q is None else q[1],
@@ -133,7 +139,8 @@ class ViTHandlers:
         # the fitted layer (-1: the last, as the slider shows it), head and query; the view checked
         # (`fields.on_screen`: the panels that follow trust it)
         now = now | dict(layer=fv[0].res.layer, head=hd, qrow=q[0], qcol=q[1], view=fv[1].view)
-        return self.shown(fv, p, now["image"], hd, now=now, kept=kept)
+        asked = r.spec.layer
+        return self.shown(fv, p, now["image"], hd, now=now, kept=kept, asked=asked)
 
     def check_query(self, **fields):
         """Validator of the query fields: only the field at fault is marked, the last maps stay."""

@@ -61,8 +61,18 @@ def test_a_patch_click_resolves_its_pass_once_and_parses_the_query_once(tab, cou
     # BIG_DISPLAY px or more: 4 * k px a patch on screen
     k = -(-BIG_DISPLAY // 28)
     assert (out[t.qrow], out[t.qcol]) == (10 // (4 * k), 200 // (4 * k)) != (0, 0)
-    assert out[t.layer]["value"] == 3
+    assert "value" not in out[t.layer]  # the layer asked for was drawn: the slider is left as it is now
     assert "head 1" in out[t.caption]
+
+
+def test_an_answer_moves_the_layer_slider_only_when_it_drew_another_layer(tab):
+    """Gradio sends a change made while a job runs after that job's answer (`trigger_mode="always_last"`),
+    reading the slider then: an answer that set the slider back to its own request's layer would undo the change."""
+    t = tab.t
+    out = tab.update(**fields(layer=2.0))  # the slider's number, as the page sends it
+    assert "value" not in out[t.layer] and out[t.layer]["maximum"] == 3 and "layer 2" in out[t.caption]
+    out = tab.update(**fields(layer=-1))  # the last layer, as a link may ask: the slider shows its number
+    assert out[t.layer]["value"] == 3 and "layer 3" in out[t.caption]
 
 
 def test_a_head_tile_click_and_a_change_read_their_pass_once_too(tab, counted):
