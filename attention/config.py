@@ -102,6 +102,9 @@ class Settings:
     state_idle_mb: float = 64.0  # an idle visitor's newest passes (and always the newest): ATTENTION_STATE_IDLE_MB
     memory_every: float = 10.0  # seconds between sweeps of the store and of freed memory: ATTENTION_MEMORY_EVERY
     malloc_arenas: int = 2  # glibc malloc arenas of the server (0: glibc's 8 a core): ATTENTION_MALLOC_ARENAS
+    # blocks of this many KB or more mapped on their own, unmapped when freed (0: glibc's moving threshold, 128 KB
+    # raised by each large free up to 32 MB): ATTENTION_MALLOC_MMAP_KB
+    malloc_mmap_kb: int = 1024
     # one visitor's jobs waiting or running in the queue at once: ATTENTION_VISITOR_JOBS. A change and the three
     # panel redraws that follow it are 4; the next change must still get in while they run (so not 3)
     visitor_jobs: int = 6
@@ -219,6 +222,7 @@ class Settings:
             state_idle_mb=_read("ATTENTION_STATE_IDLE_MB", cls.state_idle_mb),
             memory_every=_read("ATTENTION_MEMORY_EVERY", cls.memory_every, float, 1),
             malloc_arenas=int(_read("ATTENTION_MALLOC_ARENAS", cls.malloc_arenas, int, 0)),
+            malloc_mmap_kb=int(_read("ATTENTION_MALLOC_MMAP_KB", cls.malloc_mmap_kb, int, 0, 32 * 1024)),
             visitor_jobs=int(_read("ATTENTION_VISITOR_JOBS", cls.visitor_jobs, int, 1)),
             address_waiting=int(_read("ATTENTION_ADDRESS_WAITING", cls.address_waiting, int, 1, 100_000)),
             queue_waiting=int(_read("ATTENTION_QUEUE_WAITING", cls.queue_waiting, int, 1, 1_000_000)),

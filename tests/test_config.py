@@ -15,6 +15,7 @@ def test_defaults_bound_everything_a_visitor_can_make_the_server_hold():
     assert s.max_sessions == 1000 and s.max_upload_mb == 20 and s.cache_age == 900 and not s.allow_downloads
     assert s.budget_gflop("cpu") == s.gflop_cpu and s.budget_gflop("cuda:0") == s.gflop_gpu > s.gflop_cpu
     assert s.state_idle == 30 and s.state_idle_mb == 64 and s.memory_every == 10 and s.malloc_arenas == 2
+    assert s.malloc_mmap_kb == 1024
     assert s.pass_store() == dict(
         max_bytes=1 << 30, ttl=1800, max_owner_bytes=1 << 28, idle=30, idle_bytes=1 << 26, max_group_bytes=384 << 20
     )
@@ -27,9 +28,10 @@ def test_settings_are_read_from_the_environment(monkeypatch):
     monkeypatch.setenv("ATTENTION_ALLOW_DOWNLOADS", "yes")
     monkeypatch.setenv("ATTENTION_STATE_IDLE", "120")
     monkeypatch.setenv("ATTENTION_MALLOC_ARENAS", "0")
+    monkeypatch.setenv("ATTENTION_MALLOC_MMAP_KB", "0")
     s = Settings.from_env()
     assert (s.gflop_cpu, s.state_mb, s.max_models, s.allow_downloads) == (50.0, 256.0, 1, True)
-    assert (s.state_idle, s.malloc_arenas) == (120.0, 0)
+    assert (s.state_idle, s.malloc_arenas, s.malloc_mmap_kb) == (120.0, 0, 0)
 
 
 @pytest.mark.parametrize(
@@ -44,6 +46,7 @@ def test_settings_are_read_from_the_environment(monkeypatch):
         ("ATTENTION_STATE_MB", "-1"),
         ("ATTENTION_STATE_IDLE", "0"),
         ("ATTENTION_MALLOC_ARENAS", "-2"),
+        ("ATTENTION_MALLOC_MMAP_KB", "65536"),
         ("ATTENTION_MAX_GFLOP_CPU", "lots"),
         ("ATTENTION_MAX_PIXELS", "200000000"),  # over PIL's own refusal: our limit could never be reached
     ],

@@ -13,7 +13,16 @@ pieces in that thread's arena, so each of up to 16 arenas (2 cores) ends up hold
 working set. `limit_arenas(n)` caps their number (glibc's M_ARENA_MAX, what MALLOC_ARENA_MAX sets),
 for threads started afterwards: the memory kept is then about n working sets, whatever the crowd.
 
+Large blocks are the other half. glibc serves a block of at least its mmap threshold from a mapping of its
+own, returned to the system the moment it is freed; but each time such a block is freed it raises the
+threshold to that block's size (up to 32 MB), so after a job's first large free its frames, maps and
+batches (1-30 MB each) come from the arenas, between the small objects other requests leave there
+meanwhile, and what those keep alive holds the pages around them. `fix_mmap_threshold(n)` sets the
+threshold once (glibc's M_MMAP_THRESHOLD, which also stops it moving): every block of n bytes or more
+is its own mapping, given back when freed, whatever else the arena holds.
+
     limit_arenas(2)                                         # before the server starts its threads
+    fix_mmap_threshold(1 << 20)                             # blocks of 1 MB or more: mapped, unmapped when freed
     janitor = Janitor(every=10.0, chores=[PASSES.sweep, at_most_every(300.0, slow_chore)])
     janitor.start()                                         # a daemon thread: chores, then release()
 """
@@ -31,7 +40,9 @@ from collections.abc import Callable
 log = logging.getLogger(__name__)
 
 
-M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
+M_ARENA_MAX = -8  # glibc's mallopt parameters (malloc.h)
+M_MMAP_THRESHOLD = -3
+MAX_MMAP_THRESHOLD = 32 << 20  # glibc's ceiling for it on 64-bit systems (HEAP_MAX_SIZE / 2)
 
 
 @functools.cache
@@ -49,6 +60,14 @@ def limit_arenas(n: int) -> bool:
     True if it could (False elsewhere, or if glibc refused)."""
     mallopt = _libc_function("mallopt")
     return mallopt is not None and mallopt(M_ARENA_MAX, int(n)) == 1
+
+
+def fix_mmap_threshold(nbytes: int) -> bool:
+    """Blocks of `nbytes` (at most MAX_MMAP_THRESHOLD) or more each in their own mapping, returned to the system
+    when freed, from now on, and the threshold no longer raised by glibc (`mallopt(M_MMAP_THRESHOLD, n)`);
+    True if it could (False elsewhere, or if glibc refused)."""
+    mallopt = _libc_function("mallopt")
+    return mallopt is not None and mallopt(M_MMAP_THRESHOLD, int(nbytes)) == 1
 
 
 def release() -> bool:

@@ -86,6 +86,39 @@ def test_limiting_arenas_bounds_how_many_eight_busy_threads_make():
     assert arenas(2) <= 2 < arenas(0)
 
 
+MMAP = """
+import ctypes, ctypes.util, sys
+import numpy as np
+from attention.crowd.memory import fix_mmap_threshold
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+libc.mallinfo2.restype = Info
+if sys.argv[1] != "0":
+    assert fix_mmap_threshold(int(sys.argv[1]))
+first = np.empty(4 << 20, np.uint8)  # 4 MB: over glibc's first threshold (128 KB), so mapped
+del first  # freed: glibc (left alone) raises its threshold to this block's size
+mapped = libc.mallinfo2().hblkhd
+second = np.empty(4 << 20, np.uint8)
+print(libc.mallinfo2().hblkhd - mapped)  # bytes the second block added to the mapped blocks
+"""
+
+
+@pytest.mark.subprocess
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt: Linux only")
+def test_a_fixed_mmap_threshold_keeps_each_large_block_in_a_mapping_of_its_own():
+    """Left alone, glibc serves a large block from the arena once a block that size was freed (its threshold
+    moved up); fixed at 1 MB, every block of 1 MB or more stays a mapping, returned to the system when freed."""
+
+    def mapped_by_second(threshold: int) -> int:
+        out = subprocess.run([sys.executable, "-c", MMAP, str(threshold)], capture_output=True, text=True, cwd=ROOT)
+        assert out.returncode == 0, out.stderr
+        return int(out.stdout)
+
+    assert mapped_by_second(0) == 0  # glibc's moving threshold: from the arena
+    assert mapped_by_second(1 << 20) >= 4 << 20
+
+
 def test_a_slower_chore_runs_at_most_once_in_its_period():
     """`at_most_every`: the first call runs the chore, calls within the period do not, the next one does."""
     now, runs = [0.0], []

@@ -29,7 +29,7 @@ from attention.crowd.cache import sweep, sweep_empty_dirs
 from attention.crowd.clients import Proxies
 from attention.crowd.guard import Guard
 from attention.crowd.limits import GuardLimits
-from attention.crowd.memory import Janitor, at_most_every, limit_arenas
+from attention.crowd.memory import Janitor, at_most_every, fix_mmap_threshold, limit_arenas
 from attention.ui.common.admit import gate_mcp_calls
 from attention.ui.common.components import pending_jobs
 from attention.ui.common.cpu_share import share_cpu
@@ -172,7 +172,8 @@ def sweep_mcp_copies(folder: Path, max_age: float = MCP_COPY_AGE) -> None:
 
 def memory_upkeep(s: Settings) -> Janitor:
     """For the serving process, before it starts serving: at most `s.malloc_arenas` malloc arenas
-    (`attention.crowd.memory.limit_arenas`; 0 leaves glibc's own), and a started janitor that every
+    (`attention.crowd.memory.limit_arenas`; 0 leaves glibc's own), blocks of `s.malloc_mmap_kb` KB or more
+    mapped on their own (`fix_mmap_threshold`; 0 leaves glibc's moving threshold), and a started janitor that every
     `s.memory_every` seconds applies the pass store's and the relevance results' time to live and idle
     rule (a quiet server forgets too), then returns freed memory to the system (`attention.crowd.memory.release`);
     every SWEEP_EVERY seconds it also removes the empty folders Gradio's cache deletion leaves in the
@@ -180,6 +181,8 @@ def memory_upkeep(s: Settings) -> Janitor:
     the MCP `data:` files older than MCP_COPY_AGE (`sweep_mcp_copies`)."""
     if s.malloc_arenas:
         limit_arenas(s.malloc_arenas)
+    if s.malloc_mmap_kb:
+        fix_mmap_threshold(s.malloc_mmap_kb * 1024)
     folder = Path(get_upload_folder())
     empty_dirs = at_most_every(SWEEP_EVERY, lambda: sweep_empty_dirs(folder, min_age=60.0))
     mcp_copies = at_most_every(MCP_COPY_AGE / 2, lambda: sweep_mcp_copies(folder))
