@@ -17,6 +17,7 @@ try:
     from attention.config import SETTINGS  # every setting, read once
 except ValueError as e:  # attention.config.ConfigError: a bad ATTENTION_* value, named in the message
     raise SystemExit(f"Attention Explorer cannot start: {e}") from None
+from attention.crowd.memory import freeze_startup
 from attention.ui import APP_CSS
 from attention.ui.calculator import tab as calculator_tab
 from attention.ui.common import server
@@ -73,4 +74,5 @@ LAUNCH = server.LaunchKwargs(
 warnings.filterwarnings("ignore", message="This MCP server includes a tool that has a gr.State input")
 
 if __name__ == "__main__":
+    freeze_startup()  # what the app built, out of the cycle collector's walk (the janitor's collections)
     demo.launch(server_name=SETTINGS.server_name, **LAUNCH)

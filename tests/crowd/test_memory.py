@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attention.crowd.memory import Janitor, at_most_every, release
+from attention.crowd.memory import Janitor, at_most_every, freeze_startup, release
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -127,3 +127,45 @@ def test_a_slower_chore_runs_at_most_once_in_its_period():
         now[0] = t
         chore()
     assert runs == [0.0, 300.0, 601.0]
+
+
+class Holder:
+    """A job's frame as a traceback keeps it: an object in a reference cycle, holding a large array."""
+
+    def __init__(self):
+        self.maps = np.ones(1 << 22)  # 32 MB
+        self.me = self
+
+
+@pytest.mark.parametrize("collect", [True, False])
+def test_the_janitor_collects_cyclic_garbage_that_holds_a_jobs_arrays(collect):
+    import gc
+    import weakref
+
+    gc.disable()  # no collection of its own meanwhile, as on a quiet server
+    try:
+        held = weakref.ref(Holder())  # the cycle is garbage at once; only a collection frees it
+        assert held() is not None
+        Janitor(60.0, [], collect=collect).round()
+        assert (held() is None) is collect
+    finally:
+        gc.enable()
+        gc.collect()
+
+
+@pytest.mark.subprocess
+def test_objects_frozen_at_start_are_kept_and_a_collection_skips_them():
+    script = """
+import gc, weakref
+from attention.crowd.memory import freeze_startup
+from tests.crowd.test_memory import Holder
+kept = [[i] for i in range(300_000)]  # what the app built
+assert len(gc.get_objects()) > 300_000  # each full collection walks them
+assert freeze_startup() > 300_000
+assert len(gc.get_objects()) < 50_000  # frozen: no longer walked
+held = weakref.ref(Holder())  # garbage made while serving is still collected
+gc.collect()
+assert held() is None and len(kept) == 300_000 and kept[-1] == [299_999]
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr

@@ -29,6 +29,7 @@ from attention.crowd.cache import sweep, sweep_empty_dirs
 from attention.crowd.clients import Proxies
 from attention.crowd.guard import Guard
 from attention.crowd.limits import GuardLimits
+from attention.crowd.memo import Memo
 from attention.crowd.memory import Janitor, at_most_every, fix_mmap_threshold, limit_arenas
 from attention.ui.common.admit import gate_mcp_calls
 from attention.ui.common.components import pending_jobs
@@ -131,19 +132,19 @@ class FileInputs:
 
 
 def middleware(s: Settings, blocks: gr.Blocks | None = None) -> list[Middleware]:
-    """The guard as Starlette middleware (empty when ATTENTION_GUARD=0)."""
-    if not s.guard:
-        return []
+    """The guard as Starlette middleware (none when ATTENTION_GUARD=0), then (given `blocks`) Gradio's `/config`
+    answer made once per root URL (`attention.crowd.memo.Memo`: it is the same for every asker of an app
+    without logins, and Gradio deep-copies the whole page's description for each)."""
     folder = Path(get_upload_folder())
-    return [
-        Middleware(
-            Guard,
-            limits=guard_limits(s),
-            upload_folder=folder,
-            check_json=None if blocks is None else FileInputs(blocks, folder),
-            proxies=Proxies.parse(s.trusted_proxies, s.proxy_hops),
-        )
-    ]
+    guard = Middleware(
+        Guard,
+        limits=guard_limits(s),
+        upload_folder=folder,
+        check_json=None if blocks is None else FileInputs(blocks, folder),
+        proxies=Proxies.parse(s.trusted_proxies, s.proxy_hops),
+    )
+    memo = None if blocks is None else Middleware(Memo, paths={"/config"}, version=lambda: id(blocks.config))
+    return [m for m in (guard if s.guard else None, memo) if m is not None]
 
 
 def route_mcp_copies(folder: Path) -> Path:
@@ -175,7 +176,8 @@ def memory_upkeep(s: Settings) -> Janitor:
     (`attention.crowd.memory.limit_arenas`; 0 leaves glibc's own), blocks of `s.malloc_mmap_kb` KB or more
     mapped on their own (`fix_mmap_threshold`; 0 leaves glibc's moving threshold), and a started janitor that every
     `s.memory_every` seconds applies the pass store's and the relevance results' time to live and idle
-    rule (a quiet server forgets too), then returns freed memory to the system (`attention.crowd.memory.release`);
+    rule (a quiet server forgets too), collects cyclic garbage (a traceback keeps a job's frames alive until then),
+    then returns freed memory to the system (`attention.crowd.memory.release`);
     every SWEEP_EVERY seconds it also removes the empty folders Gradio's cache deletion leaves in the
     upload folder (`attention.crowd.cache.sweep_empty_dirs`); every MCP_COPY_AGE / 2 seconds it deletes
     the MCP `data:` files older than MCP_COPY_AGE (`sweep_mcp_copies`)."""
@@ -186,7 +188,7 @@ def memory_upkeep(s: Settings) -> Janitor:
     folder = Path(get_upload_folder())
     empty_dirs = at_most_every(SWEEP_EVERY, lambda: sweep_empty_dirs(folder, min_age=60.0))
     mcp_copies = at_most_every(MCP_COPY_AGE / 2, lambda: sweep_mcp_copies(folder))
-    return Janitor(s.memory_every, [PASSES.sweep, RESULTS.sweep, empty_dirs, mcp_copies]).start()
+    return Janitor(s.memory_every, [PASSES.sweep, RESULTS.sweep, empty_dirs, mcp_copies], collect=True).start()
 
 
 def gate_mcp(blocks: gr.Blocks) -> Callable[[Any], contextlib.AbstractAsyncContextManager[None]]:
