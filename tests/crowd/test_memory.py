@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attention.crowd.memory import Janitor, at_most_every, freeze_startup, release
+from attention.crowd.memory import Janitor, at_most_every, release
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,8 +91,9 @@ import ctypes, ctypes.util, sys
 import numpy as np
 from attention.crowd.memory import fix_mmap_threshold
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
+NAMES = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
 class Info(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+    _fields_ = [(n, ctypes.c_size_t) for n in NAMES.split()]
 libc.mallinfo2.restype = Info
 if sys.argv[1] != "0":
     assert fix_mmap_threshold(int(sys.argv[1]))
