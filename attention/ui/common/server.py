@@ -29,7 +29,6 @@ from attention.crowd.cache import sweep, sweep_empty_dirs
 from attention.crowd.clients import Proxies
 from attention.crowd.guard import Guard
 from attention.crowd.limits import GuardLimits
-from attention.crowd.memo import Memo
 from attention.crowd.memory import Janitor, at_most_every, fix_mmap_threshold, limit_arenas
 from attention.ui.common.admit import gate_mcp_calls
 from attention.ui.common.components import pending_jobs
@@ -132,19 +131,19 @@ class FileInputs:
 
 
 def middleware(s: Settings, blocks: gr.Blocks | None = None) -> list[Middleware]:
-    """The guard as Starlette middleware (none when ATTENTION_GUARD=0), then (given `blocks`) Gradio's `/config`
-    answer made once per root URL (`attention.crowd.memo.Memo`: it is the same for every asker of an app
-    without logins, and Gradio deep-copies the whole page's description for each)."""
+    """The guard as Starlette middleware (empty when ATTENTION_GUARD=0)."""
+    if not s.guard:
+        return []
     folder = Path(get_upload_folder())
-    guard = Middleware(
-        Guard,
-        limits=guard_limits(s),
-        upload_folder=folder,
-        check_json=None if blocks is None else FileInputs(blocks, folder),
-        proxies=Proxies.parse(s.trusted_proxies, s.proxy_hops),
-    )
-    memo = None if blocks is None else Middleware(Memo, paths={"/config"}, version=lambda: id(blocks.config))
-    return [m for m in (guard if s.guard else None, memo) if m is not None]
+    return [
+        Middleware(
+            Guard,
+            limits=guard_limits(s),
+            upload_folder=folder,
+            check_json=None if blocks is None else FileInputs(blocks, folder),
+            proxies=Proxies.parse(s.trusted_proxies, s.proxy_hops),
+        )
+    ]
 
 
 def route_mcp_copies(folder: Path) -> Path:
