@@ -51,7 +51,6 @@ log = logging.getLogger(__name__)
 
 M_ARENA_MAX = -8  # glibc's mallopt parameters (malloc.h)
 M_MMAP_THRESHOLD = -3
-MAX_MMAP_THRESHOLD = 32 << 20  # glibc's ceiling for it on 64-bit systems (HEAP_MAX_SIZE / 2)
 
 
 @functools.cache
@@ -72,8 +71,8 @@ def limit_arenas(n: int) -> bool:
 
 
 def fix_mmap_threshold(nbytes: int) -> bool:
-    """Blocks of `nbytes` (at most MAX_MMAP_THRESHOLD) or more each in their own mapping, returned to the system
-    when freed, from now on, and the threshold no longer raised by glibc (`mallopt(M_MMAP_THRESHOLD, n)`);
+    """Blocks of `nbytes` (at most 32 MB, glibc's ceiling on 64-bit systems) or more each in their own mapping,
+    returned to the system when freed, from now on, and the threshold no longer raised by glibc (`mallopt(M_MMAP_THRESHOLD, n)`);
     True if it could (False elsewhere, or if glibc refused)."""
     mallopt = _libc_function("mallopt")
     return mallopt is not None and mallopt(M_MMAP_THRESHOLD, int(nbytes)) == 1

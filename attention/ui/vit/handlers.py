@@ -139,8 +139,7 @@ class ViTHandlers:
         # the fitted layer (-1: the last, as the slider shows it), head and query; the view checked
         # (`fields.on_screen`: the panels that follow trust it)
         now = now | dict(layer=fv[0].res.layer, head=hd, qrow=q[0], qcol=q[1], view=fv[1].view)
-        asked = r.spec.layer
-        return self.shown(fv, p, now["image"], hd, now=now, kept=kept, asked=asked)
+        return self.shown(fv, p, now["image"], hd, now=now, kept=kept, asked=r.spec.layer)
 
     def check_query(self, **fields):
         """Validator of the query fields: only the field at fault is marked, the last maps stay."""
