@@ -72,8 +72,8 @@ def limit_arenas(n: int) -> bool:
 
 def fix_mmap_threshold(nbytes: int) -> bool:
     """Blocks of `nbytes` (at most 32 MB, glibc's ceiling on 64-bit systems) or more each in their own mapping,
-    returned to the system when freed, from now on, and the threshold no longer raised by glibc (`mallopt(M_MMAP_THRESHOLD, n)`);
-    True if it could (False elsewhere, or if glibc refused)."""
+    returned to the system when freed, from now on, and the threshold no longer raised by glibc
+    (`mallopt(M_MMAP_THRESHOLD, n)`); True if it could (False elsewhere, or if glibc refused)."""
     mallopt = _libc_function("mallopt")
     return mallopt is not None and mallopt(M_MMAP_THRESHOLD, int(nbytes)) == 1
 
